@@ -1,0 +1,1 @@
+//! List/watch query options (PROTOCOL.md §5): parsing and validation. Pure.

@@ -1,0 +1,1 @@
+//! Label and field selectors (PROTOCOL.md §5): parsing and matching. Pure.

@@ -1,0 +1,3 @@
+//! The cache: upstream objects, the topology-pruned served view, RVs and the event log.
+
+pub mod topology;

@@ -1,0 +1,1 @@
+//! Topology pruning of Endpoints and EndpointSlices (TOPOLOGY.md). Pure.

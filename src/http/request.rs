@@ -1,0 +1,1 @@
+//! Incremental HTTP/1.1 request reader with limits. Pure.

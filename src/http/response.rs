@@ -1,0 +1,1 @@
+//! Response heads, chunked framing. Pure.

@@ -1,0 +1,1 @@
+//! v1 <-> v1beta1 EndpointSlice conversion (TOPOLOGY.md §5.3). Pure.

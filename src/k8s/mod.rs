@@ -1,0 +1,146 @@
+//! Kubernetes vocabulary shared by every layer: the served resources, object keys and the
+//! `Status` error object. Pure data, no I/O.
+
+pub mod convert;
+pub mod status;
+
+use std::fmt;
+
+/// `namespace/name` of an object; cluster-scoped objects (Nodes) have an empty namespace.
+/// Ordering is by namespace, then name — the order lists and WatchList initial events use.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct ObjectKey {
+    /// Namespace, `""` for cluster-scoped objects.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// Builds a key.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        ObjectKey {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// Reads `metadata.namespace` / `metadata.name` of a JSON object. `None` without a name.
+    pub fn of(obj: &serde_json::Value) -> Option<Self> {
+        let meta = obj.get("metadata")?;
+        let name = meta.get("name")?.as_str()?;
+        if name.is_empty() {
+            return None;
+        }
+        let namespace = meta.get("namespace").and_then(|v| v.as_str()).unwrap_or("");
+        Some(ObjectKey::new(namespace, name))
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// A resource grid-wrapper serves from its cache. Both EndpointSlice versions are served, each
+/// derived from the one version the upstream offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    /// core/v1 Services.
+    Services,
+    /// core/v1 Endpoints.
+    Endpoints,
+    /// discovery.k8s.io/v1 EndpointSlices.
+    SlicesV1,
+    /// discovery.k8s.io/v1beta1 EndpointSlices.
+    SlicesV1beta1,
+    /// core/v1 Nodes.
+    Nodes,
+}
+
+impl Resource {
+    /// Every served resource, in a fixed order (index = [`Resource::index`]).
+    pub const ALL: [Resource; 5] = [
+        Resource::Services,
+        Resource::Endpoints,
+        Resource::SlicesV1,
+        Resource::SlicesV1beta1,
+        Resource::Nodes,
+    ];
+
+    /// Position in [`Resource::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Resource::Services => 0,
+            Resource::Endpoints => 1,
+            Resource::SlicesV1 => 2,
+            Resource::SlicesV1beta1 => 3,
+            Resource::Nodes => 4,
+        }
+    }
+
+    /// Item kind, e.g. `EndpointSlice`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Resource::Services => "Service",
+            Resource::Endpoints => "Endpoints",
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => "EndpointSlice",
+            Resource::Nodes => "Node",
+        }
+    }
+
+    /// List kind, e.g. `EndpointSliceList`.
+    pub fn list_kind(self) -> &'static str {
+        match self {
+            Resource::Services => "ServiceList",
+            Resource::Endpoints => "EndpointsList",
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => "EndpointSliceList",
+            Resource::Nodes => "NodeList",
+        }
+    }
+
+    /// `apiVersion` of items and lists.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Resource::Services | Resource::Endpoints | Resource::Nodes => "v1",
+            Resource::SlicesV1 => "discovery.k8s.io/v1",
+            Resource::SlicesV1beta1 => "discovery.k8s.io/v1beta1",
+        }
+    }
+
+    /// Plural resource name used in paths and `Status.details.kind`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Resource::Services => "services",
+            Resource::Endpoints => "endpoints",
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => "endpointslices",
+            Resource::Nodes => "nodes",
+        }
+    }
+
+    /// Whether objects of this resource live in a namespace.
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Resource::Nodes)
+    }
+
+    /// Field names a `fieldSelector` may use on this resource (PROTOCOL.md §5).
+    pub fn selectable_fields(self) -> &'static [&'static str] {
+        match self {
+            Resource::Services => &[
+                "metadata.name",
+                "metadata.namespace",
+                "spec.clusterIP",
+                "spec.type",
+            ],
+            Resource::Endpoints | Resource::SlicesV1 | Resource::SlicesV1beta1 => {
+                &["metadata.name", "metadata.namespace"]
+            }
+            Resource::Nodes => &["metadata.name"],
+        }
+    }
+}

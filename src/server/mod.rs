@@ -1,0 +1,1 @@
+//! The mio event loop and connections.

@@ -1,0 +1,1 @@
+//! Upstream apiserver access: kubeconfig, ureq client, reflectors.
