@@ -1,4 +1,7 @@
 //! The API surface: query options, selectors, routing and the cache-backed handlers. Pure.
 
+pub mod filter;
+pub mod handlers;
 pub mod query;
+pub mod route;
 pub mod selector;

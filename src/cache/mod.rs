@@ -1,3 +1,5 @@
 //! The cache: upstream objects, the topology-pruned served view, RVs and the event log.
 
+pub mod store;
 pub mod topology;
+pub mod view;

@@ -1,1 +1,9 @@
-//! The mio event loop and connections.
+//! The I/O shell facing kube-proxy: the mio event loop, connections, watch streams, proxy
+//! workers and the health endpoints.
+
+pub mod conn;
+pub mod event_loop;
+pub mod health;
+pub mod outbound;
+pub mod proxy;
+pub mod watch;

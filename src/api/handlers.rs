@@ -1,0 +1,256 @@
+//! Cache-backed answers: list, get and watch starts, computed from the [`State`] under its lock.
+//! Pure: the server frames the [`Answer`] and streams watches.
+
+use std::sync::Arc;
+
+use crate::api::filter::Filter;
+use crate::api::query::{self, ListOptions, RvMatch};
+use crate::api::route::Route;
+use crate::cache::store::State;
+use crate::cache::view::Served;
+use crate::http::response::accepts_json;
+use crate::k8s::status::ApiError;
+use crate::k8s::{ObjectKey, Resource};
+
+/// Default watch lifetime without `timeoutSeconds`: 1800 s × (1 + jitter) (PROTOCOL.md §7).
+pub const DEFAULT_WATCH_SECS: u64 = 1800;
+
+/// A piece of a response body: our own bytes, or a served object's shared serialization.
+#[derive(Clone, Debug)]
+pub enum Segment {
+    /// Bytes owned by this response.
+    Owned(Vec<u8>),
+    /// A served object's bytes, shared with every other list and watcher.
+    Shared(Arc<[u8]>),
+}
+
+impl Segment {
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Segment::Owned(v) => v,
+            Segment::Shared(b) => b,
+        }
+    }
+}
+
+/// A complete JSON response.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub code: u16,
+    /// `Retry-After` seconds, if any.
+    pub retry_after: Option<u32>,
+    /// Body pieces, concatenated.
+    pub body: Vec<Segment>,
+}
+
+impl Reply {
+    /// A `Status` error reply.
+    pub fn error(err: &ApiError) -> Reply {
+        Reply {
+            code: err.code,
+            retry_after: err.retry_after,
+            body: vec![Segment::Owned(err.to_json())],
+        }
+    }
+
+    /// Body length in bytes.
+    pub fn len(&self) -> usize {
+        self.body.iter().map(|s| s.as_bytes().len()).sum()
+    }
+
+    /// Whether the body is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What opens a watch stream.
+#[derive(Debug)]
+pub enum InitialEnd {
+    /// No marker after the initial events.
+    None,
+    /// A plain BOOKMARK at the snapshot RV (RV ""/"0" start with `allowWatchBookmarks`).
+    Bookmark,
+    /// The WatchList BOOKMARK with `k8s.io/initial-events-end: "true"` (PROTOCOL.md §10).
+    InitialEventsEnd,
+}
+
+/// A watch to start: initial events, then log entries after `cursor`, until the deadline.
+#[derive(Debug)]
+pub struct WatchPlan {
+    /// The watched resource.
+    pub res: Resource,
+    /// Selection applied to every event (transitions per PROTOCOL.md §9).
+    pub filter: Filter,
+    /// Entries with rv > cursor follow the initial events.
+    pub cursor: u64,
+    /// `ADDED` events sent first, sorted by key.
+    pub initial: Vec<Arc<Served>>,
+    /// Marker after the initial events.
+    pub initial_end: InitialEnd,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+    /// Stream lifetime in seconds.
+    pub timeout_secs: u64,
+    /// Set when the requested RV cannot be served: send 200, one ERROR event, then close.
+    pub expired: Option<ApiError>,
+}
+
+/// The answer to one routed request.
+#[derive(Debug)]
+pub enum Answer {
+    /// A complete response.
+    Reply(Reply),
+    /// A watch stream.
+    Watch(Box<WatchPlan>),
+    /// Forward upstream.
+    Proxy,
+}
+
+/// Answers a request for a cache-backed route. `jitter` ∈ [0, 1) spreads default watch lifetimes.
+pub fn handle(route: &Route, query: &str, accept: Option<&str>, state: &State, jitter: f64) -> Answer {
+    let (res, namespace, name) = match route {
+        Route::Proxy => return Answer::Proxy,
+        Route::Collection { res, namespace } => (*res, namespace, None),
+        Route::Object { res, namespace, name } => (*res, namespace, Some(name)),
+    };
+    if !accepts_json(accept) {
+        return Answer::Reply(Reply::error(&ApiError::not_acceptable()));
+    }
+    if !state.is_ready() {
+        return Answer::Reply(Reply::error(&not_ready()));
+    }
+    if let Some(name) = name {
+        let key = ObjectKey::new(namespace.as_deref().unwrap_or(""), name);
+        return Answer::Reply(match state.collection(res).get(&key) {
+            Some(obj) => Reply {
+                code: 200,
+                retry_after: None,
+                body: vec![Segment::Shared(obj.bytes.clone())],
+            },
+            None => Reply::error(&ApiError::not_found(res.plural(), name)),
+        });
+    }
+    let opts = match query::parse(query, res.selectable_fields()) {
+        Ok(o) => o,
+        Err(e) => return Answer::Reply(Reply::error(&e)),
+    };
+    let filter = Filter {
+        namespace: namespace.clone(),
+        labels: opts.label_selector.clone(),
+        fields: opts.field_selector.clone(),
+    };
+    if opts.watch {
+        Answer::Watch(Box::new(watch(res, filter, &opts, state, jitter)))
+    } else {
+        Answer::Reply(list(res, &filter, &opts, state))
+    }
+}
+
+/// The 503 answered before the first sync (PROTOCOL.md §14).
+pub fn not_ready() -> ApiError {
+    ApiError::unavailable(
+        "grid-wrapper has not finished its initial sync with the apiserver",
+        Some(1),
+    )
+}
+
+/// Objects of `res` selected by `filter`, in key order.
+pub fn select(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>> {
+    let coll = state.collection(res);
+    // Fast path for `metadata.name=<n>` (kube-proxy's node informer).
+    if let Some(name) = filter.fields.required("metadata.name") {
+        let namespaces: Vec<String> = match (&filter.namespace, filter.fields.required("metadata.namespace")) {
+            (Some(ns), _) => vec![ns.clone()],
+            (None, Some(ns)) => vec![ns.to_string()],
+            (None, None) if !res.namespaced() => vec![String::new()],
+            (None, None) => {
+                return coll.objects().filter(|o| filter.matches(o)).cloned().collect();
+            }
+        };
+        return namespaces
+            .iter()
+            .filter_map(|ns| coll.get(&ObjectKey::new(ns, name)))
+            .filter(|o| filter.matches(o))
+            .cloned()
+            .collect();
+    }
+    coll.objects().filter(|o| filter.matches(o)).cloned().collect()
+}
+
+fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &State) -> Reply {
+    let current = state.current_rv();
+    if opts.resource_version_match == Some(RvMatch::Exact) {
+        let requested = opts.resource_version.as_deref().unwrap_or("");
+        if requested.parse::<u64>().ok() != Some(current) {
+            return Reply::error(&ApiError::expired(requested, current));
+        }
+    }
+    let items = select(res, filter, state);
+    let head = format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+        res.list_kind(),
+        res.api_version(),
+        current
+    );
+    let mut body = Vec::with_capacity(items.len() * 2 + 2);
+    body.push(Segment::Owned(head.into_bytes()));
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            body.push(Segment::Owned(b",".to_vec()));
+        }
+        body.push(Segment::Shared(item.bytes.clone()));
+    }
+    body.push(Segment::Owned(b"]}".to_vec()));
+    Reply {
+        code: 200,
+        retry_after: None,
+        body,
+    }
+}
+
+fn watch(res: Resource, filter: Filter, opts: &ListOptions, state: &State, jitter: f64) -> WatchPlan {
+    let current = state.current_rv();
+    let timeout_secs = opts
+        .timeout_seconds
+        .unwrap_or(DEFAULT_WATCH_SECS + (DEFAULT_WATCH_SECS as f64 * jitter.clamp(0.0, 1.0)) as u64);
+    let mut plan = WatchPlan {
+        res,
+        filter,
+        cursor: current,
+        initial: Vec::new(),
+        initial_end: InitialEnd::None,
+        bookmarks: opts.allow_watch_bookmarks,
+        timeout_secs,
+        expired: None,
+    };
+    let rv = opts.resource_version.as_deref().unwrap_or("");
+    let numeric = rv.parse::<u64>().ok();
+    let horizon = state.collection(res).horizon();
+    if opts.send_initial_events == Some(true) {
+        // WatchList (PROTOCOL.md §10): snapshot at the current RV, sorted ADDED, end marker.
+        if !rv.is_empty() && !numeric.is_some_and(|r| r <= current) {
+            plan.expired = Some(ApiError::expired(rv, current));
+            return plan;
+        }
+        plan.initial = select(res, &plan.filter, state);
+        plan.initial_end = InitialEnd::InitialEventsEnd;
+        return plan;
+    }
+    if opts.send_initial_events == Some(false) && rv.is_empty() {
+        return plan; // from now, no initial events
+    }
+    match numeric {
+        _ if rv.is_empty() || rv == "0" => {
+            plan.initial = select(res, &plan.filter, state);
+            if plan.bookmarks {
+                plan.initial_end = InitialEnd::Bookmark;
+            }
+        }
+        Some(r) if horizon <= r && r <= current => plan.cursor = r,
+        _ => plan.expired = Some(ApiError::expired(rv, current)),
+    }
+    plan
+}

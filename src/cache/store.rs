@@ -1,0 +1,417 @@
+//! The cache's state machine: upstream objects in, topology-pruned served objects, RVs and
+//! event-log entries out (PROTOCOL.md §8, TOPOLOGY.md §9).
+//!
+//! [`State`] is pure: the reflector threads call [`State::apply`] under one lock (the single
+//! writer); the event loop reads [`State::collection`] under the same lock. `now` is passed in
+//! (monotonic seconds) so the log's time window needs no clock here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use log::{debug, warn};
+use serde_json::Value;
+
+use crate::cache::topology::{self, Class, KeysAnnotation, Labels, Locality, TopologyKeys};
+use crate::cache::view::{stamp_rv, Collection, Retention, Served};
+use crate::k8s::{convert, ObjectKey, Resource};
+use crate::upstream::reflector::{Change, UpstreamKind};
+
+/// Fixed inputs of the filter.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `--hostname`: the local node.
+    pub hostname: String,
+    /// `--wrapper-in-cluster`: enables the `default/kubernetes` local rewrite.
+    pub wrapper_in_cluster: bool,
+    /// Event-log retention per resource.
+    pub retention: Retention,
+}
+
+/// The upstream objects grid-wrapper caches and everything it serves from them.
+#[derive(Debug)]
+pub struct State {
+    settings: Settings,
+    rv: u64,
+    served: [Collection; 5],
+    nodes: BTreeMap<String, Value>,
+    node_labels: BTreeMap<String, Labels>,
+    services: BTreeMap<ObjectKey, Value>,
+    service_keys: BTreeMap<ObjectKey, TopologyKeys>,
+    endpoints: BTreeMap<ObjectKey, Value>,
+    slices: BTreeMap<ObjectKey, Value>,
+    slice_kind: UpstreamKind,
+    slice_owner: BTreeMap<ObjectKey, ObjectKey>,
+    slices_by_service: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    synced: BTreeSet<u8>,
+    ready: bool,
+    // Recomputation owed at the end of the current `apply`.
+    dirty_all: bool,
+    dirty_services: BTreeSet<ObjectKey>,
+}
+
+/// What one [`State::apply`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Log entries appended (over all resources).
+    pub events: usize,
+    /// The cache became ready with this change.
+    pub became_ready: bool,
+}
+
+fn sync_slot(kind: UpstreamKind) -> u8 {
+    match kind {
+        UpstreamKind::Nodes => 0,
+        UpstreamKind::Services => 1,
+        UpstreamKind::Endpoints => 2,
+        UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => 3,
+    }
+}
+
+/// Drops what is never served (upstream RV, managedFields) and reads the key.
+fn clean(mut obj: Value) -> Option<(ObjectKey, Value)> {
+    let key = ObjectKey::of(&obj)?;
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("managedFields");
+    }
+    Some((key, obj))
+}
+
+impl State {
+    /// An empty, not yet ready cache whose RVs start above `seed` (PROTOCOL.md §8.1).
+    pub fn new(settings: Settings, seed: u64) -> State {
+        State {
+            settings,
+            rv: seed,
+            served: std::array::from_fn(|_| Collection::new(seed)),
+            nodes: BTreeMap::new(),
+            node_labels: BTreeMap::new(),
+            services: BTreeMap::new(),
+            service_keys: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            slice_kind: UpstreamKind::SlicesV1,
+            slice_owner: BTreeMap::new(),
+            slices_by_service: BTreeMap::new(),
+            synced: BTreeSet::new(),
+            ready: false,
+            dirty_all: false,
+            dirty_services: BTreeSet::new(),
+        }
+    }
+
+    /// The current resourceVersion (the last one handed out).
+    pub fn current_rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// Whether every reflector has listed once and the filtered view is built.
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// The served objects and event log of one resource.
+    pub fn collection(&self, res: Resource) -> &Collection {
+        &self.served[res.index()]
+    }
+
+    /// The EndpointSlice version the upstream provides.
+    pub fn slice_kind(&self) -> UpstreamKind {
+        self.slice_kind
+    }
+
+    /// Applies one upstream change, recomputes what it affects, and logs every change of served
+    /// content with a new RV. `now` is monotonic seconds (for the log's time window).
+    pub fn apply(&mut self, kind: UpstreamKind, change: Change, now: u64) -> Applied {
+        let before = self.rv;
+        if matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1) && kind != self.slice_kind {
+            // The upstream switched versions: its next full list replaces every stored slice.
+            self.slice_kind = kind;
+        }
+        let listed = matches!(change, Change::Replace(_));
+        match change {
+            Change::Upsert(obj) => {
+                if let Some((key, obj)) = clean(obj) {
+                    self.upsert(kind, key, obj, now);
+                }
+            }
+            Change::Delete(obj) => {
+                if let Some((key, _)) = clean(obj) {
+                    self.delete(kind, &key, now);
+                }
+            }
+            Change::Replace(items) => self.replace(kind, items, now),
+        }
+        self.flush_derived(now);
+        let mut applied = Applied {
+            events: (self.rv - before) as usize,
+            became_ready: false,
+        };
+        if listed && !self.ready {
+            self.synced.insert(sync_slot(kind));
+            if self.synced.len() == 4 {
+                self.ready = true;
+                applied.became_ready = true;
+                for coll in self.served.iter_mut() {
+                    coll.reset_history(self.rv);
+                }
+            }
+        }
+        for coll in self.served.iter_mut() {
+            coll.trim(&self.settings.retention, now);
+        }
+        applied
+    }
+
+    fn replace(&mut self, kind: UpstreamKind, items: Vec<Value>, now: u64) {
+        let fresh: BTreeMap<ObjectKey, Value> = items.into_iter().filter_map(clean).collect();
+        let gone: Vec<ObjectKey> = self
+            .keys_of(kind)
+            .into_iter()
+            .filter(|k| !fresh.contains_key(k))
+            .collect();
+        for key in gone {
+            self.delete(kind, &key, now);
+        }
+        for (key, obj) in fresh {
+            self.upsert(kind, key, obj, now);
+        }
+    }
+
+    fn keys_of(&self, kind: UpstreamKind) -> Vec<ObjectKey> {
+        match kind {
+            UpstreamKind::Nodes => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
+            UpstreamKind::Services => self.services.keys().cloned().collect(),
+            UpstreamKind::Endpoints => self.endpoints.keys().cloned().collect(),
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
+                self.slices.keys().cloned().collect()
+            }
+        }
+    }
+
+    fn upsert(&mut self, kind: UpstreamKind, key: ObjectKey, obj: Value, now: u64) {
+        match kind {
+            UpstreamKind::Nodes => {
+                if self.nodes.get(&key.name) == Some(&obj) {
+                    return;
+                }
+                let labels = labels_of(&obj);
+                if self.node_labels.get(&key.name) != Some(&labels) {
+                    self.dirty_all = true;
+                }
+                self.node_labels.insert(key.name.clone(), labels);
+                self.publish(Resource::Nodes, &key, Some(obj.clone()), now);
+                self.nodes.insert(key.name, obj);
+            }
+            UpstreamKind::Services => {
+                if self.services.get(&key) == Some(&obj) {
+                    return;
+                }
+                let keys = match topology::service_keys(&obj) {
+                    KeysAnnotation::Absent => None,
+                    KeysAnnotation::Keys(k) => Some(k),
+                    KeysAnnotation::Invalid(why) => {
+                        warn!("service {key}: ignoring topologyKeys annotation: {why}");
+                        None
+                    }
+                };
+                let is_new = !self.services.contains_key(&key);
+                if is_new || self.service_keys.get(&key) != keys.as_ref() {
+                    self.dirty_services.insert(key.clone());
+                }
+                match keys {
+                    Some(k) => self.service_keys.insert(key.clone(), k),
+                    None => self.service_keys.remove(&key),
+                };
+                self.publish(Resource::Services, &key, Some(obj.clone()), now);
+                self.services.insert(key, obj);
+            }
+            UpstreamKind::Endpoints => {
+                if self.endpoints.get(&key) == Some(&obj) {
+                    return;
+                }
+                self.endpoints.insert(key.clone(), obj);
+                let served = self.served_endpoints(&key);
+                self.publish(Resource::Endpoints, &key, served, now);
+            }
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
+                if self.slices.get(&key) == Some(&obj) {
+                    return;
+                }
+                self.index_slice(&key, topology::slice_service(&obj));
+                self.slices.insert(key.clone(), obj);
+                self.publish_slice(&key, now);
+            }
+        }
+    }
+
+    fn delete(&mut self, kind: UpstreamKind, key: &ObjectKey, now: u64) {
+        match kind {
+            UpstreamKind::Nodes => {
+                if self.nodes.remove(&key.name).is_some() {
+                    self.node_labels.remove(&key.name);
+                    self.dirty_all = true;
+                    self.publish(Resource::Nodes, key, None, now);
+                }
+            }
+            UpstreamKind::Services => {
+                if self.services.remove(key).is_some() {
+                    self.service_keys.remove(key);
+                    self.dirty_services.insert(key.clone());
+                    self.publish(Resource::Services, key, None, now);
+                }
+            }
+            UpstreamKind::Endpoints => {
+                if self.endpoints.remove(key).is_some() {
+                    self.publish(Resource::Endpoints, key, None, now);
+                }
+            }
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
+                if self.slices.remove(key).is_some() {
+                    self.index_slice(key, None);
+                    self.publish(Resource::SlicesV1, key, None, now);
+                    self.publish(Resource::SlicesV1beta1, key, None, now);
+                }
+            }
+        }
+    }
+
+    fn index_slice(&mut self, slice: &ObjectKey, owner: Option<ObjectKey>) {
+        if let Some(previous) = self.slice_owner.remove(slice) {
+            if let Some(set) = self.slices_by_service.get_mut(&previous) {
+                set.remove(slice);
+                if set.is_empty() {
+                    self.slices_by_service.remove(&previous);
+                }
+            }
+        }
+        if let Some(owner) = owner {
+            self.slices_by_service
+                .entry(owner.clone())
+                .or_default()
+                .insert(slice.clone());
+            self.slice_owner.insert(slice.clone(), owner);
+        }
+    }
+
+    /// Recomputes the endpoint objects that the changes of this `apply` affect, in key order.
+    fn flush_derived(&mut self, now: u64) {
+        let services: BTreeSet<ObjectKey> = if std::mem::take(&mut self.dirty_all) {
+            let mut all = std::mem::take(&mut self.dirty_services);
+            all.extend(self.service_keys.keys().cloned());
+            all
+        } else {
+            std::mem::take(&mut self.dirty_services)
+        };
+        if services.is_empty() {
+            return;
+        }
+        debug!("recomputing endpoints of {} services", services.len());
+        for svc in &services {
+            if self.endpoints.contains_key(svc) {
+                let served = self.served_endpoints(svc);
+                self.publish(Resource::Endpoints, svc, served, now);
+            }
+        }
+        for svc in &services {
+            let slices: Vec<ObjectKey> = self
+                .slices_by_service
+                .get(svc)
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default();
+            for slice in slices {
+                self.publish_slice(&slice, now);
+            }
+        }
+    }
+
+    fn class_of(&self, service: Option<&ObjectKey>) -> Class<'_> {
+        match service {
+            Some(svc) => match self.service_keys.get(svc) {
+                Some(keys) => Class::Topology(keys),
+                None if self.services.contains_key(svc) => Class::Normal,
+                None => Class::Dangling,
+            },
+            None => Class::Dangling,
+        }
+    }
+
+    fn locality(&self) -> Locality<'_> {
+        Locality {
+            hostname: &self.settings.hostname,
+            nodes: &self.node_labels,
+            wrapper_in_cluster: self.settings.wrapper_in_cluster,
+        }
+    }
+
+    fn served_endpoints(&self, key: &ObjectKey) -> Option<Value> {
+        let obj = self.endpoints.get(key)?;
+        Some(topology::serve_endpoints(obj, self.class_of(Some(key)), &self.locality()))
+    }
+
+    fn served_slice(&self, key: &ObjectKey, res: Resource) -> Option<Value> {
+        let obj = self.slices.get(key)?;
+        let class = self.class_of(self.slice_owner.get(key));
+        let loc = self.locality();
+        let v1_upstream = self.slice_kind == UpstreamKind::SlicesV1;
+        Some(match (res, v1_upstream) {
+            (Resource::SlicesV1, true) => topology::serve_slice_v1(obj, class, &loc),
+            (Resource::SlicesV1, false) => {
+                topology::serve_slice_v1(&convert::slice_v1beta1_to_v1(obj), class, &loc)
+            }
+            (_, true) => {
+                topology::serve_slice_v1beta1(&convert::slice_v1_to_v1beta1(obj), class, &loc)
+            }
+            (_, false) => topology::serve_slice_v1beta1(obj, class, &loc),
+        })
+    }
+
+    fn publish_slice(&mut self, key: &ObjectKey, now: u64) {
+        for res in [Resource::SlicesV1, Resource::SlicesV1beta1] {
+            let served = self.served_slice(key, res);
+            self.publish(res, key, served, now);
+        }
+    }
+
+    /// Makes `value` the served content of `key`: no change, no RV, no event; otherwise a new
+    /// RV, a new shared serialization and one log entry. Returns whether anything changed.
+    fn publish(&mut self, res: Resource, key: &ObjectKey, value: Option<Value>, now: u64) -> bool {
+        let coll = &mut self.served[res.index()];
+        let old = coll.get(key).cloned();
+        let Some(mut value) = value else {
+            if old.is_none() {
+                return false;
+            }
+            self.rv += 1;
+            coll.record(key, None, self.rv, now);
+            return true;
+        };
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("kind".into(), Value::String(res.kind().into()));
+            obj.insert("apiVersion".into(), Value::String(res.api_version().into()));
+        }
+        if let Some(old) = &old {
+            stamp_rv(&mut value, old.rv);
+            // Serializing a Value cannot fail.
+            if serde_json::to_vec(&value).unwrap_or_default()[..] == old.bytes[..] {
+                return false;
+            }
+        }
+        self.rv += 1;
+        stamp_rv(&mut value, self.rv);
+        let served = Arc::new(Served::from_value(key.clone(), self.rv, &value));
+        coll.record(key, Some(served), self.rv, now);
+        true
+    }
+}
+
+fn labels_of(obj: &Value) -> Labels {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,309 @@
+//! The served view of one resource: the current served objects as shared serialized bytes, and
+//! the bounded event log that lets a watch resume from any resourceVersion it was handed.
+//!
+//! Owns no lock and does no I/O; [`crate::cache::store::State`] is its only writer.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::k8s::ObjectKey;
+
+/// Label map of a served object.
+pub type Labels = BTreeMap<String, String>;
+
+/// One served object version: serialized once, shared by every list and watcher.
+#[derive(Debug)]
+pub struct Served {
+    /// `namespace/name`.
+    pub key: ObjectKey,
+    /// grid-wrapper's resourceVersion of this content.
+    pub rv: u64,
+    /// The JSON object with `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`.
+    pub bytes: Arc<[u8]>,
+    /// `metadata.labels`, for label selectors.
+    pub labels: Labels,
+    /// `spec.clusterIP` (Services), for field selectors.
+    pub cluster_ip: Option<String>,
+    /// `spec.type` (Services), for field selectors.
+    pub service_type: Option<String>,
+}
+
+impl Served {
+    /// Builds a served object from its final JSON (`rv` already stamped into it).
+    pub fn from_value(key: ObjectKey, rv: u64, value: &Value) -> Served {
+        let labels = value
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_string);
+        // Serializing a Value cannot fail (its keys are strings).
+        let bytes: Arc<[u8]> = serde_json::to_vec(value).unwrap_or_default().into();
+        Served {
+            key,
+            rv,
+            bytes,
+            labels,
+            cluster_ip: text("/spec/clusterIP"),
+            service_type: text("/spec/type"),
+        }
+    }
+
+    /// The value of a selectable field (PROTOCOL.md §5), `None` when the object has none.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        match name {
+            "metadata.name" => Some(&self.key.name),
+            "metadata.namespace" => Some(&self.key.namespace),
+            "spec.clusterIP" => self.cluster_ip.as_deref(),
+            "spec.type" => self.service_type.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The same content stamped with another resourceVersion (a DELETED event's object).
+    pub fn restamped(&self, rv: u64) -> Served {
+        let mut value: Value = match serde_json::from_slice(&self.bytes) {
+            Ok(v) => v,
+            // Our own bytes always parse; keep the old bytes if they somehow do not.
+            Err(_) => Value::Null,
+        };
+        if value.is_null() {
+            return Served {
+                key: self.key.clone(),
+                rv,
+                bytes: self.bytes.clone(),
+                labels: self.labels.clone(),
+                cluster_ip: self.cluster_ip.clone(),
+                service_type: self.service_type.clone(),
+            };
+        }
+        stamp_rv(&mut value, rv);
+        Served::from_value(self.key.clone(), rv, &value)
+    }
+}
+
+/// Sets `metadata.resourceVersion` to `rv` (creating `metadata` if needed).
+pub fn stamp_rv(value: &mut Value, rv: u64) {
+    if let Some(obj) = value.as_object_mut() {
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !meta.is_object() {
+            *meta = Value::Object(Default::default());
+        }
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+    }
+}
+
+/// One logged change of one served object.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The change's resourceVersion.
+    pub rv: u64,
+    /// Served content before the change; for a deletion, already stamped with `rv`.
+    pub old: Option<Arc<Served>>,
+    /// Served content after the change; `None` for a deletion.
+    pub new: Option<Arc<Served>>,
+}
+
+/// Why a watcher cannot continue from its position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gone;
+
+/// How long and how much history a collection keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    /// Always keep at least this many entries (`--notify-channel-size`).
+    pub min_entries: usize,
+    /// Never keep more than this many entries.
+    pub max_entries: usize,
+    /// Keep entries younger than this (seconds), up to `max_entries`.
+    pub window_secs: u64,
+}
+
+impl Retention {
+    /// Retention for a given `--notify-channel-size`: ≥ that many entries, 3 minutes of history,
+    /// at most 8× the size (and at least 4096 entries).
+    pub fn for_queue(size: usize) -> Retention {
+        let min_entries = size.max(1);
+        Retention {
+            min_entries,
+            max_entries: min_entries.saturating_mul(8).max(4096),
+            window_secs: 180,
+        }
+    }
+}
+
+/// The served objects of one resource and their event log.
+#[derive(Debug)]
+pub struct Collection {
+    objects: BTreeMap<ObjectKey, Arc<Served>>,
+    log: VecDeque<(u64, Entry)>,
+    horizon: u64,
+}
+
+impl Collection {
+    /// An empty collection whose history starts at `horizon`.
+    pub fn new(horizon: u64) -> Collection {
+        Collection {
+            objects: BTreeMap::new(),
+            log: VecDeque::new(),
+            horizon,
+        }
+    }
+
+    /// Current served objects in key order.
+    pub fn objects(&self) -> impl Iterator<Item = &Arc<Served>> {
+        self.objects.values()
+    }
+
+    /// Number of served objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether there are no served objects.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// One served object.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Served>> {
+        self.objects.get(key)
+    }
+
+    /// Oldest resourceVersion a watch may resume from.
+    pub fn horizon(&self) -> u64 {
+        self.horizon
+    }
+
+    /// Forgets the history and starts it at `rv` (used once, when the cache becomes ready).
+    pub fn reset_history(&mut self, rv: u64) {
+        self.log.clear();
+        self.horizon = rv;
+    }
+
+    /// Number of logged entries.
+    pub fn log_len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Replaces (or removes, with `None`) the served object at `key` and logs the change.
+    /// `rv` must be above every earlier rv. Returns the logged entry.
+    pub fn record(&mut self, key: &ObjectKey, new: Option<Arc<Served>>, rv: u64, now: u64) -> Entry {
+        let old = match &new {
+            Some(served) => self.objects.insert(key.clone(), served.clone()),
+            None => self
+                .objects
+                .remove(key)
+                .map(|old| Arc::new(old.restamped(rv))),
+        };
+        let entry = Entry { rv, old, new };
+        self.log.push_back((now, entry.clone()));
+        entry
+    }
+
+    /// Drops entries beyond the retention, raising the horizon to the newest dropped rv.
+    pub fn trim(&mut self, retention: &Retention, now: u64) {
+        while let Some((at, entry)) = self.log.front() {
+            let len = self.log.len();
+            let too_many = len > retention.max_entries;
+            let expired = len > retention.min_entries && now.saturating_sub(*at) > retention.window_secs;
+            if !(too_many || expired) {
+                break;
+            }
+            self.horizon = self.horizon.max(entry.rv);
+            self.log.pop_front();
+        }
+    }
+
+    /// Entries with rv > `cursor`, at most `max` of them. `Err(Gone)` when entries after
+    /// `cursor` were already evicted (the watcher fell behind the history).
+    pub fn after(&self, cursor: u64, max: usize) -> Result<Vec<Entry>, Gone> {
+        if cursor < self.horizon {
+            return Err(Gone);
+        }
+        let start = self.log.partition_point(|(_, e)| e.rv <= cursor);
+        Ok(self
+            .log
+            .iter()
+            .skip(start)
+            .take(max)
+            .map(|(_, e)| e.clone())
+            .collect())
+    }
+
+    /// Number of entries with rv > `cursor`.
+    pub fn pending(&self, cursor: u64) -> usize {
+        let start = self.log.partition_point(|(_, e)| e.rv <= cursor);
+        self.log.len() - start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn served(name: &str, rv: u64) -> Arc<Served> {
+        let mut v = json!({"kind":"Node","apiVersion":"v1","metadata":{"name":name,"labels":{"zone":"a"}}});
+        stamp_rv(&mut v, rv);
+        Arc::new(Served::from_value(ObjectKey::new("", name), rv, &v))
+    }
+
+    #[test]
+    fn replay_after_cursor_and_gone_below_horizon() {
+        let mut c = Collection::new(10);
+        let k = ObjectKey::new("", "n1");
+        c.record(&k, Some(served("n1", 11)), 11, 0);
+        c.record(&k, Some(served("n1", 13)), 13, 0);
+        c.record(&k, None, 15, 0);
+        assert_eq!(c.after(10, 100).map(|v| v.len()), Ok(3));
+        let rvs: Vec<u64> = c.after(11, 100).unwrap_or_default().iter().map(|e| e.rv).collect();
+        assert_eq!(rvs, vec![13, 15]);
+        assert_eq!(c.after(9, 100).map(|v| v.len()), Err(Gone));
+        assert_eq!(c.pending(13), 1);
+        // The deletion carries the last content stamped with the deletion's RV.
+        let del = c.after(13, 1).unwrap_or_default();
+        let old = del[0].old.clone().map(|o| o.rv);
+        assert_eq!(old, Some(15));
+        assert!(del[0].new.is_none());
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn trim_keeps_minimum_and_raises_horizon() {
+        let mut c = Collection::new(0);
+        let k = ObjectKey::new("", "n");
+        for rv in 1..=10 {
+            c.record(&k, Some(served("n", rv)), rv, 0);
+        }
+        let r = Retention { min_entries: 3, max_entries: 5, window_secs: 100 };
+        c.trim(&r, 50);
+        assert_eq!(c.log_len(), 5, "max_entries bounds the log");
+        assert_eq!(c.horizon(), 5);
+        c.trim(&r, 500);
+        assert_eq!(c.log_len(), 3, "old entries go, min_entries stay");
+        assert_eq!(c.horizon(), 7);
+        assert_eq!(c.after(6, 10), Err(Gone));
+        assert_eq!(c.after(7, 10).map(|v| v.len()), Ok(3));
+    }
+
+    #[test]
+    fn restamp_changes_only_the_rv() {
+        let s = served("n1", 5);
+        let r = s.restamped(9);
+        let v: Value = serde_json::from_slice(&r.bytes).unwrap_or_default();
+        assert_eq!(v["metadata"]["resourceVersion"], "9");
+        assert_eq!(v["metadata"]["labels"]["zone"], "a");
+        assert_eq!(r.field("metadata.name"), Some("n1"));
+    }
+}

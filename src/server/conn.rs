@@ -1,0 +1,431 @@
+//! One client connection: a state machine driven by socket readiness, the `Waker` and timers.
+//!
+//! `Idle` (reading the next request) → `Held` (cache not ready yet) → a reply goes out and the
+//! connection returns to `Idle`; or `Streaming` (a watch) / `Proxying` (a forwarded request)
+//! until the stream ends; `Closing` flushes what is queued and closes.
+
+use std::io::{self, Read};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+use mio::net::TcpStream;
+use mio::Interest;
+
+use crate::api::handlers::{self, Answer, Reply};
+use crate::api::route::{route, Route};
+use crate::cache::store::State;
+use crate::http::request::{Limits, Request, RequestReader};
+use crate::http::response::{self, Body};
+use crate::k8s::status::ApiError;
+use crate::server::outbound::Outbound;
+use crate::server::proxy::{Proxy, ProxyMsg};
+use crate::server::watch::{End, Watcher, HIGH_WATER};
+
+/// Server-wide settings every connection uses.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Request size limits.
+    pub limits: Limits,
+    /// Per-watcher queue bound (`--notify-channel-size`).
+    pub queue: usize,
+    /// How long a cache-backed request waits for the first sync before 503.
+    pub not_ready_hold: Duration,
+    /// Idle keep-alive connections are closed after this.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            limits: Limits::default(),
+            queue: 100,
+            not_ready_hold: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What a connection needs from the server while it is driven.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// The cache.
+    pub shared: &'a Mutex<State>,
+    /// Proxy workers.
+    pub proxy: &'a Proxy,
+    /// Settings.
+    pub opts: &'a ServerOptions,
+    /// The loop's clock reading for this round.
+    pub now: Instant,
+    /// A number in [0, 1) for default watch lifetimes.
+    pub jitter: f64,
+}
+
+/// Locks the cache; a poisoned lock (a panicked writer) still holds consistent data because
+/// every write completes before the next begins under the same lock.
+pub fn lock(shared: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Debug)]
+enum Phase {
+    Idle,
+    Held { req: Request, until: Instant },
+    Streaming(Box<Watcher>),
+    Proxying { rx: Receiver<ProxyMsg>, head_sent: bool, body: bool },
+    Closing,
+}
+
+/// One accepted connection.
+#[derive(Debug)]
+pub struct Conn {
+    sock: TcpStream,
+    peer: String,
+    reader: RequestReader,
+    out: Outbound,
+    phase: Phase,
+    keep_alive: bool,
+    last_active: Instant,
+    registered: Option<Interest>,
+    eof: bool,
+}
+
+impl Conn {
+    /// Wraps an accepted socket.
+    pub fn new(sock: TcpStream, peer: String, limits: Limits, now: Instant) -> Conn {
+        Conn {
+            sock,
+            peer,
+            reader: RequestReader::new(limits),
+            out: Outbound::default(),
+            phase: Phase::Idle,
+            keep_alive: true,
+            last_active: now,
+            registered: None,
+            eof: false,
+        }
+    }
+
+    /// The socket, for (de)registration.
+    pub fn socket(&mut self) -> &mut TcpStream {
+        &mut self.sock
+    }
+
+    /// The interest registered last, if any.
+    pub fn registered(&self) -> Option<Interest> {
+        self.registered
+    }
+
+    /// Records the registered interest.
+    pub fn set_registered(&mut self, i: Interest) {
+        self.registered = Some(i);
+    }
+
+    /// The interest the connection needs now: always readable (to notice a client leaving),
+    /// writable only while bytes wait.
+    pub fn interest(&self) -> Interest {
+        if self.out.is_empty() {
+            Interest::READABLE
+        } else {
+            Interest::READABLE | Interest::WRITABLE
+        }
+    }
+
+    /// Whether the connection waits on the loop (wakes, timers) rather than on its socket.
+    pub fn is_active(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Held { .. } | Phase::Streaming(_) | Phase::Proxying { .. }
+        )
+    }
+
+    /// The next instant at which [`Conn::drive`] has timed work.
+    pub fn next_timer(&self, opts: &ServerOptions) -> Instant {
+        match &self.phase {
+            Phase::Held { until, .. } => *until,
+            Phase::Streaming(w) => w.next_timer(),
+            _ => self.last_active + opts.idle_timeout,
+        }
+    }
+
+    /// Reads everything the socket has (edge-triggered readiness). Returns false when the
+    /// connection must close now.
+    pub fn read(&mut self, now: Instant) -> bool {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match self.sock.read(&mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return false;
+                }
+                Ok(n) => {
+                    self.last_active = now;
+                    if let Err(e) = self.reader.push(&buf[..n]) {
+                        self.fail_request(e.status(), e.message());
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    debug!("{}: read failed: {e}", self.peer);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Writes what is queued. Returns false when the connection must close now.
+    pub fn write(&mut self) -> bool {
+        if let Err(e) = self.out.write_to(&mut self.sock) {
+            debug!("{}: write failed: {e}", self.peer);
+            return false;
+        }
+        !(matches!(self.phase, Phase::Closing) && self.out.is_empty())
+    }
+
+    /// Advances the state machine as far as it can go without blocking. Returns false when the
+    /// connection is finished.
+    pub fn drive(&mut self, ctx: &Ctx<'_>) -> bool {
+        if self.eof {
+            return false;
+        }
+        loop {
+            let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
+                Phase::Idle => self.next_request(ctx),
+                Phase::Held { req, until } => {
+                    if lock(ctx.shared).is_ready() || ctx.now >= until {
+                        self.dispatch(req, ctx, false);
+                        true
+                    } else {
+                        self.phase = Phase::Held { req, until };
+                        false
+                    }
+                }
+                Phase::Streaming(w) => {
+                    self.stream(w, ctx);
+                    false
+                }
+                Phase::Proxying { rx, head_sent, body } => self.relay(rx, head_sent, body),
+                Phase::Closing => false,
+            };
+            if !self.write() {
+                return false;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        if matches!(self.phase, Phase::Idle)
+            && self.out.is_empty()
+            && ctx.now >= self.last_active + ctx.opts.idle_timeout
+        {
+            debug!("{}: idle timeout", self.peer);
+            return false;
+        }
+        true
+    }
+
+    fn next_request(&mut self, ctx: &Ctx<'_>) -> bool {
+        match self.reader.next_request() {
+            Ok(Some(req)) => {
+                self.last_active = ctx.now;
+                self.dispatch(req, ctx, true);
+                true
+            }
+            Ok(None) => {
+                self.phase = Phase::Idle;
+                false
+            }
+            Err(e) => {
+                self.fail_request(e.status(), e.message());
+                false
+            }
+        }
+    }
+
+    /// Answers a malformed request with a Status and closes.
+    fn fail_request(&mut self, code: u16, message: &str) {
+        info!("{}: bad request ({code}): {message}", self.peer);
+        let reason = match code {
+            413 => "RequestEntityTooLarge",
+            431 => "RequestHeaderFieldsTooLarge",
+            501 => "NotImplemented",
+            505 => "HTTPVersionNotSupported",
+            _ => "BadRequest",
+        };
+        let err = ApiError::new(code, reason, message);
+        self.out.push_owned(response::status(&err, false));
+        self.phase = Phase::Closing;
+    }
+
+    fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) {
+        self.keep_alive = req.keep_alive();
+        let r = route(&req.method, &req.path);
+        if r == Route::Proxy {
+            debug!("{}: {} {} → proxy", self.peer, req.method, req.path);
+            let body = req.method != "HEAD";
+            match ctx.proxy.start(req) {
+                Ok(rx) => {
+                    self.phase = Phase::Proxying { rx, head_sent: false, body };
+                }
+                Err(e) => self.reply(Reply::error(&e)),
+            }
+            return;
+        }
+        let state = lock(ctx.shared);
+        if !state.is_ready() && may_hold {
+            drop(state);
+            self.phase = Phase::Held {
+                req,
+                until: ctx.now + ctx.opts.not_ready_hold,
+            };
+            return;
+        }
+        let answer = handlers::handle(&r, &req.query, req.header_str("accept"), &state, ctx.jitter);
+        match answer {
+            Answer::Reply(reply) => {
+                drop(state);
+                debug!("{}: GET {}?{} → {}", self.peer, req.path, req.query, reply.code);
+                self.reply(reply);
+            }
+            Answer::Watch(plan) => {
+                let head = response::head(
+                    200,
+                    &[("Content-Type", "application/json"), ("Cache-Control", "no-cache, private")],
+                    Body::Chunked,
+                    true,
+                );
+                self.out.push_owned(head);
+                debug!("{}: WATCH {}?{} from {}", self.peer, req.path, req.query, plan.cursor);
+                match Watcher::start(*plan, ctx.now, &mut self.out) {
+                    Some(mut w) => {
+                        let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
+                        drop(state);
+                        self.phase = Phase::Streaming(Box::new(w));
+                    }
+                    None => {
+                        drop(state);
+                        self.end_stream();
+                    }
+                }
+            }
+            Answer::Proxy => {
+                drop(state);
+                self.reply(Reply::error(&ApiError::internal("unroutable request")));
+            }
+        }
+    }
+
+    /// Queues the chunked body's end and closes once it is written.
+    fn end_stream(&mut self) {
+        let mut last = Vec::new();
+        response::push_last_chunk(&mut last);
+        self.out.push_owned(last);
+        self.phase = Phase::Closing;
+    }
+
+    fn reply(&mut self, reply: Reply) {
+        let retry = reply.retry_after.map(|s| s.to_string());
+        let mut headers: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
+        if let Some(r) = &retry {
+            headers.push(("Retry-After", r));
+        }
+        self.out.push_owned(response::head(reply.code, &headers, Body::Length(reply.len()), self.keep_alive));
+        for seg in reply.body {
+            self.out.push(seg);
+        }
+        self.phase = if self.keep_alive { Phase::Idle } else { Phase::Closing };
+    }
+
+    fn stream(&mut self, mut w: Box<Watcher>, ctx: &Ctx<'_>) {
+        let state = lock(ctx.shared);
+        let result = w
+            .pump(&state, &mut self.out, ctx.opts.queue, ctx.now)
+            .and_then(|()| w.tick(&state, &mut self.out, ctx.now));
+        drop(state);
+        match result {
+            Ok(()) => self.phase = Phase::Streaming(w),
+            Err(end) => {
+                match end {
+                    End::Deadline => debug!("{}: watch of {} reached its deadline", self.peer, w.resource().plural()),
+                    End::TooSlow => warn!(
+                        "{}: watch of {} ended: client too slow (more than {} events queued); it will resume from its last resourceVersion",
+                        self.peer, w.resource().plural(), ctx.opts.queue
+                    ),
+                    End::Evicted => warn!(
+                        "{}: watch of {} ended: it fell behind the event history",
+                        self.peer, w.resource().plural()
+                    ),
+                }
+                self.end_stream();
+            }
+        }
+    }
+
+    fn relay(&mut self, rx: Receiver<ProxyMsg>, mut head_sent: bool, body: bool) -> bool {
+        while self.out.len() < HIGH_WATER {
+            match rx.try_recv() {
+                Ok(ProxyMsg::Head { status, headers }) => {
+                    let mut out = format!("HTTP/1.1 {status} {}\r\n", response::reason(status)).into_bytes();
+                    for (name, value) in &headers {
+                        out.extend_from_slice(name.as_bytes());
+                        out.extend_from_slice(b": ");
+                        out.extend_from_slice(value);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    let has_body = body && status >= 200 && status != 204 && status != 304;
+                    if has_body {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    } else {
+                        out.extend_from_slice(b"Content-Length: 0\r\n");
+                    }
+                    if !self.keep_alive {
+                        out.extend_from_slice(b"Connection: close\r\n");
+                    }
+                    out.extend_from_slice(b"\r\n");
+                    self.out.push_owned(out);
+                    head_sent = true;
+                    if !has_body {
+                        self.phase = Phase::Proxying { rx, head_sent, body: false };
+                        // Drain the rest (End) without framing a body.
+                        return true;
+                    }
+                }
+                Ok(ProxyMsg::Data(bytes)) => {
+                    if body {
+                        let mut chunk = Vec::with_capacity(bytes.len() + 16);
+                        response::push_chunk(&mut chunk, &bytes);
+                        self.out.push_owned(chunk);
+                    }
+                }
+                Ok(ProxyMsg::End) => {
+                    if body {
+                        let mut last = Vec::new();
+                        response::push_last_chunk(&mut last);
+                        self.out.push_owned(last);
+                    }
+                    self.phase = if self.keep_alive { Phase::Idle } else { Phase::Closing };
+                    return true;
+                }
+                Ok(ProxyMsg::Failed(err)) => {
+                    if head_sent {
+                        // Mid-body failure: the client sees a truncated chunked body.
+                        self.phase = Phase::Closing;
+                    } else {
+                        self.reply(Reply::error(&err));
+                    }
+                    return true;
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    self.phase = Phase::Closing;
+                    return true;
+                }
+            }
+        }
+        self.phase = Phase::Proxying { rx, head_sent, body };
+        false
+    }
+}

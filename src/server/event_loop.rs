@@ -1,0 +1,225 @@
+//! The event loop: one mio `Poll` on one thread owns every client socket. Reflector and proxy
+//! threads never touch sockets; they publish (to the cache or a channel) and `wake()` the loop.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use log::{debug, warn};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::cache::store::State;
+use crate::server::conn::{Conn, Ctx, ServerOptions};
+use crate::server::proxy::Proxy;
+use crate::upstream::client::Upstream;
+
+/// The listening socket.
+const LISTENER: Token = Token(0);
+/// Wakes from reflector and proxy threads.
+const WAKER: Token = Token(1);
+/// The first connection token; tokens are never reused.
+const FIRST_CONN: usize = 2;
+/// The loop wakes at least this often (timers are also computed exactly).
+const MAX_SLEEP: Duration = Duration::from_secs(5);
+/// Most open client connections; further ones are closed at once.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// The server facing kube-proxy.
+#[derive(Debug)]
+pub struct Server {
+    poll: Poll,
+    listener: TcpListener,
+    waker: Arc<Waker>,
+    conns: HashMap<Token, Conn>,
+    next_token: usize,
+    shared: Arc<Mutex<State>>,
+    proxy: Proxy,
+    opts: ServerOptions,
+    seed: u64,
+}
+
+impl Server {
+    /// Binds the listener and prepares the loop.
+    pub fn bind(
+        addr: SocketAddr,
+        shared: Arc<Mutex<State>>,
+        upstream: Option<Upstream>,
+        opts: ServerOptions,
+    ) -> io::Result<Server> {
+        let poll = Poll::new()?;
+        let mut listener = TcpListener::bind(addr)?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let proxy = Proxy::new(upstream, waker.clone());
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        Ok(Server {
+            poll,
+            listener,
+            waker,
+            conns: HashMap::new(),
+            next_token: FIRST_CONN,
+            shared,
+            proxy,
+            opts,
+            seed: seed | 1,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The loop's waker, for threads that publish.
+    pub fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
+
+    /// A cheap xorshift number in [0, 1) for watch-lifetime jitter.
+    fn jitter(&mut self) -> f64 {
+        let mut x = self.seed;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.seed = x;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Runs until `stop` is set. Only a failing `poll` ends it with an error.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut events = Events::with_capacity(256);
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let next = self
+                .conns
+                .values()
+                .map(|c| c.next_timer(&self.opts))
+                .min()
+                .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
+                .min(MAX_SLEEP);
+            match self.poll.poll(&mut events, Some(next + Duration::from_millis(1))) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let now = Instant::now();
+            let jitter = self.jitter();
+            let mut touched: Vec<Token> = Vec::new();
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(now)?,
+                    WAKER => {}
+                    token => {
+                        if let Some(conn) = self.conns.get_mut(&token) {
+                            let alive = (!event.is_readable() && !event.is_read_closed()
+                                || conn.read(now))
+                                && (!event.is_writable() || conn.write());
+                            if alive {
+                                touched.push(token);
+                            } else {
+                                self.close(token);
+                            }
+                        }
+                    }
+                }
+            }
+            // Connections that wait on the loop (watches, proxies, held requests) are driven on
+            // every round: wakes coalesce, so a wake means "go look", not "one thing happened".
+            let mut to_drive: Vec<Token> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.is_active())
+                .map(|(t, _)| *t)
+                .collect();
+            to_drive.extend(touched);
+            to_drive.sort_unstable();
+            to_drive.dedup();
+            // Idle connections past their timeout.
+            to_drive.extend(
+                self.conns
+                    .iter()
+                    .filter(|(_, c)| !c.is_active() && c.next_timer(&self.opts) <= now)
+                    .map(|(t, _)| *t),
+            );
+            let ctx = Ctx {
+                shared: &self.shared,
+                proxy: &self.proxy,
+                opts: &self.opts,
+                now,
+                jitter,
+            };
+            let mut dead = Vec::new();
+            for token in to_drive {
+                let Some(conn) = self.conns.get_mut(&token) else {
+                    continue;
+                };
+                if !conn.drive(&ctx) {
+                    dead.push(token);
+                    continue;
+                }
+                let want = conn.interest();
+                if conn.registered() != Some(want) {
+                    if let Err(e) = self.poll.registry().reregister(conn.socket(), token, want) {
+                        debug!("reregister failed: {e}");
+                        dead.push(token);
+                        continue;
+                    }
+                    conn.set_registered(want);
+                }
+            }
+            for token in dead {
+                self.close(token);
+            }
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, now: Instant) -> io::Result<()> {
+        loop {
+            match self.listener.accept() {
+                Ok((mut sock, peer)) => {
+                    if self.conns.len() >= MAX_CONNECTIONS {
+                        warn!("refusing {peer}: {MAX_CONNECTIONS} connections open");
+                        continue;
+                    }
+                    let token = Token(self.next_token);
+                    self.next_token += 1;
+                    if let Err(e) = self.poll.registry().register(&mut sock, token, Interest::READABLE) {
+                        warn!("cannot register {peer}: {e}");
+                        continue;
+                    }
+                    let _ = sock.set_nodelay(true);
+                    let mut conn = Conn::new(sock, peer.to_string(), self.opts.limits, now);
+                    conn.set_registered(Interest::READABLE);
+                    // Data may already be there (edge-triggered: read now).
+                    if conn.read(now) {
+                        self.conns.insert(token, conn);
+                    } else {
+                        let _ = self.poll.registry().deregister(conn.socket());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Running out of descriptors must not end the loop.
+                    warn!("accept failed: {e}");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, token: Token) {
+        if let Some(mut conn) = self.conns.remove(&token) {
+            let _ = self.poll.registry().deregister(conn.socket());
+        }
+    }
+}

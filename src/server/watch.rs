@@ -1,0 +1,187 @@
+//! One open watch stream: initial events, then the event log from its cursor, bookmarks and the
+//! deadline (PROTOCOL.md §7–§10). Frames reuse each served object's shared bytes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::api::filter::Filter;
+use crate::api::handlers::{InitialEnd, Segment, WatchPlan};
+use crate::cache::store::State;
+use crate::cache::view::{Entry, Served};
+use crate::k8s::Resource;
+use crate::server::outbound::Outbound;
+
+/// Bookmark period on a quiet stream (the apiserver's cadence).
+pub const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+/// The final bookmark is sent this long before the deadline.
+pub const FINAL_BOOKMARK_BEFORE: Duration = Duration::from_secs(2);
+/// Stop pulling log entries once this many bytes wait unsent.
+pub const HIGH_WATER: usize = 256 * 1024;
+/// Log entries pulled per step.
+const BATCH: usize = 256;
+
+/// Why a watch ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// `timeoutSeconds` elapsed.
+    Deadline,
+    /// The client could not keep up: more than the queue bound waited (never thinned).
+    TooSlow,
+    /// The log no longer holds the entries after the cursor.
+    Evicted,
+}
+
+/// State of one watch stream.
+#[derive(Debug)]
+pub struct Watcher {
+    res: Resource,
+    filter: Filter,
+    cursor: u64,
+    bookmarks: bool,
+    deadline: Instant,
+    next_bookmark: Instant,
+    final_bookmark_sent: bool,
+}
+
+/// Queues one chunk-framed watch event: `{"type":T,"object":<bytes>}\n`.
+pub fn push_event(out: &mut Outbound, kind: &str, object: Segment) {
+    let prefix = format!("{{\"type\":\"{kind}\",\"object\":");
+    let len = prefix.len() + object.as_bytes().len() + 2;
+    let mut head = format!("{len:x}\r\n").into_bytes();
+    head.extend_from_slice(prefix.as_bytes());
+    out.push_owned(head);
+    out.push(object);
+    out.push_owned(b"}\n\r\n".to_vec());
+}
+
+/// A BOOKMARK object of the watched kind at `rv`, optionally marking the end of initial events.
+pub fn bookmark_object(res: Resource, rv: u64, initial_end: bool) -> Vec<u8> {
+    let annotations = if initial_end {
+        ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
+    } else {
+        ""
+    };
+    format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{annotations}}}}}",
+        res.kind(),
+        res.api_version()
+    )
+    .into_bytes()
+}
+
+/// The event a watcher with `filter` gets for `entry` (PROTOCOL.md §9), if any.
+pub fn transition(entry: &Entry, filter: &Filter) -> Option<(&'static str, Segment)> {
+    let matches = |o: &Option<Arc<Served>>| o.as_ref().is_some_and(|s| filter.matches(s));
+    match (matches(&entry.old), matches(&entry.new), &entry.old, &entry.new) {
+        (false, true, _, Some(new)) => Some(("ADDED", Segment::Shared(new.bytes.clone()))),
+        (true, true, _, Some(new)) => Some(("MODIFIED", Segment::Shared(new.bytes.clone()))),
+        // A real deletion's old object is already stamped with the deletion's RV.
+        (true, false, Some(old), None) => Some(("DELETED", Segment::Shared(old.bytes.clone()))),
+        (true, false, Some(old), Some(_)) => Some((
+            "DELETED",
+            Segment::Shared(old.restamped(entry.rv).bytes.clone()),
+        )),
+        _ => None,
+    }
+}
+
+impl Watcher {
+    /// Starts a stream: queues the initial events and marker. Returns `None` (after queueing the
+    /// ERROR event and the stream's end) when the plan is expired.
+    pub fn start(plan: WatchPlan, now: Instant, out: &mut Outbound) -> Option<Watcher> {
+        if let Some(err) = &plan.expired {
+            push_event(out, "ERROR", Segment::Owned(err.to_json()));
+            return None;
+        }
+        for obj in &plan.initial {
+            push_event(out, "ADDED", Segment::Shared(obj.bytes.clone()));
+        }
+        match plan.initial_end {
+            InitialEnd::None => {}
+            InitialEnd::Bookmark => push_event(
+                out,
+                "BOOKMARK",
+                Segment::Owned(bookmark_object(plan.res, plan.cursor, false)),
+            ),
+            InitialEnd::InitialEventsEnd => push_event(
+                out,
+                "BOOKMARK",
+                Segment::Owned(bookmark_object(plan.res, plan.cursor, true)),
+            ),
+        }
+        Some(Watcher {
+            res: plan.res,
+            filter: plan.filter,
+            cursor: plan.cursor,
+            bookmarks: plan.bookmarks,
+            deadline: now + Duration::from_secs(plan.timeout_secs),
+            next_bookmark: now + BOOKMARK_EVERY,
+            final_bookmark_sent: false,
+        })
+    }
+
+    /// The watched resource.
+    pub fn resource(&self) -> Resource {
+        self.res
+    }
+
+    /// When [`Watcher::tick`] next has something to do.
+    pub fn next_timer(&self) -> Instant {
+        let mut t = self.deadline;
+        if self.bookmarks {
+            t = t.min(self.next_bookmark);
+            if !self.final_bookmark_sent {
+                t = t.min(self.deadline.checked_sub(FINAL_BOOKMARK_BEFORE).unwrap_or(self.deadline));
+            }
+        }
+        t
+    }
+
+    /// Moves log entries after the cursor into `out` until it holds [`HIGH_WATER`] bytes.
+    /// `queue` is the watcher's bound (`--notify-channel-size`): when the socket is backed up and
+    /// more entries than that wait, the watch ends.
+    pub fn pump(&mut self, state: &State, out: &mut Outbound, queue: usize, now: Instant) -> Result<(), End> {
+        let coll = state.collection(self.res);
+        if out.len() >= HIGH_WATER && coll.pending(self.cursor) > queue {
+            return Err(End::TooSlow);
+        }
+        while out.len() < HIGH_WATER {
+            let entries = coll.after(self.cursor, BATCH).map_err(|_| End::Evicted)?;
+            if entries.is_empty() {
+                break;
+            }
+            for entry in &entries {
+                if let Some((kind, obj)) = transition(entry, &self.filter) {
+                    push_event(out, kind, obj);
+                    self.next_bookmark = now + BOOKMARK_EVERY;
+                }
+                self.cursor = entry.rv;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bookmarks and the deadline. Call after [`Watcher::pump`]; bookmarks are only sent when
+    /// the watcher has consumed every entry (so the bookmark RV is true for it).
+    pub fn tick(&mut self, state: &State, out: &mut Outbound, now: Instant) -> Result<(), End> {
+        if now >= self.deadline {
+            return Err(End::Deadline);
+        }
+        if !self.bookmarks || state.collection(self.res).pending(self.cursor) > 0 {
+            return Ok(());
+        }
+        let final_due = !self.final_bookmark_sent
+            && now + FINAL_BOOKMARK_BEFORE >= self.deadline;
+        if now >= self.next_bookmark || final_due {
+            self.cursor = self.cursor.max(state.current_rv());
+            push_event(
+                out,
+                "BOOKMARK",
+                Segment::Owned(bookmark_object(self.res, self.cursor, false)),
+            );
+            self.next_bookmark = now + BOOKMARK_EVERY;
+            self.final_bookmark_sent |= final_due;
+        }
+        Ok(())
+    }
+}
