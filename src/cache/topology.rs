@@ -1,18 +1,233 @@
-//! Topology pruning of Endpoints and EndpointSlices (TOPOLOGY.md). Pure.
-// TEMPORARY STUB — replaced by the real module (h-topology).
-#![allow(missing_docs, unused_variables)]
-use serde_json::Value;
+//! Topology pruning of Endpoints and EndpointSlices (TOPOLOGY.md §1–§8), as pure functions over
+//! `serde_json::Value`.
+//!
+//! This module owns the rules: parsing a Service's `topologyKeys` annotation (§1), the match
+//! predicate (§2), slice → Service association (§3), the filtering of core/v1 Endpoints and of
+//! both EndpointSlice versions (§4, §5, §7) and the `default/kubernetes` local-apiserver rewrite
+//! (§8). It does not own resource versions, events or indexes (the cache does) and never touches
+//! `metadata.resourceVersion`. Every served object is the input with only the documented changes;
+//! unknown fields and the order of kept entries are preserved. Malformed input never panics: a
+//! malformed endpoint has no node (so a topology service drops it), other malformed parts are left
+//! as they are.
+
+mod rewrite;
+mod serve;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_slices;
+
+pub use serve::{serve_endpoints, serve_slice_v1, serve_slice_v1beta1};
+
 use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::k8s::ObjectKey;
+
+/// Node labels, by key.
 pub type Labels = BTreeMap<String, String>;
+
+/// The Service annotation holding the topology keys (§1). No prefix.
+pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
+/// The EndpointSlice label naming its Service (§3).
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Well-known node hostname label, also the topology key v1beta1 consumers read (§5.2).
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// Well-known zone label, the v1beta1 topology key that v1 moved to `zone` (§5.3).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// A parsed, non-empty set of node label keys; an endpoint is kept if its node agrees with the
+/// local node on any of them (§2). Compared as a set: order and duplicates do not matter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopologyKeys(pub BTreeSet<String>);
-pub enum KeysAnnotation { Absent, Keys(TopologyKeys), Invalid(String) }
-pub fn service_keys(service: &Value) -> KeysAnnotation { KeysAnnotation::Absent }
-pub struct Locality<'a> { pub hostname: &'a str, pub nodes: &'a BTreeMap<String, Labels>, pub wrapper_in_cluster: bool }
+
+/// What a Service's `topologyKeys` annotation says (§1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeysAnnotation {
+    /// No annotations, key absent, `[]` or `null`: a normal service.
+    Absent,
+    /// A non-empty array of label keys: a topology service.
+    Keys(TopologyKeys),
+    /// Unusable value (not JSON, not an array, non-string elements, not a string): treated as
+    /// absent. The text says why; the caller logs it (this function does not).
+    Invalid(String),
+}
+
+impl KeysAnnotation {
+    /// The keys, if any. Two annotations "changed" (§9) iff their `keys()` differ: `Absent` and
+    /// `Invalid` both mean "no keys".
+    pub fn keys(&self) -> Option<&TopologyKeys> {
+        match self {
+            KeysAnnotation::Keys(k) => Some(k),
+            KeysAnnotation::Absent | KeysAnnotation::Invalid(_) => None,
+        }
+    }
+}
+
+/// Reads the Service's `metadata.annotations.topologyKeys` (§1). `[]`/`null` → Absent.
+pub fn service_keys(service: &Value) -> KeysAnnotation {
+    let raw = match service
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(TOPOLOGY_KEYS_ANNOTATION))
+    {
+        None | Some(Value::Null) => return KeysAnnotation::Absent,
+        Some(Value::String(s)) => s,
+        Some(_) => {
+            return KeysAnnotation::Invalid(format!(
+                "annotation {TOPOLOGY_KEYS_ANNOTATION} is not a string"
+            ))
+        }
+    };
+    let parsed: Value = match serde_json::from_str(raw) {
+        Ok(v) => v,
+        Err(e) => {
+            return KeysAnnotation::Invalid(format!(
+                "annotation {TOPOLOGY_KEYS_ANNOTATION}={raw:?} is not JSON: {e}"
+            ))
+        }
+    };
+    let items = match parsed {
+        Value::Null => return KeysAnnotation::Absent,
+        Value::Array(items) => items,
+        _ => {
+            return KeysAnnotation::Invalid(format!(
+                "annotation {TOPOLOGY_KEYS_ANNOTATION}={raw:?} is not a JSON array"
+            ))
+        }
+    };
+    let mut keys = BTreeSet::new();
+    for item in items {
+        match item {
+            Value::String(k) => {
+                keys.insert(k);
+            }
+            _ => {
+                return KeysAnnotation::Invalid(format!(
+                    "annotation {TOPOLOGY_KEYS_ANNOTATION}={raw:?} has a non-string element"
+                ))
+            }
+        }
+    }
+    if keys.is_empty() {
+        KeysAnnotation::Absent
+    } else {
+        KeysAnnotation::Keys(TopologyKeys(keys))
+    }
+}
+
+/// What the filter needs to know about the world.
 #[derive(Clone, Copy, Debug)]
-pub enum Class<'a> { Dangling, Normal, Topology(&'a TopologyKeys) }
-pub fn slice_service(slice: &Value) -> Option<crate::k8s::ObjectKey> { None }
-pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value { obj.clone() }
-pub fn serve_slice_v1(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value { obj.clone() }
-pub fn serve_slice_v1beta1(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value { obj.clone() }
-pub fn endpoint_nodes(obj: &Value) -> BTreeSet<String> { BTreeSet::new() }
+pub struct Locality<'a> {
+    /// The local node `H` (`--hostname`).
+    pub hostname: &'a str,
+    /// Every cached Node with its labels.
+    pub nodes: &'a BTreeMap<String, Labels>,
+    /// `--wrapper-in-cluster` (enables the §8 rewrite).
+    pub wrapper_in_cluster: bool,
+}
+
+/// How an endpoint object is served, from its Service (§3).
+#[derive(Clone, Copy, Debug)]
+pub enum Class<'a> {
+    /// No such Service cached: served unfiltered.
+    Dangling,
+    /// Service cached without (valid) keys: served unfiltered.
+    Normal,
+    /// Service cached with keys: filtered by them.
+    Topology(&'a TopologyKeys),
+}
+
+impl<'a> Class<'a> {
+    /// Classifies from the cached Service's parsed annotation (`None` = no Service cached).
+    pub fn of(service: Option<&'a KeysAnnotation>) -> Self {
+        match service {
+            None => Class::Dangling,
+            Some(annotation) => match annotation.keys() {
+                Some(keys) => Class::Topology(keys),
+                None => Class::Normal,
+            },
+        }
+    }
+}
+
+/// §2 match predicate.
+pub fn keeps(endpoint_node: Option<&str>, keys: &TopologyKeys, loc: &Locality<'_>) -> bool {
+    let Some(local) = loc.nodes.get(loc.hostname) else {
+        return false;
+    };
+    let Some(node) = endpoint_node.filter(|n| !n.is_empty()) else {
+        return false;
+    };
+    let Some(remote) = loc.nodes.get(node) else {
+        return false;
+    };
+    keys.0
+        .iter()
+        .any(|k| matches!((local.get(k), remote.get(k)), (Some(a), Some(b)) if a == b))
+}
+
+/// The Service an EndpointSlice belongs to: label `kubernetes.io/service-name` in the slice's namespace (§3).
+pub fn slice_service(slice: &Value) -> Option<ObjectKey> {
+    let meta = slice.get("metadata")?;
+    let name = meta.get("labels")?.get(SERVICE_NAME_LABEL)?.as_str()?;
+    if name.is_empty() {
+        return None;
+    }
+    let namespace = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
+    Some(ObjectKey::new(namespace, name))
+}
+
+/// Names of the nodes the object's endpoints sit on (for the cache's by-node index); works for Endpoints and both slice versions.
+///
+/// Endpoints: every non-empty `nodeName` of `addresses` and `notReadyAddresses`. Slices: per
+/// endpoint, `nodeName` if non-empty, else `topology` / `deprecatedTopology`
+/// `kubernetes.io/hostname` — the node the filter of either version uses.
+pub fn endpoint_nodes(obj: &Value) -> BTreeSet<String> {
+    let mut nodes = BTreeSet::new();
+    for subset in array(obj, "subsets") {
+        for field in ["addresses", "notReadyAddresses"] {
+            for addr in array(subset, field) {
+                if let Some(n) = address_node(addr) {
+                    nodes.insert(n.to_string());
+                }
+            }
+        }
+    }
+    for ep in array(obj, "endpoints") {
+        let node = slice_endpoint_node(ep, "topology")
+            .or_else(|| slice_endpoint_node(ep, "deprecatedTopology"));
+        if let Some(n) = node {
+            nodes.insert(n.to_string());
+        }
+    }
+    nodes
+}
+
+/// The elements of `obj[field]` if it is an array, else nothing.
+fn array<'v>(obj: &'v Value, field: &str) -> impl Iterator<Item = &'v Value> {
+    obj.get(field)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// Node of a core/v1 `EndpointAddress`: its non-empty string `nodeName`.
+fn address_node(addr: &Value) -> Option<&str> {
+    non_empty_str(addr.get("nodeName"))
+}
+
+/// Node of a slice endpoint: non-empty `nodeName`, else `<topology_field>["kubernetes.io/hostname"]`
+/// (`topology` in v1beta1, `deprecatedTopology` in v1).
+fn slice_endpoint_node<'v>(ep: &'v Value, topology_field: &str) -> Option<&'v str> {
+    non_empty_str(ep.get("nodeName"))
+        .or_else(|| non_empty_str(ep.get(topology_field).and_then(|t| t.get(HOSTNAME_LABEL))))
+}
+
+fn non_empty_str(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str).filter(|s| !s.is_empty())
+}
