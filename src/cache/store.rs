@@ -415,3 +415,7 @@ fn labels_of(obj: &Value) -> Labels {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -293,7 +293,7 @@ mod tests {
         c.trim(&r, 500);
         assert_eq!(c.log_len(), 3, "old entries go, min_entries stay");
         assert_eq!(c.horizon(), 7);
-        assert_eq!(c.after(6, 10), Err(Gone));
+        assert!(c.after(6, 10).is_err());
         assert_eq!(c.after(7, 10).map(|v| v.len()), Ok(3));
     }
 
