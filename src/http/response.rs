@@ -1,11 +1,318 @@
-//! Response heads, chunked framing. Pure.
-// TEMPORARY STUB — replaced by h-http.
-#![allow(missing_docs, unused_variables)]
-pub fn accepts_json(accept: Option<&str>) -> bool { true }
-pub fn reason(code: u16) -> &'static str { "OK" }
-pub enum Body { Length(usize), Chunked }
-pub fn head(code: u16, headers: &[(&str, &str)], body: Body, keep_alive: bool) -> Vec<u8> { Vec::new() }
-pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {}
-pub fn push_last_chunk(out: &mut Vec<u8>) {}
-pub fn json(code: u16, body: &[u8], keep_alive: bool) -> Vec<u8> { Vec::new() }
-pub fn status(err: &crate::k8s::status::ApiError, keep_alive: bool) -> Vec<u8> { Vec::new() }
+//! Response framing: status line and headers, `Content-Length` or chunked bodies, complete JSON
+//! and `Status` error responses, and `Accept` negotiation (PROTOCOL.md §4, §13). Pure.
+//!
+//! It owns the bytes of every response head the server writes, so framing headers
+//! (`Content-Length`, `Transfer-Encoding`, `Connection: close`) are added here and nowhere else.
+//! It does not decide what to answer or when to flush.
+
+use crate::k8s::status::ApiError;
+
+/// The reason phrase for `code`; `""` for codes it does not know (the phrase is optional).
+pub fn reason(code: u16) -> &'static str {
+    match code {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// How the body after a [`head`] is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// Exactly this many bytes follow (`Content-Length`).
+    Length(usize),
+    /// Chunks follow ([`push_chunk`], then [`push_last_chunk`]); used for every watch.
+    Chunked,
+}
+
+/// Status line + headers + blank line. Always adds `Content-Length` or
+/// `Transfer-Encoding: chunked` per `body` (none for 1xx and 204, which have no body), and
+/// `Connection: close` when `!keep_alive`.
+///
+/// Caller headers named `Content-Length` or `Transfer-Encoding` are dropped (framing is decided
+/// here), as is a caller `Connection` header when `!keep_alive`. A header whose name is not a
+/// token or whose value contains CR, LF or NUL is dropped too (no header injection).
+pub fn head(code: u16, headers: &[(&str, &str)], body: Body, keep_alive: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(format!("HTTP/1.1 {code} {}\r\n", reason(code)).as_bytes());
+    for &(name, value) in headers {
+        let framing = name.eq_ignore_ascii_case("content-length")
+            || name.eq_ignore_ascii_case("transfer-encoding")
+            || (!keep_alive && name.eq_ignore_ascii_case("connection"));
+        if framing || !valid_field(name, value) {
+            continue;
+        }
+        push_field(&mut out, name, value);
+    }
+    if !(100..200).contains(&code) && code != 204 {
+        match body {
+            Body::Length(n) => push_field(&mut out, "Content-Length", &n.to_string()),
+            Body::Chunked => push_field(&mut out, "Transfer-Encoding", "chunked"),
+        }
+    }
+    if !keep_alive {
+        push_field(&mut out, "Connection", "close");
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+fn push_field(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn valid_field(name: &str, value: &str) -> bool {
+    !name.is_empty()
+        && name.bytes().all(super::request::is_tchar)
+        && !value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0))
+}
+
+/// Appends one chunk (`<hex len>\r\n<data>\r\n`). A no-op for empty data: an empty chunk would
+/// end the stream.
+pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the terminating chunk (no trailers): the clean end of a chunked body.
+pub fn push_last_chunk(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"0\r\n\r\n");
+}
+
+/// A complete `Content-Type: application/json` response.
+pub fn json(code: u16, body: &[u8], keep_alive: bool) -> Vec<u8> {
+    json_with(code, &[], body, keep_alive)
+}
+
+fn json_with(code: u16, extra: &[(&str, &str)], body: &[u8], keep_alive: bool) -> Vec<u8> {
+    let mut headers = vec![("Content-Type", "application/json")];
+    headers.extend_from_slice(extra);
+    let mut out = head(code, &headers, Body::Length(body.len()), keep_alive);
+    out.extend_from_slice(body);
+    out
+}
+
+/// A complete `Status` error response (body = `err.to_json()`, HTTP status = `err.code`), with
+/// `Retry-After` when `err.retry_after` is set.
+pub fn status(err: &ApiError, keep_alive: bool) -> Vec<u8> {
+    let body = err.to_json();
+    match err.retry_after {
+        Some(secs) => json_with(
+            err.code,
+            &[("Retry-After", &secs.to_string())],
+            &body,
+            keep_alive,
+        ),
+        None => json(err.code, &body, keep_alive),
+    }
+}
+
+/// PROTOCOL.md §4: JSON is acceptable iff `Accept` is absent or empty, or lists
+/// `application/json`, `application/*` or `*/*` (case-insensitive; media-type parameters
+/// ignored, except that a range with `q=0` is excluded).
+pub fn accepts_json(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else {
+        return true;
+    };
+    if accept.trim().is_empty() {
+        return true;
+    }
+    accept.split(',').any(|range| {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or_default().trim();
+        let json_like = ["application/json", "application/*", "*/*"]
+            .iter()
+            .any(|m| media.eq_ignore_ascii_case(m));
+        json_like && !parts.any(is_q_zero)
+    })
+}
+
+/// Whether a media-type parameter is `q=0` (`0`, `0.`, `0.0`, `0.00`, `0.000`).
+fn is_q_zero(param: &str) -> bool {
+    let Some((name, value)) = param.split_once('=') else {
+        return false;
+    };
+    let value = value.trim();
+    name.trim().eq_ignore_ascii_case("q")
+        && value.starts_with('0')
+        && value.bytes().all(|b| b == b'0' || b == b'.')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(bytes: &[u8]) -> &str {
+        std::str::from_utf8(bytes).unwrap_or("<not utf-8>")
+    }
+
+    #[test]
+    fn heads_are_exact() {
+        let cases: &[(Vec<u8>, &str)] = &[
+            (
+                head(
+                    200,
+                    &[("Content-Type", "application/json")],
+                    Body::Chunked,
+                    true,
+                ),
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n",
+            ),
+            (
+                head(404, &[], Body::Length(12), false),
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 12\r\nConnection: close\r\n\r\n",
+            ),
+            (
+                // Caller framing headers are replaced; injected CR/LF values are dropped.
+                head(
+                    200,
+                    &[
+                        ("Content-Length", "99"),
+                        ("Transfer-Encoding", "gzip"),
+                        ("X-Evil", "a\r\nSet-Cookie: x"),
+                        ("Bad Name", "v"),
+                        ("Connection", "keep-alive"),
+                        ("X-Ok", "1"),
+                    ],
+                    Body::Length(0),
+                    false,
+                ),
+                "HTTP/1.1 200 OK\r\nX-Ok: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            ),
+            (
+                head(204, &[], Body::Length(0), true),
+                "HTTP/1.1 204 No Content\r\n\r\n",
+            ),
+            (
+                head(599, &[], Body::Length(0), true),
+                "HTTP/1.1 599 \r\nContent-Length: 0\r\n\r\n",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(text(got), *want);
+        }
+    }
+
+    #[test]
+    fn reasons() {
+        for (code, want) in [(200, "OK"), (406, "Not Acceptable"), (410, "Gone"), (1, "")] {
+            assert_eq!(reason(code), want);
+        }
+        for code in [400, 404, 406, 410, 413, 422, 429, 431, 500, 501, 503, 505] {
+            assert!(!reason(code).is_empty(), "{code}");
+        }
+    }
+
+    #[test]
+    fn chunks() {
+        let mut out = Vec::new();
+        push_chunk(&mut out, b"{\"type\":\"ADDED\"}\n");
+        push_chunk(&mut out, b"");
+        push_chunk(&mut out, &[b'x'; 26]);
+        push_last_chunk(&mut out);
+        let want = format!(
+            "11\r\n{{\"type\":\"ADDED\"}}\n\r\n1a\r\n{}\r\n0\r\n\r\n",
+            "x".repeat(26)
+        );
+        assert_eq!(text(&out), want);
+    }
+
+    #[test]
+    fn json_response_is_complete() {
+        let out = json(200, b"{\"a\":1}", true);
+        assert_eq!(
+            text(&out),
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}"
+        );
+    }
+
+    #[test]
+    fn status_response_carries_the_status_and_retry_after() {
+        let err = ApiError::unavailable("cache not ready", Some(1));
+        let out = status(&err, false);
+        let body = err.to_json();
+        let want_head = format!(
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
+             Retry-After: 1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        assert_eq!(text(&out), format!("{want_head}{}", text(&body)));
+
+        let out = status(&ApiError::not_found("nodes", "edge-1"), true);
+        assert!(text(&out).starts_with("HTTP/1.1 404 Not Found\r\n"));
+        assert!(!text(&out).contains("Retry-After"));
+        assert!(text(&out).ends_with(text(&ApiError::not_found("nodes", "edge-1").to_json())));
+    }
+
+    #[test]
+    fn accept_negotiation() {
+        let cases: &[(Option<&str>, bool)] = &[
+            (None, true),
+            (Some(""), true),
+            (Some("   "), true),
+            (Some("application/json"), true),
+            (Some("Application/JSON"), true),
+            (Some("application/json; charset=utf-8"), true),
+            (Some("application/*"), true),
+            (Some("*/*"), true),
+            // kube-proxy (client-go with protobuf content type).
+            (Some("application/vnd.kubernetes.protobuf, */*"), true),
+            (Some("application/vnd.kubernetes.protobuf"), false),
+            (Some("application/yaml"), false),
+            (Some("text/html, application/xml"), false),
+            (Some("text/*"), false),
+            (
+                Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+                true,
+            ),
+            (Some("application/json;q=0"), false),
+            (Some("application/json; q=0.000, application/yaml"), false),
+            (Some("*/*;q=0, application/json;q=0.5"), true),
+            (Some("*/*;q=0.1"), true),
+            (Some("application/jsonx"), false),
+        ];
+        for (accept, want) in cases {
+            assert_eq!(accepts_json(*accept), *want, "{accept:?}");
+        }
+    }
+}
