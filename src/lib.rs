@@ -5,6 +5,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod api;
+pub mod app;
 pub mod cache;
 pub mod config;
 pub mod http;

@@ -183,7 +183,10 @@ impl ReadError {
         let reason = match self.status() {
             400 => "BadRequest",
             413 => "RequestEntityTooLarge",
-            _ => "",
+            431 => "RequestHeaderFieldsTooLarge",
+            501 => "NotImplemented",
+            505 => "HTTPVersionNotSupported",
+            _ => "BadRequest",
         };
         ApiError::new(self.status(), reason, self.message())
     }

@@ -16,7 +16,7 @@ use mio::Interest;
 use crate::api::handlers::{self, Answer, Reply};
 use crate::api::route::{route, Route};
 use crate::cache::store::State;
-use crate::http::request::{Limits, Request, RequestReader};
+use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
 use crate::server::outbound::Outbound;
@@ -162,7 +162,7 @@ impl Conn {
                 Ok(n) => {
                     self.last_active = now;
                     if let Err(e) = self.reader.push(&buf[..n]) {
-                        self.fail_request(e.status(), e.message());
+                        self.fail_request(e);
                         return true;
                     }
                 }
@@ -239,24 +239,16 @@ impl Conn {
                 false
             }
             Err(e) => {
-                self.fail_request(e.status(), e.message());
+                self.fail_request(e);
                 false
             }
         }
     }
 
     /// Answers a malformed request with a Status and closes.
-    fn fail_request(&mut self, code: u16, message: &str) {
-        info!("{}: bad request ({code}): {message}", self.peer);
-        let reason = match code {
-            413 => "RequestEntityTooLarge",
-            431 => "RequestHeaderFieldsTooLarge",
-            501 => "NotImplemented",
-            505 => "HTTPVersionNotSupported",
-            _ => "BadRequest",
-        };
-        let err = ApiError::new(code, reason, message);
-        self.out.push_owned(response::status(&err, false));
+    fn fail_request(&mut self, e: ReadError) {
+        info!("{}: bad request ({}): {}", self.peer, e.status(), e.message());
+        self.out.push_owned(response::status(&e.to_api_error(), false));
         self.phase = Phase::Closing;
     }
 
