@@ -1,1 +1,341 @@
-//! Flags and configuration.
+//! Command-line flags (ORIGINAL-GAPS.md §2): the original's names and defaults plus the new
+//! binary's additions, parsed and validated into a [`Config`]. Pure: no file is opened and no
+//! address is resolved here; `main` does that with the result.
+//!
+//! The flag syntax is Go pflag's, which the original used and its manifests rely on:
+//! `--flag=value` or `--flag value`; boolean flags are `--flag` or `--flag=<bool>` and never take
+//! the next argument; `_` and `-` are interchangeable in names (`cliflag.WordSepNormalizeFunc`);
+//! a repeated flag keeps its last value; `-v N`, `-vN`, `-v=N` and `--v=N` set the verbosity.
+//! This scanner is written in std rather than on pico-args: pico-args treats any argument equal
+//! to a flag name as that flag even in value position, rejects `--flag=` (empty values, which
+//! pflag accepts) and cannot normalize `_`, so it would not accept what the original accepted.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+use check::{check_url, parse_go_bool};
+use flags::{invalid, lookup, set_value, split_flag, Id};
+
+/// Default `--kube-qps`.
+pub const DEFAULT_KUBE_QPS: f64 = 1000.0;
+/// Default `--kube-burst`.
+pub const DEFAULT_KUBE_BURST: u32 = 1000;
+/// Default `--bind-address` (kube-proxy's `server:` is rewritten to `http://127.0.0.1:51006`).
+pub const DEFAULT_BIND_ADDRESS: &str = "localhost:51006";
+/// Default `--metrics-bind-address` (health, readiness and metrics endpoints).
+pub const DEFAULT_METRICS_BIND_ADDRESS: &str = "127.0.0.1:51007";
+/// Default `--notify-channel-size`.
+pub const DEFAULT_NOTIFY_CHANNEL_SIZE: usize = 100;
+/// Largest accepted `--notify-channel-size` (per-watcher queue bound and history length).
+pub const MAX_NOTIFY_CHANNEL_SIZE: usize = 1_000_000;
+/// Largest accepted `-v` level.
+pub const MAX_VERBOSITY: u8 = 10;
+/// Default `--service-autonomy-enhancement`.
+pub const DEFAULT_AUTONOMY: &str =
+    "enabled=false,address=http://localhost:51005/localinfo,interval=30";
+/// Default edge-health address of [`Autonomy`].
+pub const DEFAULT_AUTONOMY_ADDRESS: &str = "http://localhost:51005/localinfo";
+/// Default edge-health poll interval of [`Autonomy`], seconds.
+pub const DEFAULT_AUTONOMY_INTERVAL_SECS: u64 = 30;
+
+/// The validated command line of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `--kube-qps`: upstream client requests per second (> 0).
+    pub kube_qps: f64,
+    /// `--kube-burst`: upstream client burst (≥ 1).
+    pub kube_burst: u32,
+    /// `--kubeconfig`: upstream kubeconfig; `None` = in-cluster configuration.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--master`: upstream URL overriding the kubeconfig's `server:` (http:// or https://).
+    pub master: Option<String>,
+    /// `--bind-address`: `host:port` to serve kube-proxy on.
+    pub bind_address: String,
+    /// `--insecure`: plain HTTP; `false` = TLS with `cert_file` / `key_file`.
+    pub insecure: bool,
+    /// `--cert-file`: serving certificate (PEM).
+    pub cert_file: Option<PathBuf>,
+    /// `--key-file`: serving key (PEM).
+    pub key_file: Option<PathBuf>,
+    /// `--ca-file`: CA that verifies kube-proxy client certificates (TLS mode).
+    pub ca_file: Option<PathBuf>,
+    /// `--hostname`: the local node's name (never empty).
+    pub hostname: String,
+    /// `--wrapper-in-cluster`: rewrite `default/kubernetes` endpoints to the local apiserver.
+    pub wrapper_in_cluster: bool,
+    /// `--notify-channel-size`: per-watcher queue capacity and minimum history per resource.
+    pub notify_channel_size: usize,
+    /// `--debug`: serve debug/profiling endpoints.
+    pub debug: bool,
+    /// `--service-autonomy-enhancement`.
+    pub autonomy: Autonomy,
+    /// `--metrics-bind-address`: `host:port` of the health/metrics listener.
+    pub metrics_bind_address: String,
+    /// `-v`: log verbosity, 0–[`MAX_VERBOSITY`].
+    pub verbosity: u8,
+    /// `--support-endpointslice` was given (it is ignored; `main` warns).
+    pub support_endpointslice_given: bool,
+}
+
+impl Default for Config {
+    /// Every flag at its default. `hostname` is empty, which [`parse_args`] rejects.
+    fn default() -> Self {
+        Config {
+            kube_qps: DEFAULT_KUBE_QPS,
+            kube_burst: DEFAULT_KUBE_BURST,
+            kubeconfig: None,
+            master: None,
+            bind_address: DEFAULT_BIND_ADDRESS.to_string(),
+            insecure: true,
+            cert_file: None,
+            key_file: None,
+            ca_file: None,
+            hostname: String::new(),
+            wrapper_in_cluster: true,
+            notify_channel_size: DEFAULT_NOTIFY_CHANNEL_SIZE,
+            debug: false,
+            autonomy: Autonomy::default(),
+            metrics_bind_address: DEFAULT_METRICS_BIND_ADDRESS.to_string(),
+            verbosity: 0,
+            support_endpointslice_given: false,
+        }
+    }
+}
+
+/// `--service-autonomy-enhancement`: edge-health based endpoint pruning (TOPOLOGY.md §10).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Autonomy {
+    /// `enabled`.
+    pub enabled: bool,
+    /// `address`: edge-health `localinfo` URL (http:// or https://).
+    pub address: String,
+    /// `interval`: poll period in seconds (> 0).
+    pub interval_secs: u64,
+}
+
+impl Default for Autonomy {
+    fn default() -> Self {
+        Autonomy {
+            enabled: false,
+            address: DEFAULT_AUTONOMY_ADDRESS.to_string(),
+            interval_secs: DEFAULT_AUTONOMY_INTERVAL_SECS,
+        }
+    }
+}
+
+impl Autonomy {
+    /// Strictly parses `k=v,…` with keys `enabled`, `address`, `interval` (each at most once;
+    /// absent keys keep their defaults; blanks around a pair are ignored). ORIGINAL-GAPS #44.
+    pub fn parse(s: &str) -> Result<Autonomy, ConfigError> {
+        let bad = |value: &str, reason: &'static str| {
+            ConfigError(ConfigErrorKind::InvalidValue {
+                flag: AUTONOMY_FLAG,
+                value: value.to_string(),
+                reason,
+            })
+        };
+        let mut out = Autonomy::default();
+        let mut seen = [false; 3];
+        for pair in s.split(',') {
+            let pair = pair.trim();
+            let Some((key, value)) = pair.split_once('=') else {
+                return Err(bad(
+                    pair,
+                    "each item must be key=value (keys: enabled, address, interval)",
+                ));
+            };
+            let slot = match key {
+                "enabled" => 0,
+                "address" => 1,
+                "interval" => 2,
+                _ => return Err(bad(pair, "unknown key (keys: enabled, address, interval)")),
+            };
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(bad(pair, "key given twice"));
+            }
+            match slot {
+                0 => out.enabled = parse_go_bool(value).ok_or_else(|| bad(pair, BOOL_REASON))?,
+                1 => {
+                    check_url(value).map_err(|reason| bad(pair, reason))?;
+                    out.address = value.to_string();
+                }
+                _ => {
+                    out.interval_secs =
+                        value
+                            .parse::<u64>()
+                            .ok()
+                            .filter(|&n| n > 0)
+                            .ok_or_else(|| {
+                                bad(pair, "interval must be a whole number of seconds > 0")
+                            })?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What the command line asks for.
+// Built once at startup and matched at once: boxing the config would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Run the proxy.
+    Run(Config),
+    /// `--help` / `-h`: print [`help_text`] and exit 0.
+    Help,
+    /// `--version`: print the version and exit 0.
+    Version,
+}
+
+/// What is wrong with the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// A flag that does not exist (as written).
+    UnknownFlag(String),
+    /// A value flag at the end of the command line without its value.
+    MissingValue(&'static str),
+    /// A flag value that cannot be used.
+    InvalidValue {
+        /// The flag, e.g. `--kube-qps`.
+        flag: &'static str,
+        /// The value as given.
+        value: String,
+        /// Why it is rejected.
+        reason: &'static str,
+    },
+    /// A flag that must be set (or set differently) given the others.
+    Required {
+        /// The flag, e.g. `--hostname`.
+        flag: &'static str,
+        /// What is needed.
+        reason: &'static str,
+    },
+    /// A non-flag argument (grid-wrapper takes none).
+    UnexpectedArgument(String),
+    /// An argument that is not UTF-8 (shown lossily).
+    NotUtf8(String),
+}
+
+/// A command-line error; `Display` is one line naming the flag and the problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(ConfigErrorKind);
+
+impl ConfigError {
+    /// What is wrong.
+    pub fn kind(&self) -> &ConfigErrorKind {
+        &self.0
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            ConfigErrorKind::UnknownFlag(flag) => write!(f, "unknown flag {flag:?} (see --help)"),
+            ConfigErrorKind::MissingValue(flag) => write!(f, "flag {flag} needs a value"),
+            ConfigErrorKind::InvalidValue {
+                flag,
+                value,
+                reason,
+            } => write!(f, "invalid value {value:?} for {flag}: {reason}"),
+            ConfigErrorKind::Required { flag, reason } => write!(f, "{flag}: {reason}"),
+            ConfigErrorKind::UnexpectedArgument(arg) => write!(
+                f,
+                "unexpected argument {arg:?}: grid-wrapper takes only flags \
+                 (a boolean flag takes its value as --flag=false)"
+            ),
+            ConfigErrorKind::NotUtf8(arg) => write!(f, "argument {arg:?} is not valid UTF-8"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+const AUTONOMY_FLAG: &str = "--service-autonomy-enhancement";
+const BOOL_REASON: &str =
+    "must be a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)";
+
+/// The `--help` text: every flag with its default and meaning.
+pub fn help_text() -> String {
+    flags::help_text()
+}
+
+/// Parses the command line (without `argv[0]`) and validates it.
+pub fn parse_args(args: Vec<OsString>) -> Result<Command, ConfigError> {
+    let err = |kind| Err(ConfigError(kind));
+    let mut cfg = Config::default();
+    let mut it = args.into_iter().map(|a| {
+        a.into_string()
+            .map_err(|a| ConfigError(ConfigErrorKind::NotUtf8(a.to_string_lossy().into_owned())))
+    });
+    while let Some(arg) = it.next() {
+        let arg = arg?;
+        if arg == "--" {
+            return match it.next() {
+                Some(next) => err(ConfigErrorKind::UnexpectedArgument(next?)),
+                None => break,
+            };
+        }
+        let Some((name, inline)) = split_flag(&arg) else {
+            return err(ConfigErrorKind::UnexpectedArgument(arg));
+        };
+        let Some(flag) = lookup(&name) else {
+            return err(ConfigErrorKind::UnknownFlag(arg));
+        };
+        if flag.value.is_none() {
+            let on = match inline {
+                None => true,
+                Some(v) => parse_go_bool(&v).ok_or_else(|| invalid(flag.long, &v, BOOL_REASON))?,
+            };
+            match flag.id {
+                Id::Help if on => return Ok(Command::Help),
+                Id::Version if on => return Ok(Command::Version),
+                Id::Insecure => cfg.insecure = on,
+                Id::WrapperInCluster => cfg.wrapper_in_cluster = on,
+                Id::Debug => cfg.debug = on,
+                Id::SupportEndpointslice => cfg.support_endpointslice_given = true,
+                _ => {}
+            }
+            continue;
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => match it.next() {
+                Some(v) => v?,
+                None => return err(ConfigErrorKind::MissingValue(flag.long)),
+            },
+        };
+        set_value(&mut cfg, flag, value)?;
+    }
+    validate(&cfg)?;
+    Ok(Command::Run(cfg))
+}
+
+/// Checks that need several flags.
+fn validate(cfg: &Config) -> Result<(), ConfigError> {
+    let required = |flag, reason| Err(ConfigError(ConfigErrorKind::Required { flag, reason }));
+    if cfg.hostname.trim().is_empty() {
+        return required(
+            "--hostname",
+            "is required: the name of the local node (the DaemonSet passes $(NODE_NAME))",
+        );
+    }
+    if !cfg.insecure && cfg.cert_file.is_none() {
+        return required("--cert-file", "is required with --insecure=false");
+    }
+    if !cfg.insecure && cfg.key_file.is_none() {
+        return required("--key-file", "is required with --insecure=false");
+    }
+    if cfg.bind_address == cfg.metrics_bind_address {
+        return required("--metrics-bind-address", "must differ from --bind-address");
+    }
+    Ok(())
+}
+
+mod check;
+mod flags;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,342 @@
+//! The flag table of `crate::config` and the pflag-compatible scanner over it: which names
+//! exist, which take a value, how each value is parsed into [`Config`], and the `--help` text.
+
+use std::path::PathBuf;
+
+use super::check::{check_host_port, check_url};
+use super::{
+    Autonomy, Config, ConfigError, ConfigErrorKind, AUTONOMY_FLAG, DEFAULT_AUTONOMY,
+    DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_NOTIFY_CHANNEL_SIZE, MAX_VERBOSITY,
+};
+
+/// Identifies a flag in [`FLAGS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Id {
+    KubeQps,
+    KubeBurst,
+    Kubeconfig,
+    Master,
+    BindAddress,
+    MetricsBindAddress,
+    Insecure,
+    CertFile,
+    KeyFile,
+    CaFile,
+    Hostname,
+    WrapperInCluster,
+    NotifyChannelSize,
+    Debug,
+    Autonomy,
+    SupportEndpointslice,
+    Verbosity,
+    Help,
+    Version,
+}
+
+/// One flag: canonical long name (with `--`), shorthand, value placeholder (`None` = boolean),
+/// default as shown in `--help`, and meaning.
+pub(super) struct Flag {
+    pub(super) id: Id,
+    pub(super) long: &'static str,
+    pub(super) short: Option<char>,
+    pub(super) value: Option<&'static str>,
+    pub(super) default: &'static str,
+    pub(super) help: &'static str,
+}
+
+const fn flag(
+    id: Id,
+    long: &'static str,
+    value: Option<&'static str>,
+    default: &'static str,
+    help: &'static str,
+) -> Flag {
+    Flag {
+        id,
+        long,
+        short: None,
+        value,
+        default,
+        help,
+    }
+}
+
+pub(super) const FLAGS: &[Flag] = &[
+    flag(
+        Id::Hostname,
+        "--hostname",
+        Some("NAME"),
+        "",
+        "name of the local node (required; the DaemonSet passes $(NODE_NAME))",
+    ),
+    flag(
+        Id::Kubeconfig,
+        "--kubeconfig",
+        Some("PATH"),
+        "",
+        "upstream kubeconfig; empty = in-cluster configuration",
+    ),
+    flag(
+        Id::Master,
+        "--master",
+        Some("URL"),
+        "",
+        "upstream apiserver URL (http:// or https://), overrides the kubeconfig's server",
+    ),
+    flag(
+        Id::KubeQps,
+        "--kube-qps",
+        Some("FLOAT"),
+        "1000",
+        "requests per second to the upstream apiserver",
+    ),
+    flag(
+        Id::KubeBurst,
+        "--kube-burst",
+        Some("INT"),
+        "1000",
+        "request burst to the upstream apiserver",
+    ),
+    flag(
+        Id::BindAddress,
+        "--bind-address",
+        Some("HOST:PORT"),
+        DEFAULT_BIND_ADDRESS,
+        "address kube-proxy connects to",
+    ),
+    flag(
+        Id::Insecure,
+        "--insecure",
+        None,
+        "true",
+        "serve plain HTTP; false = TLS with --cert-file and --key-file",
+    ),
+    flag(
+        Id::CertFile,
+        "--cert-file",
+        Some("PATH"),
+        "",
+        "TLS serving certificate (PEM); required with --insecure=false",
+    ),
+    flag(
+        Id::KeyFile,
+        "--key-file",
+        Some("PATH"),
+        "",
+        "TLS serving key (PEM); required with --insecure=false",
+    ),
+    flag(
+        Id::CaFile,
+        "--ca-file",
+        Some("PATH"),
+        "",
+        "CA bundle that verifies kube-proxy client certificates (TLS mode)",
+    ),
+    flag(
+        Id::WrapperInCluster,
+        "--wrapper-in-cluster",
+        None,
+        "true",
+        "rewrite default/kubernetes endpoints to the node-local apiserver (edge mode)",
+    ),
+    flag(
+        Id::NotifyChannelSize,
+        "--notify-channel-size",
+        Some("INT"),
+        "100",
+        "per-watcher queue capacity and minimum event history per resource",
+    ),
+    flag(
+        Id::Autonomy,
+        AUTONOMY_FLAG,
+        Some("k=v,..."),
+        DEFAULT_AUTONOMY,
+        "edge-health based endpoint pruning: enabled=BOOL,address=URL,interval=SECONDS",
+    ),
+    flag(
+        Id::MetricsBindAddress,
+        "--metrics-bind-address",
+        Some("HOST:PORT"),
+        DEFAULT_METRICS_BIND_ADDRESS,
+        "address of /healthz, /readyz and /metrics",
+    ),
+    flag(
+        Id::Debug,
+        "--debug",
+        None,
+        "false",
+        "serve debug and profiling endpoints",
+    ),
+    flag(
+        Id::SupportEndpointslice,
+        "--support-endpointslice",
+        None,
+        "false",
+        "accepted for compatibility and ignored (EndpointSlices are always served)",
+    ),
+    Flag {
+        id: Id::Verbosity,
+        long: "--v",
+        short: Some('v'),
+        value: Some("N"),
+        default: "0",
+        help: "log verbosity, 0-10",
+    },
+    Flag {
+        id: Id::Help,
+        long: "--help",
+        short: Some('h'),
+        value: None,
+        default: "",
+        help: "print this help and exit",
+    },
+    flag(
+        Id::Version,
+        "--version",
+        None,
+        "",
+        "print the version and exit",
+    ),
+];
+
+/// The `--help` text, built from [`FLAGS`].
+pub(super) fn help_text() -> String {
+    let mut out = String::from(
+        "grid-wrapper: node-local, topology-aware cache that kube-proxy talks to instead of the \
+         apiserver\n(drop-in for SuperEdge application-grid-wrapper).\n\n\
+         Usage: grid-wrapper --hostname=NODE [flags]\n\n\
+         Flags ('_' and '-' are interchangeable; --flag=value or --flag value; \
+         booleans as --flag or --flag=false):\n",
+    );
+    let column = |f: &Flag| {
+        let short = f.short.map_or("    ".to_string(), |c| format!("-{c}, "));
+        match f.value {
+            Some(v) => format!("{short}{} {v}", f.long),
+            None => format!("{short}{}", f.long),
+        }
+    };
+    let width = FLAGS.iter().map(|f| column(f).len()).max().unwrap_or(0);
+    for f in FLAGS {
+        let default = match (f.default, f.value) {
+            ("", _) => String::new(),
+            (d, Some(_)) if d.parse::<f64>().is_err() => format!(" (default \"{d}\")"),
+            (d, _) => format!(" (default {d})"),
+        };
+        out.push_str(&format!("  {:<width$}  {}{default}\n", column(f), f.help));
+    }
+    out
+}
+
+/// `--name[=value]` / `-c[=value]` / `-vN` → (normalized long name without dashes, inline
+/// value). `None` for a non-flag argument.
+pub(super) fn split_flag(arg: &str) -> Option<(String, Option<String>)> {
+    if let Some(body) = arg.strip_prefix("--") {
+        if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
+            // `---x` and `--=x` are bad flag syntax; report them as unknown flags.
+            return Some((String::new(), None));
+        }
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        return Some((name.replace('_', "-"), inline));
+    }
+    let body = arg.strip_prefix('-')?;
+    let mut chars = body.chars();
+    let c = chars.next()?;
+    let rest = chars.as_str();
+    let long = FLAGS
+        .iter()
+        .find(|f| f.short == Some(c))
+        .map_or(String::new(), |f| {
+            f.long.trim_start_matches('-').to_string()
+        });
+    match rest {
+        "" => Some((long, None)),
+        _ if rest.starts_with('=') => Some((long, Some(rest.get(1..).unwrap_or("").to_string()))),
+        // `-v3`: a shorthand value flag takes an attached value, as in pflag.
+        _ if c == 'v' => Some((long, Some(rest.to_string()))),
+        // `-hostname` and the like: long flags take two dashes.
+        _ => Some((String::new(), None)),
+    }
+}
+
+pub(super) fn lookup(name: &str) -> Option<&'static Flag> {
+    FLAGS
+        .iter()
+        .find(|f| !name.is_empty() && f.long.strip_prefix("--") == Some(name))
+}
+
+pub(super) fn invalid(flag: &'static str, value: &str, reason: &'static str) -> ConfigError {
+    ConfigError(ConfigErrorKind::InvalidValue {
+        flag,
+        value: value.to_string(),
+        reason,
+    })
+}
+
+pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<(), ConfigError> {
+    let path = |v: String| (!v.is_empty()).then(|| PathBuf::from(v));
+    let bad = |reason| invalid(flag.long, &value, reason);
+    match flag.id {
+        Id::KubeQps => {
+            cfg.kube_qps = value
+                .parse::<f64>()
+                .ok()
+                .filter(|q| q.is_finite() && *q > 0.0)
+                .ok_or_else(|| bad("must be a number greater than 0"))?
+        }
+        Id::KubeBurst => {
+            cfg.kube_burst = value
+                .parse::<u32>()
+                .ok()
+                .filter(|&b| b >= 1)
+                .ok_or_else(|| bad("must be a whole number of at least 1"))?
+        }
+        Id::NotifyChannelSize => {
+            cfg.notify_channel_size = value
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_NOTIFY_CHANNEL_SIZE).contains(n))
+                .ok_or_else(|| bad("must be a whole number from 1 to 1000000"))?
+        }
+        Id::Verbosity => {
+            cfg.verbosity = value
+                .parse::<u8>()
+                .ok()
+                .filter(|&v| v <= MAX_VERBOSITY)
+                .ok_or_else(|| bad("must be a whole number from 0 to 10"))?
+        }
+        Id::BindAddress | Id::MetricsBindAddress => {
+            check_host_port(&value).map_err(bad)?;
+            if flag.id == Id::BindAddress {
+                cfg.bind_address = value;
+            } else {
+                cfg.metrics_bind_address = value;
+            }
+        }
+        Id::Master => {
+            cfg.master = match value.as_str() {
+                "" => None,
+                v => {
+                    check_url(v).map_err(bad)?;
+                    Some(value)
+                }
+            }
+        }
+        Id::Autonomy => cfg.autonomy = Autonomy::parse(&value)?,
+        Id::Hostname => cfg.hostname = value,
+        Id::Kubeconfig => cfg.kubeconfig = path(value),
+        Id::CertFile => cfg.cert_file = path(value),
+        Id::KeyFile => cfg.key_file = path(value),
+        Id::CaFile => cfg.ca_file = path(value),
+        // Boolean flags never reach here.
+        Id::Insecure
+        | Id::WrapperInCluster
+        | Id::Debug
+        | Id::SupportEndpointslice
+        | Id::Help
+        | Id::Version => {}
+    }
+    Ok(())
+}

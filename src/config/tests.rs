@@ -1,0 +1,436 @@
+//! Tests for command-line parsing: defaults, every flag form, every error.
+
+use super::flags::FLAGS;
+use super::*;
+
+fn args(list: &[&str]) -> Vec<OsString> {
+    list.iter().map(OsString::from).collect()
+}
+
+/// Parses `list` plus `--hostname=edge-1` and expects a run.
+fn run(list: &[&str]) -> Config {
+    let mut all = vec!["--hostname=edge-1"];
+    all.extend_from_slice(list);
+    match parse_args(args(&all)) {
+        Ok(Command::Run(c)) => c,
+        other => panic!("{list:?}: expected a run, got {other:?}"),
+    }
+}
+
+fn fail(list: &[&str]) -> ConfigError {
+    match parse_args(args(list)) {
+        Err(e) => e,
+        Ok(c) => panic!("{list:?}: expected an error, got {c:?}"),
+    }
+}
+
+#[test]
+fn defaults_match_the_original() {
+    let c = run(&[]);
+    let want = Config {
+        hostname: "edge-1".into(),
+        ..Config::default()
+    };
+    assert_eq!(c, want);
+    assert_eq!(c.kube_qps, 1000.0);
+    assert_eq!(c.kube_burst, 1000);
+    assert_eq!(c.kubeconfig, None);
+    assert_eq!(c.master, None);
+    assert_eq!(c.bind_address, "localhost:51006");
+    assert!(c.insecure);
+    assert_eq!(
+        (c.cert_file.clone(), c.key_file.clone(), c.ca_file.clone()),
+        (None, None, None)
+    );
+    assert!(c.wrapper_in_cluster);
+    assert_eq!(c.notify_channel_size, 100);
+    assert!(!c.debug);
+    assert_eq!(
+        c.autonomy,
+        Autonomy {
+            enabled: false,
+            address: "http://localhost:51005/localinfo".into(),
+            interval_secs: 30
+        }
+    );
+    assert_eq!(Autonomy::parse(DEFAULT_AUTONOMY), Ok(Autonomy::default()));
+    assert_eq!(c.metrics_bind_address, "127.0.0.1:51007");
+    assert_eq!(c.verbosity, 0);
+    assert!(!c.support_endpointslice_given);
+}
+
+#[test]
+fn the_daemonset_command_line() {
+    let c = match parse_args(args(&[
+        "--kubeconfig=/var/lib/application-grid-wrapper/kubeconfig.conf",
+        "--bind-address=127.0.0.1:51006",
+        "--hostname=node-a",
+        "--notify-channel-size=10000",
+        "--support-endpointslice=true",
+    ])) {
+        Ok(Command::Run(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        c.kubeconfig,
+        Some(PathBuf::from(
+            "/var/lib/application-grid-wrapper/kubeconfig.conf"
+        ))
+    );
+    assert_eq!(c.bind_address, "127.0.0.1:51006");
+    assert_eq!(c.hostname, "node-a");
+    assert_eq!(c.notify_channel_size, 10000);
+    assert!(c.support_endpointslice_given);
+}
+
+#[test]
+fn value_flag_forms() {
+    // Every spelling sets the same field.
+    let forms: &[&[&str]] = &[
+        &["--kube-qps=5.5"],
+        &["--kube-qps", "5.5"],
+        &["--kube_qps=5.5"],
+        &["--kube_qps", "5.5"],
+        &["--kube-qps=1", "--kube-qps=5.5"],
+    ];
+    for f in forms {
+        assert_eq!(run(f).kube_qps, 5.5, "{f:?}");
+    }
+    let c = run(&[
+        "--kube-burst=7",
+        "--kubeconfig",
+        "/etc/kc",
+        "--master=https://10.0.0.1:6443",
+        "--bind_address=[::1]:8080",
+        "--metrics-bind-address=0.0.0.0:9100",
+        "--cert-file=/c.pem",
+        "--key_file=/k.pem",
+        "--ca-file=/ca.pem",
+        "--notify_channel_size=1",
+        "--service-autonomy-enhancement=enabled=true,interval=5",
+    ]);
+    assert_eq!(c.kube_burst, 7);
+    assert_eq!(c.kubeconfig, Some(PathBuf::from("/etc/kc")));
+    assert_eq!(c.master.as_deref(), Some("https://10.0.0.1:6443"));
+    assert_eq!(c.bind_address, "[::1]:8080");
+    assert_eq!(c.metrics_bind_address, "0.0.0.0:9100");
+    assert_eq!(c.cert_file, Some(PathBuf::from("/c.pem")));
+    assert_eq!(c.key_file, Some(PathBuf::from("/k.pem")));
+    assert_eq!(c.ca_file, Some(PathBuf::from("/ca.pem")));
+    assert_eq!(c.notify_channel_size, 1);
+    assert!(c.autonomy.enabled);
+    assert_eq!(c.autonomy.interval_secs, 5);
+    assert_eq!(c.autonomy.address, DEFAULT_AUTONOMY_ADDRESS);
+    // Empty values mean "unset" for paths and --master, as with pflag's empty strings.
+    let c = run(&["--kubeconfig=", "--master=", "--ca-file", ""]);
+    assert_eq!((c.kubeconfig, c.master, c.ca_file), (None, None, None));
+    // A value may look like a flag; it is still the value, as in pflag.
+    assert_eq!(run(&["--hostname", "--debug"]).hostname, "--debug");
+    assert!(!run(&["--hostname", "--debug"]).debug);
+}
+
+#[test]
+fn boolean_flag_forms() {
+    // (args, insecure, debug, wrapper_in_cluster)
+    let cases: &[(&[&str], bool, bool, bool)] = &[
+        (&["--debug"], true, true, true),
+        (&["--debug=true"], true, true, true),
+        (&["--debug=1"], true, true, true),
+        (&["--debug=T"], true, true, true),
+        (&["--debug=True"], true, true, true),
+        (&["--debug=TRUE"], true, true, true),
+        (&["--debug=t"], true, true, true),
+        (&["--debug", "--debug=false"], true, false, true),
+        (&["--wrapper-in-cluster=false"], true, false, false),
+        (&["--wrapper_in_cluster=0"], true, false, false),
+        (&["--wrapper-in-cluster=F"], true, false, false),
+        (&["--wrapper-in-cluster=f"], true, false, false),
+        (&["--wrapper-in-cluster=FALSE"], true, false, false),
+        (&["--wrapper-in-cluster=False"], true, false, false),
+        (
+            &["--insecure=false", "--cert-file=/c", "--key-file=/k"],
+            false,
+            false,
+            true,
+        ),
+        (&["--insecure"], true, false, true),
+    ];
+    for (list, insecure, debug, in_cluster) in cases {
+        let c = run(list);
+        assert_eq!(
+            (c.insecure, c.debug, c.wrapper_in_cluster),
+            (*insecure, *debug, *in_cluster),
+            "{list:?}"
+        );
+    }
+    assert!(run(&["--support-endpointslice=false"]).support_endpointslice_given);
+    assert!(run(&["--support_endpointslice"]).support_endpointslice_given);
+}
+
+#[test]
+fn verbosity_forms() {
+    let forms: &[(&[&str], u8)] = &[
+        (&["-v", "4"], 4),
+        (&["-v=4"], 4),
+        (&["-v4"], 4),
+        (&["--v=4"], 4),
+        (&["--v", "4"], 4),
+        (&["-v=0"], 0),
+        (&["-v", "10"], 10),
+        (&["-v=2", "-v=3"], 3),
+    ];
+    for (f, want) in forms {
+        assert_eq!(run(f).verbosity, *want, "{f:?}");
+    }
+}
+
+#[test]
+fn help_and_version() {
+    let cases: &[(&[&str], Command)] = &[
+        (&["--help"], Command::Help),
+        (&["-h"], Command::Help),
+        (&["--hostname=x", "--help"], Command::Help),
+        (&["--help", "--bogus"], Command::Help),
+        (&["--version"], Command::Version),
+        (&["--insecure=false", "--version"], Command::Version),
+    ];
+    for (list, want) in cases {
+        assert_eq!(parse_args(args(list)).as_ref(), Ok(want), "{list:?}");
+    }
+    // `--help=false` does not ask for help (the missing hostname is then the error).
+    assert!(parse_args(args(&["--help=false"])).is_err());
+}
+
+#[test]
+fn help_text_lists_every_flag_with_its_default() {
+    let text = help_text();
+    for f in FLAGS {
+        assert!(text.contains(f.long), "{} missing", f.long);
+        if !f.default.is_empty() {
+            assert!(text.contains(f.default), "default of {} missing", f.long);
+        }
+    }
+    assert!(text.contains("-v, --v N"));
+    assert!(text.contains("-h, --help"));
+    assert!(text.contains("(default \"localhost:51006\")"));
+    assert!(text.contains("(default 1000)"));
+    assert!(text.contains("      --hostname NAME"));
+    assert!(text.contains("(default true)"));
+}
+
+/// Which kind of error, and the flag it names (`""` when none).
+fn shape(e: &ConfigError) -> (&'static str, String) {
+    match e.kind() {
+        ConfigErrorKind::UnknownFlag(f) => ("unknown", f.clone()),
+        ConfigErrorKind::MissingValue(f) => ("missing", f.to_string()),
+        ConfigErrorKind::InvalidValue { flag, .. } => ("invalid", flag.to_string()),
+        ConfigErrorKind::Required { flag, .. } => ("required", flag.to_string()),
+        ConfigErrorKind::UnexpectedArgument(a) => ("argument", a.clone()),
+        ConfigErrorKind::NotUtf8(a) => ("utf8", a.clone()),
+    }
+}
+
+#[test]
+fn errors_name_the_flag() {
+    let h = "--hostname=edge-1";
+    // (args, kind, flag or argument)
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&[], "required", "--hostname"),
+        (&["--hostname="], "required", "--hostname"),
+        (&["--hostname", ""], "required", "--hostname"),
+        (&["--hostname", " "], "required", "--hostname"),
+        (&["--hostname"], "missing", "--hostname"),
+        (&[h, "--kube-qps"], "missing", "--kube-qps"),
+        (&[h, "-v"], "missing", "--v"),
+        (&[h, "--insecure=false"], "required", "--cert-file"),
+        (
+            &[h, "--insecure=false", "--cert-file=/c"],
+            "required",
+            "--key-file",
+        ),
+        (
+            &[h, "--insecure=false", "--key-file=/k"],
+            "required",
+            "--cert-file",
+        ),
+        (
+            &[h, "--insecure=false", "--cert-file=", "--key-file=/k"],
+            "required",
+            "--cert-file",
+        ),
+        (
+            &[h, "--notify-channel-size=0"],
+            "invalid",
+            "--notify-channel-size",
+        ),
+        (
+            &[h, "--notify-channel-size=-1"],
+            "invalid",
+            "--notify-channel-size",
+        ),
+        (
+            &[h, "--notify-channel-size=1000001"],
+            "invalid",
+            "--notify-channel-size",
+        ),
+        (
+            &[h, "--notify-channel-size=ten"],
+            "invalid",
+            "--notify-channel-size",
+        ),
+        (&[h, "--kube-qps=0"], "invalid", "--kube-qps"),
+        (&[h, "--kube-qps=-1"], "invalid", "--kube-qps"),
+        (&[h, "--kube-qps=NaN"], "invalid", "--kube-qps"),
+        (&[h, "--kube-qps=inf"], "invalid", "--kube-qps"),
+        (&[h, "--kube-qps=fast"], "invalid", "--kube-qps"),
+        (&[h, "--kube-burst=0"], "invalid", "--kube-burst"),
+        (&[h, "--kube-burst=1.5"], "invalid", "--kube-burst"),
+        (&[h, "--bind-address=51006"], "invalid", "--bind-address"),
+        (&[h, "--bind-address=:51006"], "invalid", "--bind-address"),
+        (
+            &[h, "--bind-address=localhost:0"],
+            "invalid",
+            "--bind-address",
+        ),
+        (
+            &[h, "--bind-address=localhost:65536"],
+            "invalid",
+            "--bind-address",
+        ),
+        (
+            &[h, "--bind-address=localhost:http"],
+            "invalid",
+            "--bind-address",
+        ),
+        (
+            &[h, "--bind-address=localhost:+80"],
+            "invalid",
+            "--bind-address",
+        ),
+        (
+            &[h, "--bind-address=::1:51006"],
+            "invalid",
+            "--bind-address",
+        ),
+        (
+            &[h, "--bind-address=[::1]51006"],
+            "invalid",
+            "--bind-address",
+        ),
+        (&[h, "--bind-address="], "invalid", "--bind-address"),
+        (
+            &[h, "--metrics-bind-address=127.0.0.1"],
+            "invalid",
+            "--metrics-bind-address",
+        ),
+        (
+            &[h, "--metrics-bind-address=localhost:51006"],
+            "required",
+            "--metrics-bind-address",
+        ),
+        (&[h, "--master=10.0.0.1:6443"], "invalid", "--master"),
+        (&[h, "--master=ftp://x"], "invalid", "--master"),
+        (&[h, "--master=https://"], "invalid", "--master"),
+        (&[h, "--master=https://:6443"], "invalid", "--master"),
+        (&[h, "--master=https://a:0"], "invalid", "--master"),
+        (&[h, "--master=https://a b"], "invalid", "--master"),
+        (&[h, "--insecure=yes"], "invalid", "--insecure"),
+        (&[h, "--debug="], "invalid", "--debug"),
+        (
+            &[h, "--support-endpointslice=maybe"],
+            "invalid",
+            "--support-endpointslice",
+        ),
+        (&[h, "-v=11"], "invalid", "--v"),
+        (&[h, "-v=-1"], "invalid", "--v"),
+        (&[h, "-vx"], "invalid", "--v"),
+        (&[h, "--bogus"], "unknown", "--bogus"),
+        (&[h, "--bogus=1"], "unknown", "--bogus=1"),
+        (&[h, "-x"], "unknown", "-x"),
+        (&[h, "-hostname"], "unknown", "-hostname"),
+        (&[h, "---debug"], "unknown", "---debug"),
+        (&[h, "--=x"], "unknown", "--=x"),
+        (&[h, "--Hostname=x"], "unknown", "--Hostname=x"),
+        (&[h, "--insecure", "false"], "argument", "false"),
+        (&[h, "extra"], "argument", "extra"),
+        (&[h, "-"], "argument", "-"),
+        (&[h, "--", "x"], "argument", "x"),
+    ];
+    for (list, kind, who) in cases {
+        let e = fail(list);
+        assert_eq!(shape(&e), (*kind, who.to_string()), "{list:?}: {e}");
+        let msg = e.to_string();
+        assert!(!msg.contains('\n'), "{msg}");
+        assert!(msg.contains(who), "{list:?}: {msg:?} does not name {who:?}");
+    }
+    // A trailing `--` alone is fine.
+    assert!(parse_args(args(&[h, "--"])).is_ok());
+}
+
+#[cfg(unix)]
+#[test]
+fn non_utf8_arguments_are_errors() {
+    use std::os::unix::ffi::OsStringExt;
+    let bad = OsString::from_vec(vec![b'-', b'-', b'h', 0xff]);
+    let e = parse_args(vec![bad]).expect_err("not utf-8");
+    assert!(matches!(e.kind(), ConfigErrorKind::NotUtf8(_)), "{e}");
+}
+
+#[test]
+fn autonomy_is_strict() {
+    let ok: &[(&str, Autonomy)] = &[
+        (
+            "enabled=true,address=https://10.0.0.2:51005/localinfo,interval=10",
+            Autonomy {
+                enabled: true,
+                address: "https://10.0.0.2:51005/localinfo".into(),
+                interval_secs: 10,
+            },
+        ),
+        (
+            " enabled=1 , interval=60 ",
+            Autonomy {
+                enabled: true,
+                interval_secs: 60,
+                ..Autonomy::default()
+            },
+        ),
+        ("enabled=false", Autonomy::default()),
+        (
+            "address=http://[::1]:51005/x",
+            Autonomy {
+                address: "http://[::1]:51005/x".into(),
+                ..Autonomy::default()
+            },
+        ),
+    ];
+    for (s, want) in ok {
+        assert_eq!(&Autonomy::parse(s).expect(s), want, "{s:?}");
+    }
+    let bad = [
+        "",
+        "enabled",
+        "enabled=true,,interval=3",
+        "enabled=true,",
+        "enabled=yes",
+        "enabled=true,enabled=false",
+        "interval=0",
+        "interval=-5",
+        "interval=1.5",
+        "interval=",
+        "address=localhost:51005",
+        "address=",
+        "address=http://h/a=b,interval=3=4",
+        "Enabled=true",
+        "timeout=3",
+    ];
+    for s in bad {
+        let e = Autonomy::parse(s).expect_err(s);
+        assert_eq!(shape(&e).1, AUTONOMY_FLAG, "{s:?}");
+        let e = fail(&[
+            "--hostname=x",
+            &format!("--service-autonomy-enhancement={s}"),
+        ]);
+        assert!(e.to_string().contains(AUTONOMY_FLAG), "{e}");
+    }
+}
