@@ -66,6 +66,8 @@ pub struct Config {
     pub wrapper_in_cluster: bool,
     /// `--notify-channel-size`: per-watcher queue capacity and minimum history per resource.
     pub notify_channel_size: usize,
+    /// `--not-ready-hold-seconds`: how long a cache-backed request waits for the first sync.
+    pub not_ready_hold_secs: u64,
     /// `--debug`: serve debug/profiling endpoints.
     pub debug: bool,
     /// `--service-autonomy-enhancement`.
@@ -94,6 +96,7 @@ impl Default for Config {
             hostname: String::new(),
             wrapper_in_cluster: true,
             notify_channel_size: DEFAULT_NOTIFY_CHANNEL_SIZE,
+            not_ready_hold_secs: 15,
             debug: false,
             autonomy: Autonomy::default(),
             metrics_bind_address: DEFAULT_METRICS_BIND_ADDRESS.to_string(),

@@ -25,6 +25,7 @@ pub(super) enum Id {
     Hostname,
     WrapperInCluster,
     NotifyChannelSize,
+    NotReadyHold,
     Debug,
     Autonomy,
     SupportEndpointslice,
@@ -159,6 +160,13 @@ pub(super) const FLAGS: &[Flag] = &[
         Some("HOST:PORT"),
         DEFAULT_METRICS_BIND_ADDRESS,
         "address of /healthz, /readyz and /metrics",
+    ),
+    flag(
+        Id::NotReadyHold,
+        "--not-ready-hold-seconds",
+        Some("INT"),
+        "15",
+        "how long a request waits for the initial sync before it gets 503 + Retry-After",
     ),
     flag(
         Id::Debug,
@@ -299,6 +307,13 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 .ok()
                 .filter(|n| (1..=MAX_NOTIFY_CHANNEL_SIZE).contains(n))
                 .ok_or_else(|| bad("must be a whole number from 1 to 1000000"))?
+        }
+        Id::NotReadyHold => {
+            cfg.not_ready_hold_secs = value
+                .parse::<u64>()
+                .ok()
+                .filter(|&v| v <= 300)
+                .ok_or_else(|| bad("must be a whole number from 0 to 300"))?
         }
         Id::Verbosity => {
             cfg.verbosity = value
