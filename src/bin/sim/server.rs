@@ -216,6 +216,20 @@ pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request) -> io::Result<()>
                 Ok(f) => f,
                 Err(e) => return write_status(conn, &e, close),
             };
+            if q.get("sendInitialEvents").is_some() {
+                // WatchList is not simulated: answer like an apiserver with the gate off.
+                let msg = if q.is_watch() {
+                    "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+                     sendInitialEvents is forbidden for watch unless the WatchList feature gate \
+                     is enabled"
+                } else {
+                    "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+                     sendInitialEvents is forbidden for list"
+                };
+                let mut e = ApiError::invalid(msg);
+                e.kind = Some("ListOptions".into());
+                return write_status(conn, &e, close);
+            }
             if q.is_watch() {
                 let timeout = match q.get("timeoutSeconds") {
                     None | Some("") => DEFAULT_WATCH_TIMEOUT,

@@ -362,6 +362,12 @@ fn bad_input_gets_status_errors() {
             400,
         ),
         ("GET", "/api/v1/nodes/nope", b"", 404),
+        (
+            "GET",
+            "/api/v1/nodes?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            b"",
+            422,
+        ),
         ("POST", "/sim/apply", b"{not json", 400),
         (
             "POST",
