@@ -1,1 +1,121 @@
-fn main() {}
+//! `grid-wrapper-sim`: a simulated Kubernetes apiserver for `make demo`, the integration tests
+//! and benchmarks. It serves LIST/WATCH of Nodes, Services, Endpoints and EndpointSlices (v1
+//! and/or v1beta1) with its own resourceVersions and a bounded history (410 past it), records
+//! every other request (events…) and echoes it, and offers a `/sim/` control API to change the
+//! cluster while clients watch. One thread per connection; state in a `Mutex` + `Condvar`.
+//! `main` only parses flags, loads the fixture, binds, prints the listening line and serves.
+
+#![forbid(unsafe_code)]
+
+mod api;
+mod args;
+mod b64;
+mod conn;
+mod control;
+mod convert;
+mod fixture;
+mod httpio;
+mod routes;
+mod selector;
+mod server;
+mod store;
+mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Minimal stderr logger (stdout carries only the listening line). Level from `RUST_LOG`
+/// (`error`…`trace`), default `info`.
+struct StderrLogger;
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::max_level()
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("grid-wrapper-sim {} {}", r.level(), r.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: StderrLogger = StderrLogger;
+
+fn init_logging() {
+    let level = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|s| s.parse::<log::LevelFilter>().ok())
+        .unwrap_or(log::LevelFilter::Info);
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+/// Builds the shared state with the fixture loaded.
+fn build(flags: &args::Flags) -> Result<server::Shared, grid_wrapper::k8s::status::ApiError> {
+    let mut store = store::Store::new(flags.history);
+    for obj in fixture::objects(flags.fixture) {
+        store.apply(obj)?;
+    }
+    let interval = (flags.bookmark_secs > 0).then(|| Duration::from_secs(flags.bookmark_secs));
+    Ok(server::Shared::new(
+        store,
+        flags.slices,
+        interval,
+        flags.token.clone(),
+    ))
+}
+
+fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
+    let tls = match (&flags.tls_cert, &flags.tls_key) {
+        (Some(c), Some(k)) => Some(conn::server_config(c, k, flags.client_ca.as_deref())?),
+        _ => None,
+    };
+    let shared = Arc::new(build(flags)?);
+    let listener = TcpListener::bind(&flags.listen)?;
+    let addr = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "grid-wrapper-sim listening on {scheme}://{addr}")?;
+        out.flush()?;
+    }
+    log::info!(
+        "fixture loaded: resourceVersion {}",
+        shared.store.lock().map(|s| s.rv()).unwrap_or_default()
+    );
+    server::serve(listener, shared, tls)?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let flags = match args::parse(&argv) {
+        Ok(args::Parsed::Help) => {
+            print!("{}", args::HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(args::Parsed::Run(f)) => f,
+        Err(msg) => {
+            eprintln!("grid-wrapper-sim: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&flags) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("grid-wrapper-sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

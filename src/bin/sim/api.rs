@@ -1,0 +1,233 @@
+//! Cache-style read answers of the simulated apiserver: object filters (path namespace, label
+//! and field selectors), the served form of stored objects (slices converted to the route's
+//! version), LIST bodies, single-object GETs and discovery documents. Pure over a `Store`.
+
+use crate::convert;
+use crate::routes::{Discovery, Query, SliceVersions};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{Kind, Store};
+use grid_wrapper::k8s::status::ApiError;
+use grid_wrapper::k8s::{ObjectKey, Resource};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What a LIST or WATCH selects.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Path namespace.
+    pub ns: Option<String>,
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    /// Builds the filter from the path namespace and query; bad selectors are 400s.
+    pub fn new(res: Resource, ns: Option<String>, q: &Query) -> Result<Filter, ApiError> {
+        Ok(Filter {
+            ns,
+            labels: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?,
+            fields: FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), res)?,
+        })
+    }
+
+    /// Whether a stored object is selected.
+    pub fn matches(&self, obj: &Value) -> bool {
+        let ns_ok = match &self.ns {
+            None => true,
+            Some(ns) => obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns),
+        };
+        ns_ok && self.labels.matches(obj) && self.fields.matches(obj)
+    }
+}
+
+/// The stored object as served on `res`: slices converted to the route's version; `kind` and
+/// `apiVersion` always set.
+pub fn served(res: Resource, obj: &Value) -> Value {
+    match res {
+        Resource::SlicesV1 => convert::slice_to(obj, convert::V1),
+        Resource::SlicesV1beta1 => convert::slice_to(obj, convert::V1BETA1),
+        _ => {
+            let mut o = obj.clone();
+            if let Some(m) = o.as_object_mut() {
+                m.insert("kind".into(), json!(res.kind()));
+                m.insert("apiVersion".into(), json!(res.api_version()));
+            }
+            o
+        }
+    }
+}
+
+/// A LIST body: `{"kind":"<Kind>List","apiVersion":..,"metadata":{"resourceVersion":..},"items":[..]}`.
+pub fn list_body(res: Resource, objects: &[Arc<Value>], rv: u64, filter: &Filter) -> Vec<u8> {
+    let items: Vec<Value> = objects
+        .iter()
+        .filter(|o| filter.matches(o))
+        .map(|o| served(res, o))
+        .collect();
+    let body = json!({
+        "kind": res.list_kind(),
+        "apiVersion": res.api_version(),
+        "metadata": {"resourceVersion": rv.to_string()},
+        "items": items,
+    });
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// Takes a consistent LIST snapshot.
+pub fn list(store: &Store, res: Resource) -> (Vec<Arc<Value>>, u64) {
+    (store.list(Kind::of(res)), store.rv())
+}
+
+/// A single-object GET: the served object or a 404 Status.
+pub fn get(store: &Store, res: Resource, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+    let key = ObjectKey::new(ns.unwrap_or(""), name);
+    store
+        .get(Kind::of(res), &key)
+        .map(|o| served(res, &o))
+        .ok_or_else(|| ApiError::not_found(res.plural(), name))
+}
+
+fn resource_entry(name: &str, singular: &str, kind: &str, namespaced: bool) -> Value {
+    json!({"name": name, "singularName": singular, "namespaced": namespaced, "kind": kind,
+           "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]})
+}
+
+/// A discovery document.
+pub fn discovery(doc: &Discovery, slices: SliceVersions) -> Value {
+    let group_versions: Vec<Value> = slices
+        .versions()
+        .iter()
+        .map(|v| json!({"groupVersion": format!("discovery.k8s.io/{v}"), "version": v}))
+        .collect();
+    let group = json!({
+        "kind": "APIGroup", "apiVersion": "v1", "name": "discovery.k8s.io",
+        "versions": group_versions.clone(),
+        "preferredVersion": group_versions.first().cloned().unwrap_or(Value::Null),
+    });
+    match doc {
+        Discovery::Core => json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
+        Discovery::CoreV1 => {
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+            "resources": [
+                resource_entry("endpoints", "endpoints", "Endpoints", true),
+                resource_entry("nodes", "node", "Node", false),
+                resource_entry("services", "service", "Service", true),
+            ]})
+        }
+        Discovery::Groups => {
+            let mut g = group;
+            if let Some(m) = g.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [g]})
+        }
+        Discovery::SliceGroup => group,
+        Discovery::SliceVersion(v) => json!({
+            "kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": format!("discovery.k8s.io/{v}"),
+            "resources": [resource_entry("endpointslices", "endpointslice", "EndpointSlice", true)],
+        }),
+        Discovery::Version => json!({"major": "1", "minor": "28", "gitVersion": "v1.28.0-sim",
+            "platform": "linux/amd64"}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+
+    fn demo_store() -> Store {
+        let mut s = Store::new(1000);
+        for o in fixture::demo() {
+            s.apply(o).expect("fixture applies");
+        }
+        s
+    }
+
+    fn names(body: &[u8]) -> Vec<String> {
+        let v: Value = serde_json::from_slice(body).expect("json");
+        v["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn list_applies_selectors_and_namespace() {
+        let s = demo_store();
+        let l = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+        let cases: &[(Resource, Option<&str>, &str, &[&str])] = &[
+            (
+                Resource::Services,
+                None,
+                l,
+                &["api", "db", "kubernetes", "web"],
+            ),
+            (
+                Resource::SlicesV1,
+                None,
+                l,
+                &["api-xyz89", "kubernetes", "web-abc12"],
+            ),
+            (Resource::Endpoints, None, l, &["api", "kubernetes", "web"]),
+            (
+                Resource::Nodes,
+                None,
+                "fieldSelector=metadata.name%3Dedge-b1",
+                &["edge-b1"],
+            ),
+            (Resource::Services, Some("kube-system"), "", &[]),
+            (
+                Resource::Services,
+                None,
+                "fieldSelector=spec.clusterIP%21%3DNone&labelSelector=app%3Dweb",
+                &["web"],
+            ),
+        ];
+        for (res, ns, q, want) in cases {
+            let f = Filter::new(*res, ns.map(str::to_string), &Query::parse(q)).expect("filter");
+            let (objs, rv) = list(&s, *res);
+            let body = list_body(*res, &objs, rv, &f);
+            assert_eq!(names(&body), *want, "{res:?} {q}");
+            let v: Value = serde_json::from_slice(&body).expect("json");
+            assert_eq!(v["metadata"]["resourceVersion"], s.rv().to_string());
+            assert_eq!(v["kind"], res.list_kind());
+        }
+    }
+
+    #[test]
+    fn slices_are_served_in_the_route_version() {
+        let s = demo_store();
+        let v1b = get(&s, Resource::SlicesV1beta1, Some("default"), "web-abc12").expect("get");
+        assert_eq!(v1b["apiVersion"], "discovery.k8s.io/v1beta1");
+        assert_eq!(
+            v1b["endpoints"][0]["topology"]["kubernetes.io/hostname"],
+            "edge-a1"
+        );
+        let n = get(&s, Resource::Nodes, None, "edge-a1").expect("node");
+        assert_eq!(
+            (n["kind"].as_str(), n["apiVersion"].as_str()),
+            (Some("Node"), Some("v1"))
+        );
+        let e = get(&s, Resource::Nodes, None, "nope").expect_err("404");
+        assert_eq!(e.to_value()["message"], "nodes \"nope\" not found");
+    }
+
+    #[test]
+    fn discovery_follows_slice_versions() {
+        let g = discovery(&Discovery::SliceGroup, SliceVersions::Both);
+        assert_eq!(g["versions"].as_array().map(Vec::len), Some(2));
+        assert_eq!(g["preferredVersion"]["version"], "v1");
+        let g = discovery(&Discovery::SliceGroup, SliceVersions::V1beta1);
+        assert_eq!(g["versions"][0]["groupVersion"], "discovery.k8s.io/v1beta1");
+        let r = discovery(&Discovery::SliceVersion("v1"), SliceVersions::V1);
+        assert_eq!(r["resources"][0]["kind"], "EndpointSlice");
+    }
+}

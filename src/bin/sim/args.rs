@@ -1,0 +1,212 @@
+//! Command-line flags of `grid-wrapper-sim` (hand-parsed: `--flag value` or `--flag=value`) and
+//! the `--help` text. Validation only; nothing here touches the system.
+
+use crate::fixture::{Fixture, ScaleParams};
+use crate::routes::SliceVersions;
+use crate::store::DEFAULT_HISTORY;
+use std::path::PathBuf;
+
+/// `--help` text.
+pub const HELP: &str = "\
+grid-wrapper-sim: a simulated Kubernetes apiserver for grid-wrapper demos, tests and benchmarks
+
+USAGE: grid-wrapper-sim [FLAGS]
+
+  --listen ADDR              bind address (default 127.0.0.1:0); prints
+                             'grid-wrapper-sim listening on http(s)://127.0.0.1:<port>'
+  --fixture demo|empty|scale initial objects (default demo)
+  --nodes N                  scale: nodes (default 500)
+  --services N               scale: services, one Endpoints + one EndpointSlice each (default 2000)
+  --zones N                  scale: zones (default 20)
+  --endpoints-per-slice N    scale: endpoints per slice (default 10)
+  --slice-version v1|v1beta1|both
+                             EndpointSlice versions served (default v1); others 404
+  --history N                events kept for watch resumption (default 1000)
+  --bookmark-interval SECS   BOOKMARK period for allowWatchBookmarks watches (default 5; 0 = never)
+  --tls-cert FILE --tls-key FILE [--client-ca FILE]
+                             serve HTTPS (client certificate required with --client-ca)
+  --token T                  require 'Authorization: Bearer T' (not on /sim/)
+  -h, --help                 this text
+
+CONTROL API (JSON, never recorded): POST /sim/apply, /sim/delete, /sim/label-node,
+/sim/compact, /sim/close-watches, /sim/requests/clear; GET /sim/requests, /sim/state
+";
+
+/// Parsed flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flags {
+    /// `--listen`.
+    pub listen: String,
+    /// `--fixture` (with scale sizes).
+    pub fixture: Fixture,
+    /// `--slice-version`.
+    pub slices: SliceVersions,
+    /// `--history`.
+    pub history: usize,
+    /// `--bookmark-interval` in seconds (0 = never).
+    pub bookmark_secs: u64,
+    /// `--tls-cert`.
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`.
+    pub tls_key: Option<PathBuf>,
+    /// `--client-ca`.
+    pub client_ca: Option<PathBuf>,
+    /// `--token`.
+    pub token: Option<String>,
+}
+
+impl Default for Flags {
+    fn default() -> Self {
+        Flags {
+            listen: "127.0.0.1:0".into(),
+            fixture: Fixture::Demo,
+            slices: SliceVersions::V1,
+            history: DEFAULT_HISTORY,
+            bookmark_secs: 5,
+            tls_cert: None,
+            tls_key: None,
+            client_ca: None,
+            token: None,
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// Run with these flags.
+    Run(Box<Flags>),
+    /// Print [`HELP`] and exit 0.
+    Help,
+}
+
+fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{flag}: not a valid number: {v:?}"))
+}
+
+/// Parses the arguments after the program name. Errors are messages for stderr.
+pub fn parse(args: &[String]) -> Result<Parsed, String> {
+    let mut f = Flags::default();
+    let mut scale = ScaleParams::default();
+    let mut fixture = "demo".to_string();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "-h" || arg == "--help" {
+            return Ok(Parsed::Help);
+        }
+        let (flag, inline) = match arg.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "--listen" => f.listen = value()?,
+            "--fixture" => fixture = value()?,
+            "--nodes" => scale.nodes = num(flag, &value()?)?,
+            "--services" => scale.services = num(flag, &value()?)?,
+            "--zones" => scale.zones = num(flag, &value()?)?,
+            "--endpoints-per-slice" => scale.endpoints_per_slice = num(flag, &value()?)?,
+            "--slice-version" => {
+                f.slices = match value()?.as_str() {
+                    "v1" => SliceVersions::V1,
+                    "v1beta1" => SliceVersions::V1beta1,
+                    "both" => SliceVersions::Both,
+                    other => return Err(format!("--slice-version: unknown {other:?}")),
+                }
+            }
+            "--history" => f.history = num(flag, &value()?)?,
+            "--bookmark-interval" => f.bookmark_secs = num(flag, &value()?)?,
+            "--tls-cert" => f.tls_cert = Some(value()?.into()),
+            "--tls-key" => f.tls_key = Some(value()?.into()),
+            "--client-ca" => f.client_ca = Some(value()?.into()),
+            "--token" => f.token = Some(value()?),
+            other => return Err(format!("unknown argument {other:?} (see --help)")),
+        }
+    }
+    f.fixture = match fixture.as_str() {
+        "demo" => Fixture::Demo,
+        "empty" => Fixture::Empty,
+        "scale" => Fixture::Scale(scale),
+        other => return Err(format!("--fixture: unknown {other:?}")),
+    };
+    if f.tls_cert.is_some() != f.tls_key.is_some() {
+        return Err("--tls-cert and --tls-key go together".into());
+    }
+    if f.client_ca.is_some() && f.tls_cert.is_none() {
+        return Err("--client-ca needs --tls-cert and --tls-key".into());
+    }
+    if f.history == 0 {
+        return Err("--history must be at least 1".into());
+    }
+    Ok(Parsed::Run(Box::new(f)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Flags, String> {
+        let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        match parse(&v)? {
+            Parsed::Run(f) => Ok(*f),
+            Parsed::Help => Err("help".into()),
+        }
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        assert_eq!(run(&[]), Ok(Flags::default()));
+        let f = run(&[
+            "--listen=127.0.0.1:8080",
+            "--fixture",
+            "scale",
+            "--nodes",
+            "3",
+            "--zones=2",
+            "--slice-version",
+            "both",
+            "--history",
+            "5",
+            "--bookmark-interval",
+            "0",
+            "--token",
+            "t0k",
+        ])
+        .expect("parse");
+        assert_eq!(f.listen, "127.0.0.1:8080");
+        assert_eq!(
+            f.fixture,
+            Fixture::Scale(ScaleParams {
+                nodes: 3,
+                zones: 2,
+                ..ScaleParams::default()
+            })
+        );
+        assert_eq!(f.slices, SliceVersions::Both);
+        assert_eq!((f.history, f.bookmark_secs), (5, 0));
+        assert_eq!(f.token.as_deref(), Some("t0k"));
+    }
+
+    #[test]
+    fn errors_and_help() {
+        for bad in [
+            &["--nodes", "x"][..],
+            &["--fixture", "big"],
+            &["--slice-version", "v2"],
+            &["--tls-cert", "a"],
+            &["--client-ca", "a"],
+            &["--history", "0"],
+            &["--listen"],
+            &["--bogus"],
+        ] {
+            assert!(run(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse(&["--help".to_string()]), Ok(Parsed::Help));
+    }
+}

@@ -1,0 +1,155 @@
+//! The `/sim/` control API: apply/delete objects, relabel nodes, compact history, close watches,
+//! read and clear recorded requests, report state. Each operation returns JSON or a Status
+//! error; store changes notify the watchers' `Condvar`.
+
+use crate::routes::SimOp;
+use crate::server::Shared;
+use crate::store::{Event, Kind, Store};
+use grid_wrapper::k8s::status::ApiError;
+use grid_wrapper::k8s::ObjectKey;
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, PoisonError};
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))
+}
+
+fn summary(ev: &Event) -> Value {
+    json!({
+        "type": ev.etype.as_str(), "kind": ev.kind.name(),
+        "namespace": ev.key.namespace, "name": ev.key.name,
+        "resourceVersion": ev.rv.to_string(),
+    })
+}
+
+fn str_field<'a>(v: &'a Value, field: &str) -> Result<&'a str, ApiError> {
+    v.get(field)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("field {field:?} (a string) is required")))
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Store> {
+    shared.store.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs one control operation.
+pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError> {
+    match op {
+        SimOp::Apply => {
+            let v = parse_body(body)?;
+            let result = {
+                let mut store = lock(shared);
+                match v {
+                    Value::Array(items) => {
+                        let mut out = Vec::with_capacity(items.len());
+                        let mut err = None;
+                        for item in items {
+                            match store.apply(item) {
+                                Ok(ev) => out.push(summary(&ev)),
+                                Err(e) => {
+                                    err = Some(e);
+                                    break;
+                                }
+                            }
+                        }
+                        match err {
+                            Some(e) if out.is_empty() => Err(e),
+                            Some(e) => {
+                                let mut e = e;
+                                e.message = format!("{} (after {} applied)", e.message, out.len());
+                                Err(e)
+                            }
+                            None => Ok(Value::Array(out)),
+                        }
+                    }
+                    obj => store.apply(obj).map(|ev| summary(&ev)),
+                }
+            };
+            shared.changed.notify_all();
+            result
+        }
+        SimOp::Delete => {
+            let v = parse_body(body)?;
+            let kind_s = str_field(&v, "kind")?;
+            let kind = Kind::from_kind(kind_s)
+                .ok_or_else(|| ApiError::bad_request(format!("unknown kind {kind_s:?}")))?;
+            let name = str_field(&v, "name")?;
+            let ns = match kind {
+                Kind::Node => "",
+                _ => v
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default"),
+            };
+            let ev = lock(shared).delete(kind, &ObjectKey::new(ns, name))?;
+            shared.changed.notify_all();
+            Ok(summary(&ev))
+        }
+        SimOp::LabelNode => {
+            let v = parse_body(body)?;
+            let name = str_field(&v, "name")?;
+            let labels = v
+                .get("labels")
+                .and_then(Value::as_object)
+                .ok_or_else(|| ApiError::bad_request("field \"labels\" (an object) is required"))?;
+            let ev = lock(shared).label_node(name, labels)?;
+            shared.changed.notify_all();
+            Ok(summary(&ev))
+        }
+        SimOp::Compact => {
+            let horizon = lock(shared).compact();
+            Ok(json!({"horizon": horizon.to_string(), "resourceVersion": horizon.to_string()}))
+        }
+        SimOp::CloseWatches => {
+            let open = shared.open_watches.load(Ordering::SeqCst);
+            let epoch = lock(shared).close_watches();
+            shared.changed.notify_all();
+            Ok(json!({"closed": open, "epoch": epoch}))
+        }
+        SimOp::Requests => {
+            let rec = shared
+                .recorded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            Ok(Value::Array(rec.iter().map(|r| r.to_json()).collect()))
+        }
+        SimOp::ClearRequests => {
+            let mut rec = shared
+                .recorded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let n = rec.len();
+            rec.clear();
+            Ok(json!({"cleared": n}))
+        }
+        SimOp::State => {
+            let store = lock(shared);
+            let counts: serde_json::Map<String, Value> =
+                [Kind::Node, Kind::Service, Kind::Endpoints, Kind::Slice]
+                    .iter()
+                    .map(|k| (k.plural().to_string(), json!(store.count(*k))))
+                    .collect();
+            let recorded = shared
+                .recorded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len();
+            Ok(json!({
+                "resourceVersion": store.rv().to_string(),
+                "rv": store.rv(),
+                "horizon": store.horizon(),
+                "history": store.history_len(),
+                "counts": counts,
+                "openWatches": shared.open_watches.load(Ordering::SeqCst),
+                "served": {
+                    "lists": shared.served_lists.load(Ordering::Relaxed),
+                    "watches": shared.served_watches.load(Ordering::Relaxed),
+                    "gets": shared.served_gets.load(Ordering::Relaxed),
+                },
+                "recorded": recorded,
+            }))
+        }
+    }
+}

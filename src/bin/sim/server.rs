@@ -1,0 +1,315 @@
+//! The simulator's network shell: shared state (store + `Condvar`, request recorder, counters),
+//! the accept loop with one thread per connection, the keep-alive request loop, bearer-token
+//! checking and dispatch of each routed request to lists/gets/watches, discovery, the control
+//! API or the generic "record and echo" answer for everything else.
+
+use crate::api::{self, Filter};
+use crate::b64;
+use crate::conn::Conn;
+use crate::control;
+use crate::httpio::{self, read_request, write_json, write_response, write_status, Request};
+use crate::routes::{route, Query, Route, SliceVersions};
+use crate::store::Store;
+use crate::watch::{self, WatchSpec, DEFAULT_WATCH_TIMEOUT};
+use grid_wrapper::k8s::status::ApiError;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+/// Most recorded requests kept (oldest dropped first).
+pub const MAX_RECORDED: usize = 10_000;
+/// Idle keep-alive connections are closed after this long without a request.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One request the simulator did not serve from its store.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// Method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// Raw query.
+    pub query: String,
+    /// Headers.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// JSON form for `GET /sim/requests` (body in base64).
+    pub fn to_json(&self) -> Value {
+        let header = |name: &str| {
+            self.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        };
+        let headers: Vec<Value> = self
+            .headers
+            .iter()
+            .map(|(n, v)| json!([n, String::from_utf8_lossy(v)]))
+            .collect();
+        json!({
+            "method": self.method, "path": self.path, "query": self.query,
+            "headers": headers,
+            "contentType": header("content-type"),
+            "authorization": header("authorization"),
+            "body": b64::encode(&self.body),
+            "bodyLength": self.body.len(),
+        })
+    }
+}
+
+/// Everything the connection threads share.
+#[derive(Debug)]
+pub struct Shared {
+    /// Objects, RVs and history.
+    pub store: Mutex<Store>,
+    /// Notified after every store change and on `/sim/close-watches`.
+    pub changed: Condvar,
+    /// Recorded requests (bounded by [`MAX_RECORDED`]).
+    pub recorded: Mutex<VecDeque<Recorded>>,
+    /// EndpointSlice versions served.
+    pub slices: SliceVersions,
+    /// BOOKMARK period (`None` = never).
+    pub bookmark_interval: Option<Duration>,
+    /// Required bearer token.
+    pub token: Option<String>,
+    /// Currently open watch streams.
+    pub open_watches: AtomicUsize,
+    /// LIST requests served.
+    pub served_lists: AtomicU64,
+    /// WATCH requests served.
+    pub served_watches: AtomicU64,
+    /// Single-object GETs served.
+    pub served_gets: AtomicU64,
+}
+
+impl Shared {
+    /// Wraps a loaded store.
+    pub fn new(
+        store: Store,
+        slices: SliceVersions,
+        bookmark_interval: Option<Duration>,
+        token: Option<String>,
+    ) -> Self {
+        Shared {
+            store: Mutex::new(store),
+            changed: Condvar::new(),
+            recorded: Mutex::new(VecDeque::new()),
+            slices,
+            bookmark_interval,
+            token,
+            open_watches: AtomicUsize::new(0),
+            served_lists: AtomicU64::new(0),
+            served_watches: AtomicU64::new(0),
+            served_gets: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, req: &Request) {
+        let mut rec = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
+        if rec.len() >= MAX_RECORDED {
+            rec.pop_front();
+        }
+        rec.push_back(Recorded {
+            method: req.method.clone(),
+            path: req.path.clone(),
+            query: req.query.clone(),
+            headers: req.headers.clone(),
+            body: req.body.clone(),
+        });
+    }
+}
+
+/// Accepts connections forever, one thread each.
+pub fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> io::Result<()> {
+    for sock in listener.incoming() {
+        let sock = match sock {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("accept: {e}");
+                continue;
+            }
+        };
+        let shared = Arc::clone(&shared);
+        let tls = tls.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sim-conn".into())
+            .spawn(move || handle_conn(sock, &shared, tls.as_ref()));
+        if let Err(e) = spawned {
+            log::warn!("cannot spawn connection thread: {e}");
+        }
+    }
+    Ok(())
+}
+
+fn handle_conn(sock: TcpStream, shared: &Shared, tls: Option<&Arc<rustls::ServerConfig>>) {
+    let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let _ = sock.set_nodelay(true);
+    let _ = sock.set_read_timeout(Some(IDLE_TIMEOUT));
+    let mut conn = match Conn::new(sock, tls) {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("{peer}: {e}");
+            return;
+        }
+    };
+    let mut buf = Vec::new();
+    loop {
+        let req = match read_request(&mut conn, &mut buf) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => {
+                if let Some(status) = e.status() {
+                    let _ = write_status(&mut conn, &status, true);
+                } else {
+                    log::debug!("{peer}: {e}");
+                }
+                break;
+            }
+        };
+        log::debug!("{peer}: {} {}?{}", req.method, req.path, req.query);
+        match handle(&mut conn, shared, &req) {
+            Ok(()) if !req.close => {}
+            Ok(()) => break,
+            Err(e) => {
+                log::debug!("{peer}: {e}");
+                break;
+            }
+        }
+    }
+    conn.shutdown();
+}
+
+fn authorized(shared: &Shared, req: &Request) -> bool {
+    match &shared.token {
+        None => true,
+        Some(t) => req
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .is_some_and(|given| given.trim() == t),
+    }
+}
+
+/// Answers one request.
+pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request) -> io::Result<()> {
+    let close = req.close;
+    let r = route(&req.method, &req.path, shared.slices);
+    if !matches!(r, Route::Sim(_) | Route::SimBad) && !authorized(shared, req) {
+        let e = ApiError::new(401, "Unauthorized", "Unauthorized");
+        return write_status(conn, &e, close);
+    }
+    match r {
+        Route::Collection { res, ns } => {
+            let q = Query::parse(&req.query);
+            let filter = match Filter::new(res, ns, &q) {
+                Ok(f) => f,
+                Err(e) => return write_status(conn, &e, close),
+            };
+            if q.get("sendInitialEvents").is_some() {
+                // WatchList is not simulated: answer like an apiserver with the gate off.
+                let msg = if q.is_watch() {
+                    "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+                     sendInitialEvents is forbidden for watch unless the WatchList feature gate \
+                     is enabled"
+                } else {
+                    "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+                     sendInitialEvents is forbidden for list"
+                };
+                let mut e = ApiError::invalid(msg);
+                e.kind = Some("ListOptions".into());
+                return write_status(conn, &e, close);
+            }
+            if q.is_watch() {
+                let timeout = match q.get("timeoutSeconds") {
+                    None | Some("") => DEFAULT_WATCH_TIMEOUT,
+                    Some(s) => match s.parse::<i64>() {
+                        Ok(n) if n > 0 => Duration::from_secs(n.unsigned_abs()),
+                        Ok(_) => DEFAULT_WATCH_TIMEOUT,
+                        Err(_) => {
+                            let e = ApiError::bad_request(format!("invalid timeoutSeconds {s:?}"));
+                            return write_status(conn, &e, close);
+                        }
+                    },
+                };
+                let spec = WatchSpec {
+                    res,
+                    filter,
+                    rv: q.get("resourceVersion").map(str::to_string),
+                    bookmarks: q.get("allowWatchBookmarks") == Some("true"),
+                    timeout,
+                };
+                return watch::run(conn, shared, &spec);
+            }
+            shared.served_lists.fetch_add(1, Ordering::Relaxed);
+            let (objs, rv) = {
+                let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
+                api::list(&store, res)
+            };
+            let body = api::list_body(res, &objs, rv, &filter);
+            write_response(conn, 200, "application/json", &body, close)
+        }
+        Route::Object { res, ns, name } => {
+            shared.served_gets.fetch_add(1, Ordering::Relaxed);
+            let got = {
+                let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
+                api::get(&store, res, ns.as_deref(), &name)
+            };
+            match got {
+                Ok(v) => write_json(conn, 200, &v, close),
+                Err(e) => write_status(conn, &e, close),
+            }
+        }
+        Route::Discovery(d) => write_json(conn, 200, &api::discovery(&d, shared.slices), close),
+        Route::Sim(op) => match control::handle(shared, op, &req.body) {
+            Ok(v) => write_json(conn, 200, &v, close),
+            Err(e) => write_status(conn, &e, close),
+        },
+        Route::SimBad => {
+            let e = ApiError::new(
+                404,
+                "NotFound",
+                format!("no control operation {} {}", req.method, req.path),
+            );
+            write_status(conn, &e, close)
+        }
+        Route::Other => {
+            shared.record(req);
+            other(conn, req)
+        }
+    }
+}
+
+/// The generic answer for unserved requests: POST echoes with 201, PATCH/PUT with 200,
+/// DELETE gets a Success Status, anything else a 404 Status.
+fn other(conn: &mut Conn, req: &Request) -> io::Result<()> {
+    let ctype = req.header("content-type").unwrap_or("application/json");
+    match req.method.as_str() {
+        "POST" => write_response(conn, 201, ctype, &req.body, req.close),
+        "PATCH" | "PUT" => write_response(conn, 200, ctype, &req.body, req.close),
+        "DELETE" => {
+            let ok = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Success", "code": 200});
+            write_json(conn, 200, &ok, req.close)
+        }
+        m => {
+            let e = ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
+            // A HEAD answer must not carry a body; closing keeps the framing honest.
+            httpio::write_status(conn, &e, req.close || m == "HEAD")
+        }
+    }
+}

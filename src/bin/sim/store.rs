@@ -1,0 +1,570 @@
+//! The simulated apiserver's state: objects by kind and key, the resourceVersion counter, the
+//! bounded event history used for watch resumption, and the rules that decide how a watch with a
+//! given `resourceVersion` starts (PROTOCOL.md §8). Pure: no sockets, threads or clocks; the
+//! server wraps it in a `Mutex` + `Condvar`.
+
+use grid_wrapper::k8s::status::ApiError;
+use grid_wrapper::k8s::{ObjectKey, Resource};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// The first resourceVersion; the first change gets `START_RV + 1`.
+pub const START_RV: u64 = 100;
+/// Default number of events kept for watch resumption (`--history`).
+pub const DEFAULT_HISTORY: usize = 1000;
+
+/// A stored kind. Both EndpointSlice versions share [`Kind::Slice`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// core/v1 Node (cluster-scoped).
+    Node,
+    /// core/v1 Service.
+    Service,
+    /// core/v1 Endpoints.
+    Endpoints,
+    /// discovery.k8s.io EndpointSlice, stored in the version it was applied in.
+    Slice,
+}
+
+impl Kind {
+    /// Parses a `kind` field value.
+    pub fn from_kind(kind: &str) -> Option<Kind> {
+        match kind {
+            "Node" => Some(Kind::Node),
+            "Service" => Some(Kind::Service),
+            "Endpoints" => Some(Kind::Endpoints),
+            "EndpointSlice" => Some(Kind::Slice),
+            _ => None,
+        }
+    }
+
+    /// The stored kind a served resource reads.
+    pub fn of(res: Resource) -> Kind {
+        match res {
+            Resource::Nodes => Kind::Node,
+            Resource::Services => Kind::Service,
+            Resource::Endpoints => Kind::Endpoints,
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => Kind::Slice,
+        }
+    }
+
+    /// The `kind` string.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Node => "Node",
+            Kind::Service => "Service",
+            Kind::Endpoints => "Endpoints",
+            Kind::Slice => "EndpointSlice",
+        }
+    }
+
+    /// Plural resource name (for Status details and `/sim/state`).
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Node => "nodes",
+            Kind::Service => "services",
+            Kind::Endpoints => "endpoints",
+            Kind::Slice => "endpointslices",
+        }
+    }
+}
+
+/// Watch event type of a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Object created.
+    Added,
+    /// Object updated.
+    Modified,
+    /// Object deleted.
+    Deleted,
+}
+
+impl EventType {
+    /// Wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One logged change. `old`/`new` are the stored objects before/after (stamped); for a deletion
+/// `new` is `None` and the DELETED object is `old` re-stamped with `rv`.
+#[derive(Debug)]
+pub struct Event {
+    /// RV assigned to the change.
+    pub rv: u64,
+    /// Kind of the changed object.
+    pub kind: Kind,
+    /// Its key.
+    pub key: ObjectKey,
+    /// ADDED / MODIFIED / DELETED.
+    pub etype: EventType,
+    /// Object before the change.
+    pub old: Option<Arc<Value>>,
+    /// Object after the change.
+    pub new: Option<Arc<Value>>,
+}
+
+/// How a watch starts, decided atomically with registration (the caller holds the lock).
+#[derive(Debug)]
+pub enum WatchStart {
+    /// RV absent/`""`/`"0"`: ADDED for these objects (sorted by key), then events after `cursor`.
+    Snapshot {
+        /// Current objects of the kind.
+        objects: Vec<Arc<Value>>,
+        /// The snapshot RV.
+        cursor: u64,
+    },
+    /// Resume: replay events after `cursor`.
+    Resume {
+        /// The requested RV.
+        cursor: u64,
+    },
+    /// Too old, in the future, or not a number: ERROR 410 then close.
+    Expired(ApiError),
+}
+
+/// Errors of control operations.
+pub type OpResult<T> = Result<T, ApiError>;
+
+/// The object store and its history.
+#[derive(Debug)]
+pub struct Store {
+    objects: BTreeMap<(Kind, ObjectKey), Arc<Value>>,
+    rv: u64,
+    history: VecDeque<Arc<Event>>,
+    capacity: usize,
+    /// Highest RV evicted from `history` by capacity: a live watcher behind it lost events.
+    evicted: u64,
+    /// Lowest RV a new watch may resume from (raised by eviction and `/sim/compact`).
+    horizon: u64,
+    /// Bumped by `/sim/close-watches`; watchers that started under an older epoch end.
+    epoch: u64,
+    uid_counter: u64,
+}
+
+fn set_rv(obj: &mut Value, rv: u64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+impl Store {
+    /// An empty store keeping `history` events (at least 1).
+    pub fn new(history: usize) -> Self {
+        Store {
+            objects: BTreeMap::new(),
+            rv: START_RV,
+            history: VecDeque::new(),
+            capacity: history.max(1),
+            evicted: START_RV,
+            horizon: START_RV,
+            epoch: 0,
+            uid_counter: 0,
+        }
+    }
+
+    /// Current resourceVersion.
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// Lowest RV a new watch can resume from.
+    pub fn horizon(&self) -> u64 {
+        self.horizon
+    }
+
+    /// Current watch epoch (see [`Store::close_watches`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Number of events held.
+    pub fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Object count of one kind.
+    pub fn count(&self, kind: Kind) -> usize {
+        self.objects.keys().filter(|(k, _)| *k == kind).count()
+    }
+
+    /// One object.
+    pub fn get(&self, kind: Kind, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.objects.get(&(kind, key.clone())).cloned()
+    }
+
+    /// All objects of a kind, sorted by namespace/name.
+    pub fn list(&self, kind: Kind) -> Vec<Arc<Value>> {
+        self.objects
+            .range((kind, ObjectKey::default())..)
+            .take_while(|((k, _), _)| *k == kind)
+            .map(|(_, v)| Arc::clone(v))
+            .collect()
+    }
+
+    fn push(&mut self, ev: Event) -> Arc<Event> {
+        let ev = Arc::new(ev);
+        self.history.push_back(Arc::clone(&ev));
+        while self.history.len() > self.capacity {
+            if let Some(old) = self.history.pop_front() {
+                self.evicted = self.evicted.max(old.rv);
+                self.horizon = self.horizon.max(old.rv);
+            }
+        }
+        ev
+    }
+
+    /// Creates or replaces an object (`kind` field required; slices in either apiVersion).
+    /// Always assigns a new RV and logs ADDED or MODIFIED.
+    pub fn apply(&mut self, mut obj: Value) -> OpResult<Arc<Event>> {
+        let kind_str = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let kind = Kind::from_kind(kind_str).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "kind must be Node, Service, Endpoints or EndpointSlice, got {kind_str:?}"
+            ))
+        })?;
+        let api_version = match kind {
+            Kind::Slice => match obj.get("apiVersion").and_then(Value::as_str) {
+                None | Some("discovery.k8s.io/v1") => "discovery.k8s.io/v1",
+                Some("discovery.k8s.io/v1beta1") => "discovery.k8s.io/v1beta1",
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "unsupported EndpointSlice apiVersion {other:?}"
+                    )))
+                }
+            },
+            _ => "v1",
+        };
+        let o = obj
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("object expected"))?;
+        o.insert("apiVersion".into(), json!(api_version));
+        let meta = o
+            .entry("metadata")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        if kind == Kind::Node {
+            meta.remove("namespace");
+        } else if meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            meta.insert("namespace".into(), json!("default"));
+        }
+        let key = ObjectKey::of(&obj)
+            .ok_or_else(|| ApiError::bad_request("metadata.name is required"))?;
+        let old = self.objects.get(&(kind, key.clone())).cloned();
+        self.rv += 1;
+        let rv = self.rv;
+        let uid = match old
+            .as_ref()
+            .and_then(|o| o.pointer("/metadata/uid"))
+            .and_then(Value::as_str)
+        {
+            Some(u) => u.to_string(),
+            None => {
+                self.uid_counter += 1;
+                format!("00000000-0000-4000-8000-{:012x}", self.uid_counter)
+            }
+        };
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.entry("uid").or_insert_with(|| json!(uid));
+            meta.entry("creationTimestamp")
+                .or_insert_with(|| json!("2024-01-01T00:00:00Z"));
+        }
+        set_rv(&mut obj, rv);
+        let new = Arc::new(obj);
+        self.objects.insert((kind, key.clone()), Arc::clone(&new));
+        let etype = if old.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        Ok(self.push(Event {
+            rv,
+            kind,
+            key,
+            etype,
+            old,
+            new: Some(new),
+        }))
+    }
+
+    /// Deletes an object; the DELETED event carries its last content stamped with the new RV.
+    pub fn delete(&mut self, kind: Kind, key: &ObjectKey) -> OpResult<Arc<Event>> {
+        let old = self
+            .objects
+            .remove(&(kind, key.clone()))
+            .ok_or_else(|| ApiError::not_found(kind.plural(), &key.name))?;
+        self.rv += 1;
+        let rv = self.rv;
+        let mut last = (*old).clone();
+        set_rv(&mut last, rv);
+        Ok(self.push(Event {
+            rv,
+            kind,
+            key: key.clone(),
+            etype: EventType::Deleted,
+            old: Some(Arc::new(last)),
+            new: None,
+        }))
+    }
+
+    /// Merges labels into a Node (`null` removes a label); MODIFIED with a new RV.
+    pub fn label_node(
+        &mut self,
+        name: &str,
+        labels: &serde_json::Map<String, Value>,
+    ) -> OpResult<Arc<Event>> {
+        let key = ObjectKey::new("", name);
+        let cur = self
+            .get(Kind::Node, &key)
+            .ok_or_else(|| ApiError::not_found("nodes", name))?;
+        let mut node = (*cur).clone();
+        let meta = node
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| ApiError::internal("stored node without metadata"))?;
+        let lbls = meta
+            .entry("labels")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .ok_or_else(|| ApiError::internal("stored node labels not an object"))?;
+        for (k, v) in labels {
+            match v {
+                Value::Null => {
+                    lbls.remove(k);
+                }
+                Value::String(s) => {
+                    lbls.insert(k.clone(), json!(s));
+                }
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "label {k:?}: value must be a string or null"
+                    )))
+                }
+            }
+        }
+        self.apply(node)
+    }
+
+    /// Forgets all history: every watch resuming from an RV below the current one gets 410.
+    /// Events stay readable for already-running watchers (they are not the resumption path).
+    pub fn compact(&mut self) -> u64 {
+        self.horizon = self.rv;
+        self.horizon
+    }
+
+    /// Ends every open watch (they see a new epoch). Returns the new epoch.
+    pub fn close_watches(&mut self) -> u64 {
+        self.epoch += 1;
+        self.epoch
+    }
+
+    /// Decides how a watch on `kind` with the given `resourceVersion` parameter starts.
+    pub fn start_watch(&self, kind: Kind, rv_param: Option<&str>) -> WatchStart {
+        match rv_param {
+            None | Some("") | Some("0") => WatchStart::Snapshot {
+                objects: self.list(kind),
+                cursor: self.rv,
+            },
+            Some(s) => match s.parse::<u64>() {
+                Ok(r) if r >= self.horizon && r <= self.rv => WatchStart::Resume { cursor: r },
+                _ => WatchStart::Expired(ApiError::expired(s, self.rv)),
+            },
+        }
+    }
+
+    /// Events after `cursor` (all kinds, in RV order) and the new cursor (= current RV), or
+    /// `None` when events after `cursor` were already evicted (the watcher lagged; end it).
+    pub fn events_after(&self, cursor: u64) -> Option<(Vec<Arc<Event>>, u64)> {
+        if cursor < self.evicted {
+            return None;
+        }
+        let start = self.history.partition_point(|e| e.rv <= cursor);
+        let evs = self.history.range(start..).cloned().collect();
+        Some((evs, self.rv.max(cursor)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, zone: &str) -> Value {
+        json!({"kind": "Node", "metadata": {"name": name, "labels": {"zone": zone}}})
+    }
+
+    #[test]
+    fn apply_stamps_and_counts_rvs() {
+        let mut s = Store::new(10);
+        let e1 = s.apply(node("n1", "a")).expect("apply");
+        assert_eq!(e1.rv, START_RV + 1);
+        assert_eq!(e1.etype, EventType::Added);
+        let e2 = s.apply(node("n1", "b")).expect("apply");
+        assert_eq!(e2.etype, EventType::Modified);
+        assert_eq!(e2.rv, START_RV + 2);
+        let got = s
+            .get(Kind::Node, &ObjectKey::new("", "n1"))
+            .expect("stored");
+        assert_eq!(got["metadata"]["resourceVersion"], "102");
+        assert_eq!(got["apiVersion"], "v1");
+        assert_eq!(
+            got["metadata"]["uid"],
+            e1.new.as_ref().expect("new")["metadata"]["uid"]
+        );
+        assert_eq!(s.rv(), 102);
+    }
+
+    #[test]
+    fn apply_rejects_bad_objects() {
+        let mut s = Store::new(10);
+        for bad in [
+            json!({"metadata": {"name": "x"}}),
+            json!({"kind": "Pod", "metadata": {"name": "x"}}),
+            json!({"kind": "Node", "metadata": {}}),
+            json!({"kind": "Node", "metadata": 3}),
+            json!({"kind": "EndpointSlice", "apiVersion": "v2", "metadata": {"name": "x"}}),
+        ] {
+            assert_eq!(s.apply(bad).expect_err("bad").code, 400);
+        }
+        assert_eq!(s.rv(), START_RV, "failed applies consume no RV");
+    }
+
+    #[test]
+    fn delete_stamps_last_object_with_new_rv() {
+        let mut s = Store::new(10);
+        s.apply(node("n1", "a")).expect("apply");
+        let d = s
+            .delete(Kind::Node, &ObjectKey::new("", "n1"))
+            .expect("delete");
+        assert_eq!(d.etype, EventType::Deleted);
+        assert_eq!(
+            d.old.as_ref().expect("old")["metadata"]["resourceVersion"],
+            "102"
+        );
+        assert_eq!(s.count(Kind::Node), 0);
+        let e = s
+            .delete(Kind::Node, &ObjectKey::new("", "n1"))
+            .expect_err("gone");
+        assert_eq!(e.code, 404);
+    }
+
+    #[test]
+    fn label_node_merges_and_removes() {
+        let mut s = Store::new(10);
+        s.apply(node("n1", "a")).expect("apply");
+        let labels = json!({"zone": null, "rack": "r1"});
+        let labels = labels.as_object().expect("map");
+        let e = s.label_node("n1", labels).expect("label");
+        let n = e.new.as_ref().expect("new");
+        assert_eq!(n["metadata"]["labels"], json!({"rack": "r1"}));
+        assert_eq!(s.label_node("nope", labels).expect_err("404").code, 404);
+        let bad = json!({"zone": 1});
+        assert_eq!(
+            s.label_node("n1", bad.as_object().expect("map"))
+                .expect_err("400")
+                .code,
+            400
+        );
+    }
+
+    #[test]
+    fn watch_start_table() {
+        let mut s = Store::new(3);
+        for i in 0..5 {
+            s.apply(node(&format!("n{i}"), "a")).expect("apply");
+        }
+        // RVs 101..=105; history holds 103,104,105 → horizon 102.
+        assert_eq!(s.horizon(), 102);
+        let cases: &[(Option<&str>, &str)] = &[
+            (None, "snapshot"),
+            (Some(""), "snapshot"),
+            (Some("0"), "snapshot"),
+            (Some("102"), "resume"),
+            (Some("105"), "resume"),
+            (Some("101"), "expired"),
+            (Some("106"), "expired"),
+            (Some("abc"), "expired"),
+            (Some("-1"), "expired"),
+        ];
+        for (rv, want) in cases {
+            let got = match s.start_watch(Kind::Node, *rv) {
+                WatchStart::Snapshot { objects, cursor } => {
+                    assert_eq!(objects.len(), 5);
+                    assert_eq!(cursor, 105);
+                    "snapshot"
+                }
+                WatchStart::Resume { .. } => "resume",
+                WatchStart::Expired(e) => {
+                    assert_eq!(e.code, 410);
+                    assert_eq!(e.reason, "Expired");
+                    "expired"
+                }
+            };
+            assert_eq!(got, *want, "rv {rv:?}");
+        }
+    }
+
+    #[test]
+    fn events_after_replays_and_detects_lag() {
+        let mut s = Store::new(3);
+        for i in 0..5 {
+            s.apply(node(&format!("n{i}"), "a")).expect("apply");
+        }
+        let (evs, cur) = s.events_after(103).expect("within history");
+        assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![104, 105]);
+        assert_eq!(cur, 105);
+        let (evs, _) = s.events_after(105).expect("current");
+        assert!(evs.is_empty());
+        assert!(s.events_after(101).is_none(), "101 < evicted 102");
+    }
+
+    #[test]
+    fn compact_expires_older_resumes_only() {
+        let mut s = Store::new(100);
+        s.apply(node("n1", "a")).expect("apply");
+        s.apply(node("n2", "a")).expect("apply");
+        assert!(matches!(
+            s.start_watch(Kind::Node, Some("101")),
+            WatchStart::Resume { .. }
+        ));
+        assert_eq!(s.compact(), 102);
+        assert!(matches!(
+            s.start_watch(Kind::Node, Some("101")),
+            WatchStart::Expired(_)
+        ));
+        assert!(matches!(
+            s.start_watch(Kind::Node, Some("102")),
+            WatchStart::Resume { .. }
+        ));
+        // A watcher already running at 101 still gets its event.
+        assert_eq!(s.events_after(101).expect("live").0.len(), 1);
+    }
+
+    #[test]
+    fn list_is_per_kind_and_sorted() {
+        let mut s = Store::new(10);
+        s.apply(node("b", "a")).expect("apply");
+        s.apply(node("a", "a")).expect("apply");
+        s.apply(json!({"kind": "Service", "metadata": {"name": "s"}}))
+            .expect("apply");
+        let names: Vec<_> = s
+            .list(Kind::Node)
+            .iter()
+            .map(|o| o["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, vec![json!("a"), json!("b")]);
+        let svc = s.list(Kind::Service);
+        assert_eq!(svc[0]["metadata"]["namespace"], "default");
+        assert!(s.list(Kind::Endpoints).is_empty());
+    }
+}

@@ -1,0 +1,270 @@
+//! WATCH streams (PROTOCOL.md §7, §8, §9): start from a snapshot or a resumable RV (or answer one
+//! ERROR 410 event), then follow the store's history under the shared `Condvar`, translating
+//! each change through the watcher's filter (enter → ADDED, stay → MODIFIED, leave → DELETED
+//! with the old object), with periodic BOOKMARKs, the `timeoutSeconds` deadline,
+//! `/sim/close-watches`, lagging (history evicted under the watcher) and client disconnects
+//! ending the stream cleanly. The framing helpers are pure; `run` owns the blocking I/O.
+
+use crate::api::{served, Filter};
+use crate::conn::Conn;
+use crate::httpio::{end_chunked, start_chunked, write_chunk};
+use crate::server::Shared;
+use crate::store::{Event, EventType, Kind, WatchStart};
+use grid_wrapper::k8s::Resource;
+use serde_json::{json, Value};
+use std::io::{self, Write};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Lifetime of a watch without a positive `timeoutSeconds`.
+pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How often an idle watch checks whether its client went away.
+const PEER_CHECK: Duration = Duration::from_secs(1);
+
+/// One watch request.
+#[derive(Clone, Debug)]
+pub struct WatchSpec {
+    /// Watched resource.
+    pub res: Resource,
+    /// Selection.
+    pub filter: Filter,
+    /// `resourceVersion` parameter.
+    pub rv: Option<String>,
+    /// `allowWatchBookmarks=true`.
+    pub bookmarks: bool,
+    /// Stream lifetime.
+    pub timeout: Duration,
+}
+
+/// One framed event line: `{"type":T,"object":O}\n`.
+pub fn frame(etype: &str, obj: &Value) -> Vec<u8> {
+    let mut out = format!("{{\"type\":\"{etype}\",\"object\":").into_bytes();
+    out.extend(serde_json::to_vec(obj).unwrap_or_default());
+    out.extend_from_slice(b"}\n");
+    out
+}
+
+/// A BOOKMARK of the watched kind carrying only the RV.
+pub fn bookmark(res: Resource, rv: u64) -> Vec<u8> {
+    frame(
+        "BOOKMARK",
+        &json!({"kind": res.kind(), "apiVersion": res.api_version(),
+                "metadata": {"resourceVersion": rv.to_string()}}),
+    )
+}
+
+fn restamped(obj: &Value, rv: u64) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("resourceVersion".into(), json!(rv.to_string()));
+    }
+    o
+}
+
+/// What one logged change means for this watcher (§9), as a frame, or `None`.
+pub fn translate(res: Resource, filter: &Filter, ev: &Event) -> Option<Vec<u8>> {
+    if ev.kind != Kind::of(res) {
+        return None;
+    }
+    let old_m = ev.old.as_deref().filter(|o| filter.matches(o));
+    let new_m = ev.new.as_deref().filter(|o| filter.matches(o));
+    match (ev.etype, old_m, new_m) {
+        (EventType::Deleted, Some(old), _) => Some(frame("DELETED", &served(res, old))),
+        (EventType::Deleted, None, _) => None,
+        (_, None, Some(new)) => Some(frame("ADDED", &served(res, new))),
+        (_, Some(_), Some(new)) => Some(frame("MODIFIED", &served(res, new))),
+        (_, Some(old), None) => Some(frame("DELETED", &served(res, &restamped(old, ev.rv)))),
+        (_, None, None) => None,
+    }
+}
+
+enum Step {
+    Events(Vec<Arc<Event>>),
+    Bookmark(u64),
+    CheckPeer,
+    End,
+}
+
+struct OpenGuard<'a>(&'a Shared);
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Serves one watch on `conn` until it ends; `Err` only for socket errors.
+pub fn run(conn: &mut Conn, shared: &Shared, spec: &WatchSpec) -> io::Result<()> {
+    shared.served_watches.fetch_add(1, Ordering::Relaxed);
+    shared.open_watches.fetch_add(1, Ordering::SeqCst);
+    let _guard = OpenGuard(shared);
+    let kind = Kind::of(spec.res);
+    let (start, epoch) = {
+        let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
+        (store.start_watch(kind, spec.rv.as_deref()), store.epoch())
+    };
+    start_chunked(conn)?;
+    let mut cursor = match start {
+        WatchStart::Expired(e) => {
+            write_chunk(conn, &frame("ERROR", &e.to_value()))?;
+            return end_chunked(conn);
+        }
+        WatchStart::Resume { cursor } => cursor,
+        WatchStart::Snapshot { objects, cursor } => {
+            for o in objects.iter().filter(|o| spec.filter.matches(o)) {
+                write_chunk(conn, &frame("ADDED", &served(spec.res, o)))?;
+            }
+            conn.flush()?;
+            cursor
+        }
+    };
+    let now = Instant::now();
+    let deadline = now + spec.timeout;
+    let interval = shared.bookmark_interval.filter(|_| spec.bookmarks);
+    let mut next_bookmark = interval.map(|i| now + i);
+    let mut next_peer_check = now + PEER_CHECK;
+    loop {
+        let step = {
+            let mut store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if store.epoch() != epoch {
+                    break Step::End;
+                }
+                match store.events_after(cursor) {
+                    None => break Step::End,
+                    Some((evs, cur)) => {
+                        cursor = cur;
+                        if !evs.is_empty() {
+                            break Step::Events(evs);
+                        }
+                    }
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    break Step::End;
+                }
+                if next_bookmark.is_some_and(|t| now >= t) {
+                    break Step::Bookmark(cursor);
+                }
+                if now >= next_peer_check {
+                    break Step::CheckPeer;
+                }
+                let wake = [Some(deadline), next_bookmark, Some(next_peer_check)]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(deadline);
+                store = shared
+                    .changed
+                    .wait_timeout(store, wake.saturating_duration_since(now))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        };
+        match step {
+            Step::End => return end_chunked(conn),
+            Step::Events(evs) => {
+                for ev in &evs {
+                    if let Some(f) = translate(spec.res, &spec.filter, ev) {
+                        write_chunk(conn, &f)?;
+                    }
+                }
+                conn.flush()?;
+            }
+            Step::Bookmark(rv) => {
+                write_chunk(conn, &bookmark(spec.res, rv))?;
+                conn.flush()?;
+                next_bookmark = interval.map(|i| Instant::now() + i);
+            }
+            Step::CheckPeer => {
+                if conn.peer_closed() {
+                    return Ok(());
+                }
+                next_peer_check = Instant::now() + PEER_CHECK;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::Query;
+    use crate::store::Store;
+
+    fn parse(frame: &[u8]) -> Value {
+        assert_eq!(frame.last(), Some(&b'\n'));
+        serde_json::from_slice(frame).expect("frame is JSON")
+    }
+
+    #[test]
+    fn selector_transitions() {
+        let mut s = Store::new(100);
+        let svc = |app: &str| {
+            json!({"kind": "Service", "metadata": {"name": "web", "namespace": "default",
+                   "labels": {"app": app}}})
+        };
+        let f = Filter::new(
+            Resource::Services,
+            None,
+            &Query::parse("labelSelector=app%3Dweb"),
+        )
+        .expect("filter");
+        let evs = [
+            s.apply(svc("other")).expect("add"),   // not matching: nothing
+            s.apply(svc("web")).expect("enter"),   // enters: ADDED
+            s.apply(svc("web")).expect("stay"),    // stays: MODIFIED
+            s.apply(svc("other")).expect("leave"), // leaves: DELETED old @ new RV
+        ];
+        let got: Vec<Option<Value>> = evs
+            .iter()
+            .map(|e| translate(Resource::Services, &f, e).map(|b| parse(&b)))
+            .collect();
+        assert!(got[0].is_none());
+        let types: Vec<_> = got.iter().flatten().map(|v| v["type"].clone()).collect();
+        assert_eq!(
+            types,
+            vec![json!("ADDED"), json!("MODIFIED"), json!("DELETED")]
+        );
+        let del = got[3].as_ref().expect("deleted");
+        assert_eq!(
+            del["object"]["metadata"]["labels"]["app"], "web",
+            "old object"
+        );
+        assert_eq!(
+            del["object"]["metadata"]["resourceVersion"],
+            evs[3].rv.to_string()
+        );
+        assert_eq!(del["object"]["kind"], "Service");
+        let gone = s
+            .delete(
+                Kind::Service,
+                &grid_wrapper::k8s::ObjectKey::new("default", "web"),
+            )
+            .expect("delete");
+        assert!(
+            translate(Resource::Services, &f, &gone).is_none(),
+            "already left"
+        );
+        let all = Filter::default();
+        let d = parse(&translate(Resource::Services, &all, &gone).expect("deleted"));
+        assert_eq!(
+            d["object"]["metadata"]["resourceVersion"],
+            gone.rv.to_string()
+        );
+        assert!(
+            translate(Resource::Nodes, &all, &gone).is_none(),
+            "other kind"
+        );
+    }
+
+    #[test]
+    fn frames_carry_kind_and_api_version() {
+        let b = parse(&bookmark(Resource::SlicesV1beta1, 123));
+        assert_eq!(b["type"], "BOOKMARK");
+        assert_eq!(b["object"]["kind"], "EndpointSlice");
+        assert_eq!(b["object"]["apiVersion"], "discovery.k8s.io/v1beta1");
+        assert_eq!(b["object"]["metadata"]["resourceVersion"], "123");
+    }
+}
