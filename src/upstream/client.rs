@@ -1,0 +1,507 @@
+//! The upstream HTTP client: one ureq 3 [`Agent`] built once from an [`UpstreamConfig`] (rustls
+//! with the ring provider, kubeconfig CA / insecure flag, client certificate, bearer token) and
+//! cloned into every reflector and proxy worker. Owns the timeouts, the list size limit, the
+//! `--kube-qps`/`--kube-burst` token bucket and the translation of ureq errors and `Status`
+//! bodies into [`UpstreamError`]. It never decodes objects beyond the list envelope.
+
+use crate::upstream::decode::{self, DecodeError, ListResult};
+use crate::upstream::kubeconfig::{self, UpstreamConfig};
+use crate::upstream::throttle::TokenBucket;
+use crate::upstream::tls;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use ureq::http;
+use ureq::Agent;
+
+/// TCP + TLS connection setup limit.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Limit for receiving a response head once the request is sent.
+pub const RESPONSE_HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle limit between reads on a watch: longer than the longest `timeoutSeconds` the reflector
+/// asks for (600 s), so only a dead connection trips it.
+pub const WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(660);
+/// End-to-end limit of one LIST (request, head and the whole body).
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest LIST body read.
+pub const MAX_LIST_BYTES: u64 = 256 * 1024 * 1024;
+/// Largest error (`Status`) body read.
+pub const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
+/// A token file is re-read at most this often.
+pub const TOKEN_REREAD_INTERVAL: Duration = Duration::from_secs(60);
+/// Read buffer of a watch stream.
+const WATCH_BUF_BYTES: usize = 64 * 1024;
+/// Request headers never forwarded: hop-by-hop (RFC 9110 §7.6.1) plus the framing ureq sets.
+const DROP_REQUEST_HEADERS: [&str; 12] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "expect",
+];
+/// Response headers never relayed (the server re-frames the body).
+const DROP_RESPONSE_HEADERS: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Why an upstream call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// The settings cannot work (bad server URL, no usable CA, unusable client certificate).
+    Config(String),
+    /// A forwarded request cannot be expressed (bad method, header or path).
+    InvalidRequest(String),
+    /// No usable answer: resolve/connect failure, timeout or a broken connection.
+    Unreachable(String),
+    /// TLS handshake or certificate failure.
+    Tls(String),
+    /// The upstream did not speak HTTP properly.
+    Protocol(String),
+    /// The apiserver answered with an error status (its `Status` body decoded).
+    Status {
+        /// HTTP status code.
+        code: u16,
+        /// `Status.reason`, empty if the body was not a Status.
+        reason: String,
+        /// `Status.message`, or the start of the body.
+        message: String,
+    },
+    /// A body exceeded its limit.
+    TooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A 2xx body could not be decoded.
+    Decode(DecodeError),
+}
+
+impl UpstreamError {
+    /// The HTTP code of a [`UpstreamError::Status`].
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            UpstreamError::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpstreamError::Config(m) => write!(f, "upstream configuration: {m}"),
+            UpstreamError::InvalidRequest(m) => write!(f, "invalid request: {m}"),
+            UpstreamError::Unreachable(m) => write!(f, "upstream unreachable: {m}"),
+            UpstreamError::Tls(m) => write!(f, "upstream TLS: {m}"),
+            UpstreamError::Protocol(m) => write!(f, "upstream protocol error: {m}"),
+            UpstreamError::Status {
+                code,
+                reason,
+                message,
+            } => write!(f, "upstream answered {code} {reason}: {message}"),
+            UpstreamError::TooLarge { limit } => {
+                write!(f, "upstream body larger than {limit} bytes")
+            }
+            UpstreamError::Decode(e) => write!(f, "undecodable upstream body: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for UpstreamError {}
+
+impl From<DecodeError> for UpstreamError {
+    fn from(e: DecodeError) -> Self {
+        UpstreamError::Decode(e)
+    }
+}
+
+impl From<ureq::Error> for UpstreamError {
+    fn from(e: ureq::Error) -> Self {
+        use ureq::Error as E;
+        match e {
+            E::Io(io) => match io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            {
+                Some(tls) => UpstreamError::Tls(tls.to_string()),
+                None => UpstreamError::Unreachable(io.to_string()),
+            },
+            E::Rustls(tls) => UpstreamError::Tls(tls.to_string()),
+            E::Tls(m) => UpstreamError::Tls(m.to_string()),
+            E::Pem(p) => UpstreamError::Config(p.to_string()),
+            E::BodyExceedsLimit(limit) => UpstreamError::TooLarge { limit },
+            E::Protocol(p) => UpstreamError::Protocol(p.to_string()),
+            E::Http(h) => UpstreamError::InvalidRequest(h.to_string()),
+            E::BadUri(u) => UpstreamError::InvalidRequest(u),
+            // Timeouts, resolve and connect failures, and anything else transport-level.
+            other => UpstreamError::Unreachable(other.to_string()),
+        }
+    }
+}
+
+/// One client request to relay upstream (PROTOCOL.md §12).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ForwardRequest {
+    /// Method as sent by the client.
+    pub method: String,
+    /// Path and query, starting with `/`.
+    pub path_and_query: String,
+    /// Client headers in order (hop-by-hop ones are dropped here).
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Body, relayed byte for byte.
+    pub body: Vec<u8>,
+}
+
+/// The upstream's answer to a forwarded request; the body streams without a response timeout.
+pub struct ForwardResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers minus hop-by-hop ones (`Content-Length` kept when the upstream sent it).
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body as it arrives (de-chunked, not decompressed).
+    pub body: Box<dyn Read + Send>,
+}
+
+impl fmt::Debug for ForwardResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ForwardResponse")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .finish()
+    }
+}
+
+/// Bearer token: static, or read from a file at most every [`TOKEN_REREAD_INTERVAL`]; the last
+/// successfully read file content wins over the static value (client-go semantics). No `Debug`:
+/// it holds a secret.
+struct TokenSource {
+    fixed: Option<String>,
+    file: Option<PathBuf>,
+    interval: Duration,
+    /// Last good file content, and when the file was last tried.
+    cached: Mutex<(Option<String>, Option<Instant>)>,
+}
+
+impl TokenSource {
+    fn new(fixed: Option<String>, file: Option<PathBuf>, interval: Duration) -> Self {
+        let fixed = fixed.filter(|t| !t.is_empty());
+        TokenSource {
+            fixed,
+            file,
+            interval,
+            cached: Mutex::new((None, None)),
+        }
+    }
+
+    fn current(&self, now: Instant) -> Option<String> {
+        let Some(path) = &self.file else {
+            return self.fixed.clone();
+        };
+        let mut guard = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let (value, tried) = &mut *guard;
+        if tried.is_none_or(|at| now.saturating_duration_since(at) >= self.interval) {
+            *tried = Some(now);
+            match kubeconfig::read_bounded(path) {
+                Ok(bytes) => {
+                    let tok = String::from_utf8_lossy(&bytes).trim().to_string();
+                    if tok.is_empty() {
+                        log::warn!(
+                            "token file {} is empty; keeping the previous token",
+                            path.display()
+                        );
+                    } else {
+                        *value = Some(tok);
+                    }
+                }
+                Err(e) => log::warn!("keeping the previous bearer token: {e}"),
+            }
+        }
+        value.clone().or_else(|| self.fixed.clone())
+    }
+}
+
+struct Inner {
+    agent: Agent,
+    base: String,
+    token: TokenSource,
+    bucket: Mutex<TokenBucket>,
+}
+
+/// Handle to the upstream apiserver; cheap to clone (one shared agent and connection pool).
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upstream")
+            .field("server", &self.inner.base)
+            .finish()
+    }
+}
+
+fn drop_header(name: &str, drop: &[&str], connection_tokens: &[String]) -> bool {
+    drop.iter().any(|d| name.eq_ignore_ascii_case(d))
+        || connection_tokens
+            .iter()
+            .any(|t| name.eq_ignore_ascii_case(t))
+}
+
+/// Header names listed in `Connection` values (also hop-by-hop).
+fn connection_tokens<'a>(headers: impl Iterator<Item = (&'a str, &'a [u8])>) -> Vec<String> {
+    headers
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, v)| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+impl Upstream {
+    /// Builds the agent once. `qps`/`burst` pace LIST, WATCH and discovery requests (not
+    /// forwarded ones); `qps <= 0` means unlimited.
+    pub fn new(cfg: &UpstreamConfig, qps: f64, burst: u32) -> Result<Self, UpstreamError> {
+        let base = cfg.server.trim_end_matches('/').to_string();
+        let uri: http::Uri = base
+            .parse()
+            .map_err(|e| UpstreamError::Config(format!("server {:?}: {e}", cfg.server)))?;
+        let https = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("https") => true,
+            Some(s) if s.eq_ignore_ascii_case("http") => false,
+            _ => {
+                return Err(UpstreamError::Config(format!(
+                    "server {:?}: scheme must be http or https",
+                    cfg.server
+                )))
+            }
+        };
+        if uri.host().is_none_or(str::is_empty) || uri.query().is_some() {
+            return Err(UpstreamError::Config(format!(
+                "server {:?}: needs a host and no query",
+                cfg.server
+            )));
+        }
+        let agent: Agent = Agent::config_builder()
+            .tls_config(tls::tls_config(cfg, https)?)
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .user_agent(concat!("grid-wrapper/", env!("CARGO_PKG_VERSION")))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_recv_response(Some(RESPONSE_HEAD_TIMEOUT))
+            .timeout_per_read(Some(WATCH_IDLE_TIMEOUT))
+            .allow_non_standard_methods(true)
+            .build()
+            .new_agent();
+        let token = TokenSource::new(
+            cfg.token.clone(),
+            cfg.token_file.clone(),
+            TOKEN_REREAD_INTERVAL,
+        );
+        let bucket = Mutex::new(TokenBucket::new(qps, burst, Instant::now()));
+        Ok(Upstream {
+            inner: Arc::new(Inner {
+                agent,
+                base,
+                token,
+                bucket,
+            }),
+        })
+    }
+
+    /// The configured server URL (without trailing `/`).
+    pub fn server(&self) -> &str {
+        &self.inner.base
+    }
+
+    fn url(&self, path_and_query: &str) -> String {
+        format!("{}{}", self.inner.base, path_and_query)
+    }
+
+    fn pace(&self) {
+        let wait = self
+            .inner
+            .bucket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(Instant::now());
+        if let Some(d) = wait {
+            std::thread::sleep(d);
+        }
+    }
+
+    fn authorized_get(
+        &self,
+        path_and_query: &str,
+    ) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        let mut req = self
+            .inner
+            .agent
+            .get(self.url(path_and_query))
+            .header("Accept", "application/json");
+        if let Some(tok) = self.inner.token.current(Instant::now()) {
+            req = req.header("Authorization", format!("Bearer {tok}"));
+        }
+        req
+    }
+
+    /// Turns a non-2xx response into [`UpstreamError::Status`] (reading a bounded body).
+    fn check_status(
+        resp: http::Response<ureq::Body>,
+    ) -> Result<http::Response<ureq::Body>, UpstreamError> {
+        let code = resp.status().as_u16();
+        if (200..300).contains(&code) {
+            return Ok(resp);
+        }
+        let mut body = Vec::new();
+        let _ = resp
+            .into_body()
+            .into_with_config()
+            .limit(MAX_ERROR_BODY_BYTES)
+            .reader()
+            .read_to_end(&mut body);
+        let s = decode::decode_status_body(&body, code);
+        Err(UpstreamError::Status {
+            code,
+            reason: s.reason,
+            message: s.message,
+        })
+    }
+
+    /// GET a JSON document (discovery), body bounded by [`MAX_ERROR_BODY_BYTES`]×16.
+    pub fn get_json(&self, path_and_query: &str) -> Result<serde_json::Value, UpstreamError> {
+        self.pace();
+        let resp = self
+            .authorized_get(path_and_query)
+            .config()
+            .timeout_global(Some(RESPONSE_HEAD_TIMEOUT))
+            .build()
+            .call()?;
+        let body = Self::check_status(resp)?
+            .into_body()
+            .into_with_config()
+            .limit(MAX_ERROR_BODY_BYTES * 16)
+            .read_to_vec()?;
+        serde_json::from_slice(&body)
+            .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))
+    }
+
+    /// LIST: GET with a [`LIST_TIMEOUT`] and a body of at most [`MAX_LIST_BYTES`], decoded.
+    pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
+        self.pace();
+        let resp = self
+            .authorized_get(path_and_query)
+            .config()
+            .timeout_global(Some(LIST_TIMEOUT))
+            .build()
+            .call()?;
+        let body = Self::check_status(resp)?
+            .into_body()
+            .into_with_config()
+            .limit(MAX_LIST_BYTES)
+            .read_to_vec()?;
+        Ok(decode::decode_list(&body)?)
+    }
+
+    /// WATCH: the response body as a line source. No global timeout; a read idle for
+    /// [`WATCH_IDLE_TIMEOUT`] fails with an I/O error. Non-2xx → [`UpstreamError::Status`].
+    pub fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        self.pace();
+        let resp = Self::check_status(self.authorized_get(path_and_query).call()?)?;
+        Ok(Box::new(BufReader::with_capacity(
+            WATCH_BUF_BYTES,
+            resp.into_body().into_reader(),
+        )))
+    }
+
+    /// Proxy one client request (PROTOCOL.md §12): the client's own headers (its
+    /// `Authorization` only if it sent one — the server's token is never added), minus hop-by-hop
+    /// ones; `Host` is the upstream's; body and `Content-Type` byte for byte; redirects are
+    /// relayed, not followed; no read timeout on the response body. Connect failure or timeout →
+    /// [`UpstreamError::Unreachable`]. Never retried.
+    pub fn forward(&self, req: ForwardRequest) -> Result<ForwardResponse, UpstreamError> {
+        if !req.path_and_query.starts_with('/') {
+            return Err(UpstreamError::InvalidRequest(format!(
+                "path {:?} must start with /",
+                req.path_and_query
+            )));
+        }
+        let method = http::Method::from_bytes(req.method.as_bytes())
+            .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
+        let tokens = connection_tokens(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
+        let mut builder = http::Request::builder()
+            .method(method.clone())
+            .uri(self.url(&req.path_and_query));
+        for (name, value) in &req.headers {
+            if drop_header(name, &DROP_REQUEST_HEADERS, &tokens) {
+                continue;
+            }
+            let name = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
+            let value = http::HeaderValue::from_bytes(value)
+                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
+            builder = builder.header(name, value);
+        }
+        let bodiless = req.body.is_empty()
+            && matches!(
+                method,
+                http::Method::GET
+                    | http::Method::HEAD
+                    | http::Method::DELETE
+                    | http::Method::OPTIONS
+            );
+        let agent = &self.inner.agent;
+        let resp = if bodiless {
+            let r = builder
+                .body(())
+                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
+            agent.run(agent.configure_request(r).timeout_per_read(None).build())?
+        } else {
+            let r = builder
+                .body(req.body.as_slice())
+                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
+            agent.run(agent.configure_request(r).timeout_per_read(None).build())?
+        };
+        let status = resp.status().as_u16();
+        let rtokens = connection_tokens(
+            resp.headers()
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_bytes())),
+        );
+        let headers = resp
+            .headers()
+            .iter()
+            .filter(|(n, _)| !drop_header(n.as_str(), &DROP_RESPONSE_HEADERS, &rtokens))
+            .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
+            .collect();
+        Ok(ForwardResponse {
+            status,
+            headers,
+            body: Box::new(resp.into_body().into_reader()),
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

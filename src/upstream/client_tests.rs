@@ -1,0 +1,378 @@
+//! Tests of `client.rs` against a tiny plain-HTTP server on 127.0.0.1.
+
+use super::*;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::thread::JoinHandle;
+
+/// One request as the fake server saw it.
+#[derive(Debug)]
+struct Seen {
+    request_line: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+fn read_request(s: &mut TcpStream) -> Seen {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "client closed early");
+        buf.push(byte[0]);
+    }
+    let head = buf[..buf.len() - 4].to_vec();
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let request_line = String::from_utf8(lines.next().unwrap().to_vec()).unwrap();
+    let headers: Vec<(String, Vec<u8>)> = lines
+        .map(|l| {
+            let i = l.iter().position(|&b| b == b':').unwrap();
+            (
+                String::from_utf8(l[..i].to_vec()).unwrap(),
+                l[i + 1..].trim_ascii().to_vec(),
+            )
+        })
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .map_or(0, |(_, v)| std::str::from_utf8(v).unwrap().parse().unwrap());
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).unwrap();
+    Seen {
+        request_line,
+        headers,
+        body,
+    }
+}
+
+/// A `Connection: close` response with a computed Content-Length.
+fn canned(status: &str, body: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+/// Serves one canned response per connection (each closes after answering).
+fn serve(responses: Vec<Vec<u8>>) -> (String, JoinHandle<Vec<Seen>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let h = std::thread::spawn(move || {
+        responses
+            .into_iter()
+            .map(|resp| {
+                let (mut s, _) = l.accept().unwrap();
+                let seen = read_request(&mut s);
+                s.write_all(&resp).unwrap();
+                seen
+            })
+            .collect()
+    });
+    (url, h)
+}
+
+fn upstream(server: &str, token: Option<&str>) -> Upstream {
+    let cfg = UpstreamConfig {
+        server: server.into(),
+        token: token.map(str::to_string),
+        ..Default::default()
+    };
+    Upstream::new(&cfg, 0.0, 1).unwrap()
+}
+
+fn body_of(mut r: Box<dyn Read + Send>) -> Vec<u8> {
+    let mut out = Vec::new();
+    r.read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn forward_keeps_method_body_and_content_type_and_the_clients_authorization() {
+    let (url, server) = serve(vec![
+        b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nX-Resp: r\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".to_vec(),
+    ]);
+    let up = upstream(&url, Some("server-token"));
+    let body = vec![0x6b, 0x38, 0x73, 0x00, 0xff, 0x0a, 0x0d, 0x0a, 0x80];
+    let h = |n: &str, v: &str| (n.to_string(), v.as_bytes().to_vec());
+    let resp = up
+        .forward(ForwardRequest {
+            method: "POST".into(),
+            path_and_query: "/api/v1/namespaces/default/events?x=1".into(),
+            headers: vec![
+                h("Content-Type", "application/vnd.kubernetes.protobuf"),
+                h("Authorization", "Bearer client-token"),
+                h("Connection", "keep-alive, X-Hop"),
+                h("X-Hop", "1"),
+                h("Host", "evil.example"),
+                h("Content-Length", "999"),
+                h("X-Keep", "yes"),
+            ],
+            body: body.clone(),
+        })
+        .unwrap();
+    assert_eq!(resp.status, 201);
+    assert!(resp.headers.iter().any(|(n, v)| n == "x-resp" && v == b"r"));
+    assert!(!resp
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("connection")));
+    assert_eq!(body_of(resp.body), b"{}");
+
+    // Second request: no Authorization from the client → none upstream, despite the server token.
+    let resp = up
+        .forward(ForwardRequest {
+            method: "PATCH".into(),
+            path_and_query: "/apis/events.k8s.io/v1/namespaces/default/events/e1".into(),
+            headers: vec![h("Content-Type", "application/strategic-merge-patch+json")],
+            body: b"{\"series\":{}}".to_vec(),
+        })
+        .unwrap();
+    assert!(!resp
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")));
+    assert_eq!(body_of(resp.body), b"abc");
+
+    let seen = server.join().unwrap();
+    let first = &seen[0];
+    assert_eq!(
+        first.request_line,
+        "POST /api/v1/namespaces/default/events?x=1 HTTP/1.1"
+    );
+    assert_eq!(first.body, body);
+    assert_eq!(
+        first.header("content-type"),
+        Some(&b"application/vnd.kubernetes.protobuf"[..])
+    );
+    assert_eq!(
+        first.header("authorization"),
+        Some(&b"Bearer client-token"[..])
+    );
+    assert_eq!(first.header("x-keep"), Some(&b"yes"[..]));
+    assert_eq!(first.header("x-hop"), None);
+    assert_eq!(first.header("content-length"), Some(&b"9"[..]));
+    let host = String::from_utf8(first.header("host").unwrap().to_vec()).unwrap();
+    assert_eq!(format!("http://{host}"), url);
+
+    let second = &seen[1];
+    assert_eq!(
+        second.request_line,
+        "PATCH /apis/events.k8s.io/v1/namespaces/default/events/e1 HTTP/1.1"
+    );
+    assert_eq!(second.header("authorization"), None);
+    assert_eq!(
+        second.header("content-type"),
+        Some(&b"application/strategic-merge-patch+json"[..])
+    );
+    assert_eq!(second.body, b"{\"series\":{}}");
+}
+
+#[test]
+fn forward_to_a_closed_port_is_unreachable() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let up = upstream(&format!("http://127.0.0.1:{port}"), None);
+    let err = up
+        .forward(ForwardRequest {
+            method: "GET".into(),
+            path_and_query: "/version".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Unreachable(_)), "{err:?}");
+    assert!(matches!(
+        up.list("/api/v1/nodes"),
+        Err(UpstreamError::Unreachable(_))
+    ));
+}
+
+#[test]
+fn forward_rejects_unsendable_requests() {
+    let up = upstream("http://127.0.0.1:9", None);
+    for req in [
+        ForwardRequest {
+            method: "GET".into(),
+            path_and_query: "nope".into(),
+            ..Default::default()
+        },
+        ForwardRequest {
+            method: "G T".into(),
+            path_and_query: "/".into(),
+            ..Default::default()
+        },
+        ForwardRequest {
+            method: "GET".into(),
+            path_and_query: "/".into(),
+            headers: vec![("X-Bad".into(), b"a\nb".to_vec())],
+            ..Default::default()
+        },
+    ] {
+        assert!(matches!(
+            up.forward(req),
+            Err(UpstreamError::InvalidRequest(_))
+        ));
+    }
+}
+
+#[test]
+fn list_and_watch_send_the_token_and_decode_status_errors() {
+    let (url, server) = serve(vec![
+        canned("200 OK", r#"{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{}}]}"#),
+        canned("410 Gone", r#"{"kind":"Status","status":"Failure","reason":"Expired","message":"too old","code":410}"#),
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nline1\n\r\n6\r\nline2\n\r\n0\r\n\r\n".to_vec(),
+        canned("200 OK", "[]"),
+    ]);
+    let up = upstream(&format!("{url}/"), Some("server-token"));
+    let l = up.list("/api/v1/services?resourceVersion=0").unwrap();
+    assert_eq!((l.resource_version.as_str(), l.items.len()), ("9", 1));
+    let err = up.watch("/api/v1/services?watch=true").err().unwrap();
+    assert_eq!(
+        err,
+        UpstreamError::Status {
+            code: 410,
+            reason: "Expired".into(),
+            message: "too old".into()
+        }
+    );
+    let mut lines = up.watch("/api/v1/services?watch=true").unwrap();
+    let mut s = String::new();
+    lines.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "line1\nline2\n");
+    // A 2xx list body that is not a list.
+    assert!(matches!(
+        up.list("/api/v1/services"),
+        Err(UpstreamError::Decode(_))
+    ));
+    let seen = server.join().unwrap();
+    assert_eq!(
+        seen[0].request_line,
+        "GET /api/v1/services?resourceVersion=0 HTTP/1.1"
+    );
+    for r in &seen {
+        assert_eq!(r.header("authorization"), Some(&b"Bearer server-token"[..]));
+        assert_eq!(r.header("accept"), Some(&b"application/json"[..]));
+    }
+}
+
+#[test]
+fn token_file_is_reread_at_most_every_interval_and_wins_over_token() {
+    let dir = std::env::temp_dir().join(format!("gw-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("token");
+    std::fs::write(&path, "one\n").unwrap();
+    let src = TokenSource::new(
+        Some("static".into()),
+        Some(path.clone()),
+        Duration::from_secs(60),
+    );
+    let t0 = Instant::now();
+    assert_eq!(src.current(t0).as_deref(), Some("one"));
+    std::fs::write(&path, "two").unwrap();
+    assert_eq!(
+        src.current(t0 + Duration::from_secs(59)).as_deref(),
+        Some("one")
+    );
+    assert_eq!(
+        src.current(t0 + Duration::from_secs(60)).as_deref(),
+        Some("two")
+    );
+    std::fs::remove_file(&path).unwrap();
+    // Unreadable: keep the last good value.
+    assert_eq!(
+        src.current(t0 + Duration::from_secs(200)).as_deref(),
+        Some("two")
+    );
+    // A token file that was never readable: the static token is used.
+    let never_read = TokenSource::new(Some("static".into()), Some(path), Duration::from_secs(60));
+    assert_eq!(never_read.current(t0).as_deref(), Some("static"));
+    assert_eq!(
+        TokenSource::new(Some(String::new()), None, Duration::ZERO).current(t0),
+        None
+    );
+}
+
+#[test]
+fn token_bucket_paces_after_the_burst() {
+    let t0 = Instant::now();
+    let mut b = TokenBucket::new(2.0, 3, t0);
+    assert_eq!(b.take(t0), None);
+    assert_eq!(b.take(t0), None);
+    assert_eq!(b.take(t0), None);
+    assert_eq!(b.take(t0), Some(Duration::from_millis(500)));
+    assert_eq!(b.take(t0), Some(Duration::from_millis(1000)));
+    // 2 s later: 4 tokens accrued, 2 of them repay the reservations; 2 remain.
+    let t2 = t0 + Duration::from_secs(2);
+    assert_eq!(b.take(t2), None);
+    assert_eq!(b.take(t2), None);
+    assert_eq!(b.take(t2), Some(Duration::from_millis(500)));
+    // Refill never exceeds the burst.
+    let mut b = TokenBucket::new(2.0, 3, t0);
+    let later = t0 + Duration::from_secs(3600);
+    assert_eq!(
+        (0..4).map(|_| b.take(later).is_none()).collect::<Vec<_>>(),
+        [true, true, true, false]
+    );
+    let mut unlimited = TokenBucket::new(0.0, 0, t0);
+    assert!((0..1000).all(|_| unlimited.take(t0).is_none()));
+}
+
+#[test]
+fn bad_settings_are_config_errors() {
+    let base = UpstreamConfig {
+        server: "https://10.0.0.1:6443".into(),
+        insecure_skip_tls_verify: true,
+        ..Default::default()
+    };
+    assert!(Upstream::new(&base, 5.0, 10).is_ok());
+    let cases = [
+        UpstreamConfig {
+            server: "ftp://x".into(),
+            ..base.clone()
+        },
+        UpstreamConfig {
+            server: "no scheme".into(),
+            ..base.clone()
+        },
+        UpstreamConfig {
+            server: "https://h/?q=1".into(),
+            ..base.clone()
+        },
+        UpstreamConfig {
+            ca_pem: Some(b"not pem".to_vec()),
+            ..base.clone()
+        },
+        UpstreamConfig {
+            ca_pem: Some(
+                b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec(),
+            ),
+            ..base.clone()
+        },
+        UpstreamConfig {
+            client_cert_pem: Some(b"x".to_vec()),
+            ..base.clone()
+        },
+        UpstreamConfig {
+            client_cert_pem: Some(b"x".to_vec()),
+            client_key_pem: Some(b"y".to_vec()),
+            ..base.clone()
+        },
+    ];
+    for cfg in cases {
+        assert!(
+            matches!(Upstream::new(&cfg, 5.0, 10), Err(UpstreamError::Config(_))),
+            "{cfg:?}"
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! Which EndpointSlice version to mirror from the upstream (TOPOLOGY.md §5.3).
+
+use crate::upstream::client::Upstream;
+use crate::upstream::kind::{with_query, UpstreamKind};
+use crate::upstream::reflector::ListWatch;
+use serde_json::Value;
+
+/// TOPOLOGY.md §5.3: which EndpointSlice version to mirror. API discovery
+/// (`GET /apis/discovery.k8s.io`, v1 preferred); if that fails, probe LIST v1 then v1beta1,
+/// preferring a non-empty answer; default v1.
+pub fn discover_slice_kind(upstream: &Upstream) -> UpstreamKind {
+    discover_with(upstream)
+}
+
+pub(crate) fn discover_with(lw: &dyn ListWatch) -> UpstreamKind {
+    match lw.get_json("/apis/discovery.k8s.io") {
+        Ok(group) => {
+            let versions: Vec<&str> = group
+                .get("versions")
+                .and_then(Value::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .filter_map(|v| v.get("version").and_then(Value::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let kind = if versions.contains(&"v1") || !versions.contains(&"v1beta1") {
+                UpstreamKind::SlicesV1
+            } else {
+                UpstreamKind::SlicesV1beta1
+            };
+            log::info!("EndpointSlice versions served upstream: {versions:?}; mirroring {kind:?}");
+            kind
+        }
+        Err(e) => {
+            log::info!("API discovery failed ({e}); probing EndpointSlice versions");
+            let probe = |k: UpstreamKind| {
+                lw.list(&with_query(k.path(), &[("limit", "1")]))
+                    .map(|l| !l.items.is_empty())
+            };
+            let v1 = probe(UpstreamKind::SlicesV1);
+            let kind = if v1 == Ok(true) {
+                UpstreamKind::SlicesV1
+            } else {
+                match (v1.is_ok(), probe(UpstreamKind::SlicesV1beta1)) {
+                    (_, Ok(true)) => UpstreamKind::SlicesV1beta1,
+                    (true, _) => UpstreamKind::SlicesV1,
+                    (false, Ok(false)) => UpstreamKind::SlicesV1beta1,
+                    (false, Err(_)) => UpstreamKind::SlicesV1,
+                }
+            };
+            log::info!("mirroring {kind:?} (probed)");
+            kind
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The upstream resources a reflector mirrors, their collection paths and label selectors, and
+//! query-string building with Go-compatible percent-encoding. Pure.
+
+use crate::k8s::Resource;
+
+/// kube-proxy's selector for Services, Endpoints and EndpointSlices (TOPOLOGY.md §6).
+pub const SERVICE_PROXY_SELECTOR: &str =
+    "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+/// An upstream resource that a reflector mirrors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UpstreamKind {
+    /// core/v1 Nodes (unfiltered).
+    Nodes,
+    /// core/v1 Services.
+    Services,
+    /// core/v1 Endpoints.
+    Endpoints,
+    /// discovery.k8s.io/v1 EndpointSlices.
+    SlicesV1,
+    /// discovery.k8s.io/v1beta1 EndpointSlices.
+    SlicesV1beta1,
+}
+
+impl UpstreamKind {
+    /// The matching served resource (its kind, apiVersion, plural).
+    pub fn resource(self) -> Resource {
+        match self {
+            UpstreamKind::Nodes => Resource::Nodes,
+            UpstreamKind::Services => Resource::Services,
+            UpstreamKind::Endpoints => Resource::Endpoints,
+            UpstreamKind::SlicesV1 => Resource::SlicesV1,
+            UpstreamKind::SlicesV1beta1 => Resource::SlicesV1beta1,
+        }
+    }
+
+    /// Cluster-wide collection path.
+    pub fn path(self) -> &'static str {
+        match self {
+            UpstreamKind::Nodes => "/api/v1/nodes",
+            UpstreamKind::Services => "/api/v1/services",
+            UpstreamKind::Endpoints => "/api/v1/endpoints",
+            UpstreamKind::SlicesV1 => "/apis/discovery.k8s.io/v1/endpointslices",
+            UpstreamKind::SlicesV1beta1 => "/apis/discovery.k8s.io/v1beta1/endpointslices",
+        }
+    }
+
+    /// The label selector used upstream, if any.
+    pub fn label_selector(self) -> Option<&'static str> {
+        (self != UpstreamKind::Nodes).then_some(SERVICE_PROXY_SELECTOR)
+    }
+}
+
+/// Percent-encodes a query value like Go's `url.QueryEscape` (space as `%20`).
+pub(crate) fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `path?k=v&…` from pairs already in sorted key order; empty values are omitted.
+pub(crate) fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
+    let q: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", escape(v)))
+        .collect();
+    if q.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", q.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_escaping_matches_go() {
+        assert_eq!(
+            escape(SERVICE_PROXY_SELECTOR),
+            "%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name"
+        );
+        assert_eq!(escape("a b~_-./"), "a%20b~_-.%2F");
+        assert_eq!(with_query("/p", &[("a", ""), ("b", "1")]), "/p?b=1");
+        assert_eq!(with_query("/p", &[("a", "")]), "/p");
+    }
+
+    #[test]
+    fn kinds_map_to_paths_resources_and_selectors() {
+        let table = [
+            (UpstreamKind::Nodes, "/api/v1/nodes", Resource::Nodes, false),
+            (
+                UpstreamKind::Services,
+                "/api/v1/services",
+                Resource::Services,
+                true,
+            ),
+            (
+                UpstreamKind::Endpoints,
+                "/api/v1/endpoints",
+                Resource::Endpoints,
+                true,
+            ),
+            (
+                UpstreamKind::SlicesV1,
+                "/apis/discovery.k8s.io/v1/endpointslices",
+                Resource::SlicesV1,
+                true,
+            ),
+            (
+                UpstreamKind::SlicesV1beta1,
+                "/apis/discovery.k8s.io/v1beta1/endpointslices",
+                Resource::SlicesV1beta1,
+                true,
+            ),
+        ];
+        for (k, path, r, filtered) in table {
+            assert_eq!(
+                (k.path(), k.resource(), k.label_selector().is_some()),
+                (path, r, filtered)
+            );
+        }
+    }
+}

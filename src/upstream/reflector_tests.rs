@@ -1,0 +1,559 @@
+//! State-machine tests of `reflector.rs` against a fake upstream that replays canned answers.
+
+use super::*;
+use crate::upstream::discovery::discover_with;
+use std::collections::VecDeque;
+use std::io::{self, Cursor, Read};
+use std::sync::Mutex;
+
+/// One canned answer, consumed in order.
+enum Reply {
+    List(Result<ListResult, UpstreamError>),
+    /// A watch stream: its bytes, then optionally an I/O error instead of EOF.
+    Watch(Result<(&'static str, bool), UpstreamError>),
+    Get(Result<Value, UpstreamError>),
+}
+
+#[derive(Default)]
+struct Fake {
+    replies: Mutex<VecDeque<Reply>>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Fake {
+    fn new(replies: Vec<Reply>) -> Self {
+        Fake {
+            replies: Mutex::new(replies.into()),
+            calls: Mutex::default(),
+        }
+    }
+    fn next(&self, call: String) -> Option<Reply> {
+        self.calls.lock().unwrap().push(call);
+        self.replies.lock().unwrap().pop_front()
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+fn down() -> UpstreamError {
+    UpstreamError::Unreachable("connection refused".into())
+}
+
+/// Reader that yields its bytes, then fails.
+struct Broken(Cursor<&'static [u8]>);
+impl Read for Broken {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0.read(buf)? {
+            0 => Err(io::Error::new(io::ErrorKind::TimedOut, "idle")),
+            n => Ok(n),
+        }
+    }
+}
+
+impl ListWatch for &Fake {
+    fn list(&self, q: &str) -> Result<ListResult, UpstreamError> {
+        match self.next(format!("LIST {q}")) {
+            Some(Reply::List(r)) => r,
+            _ => Err(down()),
+        }
+    }
+    fn watch(&self, q: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        match self.next(format!("WATCH {q}")) {
+            Some(Reply::Watch(Ok((body, false)))) => Ok(Box::new(Cursor::new(body.as_bytes()))),
+            Some(Reply::Watch(Ok((body, true)))) => Ok(Box::new(io::BufReader::new(Broken(
+                Cursor::new(body.as_bytes()),
+            )))),
+            Some(Reply::Watch(Err(e))) => Err(e),
+            _ => Err(down()),
+        }
+    }
+    fn get_json(&self, p: &str) -> Result<Value, UpstreamError> {
+        match self.next(format!("GET {p}")) {
+            Some(Reply::Get(r)) => r,
+            _ => Err(down()),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Rec(Mutex<Vec<(UpstreamKind, Change)>>);
+impl Sink for Rec {
+    fn apply(&self, kind: UpstreamKind, change: Change) {
+        self.0.lock().unwrap().push((kind, change));
+    }
+}
+impl Rec {
+    fn take(&self) -> Vec<Change> {
+        self.0.lock().unwrap().drain(..).map(|(_, c)| c).collect()
+    }
+}
+
+fn list(rv: &str, names: &[&str]) -> Reply {
+    let items = names
+        .iter()
+        .map(|n| serde_json::json!({"metadata": {"name": n, "namespace": "default"}}))
+        .collect();
+    Reply::List(Ok(ListResult {
+        items,
+        resource_version: rv.into(),
+        continue_token: None,
+    }))
+}
+
+fn gone() -> UpstreamError {
+    UpstreamError::Status {
+        code: 410,
+        reason: "Expired".into(),
+        message: "too old resource version".into(),
+    }
+}
+
+fn svc(name: &str, rv: &str) -> Value {
+    serde_json::json!({"kind": "Service", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default", "resourceVersion": rv}})
+}
+
+fn with_kind(name: &str) -> Value {
+    serde_json::json!({"kind": "Service", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default"}})
+}
+
+/// Runs `n` steps from `Empty`, returning the final state and every wait asked for.
+fn run_steps(r: &mut Reflector<&Fake>, n: usize) -> (State, Vec<Option<Duration>>) {
+    let mut state = State::Empty;
+    let mut waits = Vec::new();
+    for _ in 0..n {
+        let (next, wait) = r.step(state);
+        state = next;
+        waits.push(wait);
+    }
+    (state, waits)
+}
+
+fn reflector<'a>(fake: &'a Fake, kind: UpstreamKind, sink: &Arc<Rec>) -> Reflector<&'a Fake> {
+    Reflector::new(fake, kind, sink.clone(), Backoff::without_jitter())
+}
+
+const SEL: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+
+#[test]
+fn list_watch_events_bookmark_and_rewatch_after_stream_end() {
+    let stream = concat!(
+        r#"{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"c","namespace":"default","resourceVersion":"11"}}}"#,
+        "\n",
+        "\n",
+        r#"{"type":"MODIFIED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"12"}}}"#,
+        "\n",
+        r#"{"type":"BOOKMARK","object":{"kind":"Service","apiVersion":"v1","metadata":{"resourceVersion":"15"}}}"#,
+        "\n",
+        r#"{"type":"DELETED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"b","namespace":"default","resourceVersion":"16"}}}"#,
+        "\n",
+        r#"{"type":"BOOKMARK","object":{"kind":"Service","apiVersion":"v1","metadata":{"resourceVersion":"20"}}}"#,
+        "\n",
+    );
+    let fake = Fake::new(vec![
+        list("10", &["a", "b"]),
+        Reply::Watch(Ok((stream, false))),
+        Reply::Watch(Ok(("", false))),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    // list, watch start, 6 lines, EOF, rewatch
+    let (state, waits) = run_steps(&mut r, 10);
+    assert_eq!(state.describe(), ("Watching", "20"));
+    assert!(
+        waits.iter().all(Option::is_none),
+        "a normal stream end must not back off: {waits:?}"
+    );
+    assert_eq!(
+        sink.take(),
+        vec![
+            Change::Replace(vec![with_kind("a"), with_kind("b")]),
+            Change::Upsert(svc("c", "11")),
+            Change::Upsert(svc("a", "12")),
+            Change::Delete(svc("b", "16")),
+        ]
+    );
+    let calls = fake.calls();
+    assert_eq!(
+        calls[0],
+        format!("LIST /api/v1/services?{SEL}&resourceVersion=0")
+    );
+    let is_watch = |c: &str, rv: &str| {
+        let prefix = format!("WATCH /api/v1/services?allowWatchBookmarks=true&{SEL}&resourceVersion={rv}&timeoutSeconds=");
+        let Some(rest) = c.strip_prefix(&prefix) else {
+            return false;
+        };
+        let Some(secs) = rest.strip_suffix("&watch=true") else {
+            return false;
+        };
+        (300..600).contains(&secs.parse::<u64>().unwrap())
+    };
+    assert!(is_watch(&calls[1], "10"), "{}", calls[1]);
+    assert!(is_watch(&calls[2], "20"), "{}", calls[2]);
+    assert_eq!(calls.len(), 3);
+}
+
+#[test]
+fn error_410_relists_at_last_rv_then_without_rv_when_that_is_gone_too() {
+    let stream = concat!(
+        r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"30"}}}"#,
+        "\n",
+        r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}"#,
+        "\n",
+    );
+    let fake = Fake::new(vec![
+        list("10", &[]),
+        Reply::Watch(Ok((stream, false))),
+        Reply::List(Err(gone())),
+        list("40", &["x"]),
+        Reply::Watch(Err(gone())),
+        list("41", &["x", "y"]),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, UpstreamKind::Nodes, &sink);
+    // list, watch, bookmark, ERROR → Empty, list 410 → Empty, list ok, watch 410 → Empty, list ok
+    let (state, waits) = run_steps(&mut r, 8);
+    assert_eq!(state.describe(), ("Listed", "41"));
+    assert!(
+        waits.iter().all(Option::is_none),
+        "410 handling relists at once: {waits:?}"
+    );
+    let node = |n: &str| serde_json::json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": n, "namespace": "default"}});
+    assert_eq!(
+        sink.take(),
+        vec![
+            Change::Replace(vec![]),
+            Change::Replace(vec![node("x")]),
+            Change::Replace(vec![node("x"), node("y")])
+        ]
+    );
+    let calls = fake.calls();
+    assert_eq!(calls[0], "LIST /api/v1/nodes?resourceVersion=0");
+    assert!(calls[1].starts_with(
+        "WATCH /api/v1/nodes?allowWatchBookmarks=true&resourceVersion=10&timeoutSeconds="
+    ));
+    assert_eq!(calls[2], "LIST /api/v1/nodes?resourceVersion=30");
+    assert_eq!(calls[3], "LIST /api/v1/nodes");
+    assert!(calls[4].contains("resourceVersion=40&"));
+    assert_eq!(calls[5], "LIST /api/v1/nodes?resourceVersion=40");
+}
+
+#[test]
+fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
+    let fake = Fake::new(vec![
+        Reply::List(Err(down())),
+        Reply::List(Err(UpstreamError::Status { code: 403, reason: "Forbidden".into(), message: "rbac".into() })),
+        list("5", &["a"]),
+        Reply::Watch(Err(down())),
+        Reply::Watch(Ok(("{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"6\"}}}\n{\"type\":\"ADD", true))),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, UpstreamKind::Endpoints, &sink);
+    // list ✗, list ✗, list ok, watch ✗, watch ok, bookmark, read error → Listed{6}
+    let (state, waits) = run_steps(&mut r, 7);
+    assert_eq!(state.describe(), ("Listed", "6"));
+    let ms: Vec<Option<u128>> = waits.iter().map(|w| w.map(|d| d.as_millis())).collect();
+    assert_eq!(
+        ms,
+        [
+            Some(800),
+            Some(1600),
+            None,
+            Some(3200),
+            None,
+            None,
+            Some(6400)
+        ]
+    );
+    let changes = sink.take();
+    assert_eq!(changes.len(), 1);
+    assert!(matches!(&changes[0], Change::Replace(items) if items.len() == 1));
+    assert_eq!(
+        fake.calls()[2],
+        format!("LIST /api/v1/endpoints?{SEL}&resourceVersion=0")
+    );
+    // The broken stream is resumed from the last RV, not relisted.
+    let (state, _) = r.step(state);
+    assert_eq!(
+        state.describe(),
+        ("Listed", "6"),
+        "exhausted fake: watch fails, stays Listed"
+    );
+    assert!(
+        fake.calls()[5].contains("&resourceVersion=6&"),
+        "{:?}",
+        fake.calls()
+    );
+}
+
+#[test]
+fn non_410_watch_errors_rewatch_with_backoff() {
+    let fake = Fake::new(vec![
+        list("1", &[]),
+        Reply::Watch(Ok(("{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":500,\"reason\":\"InternalError\"}}\n", false))),
+        Reply::Watch(Err(UpstreamError::Status { code: 429, reason: "TooManyRequests".into(), message: String::new() })),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, UpstreamKind::SlicesV1, &sink);
+    let (state, waits) = run_steps(&mut r, 4);
+    assert_eq!(state.describe(), ("Listed", "1"));
+    assert_eq!(
+        waits,
+        [
+            None,
+            None,
+            Some(Duration::from_millis(800)),
+            Some(Duration::from_millis(1600))
+        ]
+    );
+    assert_eq!(
+        fake.calls()
+            .iter()
+            .filter(|c| c.starts_with("LIST"))
+            .count(),
+        1,
+        "no relist"
+    );
+    assert!(
+        fake.calls()[0].starts_with("LIST /apis/discovery.k8s.io/v1/endpointslices?labelSelector=")
+    );
+}
+
+#[test]
+fn very_short_empty_watch_backs_off() {
+    let fake = Fake::new(vec![list("1", &[]), Reply::Watch(Ok(("", false)))]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let (state, waits) = run_steps(&mut r, 3);
+    assert_eq!(state.describe(), ("Listed", "1"));
+    assert_eq!(waits[2], Some(Duration::from_millis(800)));
+}
+
+#[test]
+fn garbage_and_truncated_lines() {
+    // (stream after list at RV 1, steps while watching, final state, backed off, dropped, relist RV)
+    type Case = (
+        &'static str,
+        usize,
+        (&'static str, &'static str),
+        bool,
+        u64,
+        Option<&'static str>,
+    );
+    let added = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"7\"}}}\n";
+    let table: Vec<Case> = vec![
+        // garbage: relist at the last good RV, after a backoff
+        (
+            Box::leak(format!("{added}not json\n").into_boxed_str()),
+            2,
+            ("Empty", ""),
+            true,
+            1,
+            Some("7"),
+        ),
+        (
+            "{\"type\":\"NOPE\",\"object\":{}}\n",
+            1,
+            ("Empty", ""),
+            true,
+            1,
+            Some("1"),
+        ),
+        // truncated last line: the stream ended mid-event → rewatch from the last RV
+        (
+            Box::leak(format!("{added}{{\"type\":\"ADDED\",\"obj").into_boxed_str()),
+            2,
+            ("Listed", "7"),
+            false,
+            0,
+            None,
+        ),
+        // nameless object: dropped and counted, the stream goes on
+        (
+            "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":\"8\"}}}\n",
+            1,
+            ("Watching", "8"),
+            false,
+            1,
+            None,
+        ),
+    ];
+    for (stream, steps, want, backoff, dropped, relist_rv) in table {
+        let fake = Fake::new(vec![list("1", &[]), Reply::Watch(Ok((stream, false)))]);
+        let sink = Arc::new(Rec::default());
+        let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+        let (mut state, _) = run_steps(&mut r, 2);
+        let mut last_wait = None;
+        for _ in 0..steps {
+            (state, last_wait) = r.step(state);
+        }
+        assert_eq!(state.describe(), want, "{stream}");
+        assert_eq!(last_wait.is_some(), backoff, "{stream}");
+        assert_eq!(r.dropped, dropped, "{stream}");
+        if let Some(rv) = relist_rv {
+            assert_eq!(r.list_from, ListFrom::NotOlderThan(rv.into()), "{stream}");
+        }
+        let upserts = sink
+            .take()
+            .into_iter()
+            .filter(|c| matches!(c, Change::Upsert(_)))
+            .count();
+        assert_eq!(upserts, usize::from(stream.starts_with(added)), "{stream}");
+    }
+}
+
+#[test]
+fn over_long_line_relists() {
+    let fake = Fake::new(vec![list("1", &[])]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let big: &'static [u8] =
+        Box::leak(vec![b'x'; decode::MAX_WATCH_LINE_BYTES + 1].into_boxed_slice());
+    let state = State::Watching {
+        rv: "3".into(),
+        lines: Box::new(Cursor::new(big)),
+        started: Instant::now(),
+        events: 0,
+    };
+    let (state, wait) = r.step(state);
+    assert_eq!(state.describe(), ("Empty", ""));
+    assert!(wait.is_some());
+    assert_eq!(r.list_from, ListFrom::NotOlderThan("3".into()));
+}
+
+#[test]
+fn paginated_lists_are_followed_and_replace_once() {
+    let page1 = Reply::List(Ok(ListResult {
+        items: vec![svc("a", "1")],
+        resource_version: "9".into(),
+        continue_token: Some("tok/1=".into()),
+    }));
+    let fake = Fake::new(vec![page1, list("9", &["b"]), Reply::Watch(Err(down()))]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let (state, _) = run_steps(&mut r, 1);
+    assert_eq!(state.describe(), ("Listed", "9"));
+    assert_eq!(
+        fake.calls()[1],
+        format!("LIST /api/v1/services?continue=tok%2F1%3D&{SEL}")
+    );
+    assert_eq!(
+        sink.take(),
+        vec![Change::Replace(vec![svc("a", "1"), with_kind("b")])]
+    );
+
+    // A failing second page: no Replace at all.
+    let page1 = Reply::List(Ok(ListResult {
+        items: vec![],
+        resource_version: "9".into(),
+        continue_token: Some("t".into()),
+    }));
+    let fake = Fake::new(vec![page1]);
+    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let (state, waits) = run_steps(&mut r, 1);
+    assert_eq!(
+        (state.describe(), waits[0].is_some()),
+        (("Empty", ""), true)
+    );
+    assert!(sink.take().is_empty());
+}
+
+#[test]
+fn slice_version_discovery() {
+    let group = |vs: &[&str]| {
+        let versions: Vec<Value> = vs
+            .iter()
+            .map(|v| serde_json::json!({"version": v}))
+            .collect();
+        Reply::Get(Ok(
+            serde_json::json!({"kind": "APIGroup", "versions": versions}),
+        ))
+    };
+    let nonempty = || list("1", &["s"]);
+    let empty = || list("1", &[]);
+    let table: Vec<(Vec<Reply>, UpstreamKind)> = vec![
+        (vec![group(&["v1", "v1beta1"])], UpstreamKind::SlicesV1),
+        (vec![group(&["v1beta1"])], UpstreamKind::SlicesV1beta1),
+        (vec![group(&[])], UpstreamKind::SlicesV1),
+        // discovery fails → probe
+        (
+            vec![Reply::Get(Err(down())), nonempty()],
+            UpstreamKind::SlicesV1,
+        ),
+        (
+            vec![Reply::Get(Err(down())), empty(), nonempty()],
+            UpstreamKind::SlicesV1beta1,
+        ),
+        (
+            vec![Reply::Get(Err(down())), empty(), empty()],
+            UpstreamKind::SlicesV1,
+        ),
+        (
+            vec![Reply::Get(Err(down())), Reply::List(Err(down())), empty()],
+            UpstreamKind::SlicesV1beta1,
+        ),
+        (
+            vec![
+                Reply::Get(Err(down())),
+                Reply::List(Err(down())),
+                Reply::List(Err(down())),
+            ],
+            UpstreamKind::SlicesV1,
+        ),
+    ];
+    for (i, (replies, want)) in table.into_iter().enumerate() {
+        let fake = Fake::new(replies);
+        assert_eq!(discover_with(&&fake), want, "case {i}: {:?}", fake.calls());
+    }
+    let fake = Fake::new(vec![Reply::Get(Err(down())), empty(), empty()]);
+    discover_with(&&fake);
+    assert_eq!(
+        fake.calls(),
+        [
+            "GET /apis/discovery.k8s.io",
+            "LIST /apis/discovery.k8s.io/v1/endpointslices?limit=1",
+            "LIST /apis/discovery.k8s.io/v1beta1/endpointslices?limit=1"
+        ]
+    );
+}
+
+/// A `ListWatch` that owns its fake, for the thread test.
+struct Owned(Arc<Fake>);
+impl ListWatch for Owned {
+    fn list(&self, q: &str) -> Result<ListResult, UpstreamError> {
+        (&*self.0).list(q)
+    }
+    fn watch(&self, q: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        (&*self.0).watch(q)
+    }
+    fn get_json(&self, p: &str) -> Result<Value, UpstreamError> {
+        (&*self.0).get_json(p)
+    }
+}
+
+#[test]
+fn spawned_thread_applies_and_stops() {
+    let fake = Arc::new(Fake::new(vec![list("1", &["a"])]));
+    let sink = Arc::new(Rec::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = spawn_with(
+        Owned(fake.clone()),
+        UpstreamKind::Services,
+        sink.clone(),
+        stop.clone(),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sink.0.lock().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The exhausted fake now fails every watch: the thread sits in backoff until stopped.
+    stop.store(true, Ordering::Relaxed);
+    let t = Instant::now();
+    h.join().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "stop must interrupt the backoff sleep"
+    );
+    assert_eq!(sink.take(), vec![Change::Replace(vec![with_kind("a")])]);
+}
