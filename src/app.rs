@@ -160,7 +160,8 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         UpstreamKind::Endpoints,
         slices,
     ] {
-        reflector::spawn(upstream.clone(), kind, sink.clone(), stop.clone()).map_err(AppError::Thread)?;
+        reflector::spawn(upstream.clone(), kind, sink.clone(), stop.clone())
+            .map_err(AppError::Thread)?;
     }
     server.run(&stop).map_err(AppError::Loop)
 }

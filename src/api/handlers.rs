@@ -110,11 +110,21 @@ pub enum Answer {
 }
 
 /// Answers a request for a cache-backed route. `jitter` ∈ [0, 1) spreads default watch lifetimes.
-pub fn handle(route: &Route, query: &str, accept: Option<&str>, state: &State, jitter: f64) -> Answer {
+pub fn handle(
+    route: &Route,
+    query: &str,
+    accept: Option<&str>,
+    state: &State,
+    jitter: f64,
+) -> Answer {
     let (res, namespace, name) = match route {
         Route::Proxy => return Answer::Proxy,
         Route::Collection { res, namespace } => (*res, namespace, None),
-        Route::Object { res, namespace, name } => (*res, namespace, Some(name)),
+        Route::Object {
+            res,
+            namespace,
+            name,
+        } => (*res, namespace, Some(name)),
     };
     if !accepts_json(accept) {
         return Answer::Reply(Reply::error(&ApiError::not_acceptable()));
@@ -162,12 +172,19 @@ pub fn select(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>>
     let coll = state.collection(res);
     // Fast path for `metadata.name=<n>` (kube-proxy's node informer).
     if let Some(name) = filter.fields.required("metadata.name") {
-        let namespaces: Vec<String> = match (&filter.namespace, filter.fields.required("metadata.namespace")) {
+        let namespaces: Vec<String> = match (
+            &filter.namespace,
+            filter.fields.required("metadata.namespace"),
+        ) {
             (Some(ns), _) => vec![ns.clone()],
             (None, Some(ns)) => vec![ns.to_string()],
             (None, None) if !res.namespaced() => vec![String::new()],
             (None, None) => {
-                return coll.objects().filter(|o| filter.matches(o)).cloned().collect();
+                return coll
+                    .objects()
+                    .filter(|o| filter.matches(o))
+                    .cloned()
+                    .collect();
             }
         };
         return namespaces
@@ -177,7 +194,10 @@ pub fn select(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>>
             .cloned()
             .collect();
     }
-    coll.objects().filter(|o| filter.matches(o)).cloned().collect()
+    coll.objects()
+        .filter(|o| filter.matches(o))
+        .cloned()
+        .collect()
 }
 
 fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &State) -> Reply {
@@ -211,11 +231,17 @@ fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &State) -> Re
     }
 }
 
-fn watch(res: Resource, filter: Filter, opts: &ListOptions, state: &State, jitter: f64) -> WatchPlan {
+fn watch(
+    res: Resource,
+    filter: Filter,
+    opts: &ListOptions,
+    state: &State,
+    jitter: f64,
+) -> WatchPlan {
     let current = state.current_rv();
-    let timeout_secs = opts
-        .timeout_seconds
-        .unwrap_or(DEFAULT_WATCH_SECS + (DEFAULT_WATCH_SECS as f64 * jitter.clamp(0.0, 1.0)) as u64);
+    let timeout_secs = opts.timeout_seconds.unwrap_or(
+        DEFAULT_WATCH_SECS + (DEFAULT_WATCH_SECS as f64 * jitter.clamp(0.0, 1.0)) as u64,
+    );
     let mut plan = WatchPlan {
         res,
         filter,
@@ -231,7 +257,7 @@ fn watch(res: Resource, filter: Filter, opts: &ListOptions, state: &State, jitte
     let horizon = state.collection(res).horizon();
     if opts.send_initial_events == Some(true) {
         // WatchList (PROTOCOL.md §10): snapshot at the current RV, sorted ADDED, end marker.
-        if !rv.is_empty() && !numeric.is_some_and(|r| r <= current) {
+        if !rv.is_empty() && numeric.is_none_or(|r| r > current) {
             plan.expired = Some(ApiError::expired(rv, current));
             return plan;
         }

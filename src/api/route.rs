@@ -66,7 +66,11 @@ pub fn route(method: &str, path: &str) -> Route {
         return Route::Proxy;
     };
     let raw: Vec<&str> = rest.split('/').collect();
-    let Some(segs) = raw.iter().map(|s| segment(s)).collect::<Option<Vec<String>>>() else {
+    let Some(segs) = raw
+        .iter()
+        .map(|s| segment(s))
+        .collect::<Option<Vec<String>>>()
+    else {
         return Route::Proxy;
     };
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
@@ -135,10 +139,26 @@ mod tests {
             ("GET", "/api/v1/nodes", col(Nodes, None)),
             ("GET", "/api/v1/nodes/edge-1", obj(Nodes, None, "edge-1")),
             ("GET", "/api/v1/nodes/edge%2D1", obj(Nodes, None, "edge-1")),
-            ("GET", "/api/v1/namespaces/default/services", col(Services, Some("default"))),
-            ("GET", "/api/v1/namespaces/default/endpoints/web", obj(Endpoints, Some("default"), "web")),
-            ("GET", "/apis/discovery.k8s.io/v1/endpointslices", col(SlicesV1, None)),
-            ("GET", "/apis/discovery.k8s.io/v1beta1/endpointslices", col(SlicesV1beta1, None)),
+            (
+                "GET",
+                "/api/v1/namespaces/default/services",
+                col(Services, Some("default")),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/default/endpoints/web",
+                obj(Endpoints, Some("default"), "web"),
+            ),
+            (
+                "GET",
+                "/apis/discovery.k8s.io/v1/endpointslices",
+                col(SlicesV1, None),
+            ),
+            (
+                "GET",
+                "/apis/discovery.k8s.io/v1beta1/endpointslices",
+                col(SlicesV1beta1, None),
+            ),
             (
                 "GET",
                 "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices",
@@ -158,14 +178,26 @@ mod tests {
             ("GET", "/api/v1/namespaces//services", Route::Proxy),
             ("GET", "/api/v1/nodes/%zz", Route::Proxy),
             ("GET", "/api/v1/nodes/a%2Fb", Route::Proxy),
-            ("GET", "/apis/discovery.k8s.io/v2/endpointslices", Route::Proxy),
-            ("GET", "/apis/networking.k8s.io/v1/servicecidrs", Route::Proxy),
+            (
+                "GET",
+                "/apis/discovery.k8s.io/v2/endpointslices",
+                Route::Proxy,
+            ),
+            (
+                "GET",
+                "/apis/networking.k8s.io/v1/servicecidrs",
+                Route::Proxy,
+            ),
             ("GET", "/api", Route::Proxy),
             ("GET", "", Route::Proxy),
             ("GET", "*", Route::Proxy),
             ("POST", "/api/v1/services", Route::Proxy),
             ("PATCH", "/api/v1/nodes/edge-1", Route::Proxy),
-            ("POST", "/apis/events.k8s.io/v1/namespaces/default/events", Route::Proxy),
+            (
+                "POST",
+                "/apis/events.k8s.io/v1/namespaces/default/events",
+                Route::Proxy,
+            ),
         ];
         for (method, path, want) in cases {
             assert_eq!(route(method, path), want, "{method} {path}");

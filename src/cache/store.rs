@@ -124,7 +124,9 @@ impl State {
     /// content with a new RV. `now` is monotonic seconds (for the log's time window).
     pub fn apply(&mut self, kind: UpstreamKind, change: Change, now: u64) -> Applied {
         let before = self.rv;
-        if matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1) && kind != self.slice_kind {
+        if matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1)
+            && kind != self.slice_kind
+        {
             // The upstream switched versions: its next full list replaces every stored slice.
             self.slice_kind = kind;
         }
@@ -346,7 +348,11 @@ impl State {
 
     fn served_endpoints(&self, key: &ObjectKey) -> Option<Value> {
         let obj = self.endpoints.get(key)?;
-        Some(topology::serve_endpoints(obj, self.class_of(Some(key)), &self.locality()))
+        Some(topology::serve_endpoints(
+            obj,
+            self.class_of(Some(key)),
+            &self.locality(),
+        ))
     }
 
     fn served_slice(&self, key: &ObjectKey, res: Resource) -> Option<Value> {

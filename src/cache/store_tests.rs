@@ -24,8 +24,16 @@ fn state_for(host: &str) -> State {
 fn load(fx: &Fixture) -> State {
     let mut st = state_for(&fx.hostname);
     st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
-    st.apply(UpstreamKind::Services, Change::Replace(fx.services.clone()), 0);
-    st.apply(UpstreamKind::Endpoints, Change::Replace(fx.endpoints.clone()), 0);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Replace(fx.services.clone()),
+        0,
+    );
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Replace(fx.endpoints.clone()),
+        0,
+    );
     let done = st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![]), 0);
     assert!(done.became_ready && st.is_ready());
     st
@@ -33,7 +41,10 @@ fn load(fx: &Fixture) -> State {
 
 /// (type, name, rv, served JSON) of every log entry of `res` after `cursor`.
 fn events(st: &State, res: Resource, cursor: u64) -> Vec<(&'static str, String, u64, Value)> {
-    let entries = st.collection(res).after(cursor, usize::MAX).unwrap_or_default();
+    let entries = st
+        .collection(res)
+        .after(cursor, usize::MAX)
+        .unwrap_or_default();
     entries
         .iter()
         .map(|e| {
@@ -57,11 +68,18 @@ fn served(st: &State, res: Resource, ns: &str, name: &str) -> Value {
 }
 
 fn rv_of(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).unwrap_or(0)
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 fn relabel(st: &mut State, name: &str, pairs: &[(&str, &str)]) {
-    st.apply(UpstreamKind::Nodes, Change::Upsert(node(name, &labels(pairs))), 1);
+    st.apply(
+        UpstreamKind::Nodes,
+        Change::Upsert(node(name, &labels(pairs))),
+        1,
+    );
 }
 
 #[test]
@@ -69,7 +87,10 @@ fn case_01_initial_state_and_own_rvs() {
     let st = load(&fixture_t());
     let r1 = served(&st, Resource::Endpoints, "default", "region-1");
     assert_eq!(ips(&r1), strs(&["127.0.0.1", "127.0.0.2"]));
-    assert_eq!(ips(&served(&st, Resource::Endpoints, "default", "no-region")).len(), 3);
+    assert_eq!(
+        ips(&served(&st, Resource::Endpoints, "default", "no-region")).len(),
+        3
+    );
     // Served objects carry our RVs (above the seed), never the upstream's "7".
     assert!(rv_of(&r1) > SEED);
     assert_eq!(r1["kind"], "Endpoints");
@@ -86,7 +107,10 @@ fn case_02_03_local_then_remote_relabel() {
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!((ev[0].0, ev[0].1.as_str()), ("MODIFIED", "region-1"));
     assert_eq!(ips(&ev[0].3), strs(&["127.0.0.1", "127.0.0.3"]));
-    assert!(ev[0].2 > rv_of(&before), "a topology-only change gets a new RV");
+    assert!(
+        ev[0].2 > rv_of(&before),
+        "a topology-only change gets a new RV"
+    );
     // Case 3.
     let cur = st.current_rv();
     relabel(&mut st, "node-2", &[("region", "3")]);
@@ -127,26 +151,44 @@ fn case_06_service_event_sequence() {
     let cur = st.current_rv();
     for i in 0..10 {
         let keys = (i % 2 == 0).then_some(r#"["foo", "bar"]"#);
-        st.apply(UpstreamKind::Services, Change::Upsert(service("default", &i.to_string(), keys)), 1);
+        st.apply(
+            UpstreamKind::Services,
+            Change::Upsert(service("default", &i.to_string(), keys)),
+            1,
+        );
     }
     for i in 0..10 {
         let name = i.to_string();
         if i % 3 == 0 {
-            let mut svc = service("default", &name, (i % 2 == 0).then_some(r#"["foo", "bar"]"#));
+            let mut svc = service(
+                "default",
+                &name,
+                (i % 2 == 0).then_some(r#"["foo", "bar"]"#),
+            );
             svc["metadata"]["annotations"]["updated"] = json!("true");
             st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
         } else {
-            st.apply(UpstreamKind::Services, Change::Delete(service("default", &name, None)), 1);
+            st.apply(
+                UpstreamKind::Services,
+                Change::Delete(service("default", &name, None)),
+                1,
+            );
         }
     }
     let ev = events(&st, Resource::Services, cur);
     let got: Vec<String> = ev.iter().map(|(t, n, _, _)| format!("{t} {n}")).collect();
     let mut want: Vec<String> = (0..10).map(|i| format!("ADDED {i}")).collect();
     for i in 0..10 {
-        want.push(format!("{} {i}", if i % 3 == 0 { "MODIFIED" } else { "DELETED" }));
+        want.push(format!(
+            "{} {i}",
+            if i % 3 == 0 { "MODIFIED" } else { "DELETED" }
+        ));
     }
     assert_eq!(got, want);
-    assert!(ev.windows(2).all(|w| w[0].2 < w[1].2), "RVs strictly increase");
+    assert!(
+        ev.windows(2).all(|w| w[0].2 < w[1].2),
+        "RVs strictly increase"
+    );
 }
 
 #[test]
@@ -158,19 +200,43 @@ fn case_07_upserts_deletes_and_unknown_keys() {
     });
     for i in 0..10 {
         let n = i.to_string();
-        st.apply(UpstreamKind::Nodes, Change::Upsert(node(&format!("node-{i}"), &labels(&[]))), 1);
-        st.apply(UpstreamKind::Services, Change::Upsert(service("default", &n, None)), 1);
-        st.apply(UpstreamKind::Endpoints, Change::Upsert(json!({"metadata":{"namespace":"default","name":n}})), 1);
+        st.apply(
+            UpstreamKind::Nodes,
+            Change::Upsert(node(&format!("node-{i}"), &labels(&[]))),
+            1,
+        );
+        st.apply(
+            UpstreamKind::Services,
+            Change::Upsert(service("default", &n, None)),
+            1,
+        );
+        st.apply(
+            UpstreamKind::Endpoints,
+            Change::Upsert(json!({"metadata":{"namespace":"default","name":n}})),
+            1,
+        );
     }
     assert_eq!(st.collection(Resource::Services).len(), 10);
     assert_eq!(st.collection(Resource::Endpoints).len(), 10);
     // An update for an unknown key is an upsert (Deviation from T1).
-    st.apply(UpstreamKind::Services, Change::Upsert(service("default", "new", None)), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(service("default", "new", None)),
+        1,
+    );
     assert_eq!(st.collection(Resource::Services).len(), 11);
     // Deleting unknown names: no events.
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Services, Change::Delete(service("default", "nope", None)), 1);
-    st.apply(UpstreamKind::Endpoints, Change::Delete(json!({"metadata":{"namespace":"x","name":"y"}})), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Delete(service("default", "nope", None)),
+        1,
+    );
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Delete(json!({"metadata":{"namespace":"x","name":"y"}})),
+        1,
+    );
     assert_eq!(st.current_rv(), cur);
     st.apply(UpstreamKind::Services, Change::Replace(vec![]), 1);
     st.apply(UpstreamKind::Endpoints, Change::Replace(vec![]), 1);
@@ -185,7 +251,10 @@ fn case_12_local_node_appears() {
     let mut st = load(&fx);
     let s = served(&st, Resource::Endpoints, "default", "s");
     assert!(ips(&s).is_empty());
-    assert_eq!(s["subsets"][0]["ports"][0]["port"], 80, "subset and ports kept");
+    assert_eq!(
+        s["subsets"][0]["ports"][0]["port"], 80,
+        "subset and ports kept"
+    );
     let cur = st.current_rv();
     relabel(&mut st, "h", &[("zone", "a")]);
     let ev = events(&st, Resource::Endpoints, cur);
@@ -200,9 +269,16 @@ fn case_17_endpoints_before_service() {
         services: vec![],
         ..fx.clone()
     });
-    assert_eq!(ips(&served(&st, Resource::Endpoints, "default", "s")).len(), 6);
+    assert_eq!(
+        ips(&served(&st, Resource::Endpoints, "default", "s")).len(),
+        6
+    );
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Services, Change::Upsert(fx.services[0].clone()), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(fx.services[0].clone()),
+        1,
+    );
     let sev = events(&st, Resource::Services, cur);
     let eev = events(&st, Resource::Endpoints, cur);
     assert_eq!(sev.len(), 1);
@@ -218,7 +294,11 @@ fn case_18_service_deleted() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Services, Change::Delete(fx.services[0].clone()), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Delete(fx.services[0].clone()),
+        1,
+    );
     let sev = events(&st, Resource::Services, cur);
     assert_eq!((sev.len(), sev[0].0), (1, "DELETED"));
     let eev = events(&st, Resource::Endpoints, cur);
@@ -236,7 +316,10 @@ fn case_19_node_change_without_topology_effect() {
     st.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
     assert!(events(&st, Resource::Endpoints, cur).is_empty());
     let nev = events(&st, Resource::Nodes, cur);
-    assert_eq!(nev.iter().map(|e| e.0).collect::<Vec<_>>(), vec!["MODIFIED", "MODIFIED"]);
+    assert_eq!(
+        nev.iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec!["MODIFIED", "MODIFIED"]
+    );
     let got = served(&st, Resource::Nodes, "", "n2");
     assert_eq!(got["status"]["conditions"][0]["status"], "False");
     assert_eq!(rv_of(&got), nev[1].2);
@@ -247,17 +330,33 @@ fn case_20_21_node_deleted_and_back_and_local_node_deleted() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Nodes, Change::Delete(node("n1", &labels(&[]))), 1);
+    st.apply(
+        UpstreamKind::Nodes,
+        Change::Delete(node("n1", &labels(&[]))),
+        1,
+    );
     relabel(&mut st, "n1", &[("zone", "a")]);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 2);
     assert_eq!(ips(&ev[0].3), strs(&["10.0.0.1"]));
     assert_eq!(ips(&ev[1].3), strs(&["10.0.0.1", "10.0.0.2"]));
     // Case 21: the local node goes; a normal service is untouched.
-    st.apply(UpstreamKind::Services, Change::Upsert(service("default", "plain", None)), 1);
-    st.apply(UpstreamKind::Endpoints, Change::Upsert(endpoints("default", "plain", f_addresses())), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(service("default", "plain", None)),
+        1,
+    );
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Upsert(endpoints("default", "plain", f_addresses())),
+        1,
+    );
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Nodes, Change::Delete(node("h", &labels(&[]))), 1);
+    st.apply(
+        UpstreamKind::Nodes,
+        Change::Delete(node("h", &labels(&[]))),
+        1,
+    );
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].1, "s");
@@ -271,7 +370,11 @@ fn case_22_endpoints_deleted_carry_last_served_content() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Endpoints, Change::Delete(fx.endpoints[0].clone()), 1);
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Delete(fx.endpoints[0].clone()),
+        1,
+    );
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].0, "DELETED");
@@ -285,8 +388,16 @@ fn case_23_identical_redelivery_is_silent() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Services, Change::Replace(fx.services.clone()), 1);
-    st.apply(UpstreamKind::Endpoints, Change::Replace(fx.endpoints.clone()), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Replace(fx.services.clone()),
+        1,
+    );
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Replace(fx.endpoints.clone()),
+        1,
+    );
     st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 1);
     // A different upstream RV alone is no change either.
     let mut svc = fx.services[0].clone();
@@ -302,9 +413,16 @@ fn case_24_25_key_set_semantics() {
     let svc = service("default", "s", Some(r#"[ "zone", "zone" ]"#));
     st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
     assert_eq!(events(&st, Resource::Services, cur).len(), 1);
-    assert!(events(&st, Resource::Endpoints, cur).is_empty(), "same key set");
+    assert!(
+        events(&st, Resource::Endpoints, cur).is_empty(),
+        "same key set"
+    );
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Services, Change::Upsert(service("default", "s", Some("[zone"))), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(service("default", "s", Some("[zone"))),
+        1,
+    );
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 1);
     assert_eq!(ips(&ev[0].3).len(), 6, "invalid annotation = unfiltered");
@@ -314,25 +432,52 @@ fn case_24_25_key_set_semantics() {
 fn case_39_every_slice_of_the_service_gets_a_new_rv() {
     let fx = fixture_f();
     let mut st = load(&fx);
-    let a = slice_v1("default", "s-aaaaa", Some("s"), vec![
-        slice_endpoint_v1("10.0.0.2", Some("n1"), None),
-        slice_endpoint_v1("10.0.0.3", Some("n2"), None),
-    ]);
-    let b = slice_v1("default", "s-bbbbb", Some("s"), vec![slice_endpoint_v1("10.0.0.3", Some("n2"), None)]);
+    let a = slice_v1(
+        "default",
+        "s-aaaaa",
+        Some("s"),
+        vec![
+            slice_endpoint_v1("10.0.0.2", Some("n1"), None),
+            slice_endpoint_v1("10.0.0.3", Some("n2"), None),
+        ],
+    );
+    let b = slice_v1(
+        "default",
+        "s-bbbbb",
+        Some("s"),
+        vec![slice_endpoint_v1("10.0.0.3", Some("n2"), None)],
+    );
     st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![a, b]), 1);
-    assert_eq!(slice_ips(&served(&st, Resource::SlicesV1, "default", "s-aaaaa")), strs(&["10.0.0.2"]));
+    assert_eq!(
+        slice_ips(&served(&st, Resource::SlicesV1, "default", "s-aaaaa")),
+        strs(&["10.0.0.2"])
+    );
     assert!(slice_ips(&served(&st, Resource::SlicesV1, "default", "s-bbbbb")).is_empty());
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Services, Change::Upsert(service("default", "s", None)), 1);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(service("default", "s", None)),
+        1,
+    );
     for res in [Resource::SlicesV1, Resource::SlicesV1beta1] {
         let ev = events(&st, res, cur);
-        assert_eq!(ev.iter().map(|e| e.1.as_str()).collect::<Vec<_>>(), vec!["s-aaaaa", "s-bbbbb"], "{res:?}");
+        assert_eq!(
+            ev.iter().map(|e| e.1.as_str()).collect::<Vec<_>>(),
+            vec!["s-aaaaa", "s-bbbbb"],
+            "{res:?}"
+        );
         assert!(ev.iter().all(|e| e.0 == "MODIFIED" && e.2 > cur));
     }
-    assert_eq!(slice_ips(&served(&st, Resource::SlicesV1, "default", "s-bbbbb")), strs(&["10.0.0.3"]));
+    assert_eq!(
+        slice_ips(&served(&st, Resource::SlicesV1, "default", "s-bbbbb")),
+        strs(&["10.0.0.3"])
+    );
     let beta = served(&st, Resource::SlicesV1beta1, "default", "s-aaaaa");
     assert_eq!(beta["apiVersion"], "discovery.k8s.io/v1beta1");
-    assert_eq!(beta["endpoints"][0]["topology"]["kubernetes.io/hostname"], "n1");
+    assert_eq!(
+        beta["endpoints"][0]["topology"]["kubernetes.io/hostname"],
+        "n1"
+    );
 }
 
 #[test]
@@ -349,7 +494,10 @@ fn v1beta1_upstream_serves_both_versions() {
     });
     st.apply(UpstreamKind::SlicesV1beta1, Change::Replace(vec![b]), 1);
     assert_eq!(st.slice_kind(), UpstreamKind::SlicesV1beta1);
-    assert_eq!(slice_ips(&served(&st, Resource::SlicesV1beta1, "default", "s-x")), strs(&["10.0.0.2"]));
+    assert_eq!(
+        slice_ips(&served(&st, Resource::SlicesV1beta1, "default", "s-x")),
+        strs(&["10.0.0.2"])
+    );
     let v1 = served(&st, Resource::SlicesV1, "default", "s-x");
     assert_eq!(v1["apiVersion"], "discovery.k8s.io/v1");
     assert_eq!(slice_ips(&v1), strs(&["10.0.0.2"]));
@@ -360,9 +508,21 @@ fn not_ready_until_every_kind_listed_and_history_starts_at_ready() {
     let fx = fixture_f();
     let mut st = state_for("h");
     st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
-    st.apply(UpstreamKind::Services, Change::Upsert(fx.services[0].clone()), 0);
-    st.apply(UpstreamKind::Services, Change::Replace(fx.services.clone()), 0);
-    st.apply(UpstreamKind::Endpoints, Change::Replace(fx.endpoints.clone()), 0);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(fx.services[0].clone()),
+        0,
+    );
+    st.apply(
+        UpstreamKind::Services,
+        Change::Replace(fx.services.clone()),
+        0,
+    );
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Replace(fx.endpoints.clone()),
+        0,
+    );
     assert!(!st.is_ready(), "slices have not listed yet");
     let a = st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![]), 0);
     assert!(a.became_ready && st.is_ready());
@@ -375,7 +535,10 @@ fn not_ready_until_every_kind_listed_and_history_starts_at_ready() {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }
@@ -400,20 +563,31 @@ fn incremental_view_equals_from_scratch_recompute() {
             1 => {
                 let name = ["n1", "n2", "n3", "n4"][rng.next(4) as usize];
                 fx.nodes.remove(name);
-                st.apply(UpstreamKind::Nodes, Change::Delete(node(name, &labels(&[]))), step);
+                st.apply(
+                    UpstreamKind::Nodes,
+                    Change::Delete(node(name, &labels(&[]))),
+                    step,
+                );
             }
             2 => {
-                let keys = [None, Some(r#"["zone"]"#), Some("[]"), Some("bad")][rng.next(4) as usize];
+                let keys =
+                    [None, Some(r#"["zone"]"#), Some("[]"), Some("bad")][rng.next(4) as usize];
                 let svc = service("default", ["s", "t"][rng.next(2) as usize], keys);
                 let key = ObjectKey::of(&svc).unwrap_or_default();
-                fx.services.retain(|s| ObjectKey::of(s).as_ref() != Some(&key));
+                fx.services
+                    .retain(|s| ObjectKey::of(s).as_ref() != Some(&key));
                 fx.services.push(svc.clone());
                 st.apply(UpstreamKind::Services, Change::Upsert(svc), step);
             }
             3 => {
                 let name = ["s", "t"][rng.next(2) as usize];
-                fx.services.retain(|s| ObjectKey::of(s) != Some(ObjectKey::new("default", name)));
-                st.apply(UpstreamKind::Services, Change::Delete(service("default", name, None)), step);
+                fx.services
+                    .retain(|s| ObjectKey::of(s) != Some(ObjectKey::new("default", name)));
+                st.apply(
+                    UpstreamKind::Services,
+                    Change::Delete(service("default", name, None)),
+                    step,
+                );
             }
             _ => {
                 let name = format!("sl-{}", rng.next(4));
@@ -443,7 +617,10 @@ fn incremental_view_equals_from_scratch_recompute() {
     }
     // Every logged change is a real change of content.
     for res in Resource::ALL {
-        let entries = st.collection(res).after(st.collection(res).horizon(), usize::MAX).unwrap_or_default();
+        let entries = st
+            .collection(res)
+            .after(st.collection(res).horizon(), usize::MAX)
+            .unwrap_or_default();
         for e in entries {
             if let (Some(o), Some(n)) = (&e.old, &e.new) {
                 let strip = |s: &Served| {
@@ -451,7 +628,12 @@ fn incremental_view_equals_from_scratch_recompute() {
                     v["metadata"]["resourceVersion"] = Value::Null;
                     v
                 };
-                assert_ne!(strip(o), strip(n), "{res:?} {} logged without a change", n.key);
+                assert_ne!(
+                    strip(o),
+                    strip(n),
+                    "{res:?} {} logged without a change",
+                    n.key
+                );
             }
         }
     }

@@ -198,7 +198,13 @@ impl Collection {
 
     /// Replaces (or removes, with `None`) the served object at `key` and logs the change.
     /// `rv` must be above every earlier rv. Returns the logged entry.
-    pub fn record(&mut self, key: &ObjectKey, new: Option<Arc<Served>>, rv: u64, now: u64) -> Entry {
+    pub fn record(
+        &mut self,
+        key: &ObjectKey,
+        new: Option<Arc<Served>>,
+        rv: u64,
+        now: u64,
+    ) -> Entry {
         let old = match &new {
             Some(served) => self.objects.insert(key.clone(), served.clone()),
             None => self
@@ -216,7 +222,8 @@ impl Collection {
         while let Some((at, entry)) = self.log.front() {
             let len = self.log.len();
             let too_many = len > retention.max_entries;
-            let expired = len > retention.min_entries && now.saturating_sub(*at) > retention.window_secs;
+            let expired =
+                len > retention.min_entries && now.saturating_sub(*at) > retention.window_secs;
             if !(too_many || expired) {
                 break;
             }
@@ -254,7 +261,8 @@ mod tests {
     use serde_json::json;
 
     fn served(name: &str, rv: u64) -> Arc<Served> {
-        let mut v = json!({"kind":"Node","apiVersion":"v1","metadata":{"name":name,"labels":{"zone":"a"}}});
+        let mut v =
+            json!({"kind":"Node","apiVersion":"v1","metadata":{"name":name,"labels":{"zone":"a"}}});
         stamp_rv(&mut v, rv);
         Arc::new(Served::from_value(ObjectKey::new("", name), rv, &v))
     }
@@ -267,7 +275,12 @@ mod tests {
         c.record(&k, Some(served("n1", 13)), 13, 0);
         c.record(&k, None, 15, 0);
         assert_eq!(c.after(10, 100).map(|v| v.len()), Ok(3));
-        let rvs: Vec<u64> = c.after(11, 100).unwrap_or_default().iter().map(|e| e.rv).collect();
+        let rvs: Vec<u64> = c
+            .after(11, 100)
+            .unwrap_or_default()
+            .iter()
+            .map(|e| e.rv)
+            .collect();
         assert_eq!(rvs, vec![13, 15]);
         assert_eq!(c.after(9, 100).map(|v| v.len()), Err(Gone));
         assert_eq!(c.pending(13), 1);
@@ -286,7 +299,11 @@ mod tests {
         for rv in 1..=10 {
             c.record(&k, Some(served("n", rv)), rv, 0);
         }
-        let r = Retention { min_entries: 3, max_entries: 5, window_secs: 100 };
+        let r = Retention {
+            min_entries: 3,
+            max_entries: 5,
+            window_secs: 100,
+        };
         c.trim(&r, 50);
         assert_eq!(c.log_len(), 5, "max_entries bounds the log");
         assert_eq!(c.horizon(), 5);

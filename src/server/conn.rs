@@ -71,9 +71,16 @@ pub fn lock(shared: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 #[derive(Debug)]
 enum Phase {
     Idle,
-    Held { req: Request, until: Instant },
+    Held {
+        req: Request,
+        until: Instant,
+    },
     Streaming(Box<Watcher>),
-    Proxying { rx: Receiver<ProxyMsg>, head_sent: bool, body: bool },
+    Proxying {
+        rx: Receiver<ProxyMsg>,
+        head_sent: bool,
+        body: bool,
+    },
     Closing,
 }
 
@@ -207,7 +214,11 @@ impl Conn {
                     self.stream(w, ctx);
                     false
                 }
-                Phase::Proxying { rx, head_sent, body } => self.relay(rx, head_sent, body),
+                Phase::Proxying {
+                    rx,
+                    head_sent,
+                    body,
+                } => self.relay(rx, head_sent, body),
                 Phase::Closing => false,
             };
             if !self.write() {
@@ -247,8 +258,14 @@ impl Conn {
 
     /// Answers a malformed request with a Status and closes.
     fn fail_request(&mut self, e: ReadError) {
-        info!("{}: bad request ({}): {}", self.peer, e.status(), e.message());
-        self.out.push_owned(response::status(&e.to_api_error(), false));
+        info!(
+            "{}: bad request ({}): {}",
+            self.peer,
+            e.status(),
+            e.message()
+        );
+        self.out
+            .push_owned(response::status(&e.to_api_error(), false));
         self.phase = Phase::Closing;
     }
 
@@ -260,7 +277,11 @@ impl Conn {
             let body = req.method != "HEAD";
             match ctx.proxy.start(req) {
                 Ok(rx) => {
-                    self.phase = Phase::Proxying { rx, head_sent: false, body };
+                    self.phase = Phase::Proxying {
+                        rx,
+                        head_sent: false,
+                        body,
+                    };
                 }
                 Err(e) => self.reply(Reply::error(&e)),
             }
@@ -279,18 +300,27 @@ impl Conn {
         match answer {
             Answer::Reply(reply) => {
                 drop(state);
-                debug!("{}: GET {}?{} → {}", self.peer, req.path, req.query, reply.code);
+                debug!(
+                    "{}: GET {}?{} → {}",
+                    self.peer, req.path, req.query, reply.code
+                );
                 self.reply(reply);
             }
             Answer::Watch(plan) => {
                 let head = response::head(
                     200,
-                    &[("Content-Type", "application/json"), ("Cache-Control", "no-cache, private")],
+                    &[
+                        ("Content-Type", "application/json"),
+                        ("Cache-Control", "no-cache, private"),
+                    ],
                     Body::Chunked,
                     true,
                 );
                 self.out.push_owned(head);
-                debug!("{}: WATCH {}?{} from {}", self.peer, req.path, req.query, plan.cursor);
+                debug!(
+                    "{}: WATCH {}?{} from {}",
+                    self.peer, req.path, req.query, plan.cursor
+                );
                 match Watcher::start(*plan, ctx.now, &mut self.out) {
                     Some(mut w) => {
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
@@ -324,11 +354,20 @@ impl Conn {
         if let Some(r) = &retry {
             headers.push(("Retry-After", r));
         }
-        self.out.push_owned(response::head(reply.code, &headers, Body::Length(reply.len()), self.keep_alive));
+        self.out.push_owned(response::head(
+            reply.code,
+            &headers,
+            Body::Length(reply.len()),
+            self.keep_alive,
+        ));
         for seg in reply.body {
             self.out.push(seg);
         }
-        self.phase = if self.keep_alive { Phase::Idle } else { Phase::Closing };
+        self.phase = if self.keep_alive {
+            Phase::Idle
+        } else {
+            Phase::Closing
+        };
     }
 
     fn stream(&mut self, mut w: Box<Watcher>, ctx: &Ctx<'_>) {
@@ -360,7 +399,8 @@ impl Conn {
         while self.out.len() < HIGH_WATER {
             match rx.try_recv() {
                 Ok(ProxyMsg::Head { status, headers }) => {
-                    let mut out = format!("HTTP/1.1 {status} {}\r\n", response::reason(status)).into_bytes();
+                    let mut out =
+                        format!("HTTP/1.1 {status} {}\r\n", response::reason(status)).into_bytes();
                     for (name, value) in &headers {
                         out.extend_from_slice(name.as_bytes());
                         out.extend_from_slice(b": ");
@@ -380,7 +420,11 @@ impl Conn {
                     self.out.push_owned(out);
                     head_sent = true;
                     if !has_body {
-                        self.phase = Phase::Proxying { rx, head_sent, body: false };
+                        self.phase = Phase::Proxying {
+                            rx,
+                            head_sent,
+                            body: false,
+                        };
                         // Drain the rest (End) without framing a body.
                         return true;
                     }
@@ -398,7 +442,11 @@ impl Conn {
                         response::push_last_chunk(&mut last);
                         self.out.push_owned(last);
                     }
-                    self.phase = if self.keep_alive { Phase::Idle } else { Phase::Closing };
+                    self.phase = if self.keep_alive {
+                        Phase::Idle
+                    } else {
+                        Phase::Closing
+                    };
                     return true;
                 }
                 Ok(ProxyMsg::Failed(err)) => {
@@ -417,7 +465,11 @@ impl Conn {
                 }
             }
         }
-        self.phase = Phase::Proxying { rx, head_sent, body };
+        self.phase = Phase::Proxying {
+            rx,
+            head_sent,
+            body,
+        };
         false
     }
 }

@@ -105,7 +105,10 @@ impl Server {
                 .min()
                 .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
                 .min(MAX_SLEEP);
-            match self.poll.poll(&mut events, Some(next + Duration::from_millis(1))) {
+            match self
+                .poll
+                .poll(&mut events, Some(next + Duration::from_millis(1)))
+            {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -115,7 +118,7 @@ impl Server {
             let mut touched: Vec<Token> = Vec::new();
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(now)?,
+                    LISTENER => self.accept(now, &mut touched),
                     WAKER => {}
                     token => {
                         if let Some(conn) = self.conns.get_mut(&token) {
@@ -182,7 +185,7 @@ impl Server {
         Ok(())
     }
 
-    fn accept(&mut self, now: Instant) -> io::Result<()> {
+    fn accept(&mut self, now: Instant, touched: &mut Vec<Token>) {
         loop {
             match self.listener.accept() {
                 Ok((mut sock, peer)) => {
@@ -192,7 +195,11 @@ impl Server {
                     }
                     let token = Token(self.next_token);
                     self.next_token += 1;
-                    if let Err(e) = self.poll.registry().register(&mut sock, token, Interest::READABLE) {
+                    if let Err(e) =
+                        self.poll
+                            .registry()
+                            .register(&mut sock, token, Interest::READABLE)
+                    {
                         warn!("cannot register {peer}: {e}");
                         continue;
                     }
@@ -202,16 +209,17 @@ impl Server {
                     // Data may already be there (edge-triggered: read now).
                     if conn.read(now) {
                         self.conns.insert(token, conn);
+                        touched.push(token);
                     } else {
                         let _ = self.poll.registry().deregister(conn.socket());
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // Running out of descriptors must not end the loop.
                     warn!("accept failed: {e}");
-                    return Ok(());
+                    return;
                 }
             }
         }

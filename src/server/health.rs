@@ -16,7 +16,10 @@ pub fn answer(path: &str, ready: bool) -> (u16, &'static str) {
     match path.split('?').next().unwrap_or("") {
         "/healthz" | "/livez" => (200, "ok"),
         "/readyz" if ready => (200, "ok"),
-        "/readyz" => (503, "not ready: initial sync with the apiserver is not complete"),
+        "/readyz" => (
+            503,
+            "not ready: initial sync with the apiserver is not complete",
+        ),
         _ => (404, "not found"),
     }
 }

@@ -54,7 +54,11 @@ impl Outbound {
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOVECS);
             for (i, seg) in self.segments.iter().take(MAX_IOVECS).enumerate() {
                 let bytes = seg.as_bytes();
-                let start = if i == 0 { self.offset.min(bytes.len()) } else { 0 };
+                let start = if i == 0 {
+                    self.offset.min(bytes.len())
+                } else {
+                    0
+                };
                 slices.push(IoSlice::new(&bytes[start..]));
             }
             match w.write_vectored(&slices) {
@@ -122,7 +126,11 @@ mod tests {
         o.push_owned(Vec::new());
         o.push_owned(b"world".to_vec());
         assert_eq!(o.len(), 18);
-        let mut w = Trickle { out: Vec::new(), cap: 4, budget: 7 };
+        let mut w = Trickle {
+            out: Vec::new(),
+            cap: 4,
+            budget: 7,
+        };
         o.write_to(&mut w).unwrap_or(());
         assert_eq!(w.out, b"hello s");
         assert_eq!(o.len(), 11);

@@ -77,11 +77,18 @@ impl Proxy {
     /// Forwards `req` on a worker; the receiver yields the response pieces.
     pub fn start(&self, req: Request) -> Result<Receiver<ProxyMsg>, ApiError> {
         let Some(upstream) = self.upstream.clone() else {
-            return Err(ApiError::unavailable("no upstream apiserver configured", None));
+            return Err(ApiError::unavailable(
+                "no upstream apiserver configured",
+                None,
+            ));
         };
         if self.in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_IN_FLIGHT {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            let mut e = ApiError::new(429, "TooManyRequests", "too many proxied requests in flight");
+            let mut e = ApiError::new(
+                429,
+                "TooManyRequests",
+                "too many proxied requests in flight",
+            );
             e.retry_after = Some(1);
             return Err(e);
         }
@@ -113,7 +120,9 @@ impl Proxy {
             Ok(_) => Ok(rx),
             Err(e) => {
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
-                Err(ApiError::internal(format!("cannot start proxy worker: {e}")))
+                Err(ApiError::internal(format!(
+                    "cannot start proxy worker: {e}"
+                )))
             }
         }
     }
@@ -148,7 +157,10 @@ fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, wak
         .drain(..)
         .filter(|(n, _)| !is_hop_by_hop(n))
         .collect();
-    if !send(ProxyMsg::Head { status: resp.status, headers }) {
+    if !send(ProxyMsg::Head {
+        status: resp.status,
+        headers,
+    }) {
         return;
     }
     let mut buf = vec![0u8; PIECE];

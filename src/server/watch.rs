@@ -72,7 +72,12 @@ pub fn bookmark_object(res: Resource, rv: u64, initial_end: bool) -> Vec<u8> {
 /// The event a watcher with `filter` gets for `entry` (PROTOCOL.md §9), if any.
 pub fn transition(entry: &Entry, filter: &Filter) -> Option<(&'static str, Segment)> {
     let matches = |o: &Option<Arc<Served>>| o.as_ref().is_some_and(|s| filter.matches(s));
-    match (matches(&entry.old), matches(&entry.new), &entry.old, &entry.new) {
+    match (
+        matches(&entry.old),
+        matches(&entry.new),
+        &entry.old,
+        &entry.new,
+    ) {
         (false, true, _, Some(new)) => Some(("ADDED", Segment::Shared(new.bytes.clone()))),
         (true, true, _, Some(new)) => Some(("MODIFIED", Segment::Shared(new.bytes.clone()))),
         // A real deletion's old object is already stamped with the deletion's RV.
@@ -131,7 +136,11 @@ impl Watcher {
         if self.bookmarks {
             t = t.min(self.next_bookmark);
             if !self.final_bookmark_sent {
-                t = t.min(self.deadline.checked_sub(FINAL_BOOKMARK_BEFORE).unwrap_or(self.deadline));
+                t = t.min(
+                    self.deadline
+                        .checked_sub(FINAL_BOOKMARK_BEFORE)
+                        .unwrap_or(self.deadline),
+                );
             }
         }
         t
@@ -140,7 +149,13 @@ impl Watcher {
     /// Moves log entries after the cursor into `out` until it holds [`HIGH_WATER`] bytes.
     /// `queue` is the watcher's bound (`--notify-channel-size`): when the socket is backed up and
     /// more entries than that wait, the watch ends.
-    pub fn pump(&mut self, state: &State, out: &mut Outbound, queue: usize, now: Instant) -> Result<(), End> {
+    pub fn pump(
+        &mut self,
+        state: &State,
+        out: &mut Outbound,
+        queue: usize,
+        now: Instant,
+    ) -> Result<(), End> {
         let coll = state.collection(self.res);
         if out.len() >= HIGH_WATER && coll.pending(self.cursor) > queue {
             return Err(End::TooSlow);
@@ -170,8 +185,7 @@ impl Watcher {
         if !self.bookmarks || state.collection(self.res).pending(self.cursor) > 0 {
             return Ok(());
         }
-        let final_due = !self.final_bookmark_sent
-            && now + FINAL_BOOKMARK_BEFORE >= self.deadline;
+        let final_due = !self.final_bookmark_sent && now + FINAL_BOOKMARK_BEFORE >= self.deadline;
         if now >= self.next_bookmark || final_due {
             self.cursor = self.cursor.max(state.current_rv());
             push_event(
