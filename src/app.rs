@@ -32,6 +32,8 @@ pub enum AppError {
     Thread(std::io::Error),
     /// The event loop's `poll` failed.
     Loop(std::io::Error),
+    /// A requested feature is not available in this build.
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for AppError {
@@ -41,6 +43,7 @@ impl fmt::Display for AppError {
             AppError::Bind(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
             AppError::Thread(e) => write!(f, "cannot start a thread: {e}"),
             AppError::Loop(e) => write!(f, "event loop failed: {e}"),
+            AppError::Unsupported(what) => f.write_str(what),
         }
     }
 }
@@ -110,6 +113,14 @@ pub fn rv_seed() -> u64 {
 pub fn run(cfg: Config) -> Result<(), AppError> {
     if cfg.support_endpointslice_given {
         warn!("--support-endpointslice is accepted for compatibility and ignored: both EndpointSlice versions are always served");
+    }
+    if !cfg.insecure {
+        return Err(AppError::Unsupported(
+            "--insecure=false (TLS serving) is not implemented yet: bind plain HTTP to loopback (the DaemonSet default)",
+        ));
+    }
+    if cfg.debug {
+        warn!("--debug is accepted but grid-wrapper has no profiling endpoints yet");
     }
     if cfg.autonomy.enabled {
         warn!("--service-autonomy-enhancement is not implemented yet; endpoints are not pruned by edge-health");

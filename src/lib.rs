@@ -1,5 +1,48 @@
 //! grid-wrapper: a node-local, topology-pruning cache that kube-proxy talks to instead of the
-//! apiserver. (Crate map: filled in as the modules land.)
+//! apiserver — a drop-in replacement for SuperEdge's `application-grid-wrapper`.
+//!
+//! # Why this shape
+//!
+//! An edge node has little CPU and memory, and kube-proxy opens a handful of long watches. One
+//! mio event loop owns every client socket; a few blocking threads (one ureq list+watch
+//! reflector per upstream resource, one worker per proxied request) do the waiting. No async
+//! runtime: blocking I/O on a few threads keeps the code small and the binary static and tiny.
+//! Each served object version is serialized **once**; every list and every watcher shares those
+//! bytes (`Arc<[u8]>`), written with vectored I/O.
+//!
+//! # Brief overview: two flows
+//!
+//! ```text
+//!  kube-proxy ─TCP─▶ server::event_loop ─▶ server::conn ─▶ http::request (parse)
+//!                         ▲                                 │
+//!                         │ Waker                           ▼
+//!                         │                        api::route ─▶ api::handlers ─▶ cache (read, under the lock)
+//!                         │                                 │                     server::watch (streams)
+//!                         │                                 └▶ server::proxy ─▶ upstream::client (worker thread)
+//!  apiserver ─ureq─▶ upstream::reflector ─▶ cache::store::State::apply
+//!                                              ├─ cache::topology (pure pruning) + k8s::convert
+//!                                              └─ cache::view (new RV, shared bytes, event log) ─▶ wake the loop
+//! ```
+//!
+//! **A request:** [`server::event_loop::Server`] accepts and polls; [`server::conn::Conn`] reads
+//! bytes into [`http::request::RequestReader`], which yields a [`http::request::Request`];
+//! [`api::route::route`] maps (method, path) to a [`api::route::Route`]; [`api::handlers::handle`]
+//! answers from the [`cache::store::State`] with a list/get [`api::handlers::Reply`] or a
+//! [`api::handlers::WatchPlan`], which [`server::watch::Watcher`] streams from the event log.
+//! Everything else goes to [`server::proxy`], which forwards it upstream on a worker thread.
+//!
+//! **An upstream change:** a [`upstream::reflector`] thread lists, then watches, and hands each
+//! change to [`cache::store::State::apply`] under the one lock (the single writer). The store
+//! keeps upstream objects, recomputes the affected served objects with the pure
+//! [`cache::topology`] functions, and [`cache::view::Collection::record`]s each real change with
+//! a new resourceVersion in the per-resource event log; then the loop is woken and every watcher
+//! pulls the entries after its cursor.
+//!
+//! # Pure core, thin shell
+//!
+//! Pure (no sockets, threads or clocks; unit-tested and fuzzable): [`http`], [`api`],
+//! [`cache`], [`k8s`], [`config`], [`upstream::decode`], [`upstream::kubeconfig::parse`].
+//! I/O shell: [`server`], [`upstream::client`], [`upstream::reflector`], [`app`] (startup wiring).
 
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
