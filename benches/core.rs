@@ -1,0 +1,208 @@
+//! Criterion benches of the hot paths (issue: fuzzing and benchmarks). Scale S = 500 nodes,
+//! 2,000 Services (half with `topologyKeys`), 2,000 EndpointSlices × 10 endpoints, 20 zones.
+//! Run with `make bench` (or `cargo bench --bench core`). Figures go to BENCHMARKS.md.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use serde_json::{json, Value};
+
+use grid_wrapper::api::filter::Filter;
+use grid_wrapper::api::handlers::{self, Answer, InitialEnd, WatchPlan};
+use grid_wrapper::api::route::Route;
+use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
+use grid_wrapper::cache::store::{Settings, State};
+use grid_wrapper::cache::topology::{self, Class, Locality, TopologyKeys};
+use grid_wrapper::cache::view::Retention;
+use grid_wrapper::http::request::{Limits, RequestReader};
+use grid_wrapper::k8s::Resource;
+use grid_wrapper::server::outbound::Outbound;
+use grid_wrapper::server::watch::Watcher;
+use grid_wrapper::upstream::reflector::{Change, UpstreamKind};
+
+const NODES: usize = 500;
+const SERVICES: usize = 2000;
+const ZONES: usize = 20;
+const EPS: usize = 10;
+
+fn node(i: usize, zone: usize) -> Value {
+    json!({"apiVersion":"v1","kind":"Node","metadata":{"name":format!("node-{i:05}"),
+        "labels":{"zone":format!("zone-{zone}"),"kubernetes.io/hostname":format!("node-{i:05}")}},
+        "status":{"addresses":[{"type":"InternalIP","address":format!("192.168.{}.{}", i / 250, i % 250)}]}})
+}
+
+fn service(i: usize) -> Value {
+    let mut s = json!({"apiVersion":"v1","kind":"Service","metadata":{"namespace":"default","name":format!("svc-{i:05}")},
+        "spec":{"clusterIP":format!("10.96.{}.{}", i / 250, i % 250),"ports":[{"name":"http","port":80,"protocol":"TCP"}]}});
+    if i % 2 == 0 {
+        s["metadata"]["annotations"] = json!({"topologyKeys":"[\"zone\"]"});
+    }
+    s
+}
+
+fn slice(i: usize, eps: usize) -> Value {
+    let endpoints: Vec<Value> = (0..eps)
+        .map(|e| {
+            let n = (i * 7 + e * 13) % NODES;
+            json!({"addresses":[format!("10.{}.{}.{}", e, i / 250, i % 250)],
+                "conditions":{"ready":true,"serving":true,"terminating":false},
+                "nodeName":format!("node-{n:05}"),"zone":format!("zone-{}", n % ZONES),
+                "targetRef":{"kind":"Pod","namespace":"default","name":format!("svc-{i:05}-{e}")}})
+        })
+        .collect();
+    json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+        "metadata":{"namespace":"default","name":format!("svc-{i:05}-s0"),
+            "labels":{"kubernetes.io/service-name":format!("svc-{i:05}")}},
+        "addressType":"IPv4","endpoints":endpoints,"ports":[{"name":"http","port":80,"protocol":"TCP"}]})
+}
+
+fn scale_state() -> State {
+    let mut st = State::new(
+        Settings {
+            hostname: "node-00000".into(),
+            wrapper_in_cluster: true,
+            retention: Retention::for_queue(10_000),
+        },
+        1,
+    );
+    st.apply(UpstreamKind::Nodes, Change::Replace((0..NODES).map(|i| node(i, i % ZONES)).collect()), 0);
+    st.apply(UpstreamKind::Services, Change::Replace((0..SERVICES).map(service).collect()), 0);
+    st.apply(UpstreamKind::Endpoints, Change::Replace(vec![]), 0);
+    st.apply(UpstreamKind::SlicesV1, Change::Replace((0..SERVICES).map(|i| slice(i, EPS)).collect()), 0);
+    assert!(st.is_ready());
+    st
+}
+
+const KUBE_PROXY_WATCH: &[u8] = b"GET /apis/discovery.k8s.io/v1/endpointslices?allowWatchBookmarks=true&labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&resourceVersion=1732890000000123&timeout=7m36s&timeoutSeconds=456&watch=true HTTP/1.1\r\nHost: 127.0.0.1:51006\r\nUser-Agent: kube-proxy/v1.28.0 (linux/amd64) kubernetes/abcdef0\r\nAccept: application/vnd.kubernetes.protobuf, */*\r\nAuthorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789\r\nAccept-Encoding: gzip\r\n\r\n";
+
+fn request_parse(c: &mut Criterion) {
+    c.bench_function("request_parse/kube_proxy_watch", |b| {
+        b.iter(|| {
+            let mut r = RequestReader::new(Limits::default());
+            let _ = r.push(black_box(KUBE_PROXY_WATCH));
+            black_box(r.next_request().ok().flatten())
+        })
+    });
+}
+
+fn selectors(c: &mut Criterion) {
+    let labels: BTreeMap<String, String> = [
+        ("kubernetes.io/service-name", "web"),
+        ("endpointslice.kubernetes.io/managed-by", "endpointslice-controller.k8s.io"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    c.bench_function("selector/parse_and_match_kube_proxy_L", |b| {
+        b.iter(|| {
+            let s = LabelSelector::parse(black_box(
+                "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name",
+            ))
+            .ok();
+            black_box(s.map(|s| s.matches(&labels)))
+        })
+    });
+    c.bench_function("selector/field_parse_and_match_cluster_ip", |b| {
+        b.iter(|| {
+            let f = FieldSelector::parse(black_box("spec.clusterIP!=None"), Resource::Services.selectable_fields()).ok();
+            black_box(f.map(|f| f.matches(|_| Some("10.96.0.10"))))
+        })
+    });
+}
+
+fn prune(c: &mut Criterion) {
+    let nodes: BTreeMap<String, topology::Labels> = (0..NODES)
+        .map(|i| {
+            let l = [("zone".to_string(), format!("zone-{}", i % ZONES))].into_iter().collect();
+            (format!("node-{i:05}"), l)
+        })
+        .collect();
+    let keys = TopologyKeys(["zone".to_string()].into_iter().collect());
+    let loc = Locality { hostname: "node-00000", nodes: &nodes, wrapper_in_cluster: true };
+    let big = slice(1, 1000);
+    c.bench_function("prune/slice_1000_endpoints", |b| {
+        b.iter(|| black_box(topology::serve_slice_v1(black_box(&big), Class::Topology(&keys), &loc)))
+    });
+}
+
+fn list_and_fanout(c: &mut Criterion) {
+    let st = scale_state();
+    let route = Route::Collection { res: Resource::SlicesV1, namespace: None };
+    let q = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0";
+    c.bench_function("list/encode_all_slices_scale_S", |b| {
+        b.iter(|| match handlers::handle(&route, q, None, &st, 0.5) {
+            Answer::Reply(r) => {
+                // What the socket would get: the concatenated body.
+                let mut body = Vec::with_capacity(r.len());
+                for s in &r.body {
+                    body.extend_from_slice(s.as_bytes());
+                }
+                black_box(body.len())
+            }
+            _ => 0,
+        })
+    });
+
+    // One upstream change fanned out to 100 in-process watchers.
+    let st = std::cell::RefCell::new(scale_state());
+    c.bench_function("fanout/one_event_100_watchers", |b| {
+        let mut gen = 0u64;
+        b.iter_batched(
+            || {
+                let now = Instant::now();
+                let watchers: Vec<(Watcher, Outbound)> = (0..100)
+                    .map(|_| {
+                        let mut out = Outbound::default();
+                        let plan = WatchPlan {
+                            res: Resource::SlicesV1,
+                            filter: Filter::default(),
+                            cursor: st.borrow().current_rv(),
+                            initial: Vec::new(),
+                            initial_end: InitialEnd::None,
+                            bookmarks: false,
+                            timeout_secs: 600,
+                            expired: None,
+                        };
+                        let w = Watcher::start(plan, now, &mut out);
+                        (w.expect("plan is not expired"), out)
+                    })
+                    .collect();
+                gen += 1;
+                let mut s = slice(3, EPS);
+                s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
+                st.borrow_mut().apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0);
+                watchers
+            },
+            |mut watchers| {
+                let now = Instant::now();
+                let st = st.borrow();
+                for (w, out) in watchers.iter_mut() {
+                    let _ = w.pump(&st, out, 10_000, now);
+                }
+                black_box(watchers.iter().map(|(_, o)| o.len()).sum::<usize>())
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+fn relabel(c: &mut Criterion) {
+    let mut st = scale_state();
+    let mut flip = false;
+    c.bench_function("relabel/local_node_refilter_scale_S", |b| {
+        b.iter(|| {
+            flip = !flip;
+            let zone = if flip { 1 } else { 0 };
+            black_box(st.apply(UpstreamKind::Nodes, Change::Upsert(node(0, zone)), 0))
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = request_parse, selectors, prune, list_and_fanout, relabel
+}
+criterion_main!(benches);
