@@ -67,10 +67,22 @@ fn scale_state() -> State {
         },
         1,
     );
-    st.apply(UpstreamKind::Nodes, Change::Replace((0..NODES).map(|i| node(i, i % ZONES)).collect()), 0);
-    st.apply(UpstreamKind::Services, Change::Replace((0..SERVICES).map(service).collect()), 0);
+    st.apply(
+        UpstreamKind::Nodes,
+        Change::Replace((0..NODES).map(|i| node(i, i % ZONES)).collect()),
+        0,
+    );
+    st.apply(
+        UpstreamKind::Services,
+        Change::Replace((0..SERVICES).map(service).collect()),
+        0,
+    );
     st.apply(UpstreamKind::Endpoints, Change::Replace(vec![]), 0);
-    st.apply(UpstreamKind::SlicesV1, Change::Replace((0..SERVICES).map(|i| slice(i, EPS)).collect()), 0);
+    st.apply(
+        UpstreamKind::SlicesV1,
+        Change::Replace((0..SERVICES).map(|i| slice(i, EPS)).collect()),
+        0,
+    );
     assert!(st.is_ready());
     st
 }
@@ -90,7 +102,10 @@ fn request_parse(c: &mut Criterion) {
 fn selectors(c: &mut Criterion) {
     let labels: BTreeMap<String, String> = [
         ("kubernetes.io/service-name", "web"),
-        ("endpointslice.kubernetes.io/managed-by", "endpointslice-controller.k8s.io"),
+        (
+            "endpointslice.kubernetes.io/managed-by",
+            "endpointslice-controller.k8s.io",
+        ),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -106,7 +121,11 @@ fn selectors(c: &mut Criterion) {
     });
     c.bench_function("selector/field_parse_and_match_cluster_ip", |b| {
         b.iter(|| {
-            let f = FieldSelector::parse(black_box("spec.clusterIP!=None"), Resource::Services.selectable_fields()).ok();
+            let f = FieldSelector::parse(
+                black_box("spec.clusterIP!=None"),
+                Resource::Services.selectable_fields(),
+            )
+            .ok();
             black_box(f.map(|f| f.matches(|_| Some("10.96.0.10"))))
         })
     });
@@ -115,21 +134,36 @@ fn selectors(c: &mut Criterion) {
 fn prune(c: &mut Criterion) {
     let nodes: BTreeMap<String, topology::Labels> = (0..NODES)
         .map(|i| {
-            let l = [("zone".to_string(), format!("zone-{}", i % ZONES))].into_iter().collect();
+            let l = [("zone".to_string(), format!("zone-{}", i % ZONES))]
+                .into_iter()
+                .collect();
             (format!("node-{i:05}"), l)
         })
         .collect();
     let keys = TopologyKeys(["zone".to_string()].into_iter().collect());
-    let loc = Locality { hostname: "node-00000", nodes: &nodes, wrapper_in_cluster: true };
+    let loc = Locality {
+        hostname: "node-00000",
+        nodes: &nodes,
+        wrapper_in_cluster: true,
+    };
     let big = slice(1, 1000);
     c.bench_function("prune/slice_1000_endpoints", |b| {
-        b.iter(|| black_box(topology::serve_slice_v1(black_box(&big), Class::Topology(&keys), &loc)))
+        b.iter(|| {
+            black_box(topology::serve_slice_v1(
+                black_box(&big),
+                Class::Topology(&keys),
+                &loc,
+            ))
+        })
     });
 }
 
 fn list_and_fanout(c: &mut Criterion) {
     let st = scale_state();
-    let route = Route::Collection { res: Resource::SlicesV1, namespace: None };
+    let route = Route::Collection {
+        res: Resource::SlicesV1,
+        namespace: None,
+    };
     let q = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0";
     c.bench_function("list/encode_all_slices_scale_S", |b| {
         b.iter(|| match handlers::handle(&route, q, None, &st, 0.5) {
@@ -172,7 +206,8 @@ fn list_and_fanout(c: &mut Criterion) {
                 gen += 1;
                 let mut s = slice(3, EPS);
                 s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
-                st.borrow_mut().apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0);
+                st.borrow_mut()
+                    .apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0);
                 watchers
             },
             |mut watchers| {

@@ -163,8 +163,13 @@ impl Conn {
         loop {
             match self.sock.read(&mut buf) {
                 Ok(0) => {
+                    // Fix (protocol_errors tests): a client that half-closes right after its
+                    // request (`shutdown(SHUT_WR)`, data and FIN in one readiness event) got no
+                    // answer at all — the connection was dropped with the request still
+                    // buffered or the 400/431 already queued. Now `drive` answers what was
+                    // received, then closes; open watches and proxied streams still end at once.
                     self.eof = true;
-                    return false;
+                    return true;
                 }
                 Ok(n) => {
                     self.last_active = now;
@@ -195,7 +200,8 @@ impl Conn {
     /// Advances the state machine as far as it can go without blocking. Returns false when the
     /// connection is finished.
     pub fn drive(&mut self, ctx: &Ctx<'_>) -> bool {
-        if self.eof {
+        // The client is gone (or sends no more): free a watcher or proxy worker at once.
+        if self.eof && matches!(self.phase, Phase::Streaming(_) | Phase::Proxying { .. }) {
             return false;
         }
         loop {
@@ -226,6 +232,16 @@ impl Conn {
             }
             if !progressed {
                 break;
+            }
+        }
+        if self.eof {
+            // Half-closed client: close once the answers to what it sent are written (a held
+            // request is still answered when the hold ends).
+            match self.phase {
+                Phase::Held { .. } => {}
+                Phase::Streaming(_) | Phase::Proxying { .. } => return false,
+                _ if self.out.is_empty() => return false,
+                _ => {}
             }
         }
         if matches!(self.phase, Phase::Idle)

@@ -41,6 +41,9 @@ pub struct Watcher {
     deadline: Instant,
     next_bookmark: Instant,
     final_bookmark_sent: bool,
+    /// The current RV when this stream's output last backed up (≥ [`HIGH_WATER`] unsent), or
+    /// `None` while it drains. Only entries published after it count against the queue bound.
+    blocked_at: Option<u64>,
 }
 
 /// Queues one chunk-framed watch event: `{"type":T,"object":<bytes>}\n`.
@@ -122,6 +125,7 @@ impl Watcher {
             deadline: now + Duration::from_secs(plan.timeout_secs),
             next_bookmark: now + BOOKMARK_EVERY,
             final_bookmark_sent: false,
+            blocked_at: None,
         })
     }
 
@@ -157,8 +161,18 @@ impl Watcher {
         now: Instant,
     ) -> Result<(), End> {
         let coll = state.collection(self.res);
-        if out.len() >= HIGH_WATER && coll.pending(self.cursor) > queue {
-            return Err(End::TooSlow);
+        // Fix (protocol_slow test): the slow-consumer rule (PROTOCOL.md §8.7) counted the whole
+        // backlog after the cursor, so a watch resuming into more than `queue` large entries
+        // was ended as "too slow" as soon as its socket filled, although it was reading at full
+        // speed — the replay it is entitled to (§8.6) is not a queue overflow. Now only entries
+        // published while the stream stays backed up count, like the original's channel.
+        if out.len() >= HIGH_WATER {
+            let since = *self.blocked_at.get_or_insert(state.current_rv());
+            if coll.pending(self.cursor.max(since)) > queue {
+                return Err(End::TooSlow);
+            }
+        } else {
+            self.blocked_at = None;
         }
         while out.len() < HIGH_WATER {
             let entries = coll.after(self.cursor, BATCH).map_err(|_| End::Evicted)?;

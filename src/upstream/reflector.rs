@@ -257,6 +257,14 @@ impl<L: ListWatch> Reflector<L> {
             Err(e) => {
                 if is_auth(&e) {
                     log::warn!("{:?}: list forbidden, check RBAC: {e}", self.kind);
+                } else if matches!(e, UpstreamError::Tls(_)) {
+                    // Fix (tests/tls_upstream.rs): a TLS/certificate failure (wrong CA, rejected
+                    // client certificate) does not heal by retrying; like RBAC it is the
+                    // operator's to fix, so it must not hide among routine `info` lines.
+                    log::warn!(
+                        "{:?}: list failed, check the kubeconfig's certificate-authority and client certificate: {e}",
+                        self.kind
+                    );
                 } else {
                     log::info!("{:?}: list failed: {e}", self.kind);
                 }

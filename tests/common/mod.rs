@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// (status, headers, body) of one response.
+pub type Response = (u16, Vec<(String, String)>, Vec<u8>);
+
 /// A started child process, killed on drop.
 pub struct Proc {
     pub child: Child,
@@ -44,11 +47,15 @@ impl Sim {
         if !args.contains(&"--fixture") {
             cmd.args(["--fixture", "demo"]);
         }
-        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("start grid-wrapper-sim");
         let stdout = child.stdout.take().expect("sim stdout");
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("sim banner");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("sim banner");
         let url = line
             .split_whitespace()
             .last()
@@ -74,7 +81,11 @@ impl Sim {
             &[("Content-Type", "application/json")],
             &serde_json::to_vec(body).unwrap(),
         );
-        assert!(code < 300, "sim {what}: {code} {}", String::from_utf8_lossy(&resp));
+        assert!(
+            code < 300,
+            "sim {what}: {code} {}",
+            String::from_utf8_lossy(&resp)
+        );
         serde_json::from_slice(&resp).unwrap_or(Value::Null)
     }
 
@@ -85,7 +96,10 @@ impl Sim {
 
     /// Merges labels into a node (a `null` value removes the label).
     pub fn label_node(&self, name: &str, labels: Value) {
-        self.control("label-node", &serde_json::json!({"name": name, "labels": labels}));
+        self.control(
+            "label-node",
+            &serde_json::json!({"name": name, "labels": labels}),
+        );
     }
 
     /// Requests the sim recorded (proxied ones).
@@ -103,32 +117,36 @@ pub struct Wrapper {
 }
 
 impl Wrapper {
-    /// Starts grid-wrapper against `master` as node `hostname`, with extra flags.
+    /// Starts grid-wrapper against `master` as node `hostname`, with extra flags. Ports come
+    /// from [`free_port`], which can race with a parallel test: a child that exits before it
+    /// listens is retried with fresh ports (bounded).
     pub fn start_unready(master: &str, hostname: &str, extra: &[&str]) -> Wrapper {
-        let port = free_port();
-        let health = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
-            .arg(format!("--master={master}"))
-            .arg(format!("--hostname={hostname}"))
-            .arg(format!("--bind-address=127.0.0.1:{port}"))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{health}"))
-            .args(extra)
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start grid-wrapper");
-        let w = Wrapper {
-            proc: Proc { child },
-            addr: format!("127.0.0.1:{port}").parse().unwrap(),
-            health: format!("127.0.0.1:{health}").parse().unwrap(),
-        };
-        // Wait for the listener.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(w.addr).is_err() {
-            assert!(Instant::now() < deadline, "grid-wrapper did not listen");
-            std::thread::sleep(Duration::from_millis(20));
+        for _attempt in 0..5 {
+            let port = free_port();
+            let health = free_port();
+            if port == health {
+                continue;
+            }
+            let child = Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
+                .arg(format!("--master={master}"))
+                .arg(format!("--hostname={hostname}"))
+                .arg(format!("--bind-address=127.0.0.1:{port}"))
+                .arg(format!("--metrics-bind-address=127.0.0.1:{health}"))
+                .args(extra)
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("start grid-wrapper");
+            let mut w = Wrapper {
+                proc: Proc { child },
+                addr: format!("127.0.0.1:{port}").parse().unwrap(),
+                health: format!("127.0.0.1:{health}").parse().unwrap(),
+            };
+            if wait_listening(&mut w.proc, w.addr) {
+                return w;
+            }
         }
-        w
+        panic!("grid-wrapper did not start listening (5 attempts)");
     }
 
     /// Starts grid-wrapper and waits for `/readyz` 200.
@@ -168,6 +186,22 @@ impl Wrapper {
     }
 }
 
+/// Waits (bounded) until `addr` accepts connections; false if the child exited first.
+pub fn wait_listening(proc: &mut Proc, addr: SocketAddr) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(addr).is_err() {
+        if let Ok(Some(_)) = proc.child.try_wait() {
+            return false;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "grid-wrapper did not listen on {addr}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`): (status, headers, body).
 pub fn request(
     addr: SocketAddr,
@@ -186,7 +220,7 @@ pub fn try_request(
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> std::io::Result<(u16, Vec<(String, String)>, Vec<u8>)> {
+) -> std::io::Result<Response> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -214,7 +248,7 @@ pub fn raw(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
 }
 
 /// Reads one response: status line, headers, and a Content-Length, chunked or close-delimited body.
-pub fn read_response<R: BufRead>(r: &mut R) -> std::io::Result<(u16, Vec<(String, String)>, Vec<u8>)> {
+pub fn read_response<R: BufRead>(r: &mut R) -> std::io::Result<Response> {
     let (code, headers) = read_head(r)?;
     let header = |n: &str| {
         headers
@@ -244,7 +278,12 @@ fn read_head<R: BufRead>(r: &mut R) -> std::io::Result<(u16, Vec<(String, String
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("status line {line:?}")))?;
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("status line {line:?}"),
+            )
+        })?;
     let mut headers = Vec::new();
     loop {
         let mut h = String::new();
@@ -266,8 +305,13 @@ fn read_chunk<R: BufRead>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
     if r.read_line(&mut line)? == 0 {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("chunk size {line:?}")))?;
+    let size =
+        usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("chunk size {line:?}"),
+            )
+        })?;
     if size == 0 {
         let mut end = String::new();
         r.read_line(&mut end)?;
@@ -332,7 +376,14 @@ impl Watch {
             match read_chunk(&mut self.reader) {
                 Ok(Some(data)) => self.buf.extend_from_slice(&data),
                 Ok(None) => self.ended = true,
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return None,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return None
+                }
                 Err(_) => {
                     self.ended = true;
                 }
@@ -342,7 +393,8 @@ impl Watch {
 
     /// The next event, which must arrive within 10 s.
     pub fn expect(&mut self) -> Value {
-        self.next(Duration::from_secs(10)).expect("a watch event within 10 s")
+        self.next(Duration::from_secs(10))
+            .expect("a watch event within 10 s")
     }
 
     /// Events until `pred` matches one (returned), bounded by 10 s.
@@ -376,7 +428,11 @@ pub fn rv(v: &Value) -> u64 {
 pub fn names(list: &Value) -> Vec<String> {
     list["items"]
         .as_array()
-        .map(|a| a.iter().filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -384,6 +440,388 @@ pub fn names(list: &Value) -> Vec<String> {
 pub fn slice_ips(slice: &Value) -> Vec<String> {
     slice["endpoints"]
         .as_array()
-        .map(|a| a.iter().filter_map(|e| e["addresses"][0].as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["addresses"][0].as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
+}
+
+// ---- Helpers added for the protocol conformance tests (tests/protocol*.rs). ----
+
+/// The value of header `name` (case-insensitive), if present.
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Splits a watch body into its events (one JSON value per `\n`-terminated line); panics on a
+/// line that is not one JSON object or on bytes after the last newline.
+pub fn watch_events(body: &[u8]) -> Vec<Value> {
+    assert!(
+        body.is_empty() || body.ends_with(b"\n"),
+        "watch body must end with a newline: {:?}",
+        String::from_utf8_lossy(&body[body.len().saturating_sub(200)..])
+    );
+    body.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_slice(l).unwrap_or_else(|e| {
+                panic!(
+                    "watch line is not one JSON value ({e}): {:?}",
+                    String::from_utf8_lossy(l)
+                )
+            });
+            assert!(v.is_object(), "watch line is not an object: {v}");
+            v
+        })
+        .collect()
+}
+
+impl Sim {
+    /// Deletes an object (`kind` as in `Node`, `Service`, `Endpoints`, `EndpointSlice`).
+    pub fn delete(&self, kind: &str, namespace: &str, name: &str) {
+        self.control(
+            "delete",
+            &serde_json::json!({"kind": kind, "namespace": namespace, "name": name}),
+        );
+    }
+
+    /// `GET /sim/state`.
+    pub fn state(&self) -> Value {
+        let (_, _, body) = request(self.addr, "GET", "/sim/state", &[], b"");
+        serde_json::from_slice(&body).unwrap_or_default()
+    }
+
+    /// A GET answered by the simulator itself (bypassing grid-wrapper), as JSON.
+    pub fn get_json(&self, path: &str) -> Value {
+        let (code, _, body) = request(self.addr, "GET", path, &[], b"");
+        assert_eq!(
+            code,
+            200,
+            "sim GET {path}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        serde_json::from_slice(&body).expect("sim JSON body")
+    }
+
+    /// Forgets the recorded (proxied) requests.
+    pub fn clear_requests(&self) {
+        self.control("requests/clear", &Value::Null);
+    }
+}
+
+impl Watch {
+    /// Every event until the stream is quiet for `quiet` (or ends), bounded by 15 s overall.
+    pub fn drain(&mut self, quiet: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut out = Vec::new();
+        while Instant::now() < deadline {
+            match self.next(quiet) {
+                Some(ev) => out.push(ev),
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// Whether the server has ended the stream (as seen by the reads so far).
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+}
+
+// ---- Helpers for tests that drive external programs (kubectl, openssl) and capture logs. ----
+
+/// A private temporary directory, removed on drop.
+pub struct TempDir {
+    pub path: std::path::PathBuf,
+}
+
+impl TempDir {
+    /// Creates `$TMPDIR/grid-wrapper-<tag>-<pid>-<n>`.
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let path =
+            std::env::temp_dir().join(format!("grid-wrapper-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir { path }
+    }
+
+    /// `path/name` as a string.
+    pub fn file(&self, name: &str) -> String {
+        self.path.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Everything a child printed on stdout and stderr (interleaved by arrival), shared with the
+/// reader threads.
+#[derive(Clone, Default)]
+pub struct LogSink(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl LogSink {
+    /// The output so far, lossily decoded.
+    pub fn text(&self) -> String {
+        let buf = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    fn drain_from(&self, mut r: impl Read + Send + 'static) {
+        let sink = self.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = r.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend_from_slice(&chunk[..n]);
+            }
+        });
+    }
+}
+
+/// Spawns `cmd` with stdout and stderr captured into a [`LogSink`]; the child is killed on drop.
+pub fn spawn_captured(cmd: &mut Command) -> (Proc, LogSink) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let sink = LogSink::default();
+    if let Some(out) = child.stdout.take() {
+        sink.drain_from(out);
+    }
+    if let Some(err) = child.stderr.take() {
+        sink.drain_from(err);
+    }
+    (Proc { child }, sink)
+}
+
+/// Spawns `cmd` with stdout piped to the caller and stderr captured into a [`LogSink`]; the
+/// child is killed on drop.
+pub fn spawn_streaming(cmd: &mut Command) -> (Proc, std::process::ChildStdout, LogSink) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let sink = LogSink::default();
+    if let Some(err) = child.stderr.take() {
+        sink.drain_from(err);
+    }
+    let stdout = child.stdout.take().expect("piped stdout");
+    (Proc { child }, stdout, sink)
+}
+
+impl Wrapper {
+    /// Starts grid-wrapper with exactly `args` plus free `--bind-address`/`--metrics-bind-address`
+    /// ports, capturing its output; waits (bounded) for the listener, not for readiness.
+    pub fn start_captured(args: &[&str]) -> (Wrapper, LogSink) {
+        for _attempt in 0..5 {
+            let port = free_port();
+            let health = free_port();
+            if port == health {
+                continue;
+            }
+            let (mut proc, log) = spawn_captured(
+                Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
+                    .args(args)
+                    .arg(format!("--bind-address=127.0.0.1:{port}"))
+                    .arg(format!("--metrics-bind-address=127.0.0.1:{health}")),
+            );
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            if !wait_listening(&mut proc, addr) {
+                // A port taken by a parallel test: retry; anything else is a real failure.
+                assert!(
+                    log.text().contains("cannot listen"),
+                    "grid-wrapper exited before listening:\n{}",
+                    log.text()
+                );
+                continue;
+            }
+            let health = format!("127.0.0.1:{health}").parse().unwrap();
+            return (Wrapper { proc, addr, health }, log);
+        }
+        panic!("grid-wrapper did not start listening (5 attempts)");
+    }
+
+    /// The current `/readyz` status code (`None` if the health port does not answer).
+    pub fn readyz(&self) -> Option<u16> {
+        try_request(self.health, "GET", "/readyz", &[], b"")
+            .ok()
+            .map(|(c, _, _)| c)
+    }
+}
+
+/// What a bounded run produced.
+pub struct RunOutput {
+    pub status: std::process::ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl RunOutput {
+    /// Whether the program exited 0.
+    pub fn ok(&self) -> bool {
+        self.status.success()
+    }
+
+    /// stderr, lossily decoded.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+/// Runs `cmd` to completion with stdin closed, killing it after `timeout` (then `None`).
+pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> Option<RunOutput> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let collect = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut out);
+            }
+            out
+        })
+    };
+    let out = collect(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let err = collect(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    Some(RunOutput {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
+/// The first executable file called `name` in a directory of `$PATH`.
+pub fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Percent-encodes a query value the way Go's `url.QueryEscape` does (space as `%20` here).
+pub fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// kube-proxy's label selector L (PROTOCOL.md §3.2), percent-encoded as it sends it.
+pub const SELECTOR_L: &str =
+    "%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+
+/// Starts the demo simulator and a ready grid-wrapper for node `edge-a1` with `extra` flags.
+pub fn demo(extra: &[&str]) -> (Sim, Wrapper) {
+    let sim = Sim::start(&[]);
+    let w = Wrapper::start(&sim.url, "edge-a1", extra);
+    (sim, w)
+}
+
+/// Asserts that `body` is a full Kubernetes `Status` failure with `code` (and returns it).
+pub fn assert_status(code: u16, headers: &[(String, String)], body: &[u8], want: u16) -> Value {
+    assert_eq!(
+        code,
+        want,
+        "HTTP status; body {}",
+        String::from_utf8_lossy(body)
+    );
+    let ct = header(headers, "content-type").unwrap_or("");
+    assert!(
+        ct.starts_with("application/json"),
+        "Status Content-Type {ct:?}"
+    );
+    let v: Value = serde_json::from_slice(body).unwrap_or_else(|e| {
+        panic!(
+            "Status body is not JSON ({e}): {}",
+            String::from_utf8_lossy(body)
+        )
+    });
+    assert_eq!(v["kind"], "Status", "{v}");
+    assert_eq!(v["apiVersion"], "v1", "{v}");
+    assert_eq!(v["status"], "Failure", "{v}");
+    assert_eq!(v["code"], u64::from(want), "{v}");
+    assert!(
+        v["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "reason: {v}"
+    );
+    assert!(
+        v["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "message: {v}"
+    );
+    assert!(v["metadata"].is_object(), "metadata: {v}");
+    v
+}
+
+/// Polls `cond` every 20 ms until it holds; panics after 10 s naming `what`.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `(type, metadata.name)` of a watch event, for compact comparisons.
+pub fn ev_name(ev: &Value) -> (String, String) {
+    (
+        ev["type"].as_str().unwrap_or("").to_string(),
+        ev["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+    )
 }

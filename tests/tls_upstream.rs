@@ -1,0 +1,421 @@
+//! grid-wrapper against an HTTPS upstream: the simulated apiserver serves TLS with a test CA
+//! (made with the `openssl` CLI), requires a client certificate and a bearer token. Covers
+//! kubeconfig credentials given as files and as `*-data`/`tokenFile`, a wrong CA (never ready,
+//! an error naming the certificate, no crash), and proxied requests keeping the client's own
+//! `Authorization` (or none) — the wrapper's token is never attached. The sim's `/sim/` control
+//! API is read over TLS with a small ureq client holding the test client certificate.
+//! Without `openssl` each test prints "skipping" and passes.
+
+mod common;
+
+use base64::Engine as _;
+use common::{find_in_path, names, run_bounded, slice_ips, Sim, TempDir, Wrapper};
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Limit for one openssl run.
+const OPENSSL_TIMEOUT: Duration = Duration::from_secs(15);
+/// The upstream token the sim requires.
+const TOKEN: &str = "sim-secret-token";
+/// The node grid-wrapper runs on (zone-a).
+const HOSTNAME: &str = "edge-a1";
+
+/// A test PKI in a temporary directory: CA, server cert for 127.0.0.1, client cert, and an
+/// unrelated CA that signed nothing here.
+struct Pki {
+    dir: TempDir,
+}
+
+impl Pki {
+    fn path(&self, name: &str) -> String {
+        self.dir.file(name)
+    }
+
+    fn read(&self, name: &str) -> Vec<u8> {
+        std::fs::read(self.path(name)).expect("read generated file")
+    }
+
+    /// Generates everything with the `openssl` CLI; `None` (reason printed) when openssl is
+    /// missing or fails.
+    fn generate() -> Option<Pki> {
+        let Some(openssl) = find_in_path("openssl") else {
+            println!("skipping: openssl not found on PATH");
+            return None;
+        };
+        let pki = Pki {
+            dir: TempDir::new("tls"),
+        };
+        let cnf = "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = unused\n\
+                   [v3_ca]\nbasicConstraints = critical,CA:TRUE\n\
+                   keyUsage = critical,keyCertSign,cRLSign\nsubjectKeyIdentifier = hash\n";
+        let files = [
+            ("openssl.cnf", cnf),
+            (
+                "server.ext",
+                "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n\
+                 keyUsage = critical,digitalSignature,keyEncipherment\nextendedKeyUsage = serverAuth\n",
+            ),
+            (
+                "client.ext",
+                "basicConstraints = CA:FALSE\nkeyUsage = critical,digitalSignature\n\
+                 extendedKeyUsage = clientAuth\n",
+            ),
+        ];
+        for (name, text) in files {
+            std::fs::write(pki.path(name), text).expect("write openssl input");
+        }
+        let cnf = pki.path("openssl.cnf");
+        let mut steps: Vec<Vec<String>> = Vec::new();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        for key in ["ca", "other-ca", "server", "client"] {
+            steps.push(s(&[
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+                &pki.path(&format!("{key}.key")),
+            ]));
+        }
+        for (ca, cn) in [("ca", "grid-wrapper test CA"), ("other-ca", "unrelated CA")] {
+            steps.push(s(&[
+                "req",
+                "-x509",
+                "-new",
+                "-config",
+                &cnf,
+                "-extensions",
+                "v3_ca",
+                "-key",
+                &pki.path(&format!("{ca}.key")),
+                "-subj",
+                &format!("/CN={cn}"),
+                "-days",
+                "2",
+                "-out",
+                &pki.path(&format!("{ca}.crt")),
+            ]));
+        }
+        for (leaf, cn) in [("server", "127.0.0.1"), ("client", "grid-wrapper")] {
+            steps.push(s(&[
+                "req",
+                "-new",
+                "-config",
+                &cnf,
+                "-key",
+                &pki.path(&format!("{leaf}.key")),
+                "-subj",
+                &format!("/CN={cn}"),
+                "-out",
+                &pki.path(&format!("{leaf}.csr")),
+            ]));
+            steps.push(s(&[
+                "x509",
+                "-req",
+                "-in",
+                &pki.path(&format!("{leaf}.csr")),
+                "-CA",
+                &pki.path("ca.crt"),
+                "-CAkey",
+                &pki.path("ca.key"),
+                "-set_serial",
+                if leaf == "server" { "2" } else { "3" },
+                "-days",
+                "2",
+                "-extfile",
+                &pki.path(&format!("{leaf}.ext")),
+                "-out",
+                &pki.path(&format!("{leaf}.crt")),
+            ]));
+        }
+        for args in steps {
+            let out = run_bounded(
+                Command::new(&openssl)
+                    .args(&args)
+                    .current_dir(&pki.dir.path),
+                OPENSSL_TIMEOUT,
+            );
+            match out {
+                Some(o) if o.ok() => {}
+                Some(o) => {
+                    println!("skipping: openssl {args:?} failed: {}", o.stderr_text());
+                    return None;
+                }
+                None => {
+                    println!("skipping: openssl {args:?} timed out");
+                    return None;
+                }
+            }
+        }
+        Some(pki)
+    }
+
+    /// Starts the sim over TLS requiring a client certificate (and `token` if given).
+    fn sim(&self, token: Option<&str>) -> Sim {
+        let (cert, key, ca) = (
+            self.path("server.crt"),
+            self.path("server.key"),
+            self.path("ca.crt"),
+        );
+        let mut args = vec!["--tls-cert", &cert, "--tls-key", &key, "--client-ca", &ca];
+        if let Some(t) = token {
+            args.extend(["--token", t]);
+        }
+        let sim = Sim::start(&args);
+        assert!(sim.url.starts_with("https://"), "TLS sim URL {}", sim.url);
+        sim
+    }
+
+    /// A ureq agent trusting the test CA and presenting the client certificate.
+    fn agent(&self) -> ureq::Agent {
+        use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig, TlsProvider};
+        let ca = Certificate::from_pem(&self.read("ca.crt")).expect("CA PEM");
+        let cert = Certificate::from_pem(&self.read("client.crt")).expect("client PEM");
+        let key = PrivateKey::from_pem(&self.read("client.key")).expect("client key PEM");
+        let tls = TlsConfig::builder()
+            .provider(TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .root_certs(RootCerts::new_with_certs(&[ca]))
+            .client_cert(Some(ClientCert::new_with_certs(&[cert], key)))
+            .build();
+        ureq::Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .new_agent()
+    }
+
+    /// `GET /sim/requests` over TLS: the requests the sim recorded (proxied ones).
+    fn recorded(&self, sim: &Sim) -> Vec<Value> {
+        let mut resp = self
+            .agent()
+            .get(format!("{}/sim/requests", sim.url))
+            .call()
+            .expect("GET /sim/requests over TLS");
+        assert_eq!(resp.status().as_u16(), 200, "/sim/requests");
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(16 * 1024 * 1024)
+            .read_to_vec()
+            .expect("read /sim/requests");
+        serde_json::from_slice(&body).expect("recorded requests JSON")
+    }
+
+    /// Writes a kubeconfig for `server`; `creds` are the `user:` lines (indented 4).
+    fn kubeconfig(&self, name: &str, server: &str, cluster: &str, creds: &str) -> String {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: edge\n\
+             contexts:\n- name: edge\n  context:\n    cluster: sim\n    user: wrapper\n\
+             clusters:\n- name: sim\n  cluster:\n    server: {server}\n{cluster}\
+             users:\n- name: wrapper\n  user:\n{creds}"
+        );
+        let path = self.path(name);
+        std::fs::write(&path, text).expect("write kubeconfig");
+        path
+    }
+
+    fn b64(&self, name: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.read(name))
+    }
+}
+
+/// The wrapper's pruned EndpointSlice LIST: web-abc12 holds only the zone-a endpoints.
+fn assert_pruned_list(w: &Wrapper) {
+    let list = w.get_json("/apis/discovery.k8s.io/v1/endpointslices");
+    assert!(names(&list).contains(&"api-xyz89".to_string()), "{list}");
+    assert!(!names(&list).contains(&"db-hl7q2".to_string()), "{list}");
+    let web = list["items"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["metadata"]["name"] == "web-abc12"))
+        .unwrap_or_else(|| panic!("no web-abc12 in {list}"));
+    let nodes: Vec<&str> = web["endpoints"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["nodeName"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(nodes, ["edge-a1", "edge-a2"], "web pruned to zone-a: {web}");
+    assert_eq!(slice_ips(web).len(), 2);
+}
+
+/// Waits (bounded) for `/readyz` 200, showing the wrapper's log on failure.
+fn wait_ready(w: &Wrapper, log: &common::LogSink) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while w.readyz() != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "grid-wrapper never became ready:\n{}",
+            log.text()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// (a) Kubeconfig with file paths for CA and client certificate/key, plus a static token.
+#[test]
+fn kubeconfig_with_files_and_token_syncs() {
+    let Some(pki) = Pki::generate() else { return };
+    let sim = pki.sim(Some(TOKEN));
+    let cluster = format!("    certificate-authority: {}\n", pki.path("ca.crt"));
+    // Relative paths resolve against the kubeconfig's directory.
+    let creds = format!(
+        "    token: {TOKEN}\n    client-certificate: client.crt\n    client-key: client.key\n"
+    );
+    let kc = pki.kubeconfig("files.kubeconfig", &sim.url, &cluster, &creds);
+    let (w, log) = Wrapper::start_captured(&["--kubeconfig", &kc, "--hostname", HOSTNAME]);
+    wait_ready(&w, &log);
+    assert_pruned_list(&w);
+    // A proxied request without Authorization must not gain the wrapper's token: the sim,
+    // which requires the token, rejects it.
+    let (code, _, body) = w.get("/api/v1/namespaces/default/pods");
+    assert_eq!(code, 401, "{}", String::from_utf8_lossy(&body));
+}
+
+/// (b) Kubeconfig with `*-data` (base64 PEM) fields and a `tokenFile`.
+#[test]
+fn kubeconfig_with_data_fields_and_token_file_syncs() {
+    let Some(pki) = Pki::generate() else { return };
+    let sim = pki.sim(Some(TOKEN));
+    std::fs::write(pki.path("token"), format!("{TOKEN}\n")).expect("write token file");
+    let cluster = format!("    certificate-authority-data: {}\n", pki.b64("ca.crt"));
+    let creds = format!(
+        "    tokenFile: {}\n    client-certificate-data: {}\n    client-key-data: {}\n",
+        pki.path("token"),
+        pki.b64("client.crt"),
+        pki.b64("client.key")
+    );
+    let kc = pki.kubeconfig("data.kubeconfig", &sim.url, &cluster, &creds);
+    let (w, log) = Wrapper::start_captured(&["--kubeconfig", &kc, "--hostname", HOSTNAME]);
+    wait_ready(&w, &log);
+    assert_pruned_list(&w);
+    let watch = w.watch("/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=0");
+    assert_eq!(watch.code, 200);
+}
+
+/// (c) A CA that did not sign the server certificate: never ready, an error about the
+/// certificate in the log, and the process keeps running.
+#[test]
+fn wrong_ca_never_ready_and_logs_certificate_error() {
+    let Some(pki) = Pki::generate() else { return };
+    let sim = pki.sim(Some(TOKEN));
+    let cluster = format!("    certificate-authority: {}\n", pki.path("other-ca.crt"));
+    let creds = format!(
+        "    token: {TOKEN}\n    client-certificate: {}\n    client-key: {}\n",
+        pki.path("client.crt"),
+        pki.path("client.key")
+    );
+    let kc = pki.kubeconfig("wrong-ca.kubeconfig", &sim.url, &cluster, &creds);
+    let (mut w, log) = Wrapper::start_captured(&["--kubeconfig", &kc, "--hostname", HOSTNAME]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut logged = false;
+    while Instant::now() < deadline {
+        assert_eq!(
+            w.readyz(),
+            Some(503),
+            "readyz with a wrong CA:\n{}",
+            log.text()
+        );
+        assert!(
+            matches!(w.proc.child.try_wait(), Ok(None)),
+            "grid-wrapper exited:\n{}",
+            log.text()
+        );
+        // An error-level line (WARN or ERROR) naming the certificate problem.
+        logged = log.text().lines().any(|l| {
+            let lower = l.to_ascii_lowercase();
+            (l.contains("WARN") || l.contains("ERROR")) && lower.contains("certificate")
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        logged,
+        "no WARN/ERROR about the certificate:\n{}",
+        log.text()
+    );
+}
+
+/// (d) Proxied requests carry the client's own Authorization unchanged, or none at all.
+#[test]
+fn proxied_requests_keep_client_authorization_only() {
+    let Some(pki) = Pki::generate() else { return };
+    // No --token: the sim records whatever arrives.
+    let sim = pki.sim(None);
+    let cluster = format!("    certificate-authority: {}\n", pki.path("ca.crt"));
+    let creds = format!(
+        "    token: wrapper-own-token\n    client-certificate: {}\n    client-key: {}\n",
+        pki.path("client.crt"),
+        pki.path("client.key")
+    );
+    let kc = pki.kubeconfig("proxy.kubeconfig", &sim.url, &cluster, &creds);
+    let (w, log) = Wrapper::start_captured(&["--kubeconfig", &kc, "--hostname", HOSTNAME]);
+    wait_ready(&w, &log);
+
+    let with_auth = "/api/v1/namespaces/default/pods?labelSelector=with-auth";
+    let (code, _, _) = common::request(
+        w.addr,
+        "GET",
+        with_auth,
+        &[("Authorization", "Bearer client-own-token")],
+        b"",
+    );
+    assert_eq!(code, 404, "the sim answers unknown GETs 404 (relayed)");
+    let without_auth = "/api/v1/namespaces/default/pods?labelSelector=no-auth";
+    let (code, _, _) = common::request(w.addr, "GET", without_auth, &[], b"");
+    assert_eq!(code, 404, "relayed 404");
+    let event = br#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"e1"}}"#;
+    let (code, _, body) = common::request(
+        w.addr,
+        "POST",
+        "/api/v1/namespaces/default/events",
+        &[("Content-Type", "application/json")],
+        event,
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(body, event, "echoed body");
+
+    let recorded = pki.recorded(&sim);
+    let find = |path: &str, query: &str| {
+        recorded
+            .iter()
+            .find(|r| r["path"] == path && r["query"].as_str().unwrap_or("").contains(query))
+            .unwrap_or_else(|| panic!("{path}?{query} not recorded: {recorded:?}"))
+            .clone()
+    };
+    let auth_headers = |r: &Value| -> Vec<String> {
+        r["headers"]
+            .as_array()
+            .map(|hs| {
+                hs.iter()
+                    .filter(|h| {
+                        h[0].as_str()
+                            .is_some_and(|n| n.eq_ignore_ascii_case("authorization"))
+                    })
+                    .map(|h| h[1].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let got = find("/api/v1/namespaces/default/pods", "with-auth");
+    assert_eq!(auth_headers(&got), ["Bearer client-own-token"], "{got}");
+    let bare = find("/api/v1/namespaces/default/pods", "no-auth");
+    assert!(
+        auth_headers(&bare).is_empty(),
+        "wrapper token attached: {bare}"
+    );
+    assert_eq!(bare["authorization"], Value::Null);
+    let posted = find("/api/v1/namespaces/default/events", "");
+    assert_eq!(posted["method"], "POST");
+    assert!(
+        auth_headers(&posted).is_empty(),
+        "wrapper token attached: {posted}"
+    );
+    assert_eq!(posted["authorization"], Value::Null);
+    let b = base64::engine::general_purpose::STANDARD
+        .decode(posted["body"].as_str().unwrap_or(""))
+        .expect("recorded body base64");
+    assert_eq!(b, event, "relayed body");
+}
