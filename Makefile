@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test
 
 all: build
 
@@ -13,6 +13,7 @@ build:
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --no-default-features --lib -- -D warnings
 	$(CARGO) test --all-targets
 
 lint:
@@ -30,3 +31,20 @@ run:
 
 clean:
 	$(CARGO) clean
+
+## fuzz: every cargo-fuzz target for FUZZ_SECS seconds (skips cleanly without nightly).
+FUZZ_SECS ?= 30
+fuzz:
+	FUZZ_SECS=$(FUZZ_SECS) bash scripts/fuzz.sh
+
+## bench: criterion benches of the hot paths (figures in BENCHMARKS.md).
+bench:
+	$(CARGO) bench --bench core
+
+## cross: static aarch64 / armv7 / x86_64 binaries (size profile) under out/edge/.
+cross:
+	bash scripts/cross.sh
+
+## cross-test: each ARM binary under qemu-user: --version, then a smoke run against the simulator.
+cross-test:
+	bash scripts/cross-test.sh

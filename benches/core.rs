@@ -20,7 +20,7 @@ use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::server::outbound::Outbound;
 use grid_wrapper::server::watch::Watcher;
-use grid_wrapper::upstream::reflector::{Change, UpstreamKind};
+use grid_wrapper::upstream::kind::{Change, UpstreamKind};
 
 const NODES: usize = 500;
 const SERVICES: usize = 2000;

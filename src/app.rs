@@ -163,16 +163,29 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         started: Instant::now(),
     });
     let stop = Arc::new(AtomicBool::new(false));
-    let slices = reflector::discover_slice_kind(&upstream);
-    info!("upstream EndpointSlice version: {slices:?}");
-    for kind in [
-        UpstreamKind::Nodes,
-        UpstreamKind::Services,
-        UpstreamKind::Endpoints,
-        slices,
-    ] {
-        reflector::spawn(upstream.clone(), kind, sink.clone(), stop.clone())
-            .map_err(AppError::Thread)?;
-    }
+    // Version discovery talks to the upstream and may wait for its timeouts: it runs on its own
+    // thread so the loop answers (holds, then 503) from the first moment.
+    let starter_stop = stop.clone();
+    std::thread::Builder::new()
+        .name("start-reflectors".into())
+        .spawn(move || {
+            let slices = reflector::discover_slice_kind(&upstream);
+            info!("upstream EndpointSlice version: {slices:?}");
+            for kind in [
+                UpstreamKind::Nodes,
+                UpstreamKind::Services,
+                UpstreamKind::Endpoints,
+                slices,
+            ] {
+                if let Err(e) =
+                    reflector::spawn(upstream.clone(), kind, sink.clone(), starter_stop.clone())
+                {
+                    // Without every reflector the cache never becomes ready: fail loudly.
+                    log::error!("cannot start the {kind:?} reflector: {e}; exiting");
+                    std::process::exit(1);
+                }
+            }
+        })
+        .map_err(AppError::Thread)?;
     server.run(&stop).map_err(AppError::Loop)
 }

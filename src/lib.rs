@@ -42,16 +42,20 @@
 //!
 //! Pure (no sockets, threads or clocks; unit-tested and fuzzable): [`http`], [`api`],
 //! [`cache`], [`k8s`], [`config`], [`upstream::decode`], [`upstream::kubeconfig::parse`].
-//! I/O shell: [`server`], [`upstream::client`], [`upstream::reflector`], [`app`] (startup wiring).
+//! I/O shell: `server`, `upstream::client`, `upstream::reflector`, `app` (startup wiring) —
+//! behind the default feature `io`, so the fuzz crate builds the core without mio, ureq or
+//! rustls (`default-features = false`).
 
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod api;
+#[cfg(feature = "io")]
 pub mod app;
 pub mod cache;
 pub mod config;
 pub mod http;
 pub mod k8s;
+#[cfg(feature = "io")]
 pub mod server;
 pub mod upstream;

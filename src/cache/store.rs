@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::cache::topology::{self, Class, KeysAnnotation, Labels, Locality, TopologyKeys};
 use crate::cache::view::{stamp_rv, Collection, Retention, Served};
 use crate::k8s::{convert, ObjectKey, Resource};
-use crate::upstream::reflector::{Change, UpstreamKind};
+use crate::upstream::kind::{Change, UpstreamKind};
 
 /// Fixed inputs of the filter.
 #[derive(Clone, Debug)]

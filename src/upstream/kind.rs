@@ -2,6 +2,7 @@
 //! query-string building with Go-compatible percent-encoding. Pure.
 
 use crate::k8s::Resource;
+use serde_json::Value;
 
 /// kube-proxy's selector for Services, Endpoints and EndpointSlices (TOPOLOGY.md §6).
 pub const SERVICE_PROXY_SELECTOR: &str =
@@ -51,6 +52,7 @@ impl UpstreamKind {
 }
 
 /// Percent-encodes a query value like Go's `url.QueryEscape` (space as `%20`).
+#[cfg_attr(not(feature = "io"), allow(dead_code))]
 pub(crate) fn escape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for b in v.bytes() {
@@ -64,6 +66,7 @@ pub(crate) fn escape(v: &str) -> String {
 }
 
 /// `path?k=v&…` from pairs already in sorted key order; empty values are omitted.
+#[cfg_attr(not(feature = "io"), allow(dead_code))]
 pub(crate) fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
     let q: Vec<String> = pairs
         .iter()
@@ -128,4 +131,22 @@ mod tests {
             );
         }
     }
+}
+
+/// A change for the cache.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Object added or modified.
+    Upsert(Value),
+    /// Object deleted (its last state).
+    Delete(Value),
+    /// The full list (initial or relist); the cache diffs it against what it holds.
+    Replace(Vec<Value>),
+}
+
+/// Receiver of a reflector's changes. Objects always carry `kind`, `apiVersion` and a
+/// `metadata.name` (list items get `kind`/`apiVersion` filled in; nameless objects are dropped).
+pub trait Sink: Send + Sync + 'static {
+    /// Applies one change for `kind`.
+    fn apply(&self, kind: UpstreamKind, change: Change);
 }

@@ -6,16 +6,24 @@
 //! Nothing here touches the mio loop or the served view.
 
 pub mod backoff;
+#[cfg(feature = "io")]
 pub mod client;
 pub mod decode;
+#[cfg(feature = "io")]
 pub mod discovery;
 pub mod kind;
 pub mod kubeconfig;
+#[cfg(feature = "io")]
 pub mod reflector;
+#[cfg(feature = "io")]
 mod throttle;
+#[cfg(feature = "io")]
 mod tls;
 
+#[cfg(feature = "io")]
 pub use client::{ForwardRequest, ForwardResponse, Upstream, UpstreamError};
 pub use decode::ListResult;
+pub use kind::{Change, Sink, UpstreamKind};
 pub use kubeconfig::{KubeconfigError, UpstreamConfig};
-pub use reflector::{discover_slice_kind, spawn, Change, ListWatch, Sink, UpstreamKind};
+#[cfg(feature = "io")]
+pub use reflector::{discover_slice_kind, spawn, ListWatch};

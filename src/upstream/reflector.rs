@@ -30,7 +30,7 @@ use crate::upstream::client::{Upstream, UpstreamError};
 use crate::upstream::decode::{self, DecodeError, Line, ListResult, WatchEvent};
 pub use crate::upstream::discovery::discover_slice_kind;
 use crate::upstream::kind::with_query;
-pub use crate::upstream::kind::{UpstreamKind, SERVICE_PROXY_SELECTOR};
+pub use crate::upstream::kind::{Change, Sink, UpstreamKind, SERVICE_PROXY_SELECTOR};
 use serde_json::Value;
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,24 +45,6 @@ const SHORT_WATCH: Duration = Duration::from_secs(1);
 const MAX_LIST_PAGES: usize = 10_000;
 /// Granularity of the interruptible backoff sleep.
 const STOP_POLL: Duration = Duration::from_millis(100);
-
-/// A change for the cache.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Change {
-    /// Object added or modified.
-    Upsert(Value),
-    /// Object deleted (its last state).
-    Delete(Value),
-    /// The full list (initial or relist); the cache diffs it against what it holds.
-    Replace(Vec<Value>),
-}
-
-/// Receiver of a reflector's changes. Objects always carry `kind`, `apiVersion` and a
-/// `metadata.name` (list items get `kind`/`apiVersion` filled in; nameless objects are dropped).
-pub trait Sink: Send + Sync + 'static {
-    /// Applies one change for `kind`.
-    fn apply(&self, kind: UpstreamKind, change: Change);
-}
 
 /// The upstream calls a reflector makes; implemented by [`Upstream`] and by test fakes.
 pub trait ListWatch {
