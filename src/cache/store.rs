@@ -67,6 +67,22 @@ fn sync_slot(kind: UpstreamKind) -> u8 {
     }
 }
 
+/// Labels that keep an object out of kube-proxy's view (TOPOLOGY.md §6, selector L).
+pub const EXCLUDING_LABELS: [&str; 2] = [
+    "service.kubernetes.io/headless",
+    "service.kubernetes.io/service-proxy-name",
+];
+
+/// Whether `obj` is outside selector L. The reflectors already list+watch with L; this guard
+/// keeps such objects out even from an upstream that ignores label selectors.
+fn excluded(kind: UpstreamKind, obj: &Value) -> bool {
+    kind != UpstreamKind::Nodes
+        && obj
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .is_some_and(|l| EXCLUDING_LABELS.iter().any(|k| l.contains_key(*k)))
+}
+
 /// Drops what is never served (upstream RV, managedFields) and reads the key.
 fn clean(mut obj: Value) -> Option<(ObjectKey, Value)> {
     let key = ObjectKey::of(&obj)?;
@@ -133,8 +149,14 @@ impl State {
         let listed = matches!(change, Change::Replace(_));
         match change {
             Change::Upsert(obj) => {
+                let out_of_view = excluded(kind, &obj);
                 if let Some((key, obj)) = clean(obj) {
-                    self.upsert(kind, key, obj, now);
+                    if out_of_view {
+                        // An object that gained an excluding label left the view: a deletion.
+                        self.delete(kind, &key, now);
+                    } else {
+                        self.upsert(kind, key, obj, now);
+                    }
                 }
             }
             Change::Delete(obj) => {
@@ -166,7 +188,11 @@ impl State {
     }
 
     fn replace(&mut self, kind: UpstreamKind, items: Vec<Value>, now: u64) {
-        let fresh: BTreeMap<ObjectKey, Value> = items.into_iter().filter_map(clean).collect();
+        let fresh: BTreeMap<ObjectKey, Value> = items
+            .into_iter()
+            .filter(|o| !excluded(kind, o))
+            .filter_map(clean)
+            .collect();
         let gone: Vec<ObjectKey> = self
             .keys_of(kind)
             .into_iter()

@@ -638,3 +638,71 @@ fn incremental_view_equals_from_scratch_recompute() {
         }
     }
 }
+
+#[test]
+fn case_37_headless_endpoints_never_served_headless_service_only_without_field_selector() {
+    use crate::api::filter::Filter;
+    use crate::api::handlers::select;
+    use crate::api::selector::FieldSelector;
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let mut hl = service("default", "hl", None);
+    hl["spec"]["clusterIP"] = json!("None");
+    let mut hl_eps = endpoints("default", "hl", f_addresses());
+    hl_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
+    st.apply(UpstreamKind::Services, Change::Upsert(hl), 1);
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Replace(vec![fx.endpoints[0].clone(), hl_eps.clone()]),
+        1,
+    );
+    assert!(st
+        .collection(Resource::Endpoints)
+        .get(&ObjectKey::new("default", "hl"))
+        .is_none());
+    // An Endpoints object that gains the label leaves the view (DELETED).
+    let cur = st.current_rv();
+    let mut s_eps = fx.endpoints[0].clone();
+    s_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
+    st.apply(UpstreamKind::Endpoints, Change::Upsert(s_eps), 1);
+    let ev = events(&st, Resource::Endpoints, cur);
+    assert_eq!((ev.len(), ev[0].0, ev[0].1.as_str()), (1, "DELETED", "s"));
+    let all = |fields: &str| {
+        let filter = Filter {
+            fields: FieldSelector::parse(fields, Resource::Services.selectable_fields())
+                .unwrap_or_default(),
+            ..Filter::default()
+        };
+        select(Resource::Services, &filter, &st)
+            .iter()
+            .map(|o| o.key.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(all(""), strs(&["hl", "s"]));
+    assert_eq!(all("spec.clusterIP!=None"), strs(&["s"]));
+}
+
+#[test]
+fn case_38_service_proxy_name_objects_never_served() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let mut svc = service("default", "other", None);
+    svc["metadata"]["labels"] = json!({"service.kubernetes.io/service-proxy-name": "foo"});
+    let mut sl = slice_v1(
+        "default",
+        "other-abcde",
+        Some("other"),
+        vec![slice_endpoint_v1("10.9.0.1", Some("n1"), None)],
+    );
+    sl["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("foo");
+    let cur = st.current_rv();
+    st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![sl]), 1);
+    assert_eq!(st.current_rv(), cur, "nothing entered the view");
+    assert!(st
+        .collection(Resource::Services)
+        .get(&ObjectKey::new("default", "other"))
+        .is_none());
+    assert!(st.collection(Resource::SlicesV1).is_empty());
+    assert!(st.collection(Resource::SlicesV1beta1).is_empty());
+}
