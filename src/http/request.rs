@@ -539,5 +539,32 @@ pub(crate) fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// Feeds `chunks` the way the server does — push, then take requests until `Ok(None)` or an
+/// error — and returns every outcome in order. For tests and fuzzing (split invariance).
+pub fn read_all<'a>(
+    limits: Limits,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Vec<Result<Request, ReadError>> {
+    let mut reader = RequestReader::new(limits);
+    let mut out = Vec::new();
+    for chunk in chunks {
+        if let Err(e) = reader.push(chunk) {
+            out.push(Err(e));
+            return out;
+        }
+        loop {
+            match reader.next_request() {
+                Ok(Some(req)) => out.push(Ok(req)),
+                Ok(None) => break,
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

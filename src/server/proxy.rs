@@ -39,23 +39,6 @@ pub enum ProxyMsg {
     Failed(ApiError),
 }
 
-/// Headers that belong to one hop only (RFC 9110 §7.6.1), plus the framing we redo ourselves.
-pub fn is_hop_by_hop(name: &str) -> bool {
-    const HOP: [&str; 10] = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-    ];
-    HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
-}
-
 /// Starts proxy workers, bounded by [`MAX_IN_FLIGHT`].
 #[derive(Debug)]
 pub struct Proxy {
@@ -103,11 +86,8 @@ impl Proxy {
         let fwd = ForwardRequest {
             method: req.method,
             path_and_query,
-            headers: req
-                .headers
-                .into_iter()
-                .filter(|(n, _)| !is_hop_by_hop(n) && !n.eq_ignore_ascii_case("host"))
-                .collect(),
+            // `Upstream::forward` drops hop-by-hop headers (and those named by `Connection`).
+            headers: req.headers,
             body: req.body,
         };
         let spawned = std::thread::Builder::new()
@@ -152,10 +132,12 @@ fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, wak
         }
     };
     debug!("proxy {method} {path}: upstream answered {}", resp.status);
+    // Hop-by-hop headers are already gone; the loop re-frames the body (chunked), so the
+    // upstream's Content-Length must not be relayed next to it.
     let headers = resp
         .headers
         .drain(..)
-        .filter(|(n, _)| !is_hop_by_hop(n))
+        .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length"))
         .collect();
     if !send(ProxyMsg::Head {
         status: resp.status,

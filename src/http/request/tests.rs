@@ -4,27 +4,8 @@ use super::*;
 
 type Outcome = Vec<Result<Request, ReadError>>;
 
-/// Feeds `chunks` the way the server does: push, then take requests until `Ok(None)` or an error.
 fn drive<'a>(limits: Limits, chunks: impl IntoIterator<Item = &'a [u8]>) -> Outcome {
-    let mut reader = RequestReader::new(limits);
-    let mut out = Vec::new();
-    for chunk in chunks {
-        if let Err(e) = reader.push(chunk) {
-            out.push(Err(e));
-            return out;
-        }
-        loop {
-            match reader.next_request() {
-                Ok(Some(req)) => out.push(Ok(req)),
-                Ok(None) => break,
-                Err(e) => {
-                    out.push(Err(e));
-                    return out;
-                }
-            }
-        }
-    }
-    out
+    read_all(limits, chunks)
 }
 
 fn small() -> Limits {
