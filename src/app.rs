@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::server::conn::{lock, ServerOptions};
 use crate::server::event_loop::Server;
 use crate::server::health;
+use crate::server::transport;
 use crate::upstream::client::Upstream;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector::{self, Change, Sink, UpstreamKind};
@@ -32,8 +33,8 @@ pub enum AppError {
     Thread(std::io::Error),
     /// The event loop's `poll` failed.
     Loop(std::io::Error),
-    /// A requested feature is not available in this build.
-    Unsupported(&'static str),
+    /// The serving TLS files are unusable.
+    Tls(String),
 }
 
 impl fmt::Display for AppError {
@@ -43,7 +44,7 @@ impl fmt::Display for AppError {
             AppError::Bind(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
             AppError::Thread(e) => write!(f, "cannot start a thread: {e}"),
             AppError::Loop(e) => write!(f, "event loop failed: {e}"),
-            AppError::Unsupported(what) => f.write_str(what),
+            AppError::Tls(e) => write!(f, "TLS serving: {e}"),
         }
     }
 }
@@ -114,11 +115,6 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     if cfg.support_endpointslice_given {
         warn!("--support-endpointslice is accepted for compatibility and ignored: both EndpointSlice versions are always served");
     }
-    if !cfg.insecure {
-        return Err(AppError::Unsupported(
-            "--insecure=false (TLS serving) is not implemented yet: bind plain HTTP to loopback (the DaemonSet default)",
-        ));
-    }
     if cfg.debug {
         warn!("--debug is accepted but grid-wrapper has no profiling endpoints yet");
     }
@@ -139,7 +135,15 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let shared = Arc::new(Mutex::new(State::new(settings, rv_seed())));
 
     let bind = resolve(&cfg.bind_address)?;
+    let tls = match (&cfg.insecure, &cfg.cert_file, &cfg.key_file) {
+        (false, Some(cert), Some(key)) => Some(
+            transport::server_config(cert, key, cfg.ca_file.as_deref()).map_err(AppError::Tls)?,
+        ),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let opts = ServerOptions {
+        tls,
         queue: cfg.notify_channel_size,
         not_ready_hold: Duration::from_secs(cfg.not_ready_hold_secs),
         ..ServerOptions::default()
@@ -151,7 +155,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         .map_err(|e| AppError::Bind(cfg.metrics_bind_address.clone(), e))?;
     health::spawn(health_listener, shared.clone()).map_err(AppError::Thread)?;
     info!(
-        "serving kube-proxy on http://{} (health on http://{}), local node {:?}",
+        "serving kube-proxy on {scheme}://{} (health on http://{}), local node {:?}",
         server.local_addr().map_err(AppError::Loop)?,
         metrics,
         cfg.hostname

@@ -4,7 +4,6 @@
 //! connection returns to `Idle`; or `Streaming` (a watch) / `Proxying` (a forwarded request)
 //! until the stream ends; `Closing` flushes what is queued and closes.
 
-use std::io::{self, Read};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxy, ProxyMsg};
+use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, Watcher, HIGH_WATER};
 
 /// Server-wide settings every connection uses.
@@ -34,6 +34,8 @@ pub struct ServerOptions {
     pub not_ready_hold: Duration,
     /// Idle keep-alive connections are closed after this.
     pub idle_timeout: Duration,
+    /// TLS serving configuration (`--insecure=false`); `None` serves plain HTTP.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ServerOptions {
@@ -43,6 +45,7 @@ impl Default for ServerOptions {
             queue: 100,
             not_ready_hold: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(120),
+            tls: None,
         }
     }
 }
@@ -87,7 +90,7 @@ enum Phase {
 /// One accepted connection.
 #[derive(Debug)]
 pub struct Conn {
-    sock: TcpStream,
+    transport: Transport,
     peer: String,
     reader: RequestReader,
     out: Outbound,
@@ -100,9 +103,9 @@ pub struct Conn {
 
 impl Conn {
     /// Wraps an accepted socket.
-    pub fn new(sock: TcpStream, peer: String, limits: Limits, now: Instant) -> Conn {
+    pub fn new(transport: Transport, peer: String, limits: Limits, now: Instant) -> Conn {
         Conn {
-            sock,
+            transport,
             peer,
             reader: RequestReader::new(limits),
             out: Outbound::default(),
@@ -116,7 +119,7 @@ impl Conn {
 
     /// The socket, for (de)registration.
     pub fn socket(&mut self) -> &mut TcpStream {
-        &mut self.sock
+        self.transport.socket()
     }
 
     /// The interest registered last, if any.
@@ -132,7 +135,7 @@ impl Conn {
     /// The interest the connection needs now: always readable (to notice a client leaving),
     /// writable only while bytes wait.
     pub fn interest(&self) -> Interest {
-        if self.out.is_empty() {
+        if self.out.is_empty() && !self.transport.wants_write() {
             Interest::READABLE
         } else {
             Interest::READABLE | Interest::WRITABLE
@@ -159,38 +162,41 @@ impl Conn {
     /// Reads everything the socket has (edge-triggered readiness). Returns false when the
     /// connection must close now.
     pub fn read(&mut self, now: Instant) -> bool {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match self.sock.read(&mut buf) {
-                Ok(0) => {
-                    // Fix (protocol_errors tests): a client that half-closes right after its
-                    // request (`shutdown(SHUT_WR)`, data and FIN in one readiness event) got no
-                    // answer at all — the connection was dropped with the request still
-                    // buffered or the 400/431 already queued. Now `drive` answers what was
-                    // received, then closes; open watches and proxied streams still end at once.
-                    self.eof = true;
-                    return true;
-                }
-                Ok(n) => {
-                    self.last_active = now;
-                    if let Err(e) = self.reader.push(&buf[..n]) {
-                        self.fail_request(e);
-                        return true;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+        let (reader, transport) = (&mut self.reader, &mut self.transport);
+        let mut failed = None;
+        let end = transport.read(&mut |bytes| {
+            self.last_active = now;
+            match reader.push(bytes) {
+                Ok(()) => true,
                 Err(e) => {
-                    debug!("{}: read failed: {e}", self.peer);
-                    return false;
+                    failed = Some(e);
+                    false
                 }
+            }
+        });
+        if let Some(e) = failed {
+            self.fail_request(e);
+            return true;
+        }
+        match end {
+            // A client that half-closes right after its request (data and FIN in one readiness
+            // event) still gets its answer: `drive` answers what was received, then closes;
+            // open watches and proxied streams end at once.
+            Ok(ReadEnd::Eof) => {
+                self.eof = true;
+                true
+            }
+            Ok(ReadEnd::Blocked) => true,
+            Err(e) => {
+                debug!("{}: read failed: {e}", self.peer);
+                false
             }
         }
     }
 
     /// Writes what is queued. Returns false when the connection must close now.
     pub fn write(&mut self) -> bool {
-        if let Err(e) = self.out.write_to(&mut self.sock) {
+        if let Err(e) = self.transport.write(&mut self.out) {
             debug!("{}: write failed: {e}", self.peer);
             return false;
         }

@@ -15,6 +15,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::cache::store::State;
 use crate::server::conn::{Conn, Ctx, ServerOptions};
 use crate::server::proxy::Proxy;
+use crate::server::transport::Transport;
 use crate::upstream::client::Upstream;
 
 /// The listening socket.
@@ -204,7 +205,14 @@ impl Server {
                         continue;
                     }
                     let _ = sock.set_nodelay(true);
-                    let mut conn = Conn::new(sock, peer.to_string(), self.opts.limits, now);
+                    let transport = match Transport::new(sock, self.opts.tls.as_ref()) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            warn!("cannot start TLS for {peer}: {e}");
+                            continue;
+                        }
+                    };
+                    let mut conn = Conn::new(transport, peer.to_string(), self.opts.limits, now);
                     conn.set_registered(Interest::READABLE);
                     // Data may already be there (edge-triggered: read now).
                     if conn.read(now) {

@@ -6,4 +6,5 @@ pub mod event_loop;
 pub mod health;
 pub mod outbound;
 pub mod proxy;
+pub mod transport;
 pub mod watch;

@@ -2,6 +2,8 @@
 //! loopback, and speaks HTTP/1.1 to them over plain sockets (no client library in between).
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
