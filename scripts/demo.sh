@@ -46,7 +46,7 @@ if command -v kubectl >/dev/null; then
   UP=$(kcfg "$SIM" upstream); GW=$(kcfg "http://127.0.0.1:$PORT" wrapper)
   say "kubectl → apiserver: every endpoint of web (topologyKeys [\"zone\"]) and api (no annotation)"
   kubectl --kubeconfig "$UP" get endpointslices -n default -o custom-columns="$COLS"
-  say "kubectl → grid-wrapper: web is pruned to zone-a (edge-a1, edge-a2); api is untouched"
+  say "kubectl → grid-wrapper: web is pruned to zone-a (edge-a1, edge-a2); api is untouched; headless db and other-proxy are never served"
   kubectl --kubeconfig "$GW" get endpointslices -n default -o custom-columns="$COLS"
   say "opening a watch through grid-wrapper, then relabelling edge-b1 to zone-a upstream"
   kubectl --kubeconfig "$GW" get endpointslices -n default --watch-only -o custom-columns="$COLS" >"$WORK/watch.out" 2>&1 &
