@@ -33,12 +33,14 @@ pub struct State {
     settings: Settings,
     rv: u64,
     served: [Collection; 5],
-    nodes: BTreeMap<String, Value>,
+    // Upstream objects are kept as compact JSON bytes (a `Value` costs ~10× its JSON size) and
+    // parsed only when a topology change recomputes them.
+    nodes: BTreeMap<String, Raw>,
     node_labels: BTreeMap<String, Labels>,
-    services: BTreeMap<ObjectKey, Value>,
+    services: BTreeMap<ObjectKey, Raw>,
     service_keys: BTreeMap<ObjectKey, TopologyKeys>,
-    endpoints: BTreeMap<ObjectKey, Value>,
-    slices: BTreeMap<ObjectKey, Value>,
+    endpoints: BTreeMap<ObjectKey, Raw>,
+    slices: BTreeMap<ObjectKey, Raw>,
     slice_kind: UpstreamKind,
     slice_owner: BTreeMap<ObjectKey, ObjectKey>,
     slices_by_service: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
@@ -81,6 +83,22 @@ fn excluded(kind: UpstreamKind, obj: &Value) -> bool {
             .pointer("/metadata/labels")
             .and_then(Value::as_object)
             .is_some_and(|l| EXCLUDING_LABELS.iter().any(|k| l.contains_key(*k)))
+}
+
+/// An upstream object as compact JSON (canonical: `Value` maps are sorted, so equal objects
+/// give equal bytes).
+type Raw = Box<[u8]>;
+
+fn raw(obj: &Value) -> Raw {
+    // Serializing a Value cannot fail (its keys are strings).
+    serde_json::to_vec(obj)
+        .unwrap_or_default()
+        .into_boxed_slice()
+}
+
+fn parse(raw: &Raw) -> Option<Value> {
+    // Our own serialization always parses back.
+    serde_json::from_slice(raw).ok()
 }
 
 /// Drops what is never served (upstream RV, managedFields) and reads the key.
@@ -146,7 +164,7 @@ impl State {
             // The upstream switched versions: its next full list replaces every stored slice.
             self.slice_kind = kind;
         }
-        let listed = matches!(change, Change::Replace(_));
+        let listed = matches!(change, Change::Replace(_) | Change::List(_));
         match change {
             Change::Upsert(obj) => {
                 let out_of_view = excluded(kind, &obj);
@@ -164,7 +182,19 @@ impl State {
                     self.delete(kind, &key, now);
                 }
             }
-            Change::Replace(items) => self.replace(kind, items, now),
+            Change::Replace(items) => self.replace(kind, items.into_iter(), now),
+            Change::List(texts) => {
+                let items = texts
+                    .into_iter()
+                    .filter_map(|t| match serde_json::from_str(&t) {
+                        Ok(v) => Some(v),
+                        Err(e) => {
+                            warn!("{kind:?}: skipping an undecodable list item: {e}");
+                            None
+                        }
+                    });
+                self.replace(kind, items, now)
+            }
         }
         self.flush_derived(now);
         let mut applied = Applied {
@@ -187,11 +217,13 @@ impl State {
         applied
     }
 
-    fn replace(&mut self, kind: UpstreamKind, items: Vec<Value>, now: u64) {
-        let fresh: BTreeMap<ObjectKey, Value> = items
-            .into_iter()
+    /// A full list: objects gone from it are deleted, the others upserted. Items are reduced to
+    /// compact bytes as they arrive, so the whole list never exists as `Value`s at once.
+    fn replace(&mut self, kind: UpstreamKind, items: impl Iterator<Item = Value>, now: u64) {
+        let fresh: BTreeMap<ObjectKey, Raw> = items
             .filter(|o| !excluded(kind, o))
             .filter_map(clean)
+            .map(|(key, obj)| (key, raw(&obj)))
             .collect();
         let gone: Vec<ObjectKey> = self
             .keys_of(kind)
@@ -201,8 +233,19 @@ impl State {
         for key in gone {
             self.delete(kind, &key, now);
         }
-        for (key, obj) in fresh {
-            self.upsert(kind, key, obj, now);
+        for (key, bytes) in fresh {
+            let stored = match kind {
+                UpstreamKind::Nodes => self.nodes.get(&key.name),
+                UpstreamKind::Services => self.services.get(&key),
+                UpstreamKind::Endpoints => self.endpoints.get(&key),
+                UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => self.slices.get(&key),
+            };
+            if stored.is_some_and(|s| s[..] == bytes[..]) {
+                continue; // unchanged: no need to decode it again
+            }
+            if let Some(obj) = parse(&bytes) {
+                self.upsert(kind, key, obj, now);
+            }
         }
     }
 
@@ -218,9 +261,11 @@ impl State {
     }
 
     fn upsert(&mut self, kind: UpstreamKind, key: ObjectKey, obj: Value, now: u64) {
+        let bytes = raw(&obj);
+        let same = |stored: Option<&Raw>| stored.is_some_and(|b| b[..] == bytes[..]);
         match kind {
             UpstreamKind::Nodes => {
-                if self.nodes.get(&key.name) == Some(&obj) {
+                if same(self.nodes.get(&key.name)) {
                     return;
                 }
                 let labels = labels_of(&obj);
@@ -228,11 +273,11 @@ impl State {
                     self.dirty_all = true;
                 }
                 self.node_labels.insert(key.name.clone(), labels);
-                self.publish(Resource::Nodes, &key, Some(obj.clone()), now);
-                self.nodes.insert(key.name, obj);
+                self.nodes.insert(key.name.clone(), bytes);
+                self.publish(Resource::Nodes, &key, Some(obj), now);
             }
             UpstreamKind::Services => {
-                if self.services.get(&key) == Some(&obj) {
+                if same(self.services.get(&key)) {
                     return;
                 }
                 let keys = match topology::service_keys(&obj) {
@@ -251,24 +296,24 @@ impl State {
                     Some(k) => self.service_keys.insert(key.clone(), k),
                     None => self.service_keys.remove(&key),
                 };
-                self.publish(Resource::Services, &key, Some(obj.clone()), now);
-                self.services.insert(key, obj);
+                self.services.insert(key.clone(), bytes);
+                self.publish(Resource::Services, &key, Some(obj), now);
             }
             UpstreamKind::Endpoints => {
-                if self.endpoints.get(&key) == Some(&obj) {
+                if same(self.endpoints.get(&key)) {
                     return;
                 }
-                self.endpoints.insert(key.clone(), obj);
-                let served = self.served_endpoints(&key);
-                self.publish(Resource::Endpoints, &key, served, now);
+                self.endpoints.insert(key.clone(), bytes);
+                let served = self.serve_endpoints(&key, &obj);
+                self.publish(Resource::Endpoints, &key, Some(served), now);
             }
             UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
-                if self.slices.get(&key) == Some(&obj) {
+                if same(self.slices.get(&key)) {
                     return;
                 }
                 self.index_slice(&key, topology::slice_service(&obj));
-                self.slices.insert(key.clone(), obj);
-                self.publish_slice(&key, now);
+                self.slices.insert(key.clone(), bytes);
+                self.publish_slice(&key, &obj, now);
             }
         }
     }
@@ -336,9 +381,9 @@ impl State {
         }
         debug!("recomputing endpoints of {} services", services.len());
         for svc in &services {
-            if self.endpoints.contains_key(svc) {
-                let served = self.served_endpoints(svc);
-                self.publish(Resource::Endpoints, svc, served, now);
+            if let Some(obj) = self.endpoints.get(svc).and_then(parse) {
+                let served = self.serve_endpoints(svc, &obj);
+                self.publish(Resource::Endpoints, svc, Some(served), now);
             }
         }
         for svc in &services {
@@ -348,7 +393,9 @@ impl State {
                 .map(|s| s.iter().cloned().collect())
                 .unwrap_or_default();
             for slice in slices {
-                self.publish_slice(&slice, now);
+                if let Some(obj) = self.slices.get(&slice).and_then(parse) {
+                    self.publish_slice(&slice, &obj, now);
+                }
             }
         }
     }
@@ -372,21 +419,17 @@ impl State {
         }
     }
 
-    fn served_endpoints(&self, key: &ObjectKey) -> Option<Value> {
-        let obj = self.endpoints.get(key)?;
-        Some(topology::serve_endpoints(
-            obj,
-            self.class_of(Some(key)),
-            &self.locality(),
-        ))
+    /// Served content of the Endpoints `obj` stored at `key`.
+    fn serve_endpoints(&self, key: &ObjectKey, obj: &Value) -> Value {
+        topology::serve_endpoints(obj, self.class_of(Some(key)), &self.locality())
     }
 
-    fn served_slice(&self, key: &ObjectKey, res: Resource) -> Option<Value> {
-        let obj = self.slices.get(key)?;
+    /// Served content of the upstream slice `obj` (stored at `key`) in version `res`.
+    fn serve_slice(&self, key: &ObjectKey, obj: &Value, res: Resource) -> Value {
         let class = self.class_of(self.slice_owner.get(key));
         let loc = self.locality();
         let v1_upstream = self.slice_kind == UpstreamKind::SlicesV1;
-        Some(match (res, v1_upstream) {
+        match (res, v1_upstream) {
             (Resource::SlicesV1, true) => topology::serve_slice_v1(obj, class, &loc),
             (Resource::SlicesV1, false) => {
                 topology::serve_slice_v1(&convert::slice_v1beta1_to_v1(obj), class, &loc)
@@ -395,13 +438,14 @@ impl State {
                 topology::serve_slice_v1beta1(&convert::slice_v1_to_v1beta1(obj), class, &loc)
             }
             (_, false) => topology::serve_slice_v1beta1(obj, class, &loc),
-        })
+        }
     }
 
-    fn publish_slice(&mut self, key: &ObjectKey, now: u64) {
+    /// Publishes both served versions of a slice (a change reaches the v1 and v1beta1 streams).
+    fn publish_slice(&mut self, key: &ObjectKey, obj: &Value, now: u64) {
         for res in [Resource::SlicesV1, Resource::SlicesV1beta1] {
-            let served = self.served_slice(key, res);
-            self.publish(res, key, served, now);
+            let served = self.serve_slice(key, obj, res);
+            self.publish(res, key, Some(served), now);
         }
     }
 

@@ -706,3 +706,22 @@ fn case_38_service_proxy_name_objects_never_served() {
     assert!(st.collection(Resource::SlicesV1).is_empty());
     assert!(st.collection(Resource::SlicesV1beta1).is_empty());
 }
+
+#[test]
+fn list_texts_are_decoded_one_by_one_and_garbage_items_are_skipped() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let good = fx.services[0].to_string().into_boxed_str();
+    let other = service("default", "t", None).to_string().into_boxed_str();
+    st.apply(
+        UpstreamKind::Services,
+        Change::List(vec![good, "{not json".into(), other]),
+        1,
+    );
+    let names: Vec<String> = st
+        .collection(Resource::Services)
+        .objects()
+        .map(|o| o.key.name.clone())
+        .collect();
+    assert_eq!(names, strs(&["s", "t"]));
+}

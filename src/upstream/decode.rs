@@ -76,8 +76,10 @@ pub enum WatchEvent {
 /// A decoded LIST response.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ListResult {
-    /// `items` (`null` decodes as empty).
-    pub items: Vec<Value>,
+    /// `items`, each as its JSON text (`null` decodes as empty). Not decoded into `Value`s
+    /// here: a whole list of `Value`s costs ~15× its JSON size and set the process's peak
+    /// memory; the cache parses one item at a time.
+    pub items: Vec<Box<str>>,
     /// `metadata.resourceVersion`, empty when absent.
     pub resource_version: String,
     /// `metadata.continue`, when the apiserver paginated the answer.
@@ -173,26 +175,61 @@ pub fn decode_event(line: &[u8]) -> Result<WatchEvent, DecodeError> {
 
 /// Decodes a LIST body (`{"metadata":{"resourceVersion":…},"items":[…]}`).
 pub fn decode_list(body: &[u8]) -> Result<ListResult, DecodeError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
-    let Value::Object(mut map) = v else {
-        return Err(DecodeError::NotAnObject("list"));
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(default, rename = "resourceVersion")]
+        resource_version: Option<String>,
+        #[serde(default, rename = "continue")]
+        continue_token: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct List<'a> {
+        #[serde(borrow, default)]
+        items: Option<Vec<&'a serde_json::value::RawValue>>,
+        #[serde(default)]
+        metadata: Option<Meta>,
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return match serde_json::from_slice::<Value>(body) {
+            Err(e) => Err(DecodeError::Json(e.to_string())),
+            Ok(_) => Err(DecodeError::NotAnObject("list")),
+        };
+    }
+    let list: List<'_> = serde_json::from_slice(body).map_err(|e| {
+        // A list whose `items` is not an array, or metadata of the wrong shape.
+        if e.is_data() {
+            DecodeError::Missing("items")
+        } else {
+            DecodeError::Json(e.to_string())
+        }
+    })?;
+    let items = match list.items {
+        Some(items) => items,
+        None => {
+            // `items` absent (not `null`): not a list.
+            let v: Value =
+                serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
+            if v.get("items").is_some_and(Value::is_null) {
+                Vec::new()
+            } else {
+                return Err(DecodeError::Missing("items"));
+            }
+        }
     };
-    let items = match map.remove("items") {
-        Some(Value::Array(items)) => items,
-        Some(Value::Null) => Vec::new(),
-        _ => return Err(DecodeError::Missing("items")),
-    };
-    if items.iter().any(|i| !i.is_object()) {
+    if items.iter().any(|i| !i.get().starts_with('{')) {
         return Err(DecodeError::NotAnObject("list item"));
     }
-    let meta = map.get("metadata");
-    let field = |name: &str| meta.and_then(|m| m.get(name)).and_then(Value::as_str);
+    let meta = list.metadata;
     Ok(ListResult {
-        items,
-        resource_version: field("resourceVersion").unwrap_or_default().to_string(),
-        continue_token: field("continue")
-            .filter(|c| !c.is_empty())
-            .map(str::to_string),
+        items: items.into_iter().map(|i| Box::from(i.get())).collect(),
+        resource_version: meta
+            .as_ref()
+            .and_then(|m| m.resource_version.clone())
+            .unwrap_or_default(),
+        continue_token: meta
+            .and_then(|m| m.continue_token)
+            .filter(|c| !c.is_empty()),
     })
 }
 

@@ -142,6 +142,10 @@ pub enum Change {
     Delete(Value),
     /// The full list (initial or relist); the cache diffs it against what it holds.
     Replace(Vec<Value>),
+    /// The same as [`Change::Replace`], each item still its JSON text as the apiserver sent it
+    /// (what reflectors send: the cache decodes one item at a time, which keeps a relist's
+    /// memory near the size of its JSON).
+    List(Vec<Box<str>>),
 }
 
 /// Receiver of a reflector's changes. Objects always carry `kind`, `apiVersion` and a

@@ -43,6 +43,8 @@ pub const WATCH_TIMEOUT_SECONDS: (u64, u64) = (300, 600);
 const SHORT_WATCH: Duration = Duration::from_secs(1);
 /// Most pages followed in one list (only if the upstream paginates unasked).
 const MAX_LIST_PAGES: usize = 10_000;
+/// Serializes LIST + decode + apply across reflectors (see `step_list`).
+static LIST_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Granularity of the interruptible backoff sleep.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
@@ -204,14 +206,19 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     fn step_list(&mut self) -> (State, Option<Duration>) {
+        // One full list in memory at a time, process-wide: a decoded list costs several times
+        // its JSON size, and four reflectors listing at once set the process's peak memory.
+        let gate = LIST_GATE.lock().unwrap_or_else(|p| p.into_inner());
+        let result = self.step_list_gated();
+        drop(gate);
+        result
+    }
+
+    fn step_list_gated(&mut self) -> (State, Option<Duration>) {
         match self.list_all() {
             Ok(list) => {
                 let relist = self.list_from != ListFrom::Any;
-                let items: Vec<Value> = list
-                    .items
-                    .into_iter()
-                    .filter_map(|o| self.normalize(o))
-                    .collect();
+                let items = list.items;
                 let what = if relist { "relisted" } else { "listed" };
                 log::info!(
                     "{what} {:?}: {} objects at resourceVersion {:?}",
@@ -219,7 +226,7 @@ impl<L: ListWatch> Reflector<L> {
                     items.len(),
                     list.resource_version
                 );
-                self.sink.apply(self.kind, Change::Replace(items));
+                self.sink.apply(self.kind, Change::List(items));
                 self.list_from = ListFrom::NotOlderThan(list.resource_version.clone());
                 (
                     State::Listed {

@@ -89,11 +89,15 @@ impl Rec {
     }
 }
 
+/// A list item as the apiserver sends it (no kind/apiVersion), as JSON text.
+fn item(name: &str) -> Box<str> {
+    serde_json::json!({"metadata": {"name": name, "namespace": "default"}})
+        .to_string()
+        .into()
+}
+
 fn list(rv: &str, names: &[&str]) -> Reply {
-    let items = names
-        .iter()
-        .map(|n| serde_json::json!({"metadata": {"name": n, "namespace": "default"}}))
-        .collect();
+    let items = names.iter().map(|n| item(n)).collect();
     Reply::List(Ok(ListResult {
         items,
         resource_version: rv.into(),
@@ -111,10 +115,6 @@ fn gone() -> UpstreamError {
 
 fn svc(name: &str, rv: &str) -> Value {
     serde_json::json!({"kind": "Service", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default", "resourceVersion": rv}})
-}
-
-fn with_kind(name: &str) -> Value {
-    serde_json::json!({"kind": "Service", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default"}})
 }
 
 /// Runs `n` steps from `Empty`, returning the final state and every wait asked for.
@@ -167,7 +167,7 @@ fn list_watch_events_bookmark_and_rewatch_after_stream_end() {
     assert_eq!(
         sink.take(),
         vec![
-            Change::Replace(vec![with_kind("a"), with_kind("b")]),
+            Change::List(vec![item("a"), item("b")]),
             Change::Upsert(svc("c", "11")),
             Change::Upsert(svc("a", "12")),
             Change::Delete(svc("b", "16")),
@@ -218,13 +218,12 @@ fn error_410_relists_at_last_rv_then_without_rv_when_that_is_gone_too() {
         waits.iter().all(Option::is_none),
         "410 handling relists at once: {waits:?}"
     );
-    let node = |n: &str| serde_json::json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": n, "namespace": "default"}});
     assert_eq!(
         sink.take(),
         vec![
-            Change::Replace(vec![]),
-            Change::Replace(vec![node("x")]),
-            Change::Replace(vec![node("x"), node("y")])
+            Change::List(vec![]),
+            Change::List(vec![item("x")]),
+            Change::List(vec![item("x"), item("y")])
         ]
     );
     let calls = fake.calls();
@@ -267,7 +266,7 @@ fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
     );
     let changes = sink.take();
     assert_eq!(changes.len(), 1);
-    assert!(matches!(&changes[0], Change::Replace(items) if items.len() == 1));
+    assert!(matches!(&changes[0], Change::List(items) if items.len() == 1));
     assert_eq!(
         fake.calls()[2],
         format!("LIST /api/v1/endpoints?{SEL}&resourceVersion=0")
@@ -424,7 +423,7 @@ fn over_long_line_relists() {
 #[test]
 fn paginated_lists_are_followed_and_replace_once() {
     let page1 = Reply::List(Ok(ListResult {
-        items: vec![svc("a", "1")],
+        items: vec![svc("a", "1").to_string().into()],
         resource_version: "9".into(),
         continue_token: Some("tok/1=".into()),
     }));
@@ -439,7 +438,10 @@ fn paginated_lists_are_followed_and_replace_once() {
     );
     assert_eq!(
         sink.take(),
-        vec![Change::Replace(vec![svc("a", "1"), with_kind("b")])]
+        vec![Change::List(vec![
+            svc("a", "1").to_string().into(),
+            item("b")
+        ])]
     );
 
     // A failing second page: no Replace at all.
@@ -555,5 +557,5 @@ fn spawned_thread_applies_and_stops() {
         t.elapsed() < Duration::from_secs(2),
         "stop must interrupt the backoff sleep"
     );
-    assert_eq!(sink.take(), vec![Change::Replace(vec![with_kind("a")])]);
+    assert_eq!(sink.take(), vec![Change::List(vec![item("a")])]);
 }
