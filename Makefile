@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test loadbench
 
 all: build
 
@@ -48,3 +48,9 @@ cross:
 ## cross-test: each ARM binary under qemu-user: --version, then a smoke run against the simulator.
 cross-test:
 	bash scripts/cross-test.sh
+
+## loadbench: release grid-wrapper vs the simulator at scale S: memory, LIST vs nginx, watch
+## fan-out, sustained change rate, readiness; one table, also in out/loadbench.md (≤ 5 min).
+loadbench:
+	$(CARGO) build --release --bins --example loadbench
+	bash scripts/loadbench.sh target/release

@@ -39,7 +39,13 @@ pub fn templates(objects: &[Value]) -> Vec<Template> {
         .filter_map(|o| {
             let mut o = o.clone();
             let meta = o.get_mut("metadata")?.as_object_mut()?;
-            for k in ["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"] {
+            for k in [
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "managedFields",
+            ] {
                 meta.remove(k);
             }
             let ann = meta.entry("annotations").or_insert_with(|| json!({}));

@@ -132,7 +132,12 @@ pub fn read_head<R: BufRead>(r: &mut R) -> io::Result<(u16, Vec<(String, String)
 /// Reads one response; the flag says whether the connection must be closed afterwards.
 fn read_response<R: BufRead>(r: &mut R) -> io::Result<(Response, bool)> {
     let (code, headers) = read_head(r)?;
-    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    let get = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.as_str())
+    };
     let close = get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let chunked = get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
     let mut body = Vec::new();

@@ -81,39 +81,42 @@ pub fn start(children: &Children, bin: &Path, body: &[u8]) -> Result<Nginx, Stri
     let version = Command::new(bin)
         .arg("-v")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string())
+        .map(|o| {
+            let text = String::from_utf8_lossy(&o.stderr);
+            let text = text.trim();
+            text.strip_prefix("nginx version: ")
+                .unwrap_or(text)
+                .to_string()
+        })
         .unwrap_or_default();
     std::fs::write(&conf, config(&dir, port))
         .and_then(|()| std::fs::write(dir.join("www").join(&PATH[1..]), body))
         .map_err(|e| format!("writing nginx files: {e}"))?;
+    let spawned = children.spawn(
+        Command::new(bin)
+            .arg("-p")
+            .arg(&dir)
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg(dir.join("error.log")),
+        false,
+    );
     let ng = Nginx {
-        pid: 0,
+        pid: spawned.as_ref().map_or(0, |s| s.pid),
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
         version,
         dir: dir.clone(),
     };
-    let spawned = children
-        .spawn(
-            Command::new(bin)
-                .arg("-p")
-                .arg(&dir)
-                .arg("-c")
-                .arg(&conf)
-                .arg("-e")
-                .arg(dir.join("error.log")),
-            false,
-        )
-        .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
-    let ng = Nginx {
-        pid: spawned.pid,
-        ..ng
-    };
-    let ok = wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
-        matches!(get_once(ng.addr, PATH, Duration::from_secs(2)), Ok(r) if r.code == 200)
-    });
+    let spawned = spawned.map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+    let ok = wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || matches!(get_once(ng.addr, PATH, Duration::from_secs(2)), Ok(r) if r.code == 200),
+    );
     if !ok {
         let err = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-        children.kill(ng.pid);
+        children.terminate(ng.pid, Duration::from_secs(3));
         return Err(format!(
             "nginx did not serve {PATH}: {} {}",
             spawned.log.tail(5),

@@ -62,6 +62,17 @@ impl Children {
         }
     }
 
+    /// Asks child `pid` to stop (SIGTERM via `kill`, so nginx's master takes its workers down
+    /// with it), then kills it after `grace`.
+    pub fn terminate(&self, pid: u32, grace: Duration) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status();
+        wait_until(grace, Duration::from_millis(10), || !self.alive(pid));
+        self.kill(pid);
+    }
+
     /// Whether child `pid` is still running.
     pub fn alive(&self, pid: u32) -> bool {
         let mut all = self.lock();
@@ -112,7 +123,10 @@ impl LineLog {
 
     /// A copy of the lines so far.
     pub fn lines(&self) -> Vec<(Instant, String)> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// How many lines so far contain `needle`.

@@ -18,8 +18,6 @@ pub fn pct(v: &mut [u64], p: f64) -> u64 {
 pub struct Delivery {
     /// Changes applied.
     pub changes: usize,
-    /// Watchers.
-    pub watchers: usize,
     /// Events delivered (marked events of this run, over all watchers, duplicates excluded).
     pub delivered: u64,
     /// Duplicate deliveries of one change to one watcher.
@@ -34,6 +32,8 @@ pub struct Delivery {
     pub ended: usize,
     /// First end reason.
     pub end_reason: Option<String>,
+    /// Last delivery of this run (any watcher) − last send, ns (negative: none after it).
+    pub last_after_last_send: i64,
 }
 
 impl Delivery {
@@ -47,6 +47,16 @@ impl Delivery {
         pct(&mut self.all_lag.clone(), p)
     }
 
+    /// Median every-watcher lag of the first and of the last tenth of the complete changes
+    /// (in apply order), ns: a rising pair means a backlog was building.
+    pub fn trend(&self) -> (u64, u64) {
+        let n = self.all_lag.len();
+        let tenth = (n / 10).max(1).min(n);
+        let mut first = self.all_lag[..tenth].to_vec();
+        let mut last = self.all_lag[n - tenth..].to_vec();
+        (pct(&mut first, 50.0), pct(&mut last, 50.0))
+    }
+
     /// p-th percentile of the per-delivery lag, ns.
     pub fn each_pct(&self, p: f64) -> u64 {
         pct(&mut self.each_lag.clone(), p)
@@ -58,7 +68,6 @@ pub fn analyze(run: &ApplyRun, results: &[WatchResult]) -> Delivery {
     let n = run.sent_ns.len();
     let mut d = Delivery {
         changes: n,
-        watchers: results.len(),
         ..Delivery::default()
     };
     // Latest receive per change over watchers; how many watchers got it.
@@ -90,6 +99,9 @@ pub fn analyze(run: &ApplyRun, results: &[WatchResult]) -> Delivery {
             d.each_lag.push(at.saturating_sub(run.sent_ns[i]));
         }
     }
+    let last_sent = run.sent_ns.last().copied().unwrap_or(0);
+    let last_recv = latest.iter().copied().max().unwrap_or(0);
+    d.last_after_last_send = last_recv as i64 - last_sent as i64;
     for i in 0..n {
         if got[i] == results.len() {
             d.complete += 1;

@@ -56,7 +56,8 @@ impl WatchSet {
         for _ in 0..n {
             let count = Arc::new(AtomicU64::new(0));
             counts.push(Arc::clone(&count));
-            let (stop, started, dead) = (Arc::clone(&stop), Arc::clone(&started), Arc::clone(&dead));
+            let (stop, started, dead) =
+                (Arc::clone(&stop), Arc::clone(&started), Arc::clone(&dead));
             let path = path.to_string();
             let h = thread::Builder::new()
                 .stack_size(256 << 10)
@@ -69,9 +70,10 @@ impl WatchSet {
                 })?;
             handles.push(h);
         }
-        let ok = crate::procs::wait_until(Duration::from_secs(20), Duration::from_millis(5), || {
-            started.load(Ordering::SeqCst) + dead.load(Ordering::SeqCst) >= n
-        });
+        let ok =
+            crate::procs::wait_until(Duration::from_secs(20), Duration::from_millis(5), || {
+                started.load(Ordering::SeqCst) + dead.load(Ordering::SeqCst) >= n
+            });
         let set = WatchSet {
             stop,
             handles,
@@ -153,7 +155,12 @@ fn run(
                 break;
             }
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 continue
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -275,7 +282,8 @@ mod tests {
 
     #[test]
     fn decoder_survives_any_split() {
-        let ev1 = format!("{{\"type\":\"MODIFIED\",\"object\":{{\"a\":{{\"{SEQ_KEY}\":\"7\"}}}}}}\n");
+        let ev1 =
+            format!("{{\"type\":\"MODIFIED\",\"object\":{{\"a\":{{\"{SEQ_KEY}\":\"7\"}}}}}}\n");
         let ev2 = "{\"type\":\"BOOKMARK\",\"object\":{}}\n".to_string();
         let mut wire = Vec::new();
         for e in [&ev1, &ev2] {
@@ -284,8 +292,10 @@ mod tests {
         for cut in 0..wire.len() {
             let mut d = Decoder::default();
             let mut got = Vec::new();
-            d.feed(&wire[..cut], |l| got.push(l.to_vec())).expect("first half");
-            d.feed(&wire[cut..], |l| got.push(l.to_vec())).expect("second half");
+            d.feed(&wire[..cut], |l| got.push(l.to_vec()))
+                .expect("first half");
+            d.feed(&wire[cut..], |l| got.push(l.to_vec()))
+                .expect("second half");
             assert_eq!(got.len(), 2, "cut at {cut}");
             assert_eq!(seq_of(std::str::from_utf8(&got[0]).expect("utf8")), Some(7));
         }

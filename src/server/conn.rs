@@ -211,6 +211,11 @@ impl Conn {
             return false;
         }
         loop {
+            // `full`: a stream stopped filling at HIGH_WATER with more to come. Nothing will
+            // wake this connection for that backlog (the log entries are already published,
+            // a proxy worker waits on its full channel), so once the socket takes everything,
+            // go round again instead of waiting for the next wake or timer.
+            let mut full = false;
             let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
                 Phase::Idle => self.next_request(ctx),
                 Phase::Held { req, until } => {
@@ -224,19 +229,24 @@ impl Conn {
                 }
                 Phase::Streaming(w) => {
                     self.stream(w, ctx);
+                    full = self.out.len() >= HIGH_WATER;
                     false
                 }
                 Phase::Proxying {
                     rx,
                     head_sent,
                     body,
-                } => self.relay(rx, head_sent, body),
+                } => {
+                    let ended = self.relay(rx, head_sent, body);
+                    full = !ended && self.out.len() >= HIGH_WATER;
+                    ended
+                }
                 Phase::Closing => false,
             };
             if !self.write() {
                 return false;
             }
-            if !progressed {
+            if !progressed && !(full && self.out.is_empty()) {
                 break;
             }
         }

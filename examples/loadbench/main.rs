@@ -1,0 +1,328 @@
+//! `loadbench` (`make loadbench`): drives the release `grid-wrapper` over loopback against
+//! `grid-wrapper-sim` at scale S and prints one Markdown table (also written to
+//! `out/loadbench.md`): RSS per cached byte, LIST latency next to nginx serving the same bytes,
+//! watch fan-out latency and CPU per delivered event, the sustained change rate kept up with,
+//! and the time from the last upstream list to `/readyz` 200. Bounded: fixed request counts, a
+//! watchdog that kills every child and exits after [`BUDGET`], loopback only.
+
+mod driver;
+mod http;
+mod nginx;
+mod phases;
+mod procs;
+mod report;
+mod stats;
+mod watchers;
+
+use std::error::Error;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use procs::{Children, LineLog};
+
+/// Result of the bench's fallible steps.
+pub type BenchResult<T> = Result<T, Box<dyn Error>>;
+
+/// Whole-run bound: the watchdog kills every child and exits past it.
+pub const BUDGET: Duration = Duration::from_secs(290);
+/// kube-proxy's label selector L, percent-encoded as it sends it.
+pub const SELECTOR_L: &str =
+    "%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+/// Scale S.
+pub const SCALE: [(&str, &str); 4] = [
+    ("--nodes", "500"),
+    ("--services", "2000"),
+    ("--zones", "20"),
+    ("--endpoints-per-slice", "10"),
+];
+/// The node grid-wrapper runs as.
+pub const HOSTNAME: &str = "node-00000";
+/// Events the simulator keeps for watch resumption during the bench.
+pub const SIM_HISTORY: &str = "20000";
+
+const USAGE: &str = "\
+loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (make loadbench)
+
+  --bin-dir DIR               where grid-wrapper and grid-wrapper-sim are (default target/release)
+  --out FILE                  Markdown table output (default out/loadbench.md)
+  --nginx PATH|none           nginx binary for the LIST baseline (default: nginx on PATH or /usr/sbin)
+  --watchers N                concurrent watches (default 100)
+  --changes N                 fan-out changes (default 1000)
+  --rate R                    fan-out apply rate per second (default 200)
+  --ramp R1,R2,...            sustained-rate steps per second (default 200,500,1000,2000,3000,4000,8000)
+  --step-secs S               seconds per ramp step (default 4)
+  --list-requests N           timed LIST requests per server (default 30)
+  --ready-runs N              fresh starts timed to /readyz (default 3)
+  --notify-channel-size N     passed to grid-wrapper (default: its own default)
+
+Environment: LOADBENCH_DEBUG=1 prints the missing sequence ranges of the first watchers per round.
+";
+
+/// Bench parameters.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// Directory of the binaries.
+    pub bin_dir: PathBuf,
+    /// Output file.
+    pub out: PathBuf,
+    /// nginx binary (`Some("none")` disables).
+    pub nginx: Option<String>,
+    /// Watchers.
+    pub watchers: usize,
+    /// Fan-out changes.
+    pub changes: usize,
+    /// Fan-out rate.
+    pub rate: f64,
+    /// Ramp steps.
+    pub ramp: Vec<f64>,
+    /// Seconds per step.
+    pub step_secs: f64,
+    /// Timed LIST requests.
+    pub list_requests: usize,
+    /// Readiness runs.
+    pub ready_runs: usize,
+    /// `--notify-channel-size` for grid-wrapper.
+    pub channel: Option<usize>,
+}
+
+fn parse_opts() -> BenchResult<Opts> {
+    let mut o = Opts {
+        bin_dir: "target/release".into(),
+        out: "out/loadbench.md".into(),
+        nginx: None,
+        watchers: 100,
+        changes: 1000,
+        rate: 200.0,
+        ramp: vec![200.0, 500.0, 1000.0, 2000.0, 3000.0, 4000.0, 8000.0],
+        step_secs: 4.0,
+        list_requests: 30,
+        ready_runs: 3,
+        channel: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "-h" || a == "--help" {
+            print!("{USAGE}");
+            std::process::exit(0);
+        }
+        let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--bin-dir" => o.bin_dir = val()?.into(),
+            "--out" => o.out = val()?.into(),
+            "--nginx" => o.nginx = Some(val()?),
+            "--watchers" => o.watchers = val()?.parse()?,
+            "--changes" => o.changes = val()?.parse()?,
+            "--rate" => o.rate = val()?.parse()?,
+            "--ramp" => {
+                o.ramp = val()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
+            "--step-secs" => o.step_secs = val()?.parse()?,
+            "--list-requests" => o.list_requests = val()?.parse()?,
+            "--ready-runs" => o.ready_runs = val()?.parse()?,
+            "--notify-channel-size" => o.channel = Some(val()?.parse()?),
+            _ => return Err(format!("unknown argument {a:?}\n{USAGE}").into()),
+        }
+    }
+    if o.watchers == 0 || o.changes == 0 || o.rate <= 0.0 || o.list_requests < 20 {
+        return Err("--watchers, --changes, --rate must be positive; --list-requests ≥ 20".into());
+    }
+    Ok(o)
+}
+
+/// A running grid-wrapper.
+#[derive(Debug)]
+pub struct Wrapper {
+    /// Process id.
+    pub pid: u32,
+    /// Serving address.
+    pub addr: SocketAddr,
+    /// Health/metrics address.
+    pub health: SocketAddr,
+    /// Its stderr, timestamped.
+    pub log: LineLog,
+}
+
+/// Readiness timings of one start.
+#[derive(Clone, Debug)]
+pub struct ReadySample {
+    /// spawn → `/readyz` 200, ns.
+    pub start_to_ready: u64,
+    /// last `listed` log line → `/readyz` 200, ns (negative if the log line was read later).
+    pub listed_to_ready: Option<i64>,
+    /// last `listed` log line → `cache ready` log line, ns.
+    pub listed_to_cache_ready: Option<i64>,
+    /// `listed` lines seen.
+    pub listed_lines: usize,
+    /// spawn → first `listed` log line, ns.
+    pub start_to_first_listed: Option<i64>,
+    /// The kind named by the last `listed` line.
+    pub last_listed_kind: String,
+}
+
+fn signed_ns(from: Instant, to: Instant) -> i64 {
+    match to.checked_duration_since(from) {
+        Some(d) => d.as_nanos() as i64,
+        None => -(from.duration_since(to).as_nanos() as i64),
+    }
+}
+
+/// Starts grid-wrapper against `master` and polls `/readyz` every 5 ms until 200 (bounded).
+pub fn start_wrapper(
+    children: &Children,
+    opts: &Opts,
+    master: &str,
+) -> BenchResult<(Wrapper, ReadySample)> {
+    let bin = opts.bin_dir.join("grid-wrapper");
+    for _attempt in 0..3 {
+        let (port, health) = (http::free_port()?, http::free_port()?);
+        if port == health {
+            continue;
+        }
+        let mut cmd = Command::new(&bin);
+        cmd.arg(format!("--master={master}"))
+            .arg(format!("--hostname={HOSTNAME}"))
+            .arg(format!("--bind-address=127.0.0.1:{port}"))
+            .arg(format!("--metrics-bind-address=127.0.0.1:{health}"))
+            .arg("-v")
+            .arg("0");
+        if let Some(n) = opts.channel {
+            cmd.arg(format!("--notify-channel-size={n}"));
+        }
+        let spawned_at = Instant::now();
+        let sp = children.spawn(&mut cmd, false)?;
+        let w = Wrapper {
+            pid: sp.pid,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            health: SocketAddr::from(([127, 0, 0, 1], health)),
+            log: sp.log,
+        };
+        let mut ready_at = None;
+        let deadline = spawned_at + Duration::from_secs(60);
+        while Instant::now() < deadline && children.alive(w.pid) {
+            if let Ok(r) = http::get_once(w.health, "/readyz", Duration::from_secs(1)) {
+                if r.code == 200 {
+                    ready_at = Some(Instant::now());
+                    break;
+                }
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let Some(ready_at) = ready_at else {
+            let tail = w.log.tail(10);
+            children.kill(w.pid);
+            if tail.contains("cannot listen") {
+                continue; // a port race: retry with fresh ports
+            }
+            return Err(format!("grid-wrapper did not become ready within 60 s:\n{tail}").into());
+        };
+        thread::sleep(Duration::from_millis(100)); // let the log reader catch up
+        let lines = w.log.lines();
+        let listed: Vec<&(Instant, String)> = lines
+            .iter()
+            .filter(|(_, l)| l.contains(" listed "))
+            .collect();
+        let last_listed = listed.last().map(|(t, _)| *t);
+        let last_listed_kind = listed
+            .last()
+            .and_then(|(_, l)| l.split(" listed ").nth(1))
+            .and_then(|rest| rest.split(':').next())
+            .unwrap_or("?")
+            .to_string();
+        let cache_ready = lines
+            .iter()
+            .find(|(_, l)| l.contains("cache ready"))
+            .map(|(t, _)| *t);
+        let sample = ReadySample {
+            start_to_ready: ready_at.duration_since(spawned_at).as_nanos() as u64,
+            listed_to_ready: last_listed.map(|l| signed_ns(l, ready_at)),
+            listed_to_cache_ready: last_listed.zip(cache_ready).map(|(l, c)| signed_ns(l, c)),
+            listed_lines: listed.len(),
+            start_to_first_listed: listed.first().map(|(t, _)| signed_ns(spawned_at, *t)),
+            last_listed_kind,
+        };
+        return Ok((w, sample));
+    }
+    Err("grid-wrapper could not listen (3 attempts)".into())
+}
+
+/// Starts the simulator at scale S; returns (pid, URL, address).
+fn start_sim(children: &Children, opts: &Opts) -> BenchResult<(u32, String, SocketAddr)> {
+    let mut cmd = Command::new(opts.bin_dir.join("grid-wrapper-sim"));
+    cmd.args(["--fixture", "scale", "--history", SIM_HISTORY]);
+    for (k, v) in SCALE {
+        cmd.args([k, v]);
+    }
+    let sp = children.spawn(&mut cmd, true)?;
+    let out = sp.stdout.ok_or("sim stdout not piped")?;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut r = BufReader::new(out);
+        let mut line = String::new();
+        let _ = r.read_line(&mut line);
+        let _ = tx.send(line);
+        // Keep draining so the sim never blocks on a full pipe.
+        let _ = std::io::copy(&mut r, &mut std::io::sink());
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .map_err(|_| format!("sim printed no banner:\n{}", sp.log.tail(10)))?;
+    let url = line
+        .split_whitespace()
+        .last()
+        .filter(|u| u.starts_with("http://"))
+        .ok_or_else(|| format!("unexpected sim banner {line:?}"))?
+        .to_string();
+    let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
+    Ok((sp.pid, url, addr))
+}
+
+fn main() {
+    let opts = match parse_opts() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("loadbench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let children = Children::default();
+    let watchdog = children.clone();
+    thread::spawn(move || {
+        thread::sleep(BUDGET);
+        eprintln!(
+            "loadbench: time budget of {} s exceeded; stopping",
+            BUDGET.as_secs()
+        );
+        watchdog.kill_all();
+        std::process::exit(1);
+    });
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        phases::run_all(&children, &opts)
+    }));
+    children.kill_all();
+    let result = result.unwrap_or_else(|_| Err("panicked (see above)".into()));
+    match result {
+        Ok(table) => {
+            println!("{table}");
+            if let Some(dir) = opts.out.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Err(e) = std::fs::write(&opts.out, &table) {
+                eprintln!("loadbench: cannot write {}: {e}", opts.out.display());
+                std::process::exit(1);
+            }
+            eprintln!("loadbench: table written to {}", opts.out.display());
+        }
+        Err(e) => {
+            eprintln!("loadbench: failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}

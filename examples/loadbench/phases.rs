@@ -1,0 +1,516 @@
+//! The bench's phases in order: start the simulator and grid-wrapper, memory per cached byte,
+//! LIST latency next to nginx, watch fan-out, the sustained-rate ramp, then readiness timings of
+//! fresh starts. Each returns plain numbers; `report` turns them into the table.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::driver::{apply_paced, templates, ApplyRun, Template};
+use crate::http::{Client, Response};
+use crate::procs::{clk_tck, cpu_secs, cpu_ticks, hwm_kib, rss_kib, wait_until, Children};
+use crate::stats::{analyze, Delivery};
+use crate::watchers::WatchSet;
+use crate::{nginx, start_sim, start_wrapper, BenchResult, Opts, ReadySample, Wrapper};
+use crate::{SCALE, SELECTOR_L, SIM_HISTORY};
+
+/// Untimed requests before each timed LIST series.
+const LIST_WARMUP: usize = 3;
+/// How long the fan-out phase waits for the last deliveries.
+const FANOUT_DRAIN: Duration = Duration::from_secs(15);
+/// How long a ramp step waits for the last deliveries.
+const STEP_DRAIN: Duration = Duration::from_secs(5);
+/// A ramp step keeps up only if the every-watcher p99 lag stays under this.
+pub const KEEP_UP_P99: Duration = Duration::from_secs(1);
+
+/// The machine and the run.
+#[derive(Debug, Default)]
+pub struct Machine {
+    /// CPUs available.
+    pub nproc: usize,
+    /// `model name` from /proc/cpuinfo.
+    pub cpu: String,
+    /// UTC date of the run.
+    pub date: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// `grid-wrapper --version`.
+    pub version: String,
+}
+
+/// Memory after sync against the bytes of the cached collections.
+#[derive(Debug, Default)]
+pub struct Mem {
+    /// VmRSS after sync, KiB.
+    pub rss_sync: u64,
+    /// VmHWM after sync, KiB.
+    pub hwm_sync: u64,
+    /// VmRSS after the four LISTs, KiB.
+    pub rss_after_lists: u64,
+    /// VmRSS after the watch phases, KiB.
+    pub rss_end: u64,
+    /// VmHWM after the watch phases, KiB.
+    pub hwm_end: u64,
+    /// VmRSS of the simulator (which holds the same objects as `serde_json::Value`s), KiB.
+    pub sim_rss: u64,
+    /// (collection, body bytes, items) of the four LISTs.
+    pub lists: Vec<(&'static str, u64, usize)>,
+}
+
+impl Mem {
+    /// Sum of the four LIST bodies.
+    pub fn json_bytes(&self) -> u64 {
+        self.lists.iter().map(|l| l.1).sum()
+    }
+}
+
+/// LIST latency of the wrapper and of nginx serving the same bytes.
+#[derive(Debug)]
+pub struct ListBench {
+    /// Body bytes.
+    pub body_len: usize,
+    /// Items in the list.
+    pub items: usize,
+    /// Whether the wrapper answered chunked.
+    pub chunked: bool,
+    /// Wrapper latencies, ns.
+    pub wrapper: Vec<u64>,
+    /// nginx latencies and version, or why there are none.
+    pub nginx: Result<(Vec<u64>, String), String>,
+}
+
+/// One paced round of changes with the watchers attached.
+#[derive(Debug)]
+pub struct Round {
+    /// Target rate.
+    pub rate: f64,
+    /// What the driver sent.
+    pub run: ApplyRun,
+    /// What reached the watchers.
+    pub delivery: Delivery,
+    /// Wrapper CPU seconds from the first apply to the last delivery (or drain timeout).
+    pub wrapper_cpu: f64,
+    /// Simulator CPU seconds over the same window.
+    pub sim_cpu: f64,
+    /// The bench's own CPU seconds (driver + watchers) over the same window.
+    pub self_cpu: f64,
+    /// That window.
+    pub window: Duration,
+    /// "too slow" lines the wrapper logged during the round.
+    pub too_slow: usize,
+    /// The same changes as seen by one watch opened directly on the simulator (a control:
+    /// what grid-wrapper's upstream watch could have received).
+    pub upstream: Delivery,
+    /// Warning/error lines the wrapper logged during the round (first few).
+    pub wrapper_warnings: Vec<String>,
+}
+
+impl Round {
+    /// Every watcher got every change with p99 under [`KEEP_UP_P99`], and no apply failed.
+    pub fn kept_up(&self) -> bool {
+        self.delivery.all_delivered()
+            && self.run.errors == 0
+            && self.delivery.all_pct(99.0) < KEEP_UP_P99.as_nanos() as u64
+    }
+
+    /// The driver+simulator could not reach 90 % of the target rate.
+    pub fn source_bound(&self) -> bool {
+        self.run.achieved_rate() < 0.9 * self.rate
+    }
+}
+
+/// Everything measured.
+#[derive(Debug)]
+pub struct Results {
+    /// Machine and date.
+    pub machine: Machine,
+    /// The simulator's flags.
+    pub sim_args: String,
+    /// Memory.
+    pub mem: Mem,
+    /// LIST latency.
+    pub list: ListBench,
+    /// Watch fan-out.
+    pub fanout: Round,
+    /// Ramp steps, in order (stops after the first that did not keep up).
+    pub ramp: Vec<Round>,
+    /// The first start (against a freshly started simulator).
+    pub first_ready: ReadySample,
+    /// Fresh starts against the running simulator.
+    pub ready: Vec<ReadySample>,
+    /// Watchers per round.
+    pub watchers: usize,
+    /// Seconds per ramp step.
+    pub step_secs: f64,
+    /// Anything odd seen on the way.
+    pub notes: Vec<String>,
+    /// Wall time of the whole run.
+    pub wall: Duration,
+}
+
+fn cmd_text(prog: &str, args: &[&str]) -> String {
+    Command::new(prog)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn machine(opts: &Opts) -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    Machine {
+        nproc: thread::available_parallelism().map_or(0, |n| n.get()),
+        cpu: cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map_or_else(|| "unknown".into(), |(_, v)| v.trim().to_string()),
+        date: cmd_text("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]),
+        kernel: cmd_text("uname", &["-r"]),
+        version: cmd_text(
+            &opts.bin_dir.join("grid-wrapper").to_string_lossy(),
+            &["--version"],
+        ),
+    }
+}
+
+fn get_ok(client: &mut Client, path: &str) -> BenchResult<Response> {
+    let r = client.request("GET", path, b"")?;
+    if r.code != 200 {
+        return Err(format!(
+            "GET {path}: HTTP {}: {}",
+            r.code,
+            String::from_utf8_lossy(&r.body)
+        )
+        .into());
+    }
+    Ok(r)
+}
+
+fn slices_path() -> String {
+    format!("/apis/discovery.k8s.io/v1/endpointslices?labelSelector={SELECTOR_L}")
+}
+
+fn list_rv(addr: SocketAddr) -> BenchResult<String> {
+    let r = get_ok(&mut Client::new(addr), &slices_path())?;
+    let v: Value = serde_json::from_slice(&r.body)?;
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| "list without metadata.resourceVersion".into())
+}
+
+fn sim_rv(sim: SocketAddr) -> BenchResult<u64> {
+    let r = get_ok(&mut Client::new(sim), "/sim/state")?;
+    let v: Value = serde_json::from_slice(&r.body)?;
+    v["rv"]
+        .as_u64()
+        .ok_or_else(|| "sim state without rv".into())
+}
+
+fn item_count(body: &[u8]) -> usize {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["items"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+fn memory(w: &Wrapper, sim_pid: u32) -> BenchResult<Mem> {
+    thread::sleep(Duration::from_secs(1)); // let start-up allocations settle
+    let mut m = Mem {
+        rss_sync: rss_kib(w.pid).ok_or("no VmRSS")?,
+        hwm_sync: hwm_kib(w.pid).unwrap_or(0),
+        sim_rss: rss_kib(sim_pid).unwrap_or(0),
+        ..Mem::default()
+    };
+    let mut c = Client::new(w.addr);
+    let l = SELECTOR_L;
+    for (name, path) in [
+        ("nodes", "/api/v1/nodes".to_string()),
+        ("services", format!("/api/v1/services?labelSelector={l}")),
+        ("endpoints", format!("/api/v1/endpoints?labelSelector={l}")),
+        ("endpointslices", slices_path()),
+    ] {
+        let r = get_ok(&mut c, &path)?;
+        m.lists
+            .push((name, r.body.len() as u64, item_count(&r.body)));
+    }
+    m.rss_after_lists = rss_kib(w.pid).unwrap_or(0);
+    Ok(m)
+}
+
+fn time_gets(addr: SocketAddr, path: &str, n: usize) -> BenchResult<(Vec<u64>, Response)> {
+    let mut c = Client::new(addr);
+    let mut last = get_ok(&mut c, path)?;
+    for _ in 1..LIST_WARMUP {
+        last = get_ok(&mut c, path)?;
+    }
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = get_ok(&mut c, path)?;
+        times.push(t.elapsed().as_nanos() as u64);
+        if r.body.len() != last.body.len() {
+            return Err(format!("GET {path}: body changed size between requests").into());
+        }
+        last = r;
+    }
+    Ok((times, last))
+}
+
+fn list_bench(children: &Children, opts: &Opts, w: &Wrapper) -> BenchResult<ListBench> {
+    let (wrapper, resp) = time_gets(w.addr, &slices_path(), opts.list_requests)?;
+    let nginx_bin = match opts.nginx.as_deref() {
+        Some("none") => Err("nginx not installed (or disabled with --nginx none)".to_string()),
+        other => nginx::find(other).ok_or_else(|| "nginx not found".to_string()),
+    };
+    let nginx = match nginx_bin {
+        Err(e) => Err(e),
+        Ok(bin) => match nginx::start(children, &bin, &resp.body) {
+            Err(e) => Err(e),
+            Ok(ng) => {
+                let r = time_gets(ng.addr, nginx::PATH, opts.list_requests);
+                children.terminate(ng.pid, Duration::from_secs(3));
+                match r {
+                    Ok((_, nr)) if nr.body != resp.body => {
+                        Err("nginx served different bytes".to_string())
+                    }
+                    Ok((t, _)) => Ok((t, ng.version.clone())),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        },
+    };
+    Ok(ListBench {
+        body_len: resp.body.len(),
+        items: item_count(&resp.body),
+        chunked: resp.chunked,
+        wrapper,
+        nginx,
+    })
+}
+
+/// Upstream slices of non-topology Services (odd-numbered), as apply templates.
+fn slice_templates(sim: SocketAddr) -> BenchResult<Vec<Template>> {
+    let r = get_ok(
+        &mut Client::new(sim),
+        "/apis/discovery.k8s.io/v1/endpointslices",
+    )?;
+    let v: Value = serde_json::from_slice(&r.body)?;
+    let items: Vec<Value> = v["items"]
+        .as_array()
+        .ok_or("sim slice list has no items")?
+        .iter()
+        .filter(|s| {
+            s["metadata"]["labels"]["kubernetes.io/service-name"]
+                .as_str()
+                .and_then(|n| n.strip_prefix("svc-"))
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n % 2 == 1)
+        })
+        .map(|s| {
+            let mut s = s.clone();
+            s["kind"] = json!("EndpointSlice");
+            s["apiVersion"] = json!("discovery.k8s.io/v1");
+            s
+        })
+        .collect();
+    let t = templates(&items);
+    if t.len() < 100 {
+        return Err(format!("only {} non-topology slices upstream", t.len()).into());
+    }
+    Ok(t)
+}
+
+/// Shared state of the watch rounds.
+struct Rounds<'a> {
+    wrapper: &'a Wrapper,
+    sim: SocketAddr,
+    sim_pid: u32,
+    templates: Vec<Template>,
+    watchers: usize,
+    next_seq: u64,
+    base: Instant,
+    tck: u64,
+}
+
+impl Rounds<'_> {
+    fn round(&mut self, rate: f64, count: usize, drain: Duration) -> BenchResult<Round> {
+        let rv = list_rv(self.wrapper.addr)?;
+        let path = format!(
+            "{}&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=456&watch=true",
+            slices_path()
+        );
+        let set = WatchSet::open(self.wrapper.addr, &path, self.watchers, self.base)?;
+        let sim_rv = sim_rv(self.sim)?;
+        let control = WatchSet::open(
+            self.sim,
+            &format!("{}&resourceVersion={sim_rv}&watch=true", slices_path()),
+            1,
+            self.base,
+        )?;
+        let log0 = self.wrapper.log.lines().len();
+        let slow0 = self.wrapper.log.count("too slow");
+        let w0 = cpu_ticks(self.wrapper.pid).unwrap_or(0);
+        let s0 = cpu_ticks(self.sim_pid).unwrap_or(0);
+        let me0 = cpu_ticks(std::process::id()).unwrap_or(0);
+        let t0 = Instant::now();
+        let run = apply_paced(
+            self.sim,
+            &self.templates,
+            self.next_seq,
+            count,
+            rate,
+            self.base,
+        );
+        self.next_seq += count as u64;
+        let expected = (self.watchers * count) as u64;
+        wait_until(drain, Duration::from_millis(2), || {
+            set.received() >= expected || set.dead() == self.watchers
+        });
+        let window = t0.elapsed();
+        let w1 = cpu_ticks(self.wrapper.pid).unwrap_or(0);
+        let s1 = cpu_ticks(self.sim_pid).unwrap_or(0);
+        let me1 = cpu_ticks(std::process::id()).unwrap_or(0);
+        let results = set.finish();
+        let upstream = analyze(&run, &control.finish());
+        if std::env::var_os("LOADBENCH_DEBUG").is_some() {
+            debug_missing(&run, &results);
+        }
+        let wrapper_warnings = self.wrapper.log.lines()[log0..]
+            .iter()
+            .filter(|(_, l)| l.starts_with("WARN") || l.starts_with("ERROR"))
+            .take(3)
+            .map(|(_, l)| l.clone())
+            .collect();
+        Ok(Round {
+            upstream,
+            wrapper_warnings,
+            rate,
+            delivery: analyze(&run, &results),
+            run,
+            wrapper_cpu: cpu_secs(w0, w1, self.tck),
+            sim_cpu: cpu_secs(s0, s1, self.tck),
+            self_cpu: cpu_secs(me0, me1, self.tck),
+            window,
+            too_slow: self.wrapper.log.count("too slow").saturating_sub(slow0),
+        })
+    }
+}
+
+/// Prints the missing sequence ranges of the first watchers (LOADBENCH_DEBUG).
+fn debug_missing(run: &ApplyRun, results: &[crate::watchers::WatchResult]) {
+    for (w, r) in results.iter().enumerate().take(3) {
+        let got: std::collections::BTreeSet<u64> = r.recv.iter().map(|x| x.0).collect();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for i in 0..run.sent_ns.len() as u64 {
+            let seq = run.first_seq + i;
+            if !got.contains(&seq) {
+                match ranges.last_mut() {
+                    Some(last) if last.1 + 1 == seq => last.1 = seq,
+                    _ => ranges.push((seq, seq)),
+                }
+            }
+        }
+        let last_recv = r.recv.iter().map(|x| x.1).max().unwrap_or(0);
+        let last_sent = run.sent_ns.last().copied().unwrap_or(0);
+        eprintln!(
+            "debug watcher {w}: first seq {} n {} missing ranges ({}): {:?} ended {:?} unmarked {} last recv - last sent {} ms",
+            run.first_seq,
+            run.sent_ns.len(),
+            ranges.len(),
+            &ranges[..ranges.len().min(12)],
+            r.ended,
+            r.unmarked,
+            (last_recv as i64 - last_sent as i64) / 1_000_000
+        );
+    }
+}
+
+/// Runs every phase and returns the table.
+pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
+    let began = Instant::now();
+    let mut notes = Vec::new();
+    let machine = machine(opts);
+    eprintln!("loadbench: starting grid-wrapper-sim at scale S");
+    let (sim_pid, sim_url, sim) = start_sim(children, opts)?;
+    let state = get_ok(&mut Client::new(sim), "/sim/state")?;
+    eprintln!(
+        "loadbench: sim state {}",
+        String::from_utf8_lossy(&state.body)
+    );
+    let mut sim_args = format!("--fixture scale --history {SIM_HISTORY}");
+    for (k, v) in SCALE {
+        sim_args.push_str(&format!(" {k} {v}"));
+    }
+
+    eprintln!("loadbench: starting grid-wrapper");
+    let (w, first_ready) = start_wrapper(children, opts, &sim_url)?;
+    eprintln!("loadbench: ready; memory and LIST latency");
+    let mut mem = memory(&w, sim_pid)?;
+    let list = list_bench(children, opts, &w)?;
+    if let Err(e) = &list.nginx {
+        notes.push(format!("nginx column n/a: {e}"));
+    }
+
+    eprintln!("loadbench: watch fan-out");
+    let mut rounds = Rounds {
+        wrapper: &w,
+        sim,
+        sim_pid,
+        templates: slice_templates(sim)?,
+        watchers: opts.watchers,
+        next_seq: 1,
+        base: Instant::now(),
+        tck: clk_tck(),
+    };
+    let fanout = rounds.round(opts.rate, opts.changes, FANOUT_DRAIN)?;
+
+    let mut ramp = Vec::new();
+    for &rate in &opts.ramp {
+        let count = (rate * opts.step_secs).round().max(1.0) as usize;
+        eprintln!("loadbench: ramp step {rate}/s ({count} changes)");
+        let r = rounds.round(rate, count, STEP_DRAIN)?;
+        let (kept, bound) = (r.kept_up(), r.source_bound());
+        ramp.push(r);
+        if !kept || bound || began.elapsed() > Duration::from_secs(200) {
+            break;
+        }
+    }
+    mem.rss_end = rss_kib(w.pid).unwrap_or(0);
+    mem.hwm_end = hwm_kib(w.pid).unwrap_or(0);
+    let relists = w.log.count("relist");
+    if relists > 0 {
+        notes.push(format!(
+            "the wrapper logged {relists} relist line(s) during the run"
+        ));
+    }
+    children.kill(w.pid);
+
+    eprintln!("loadbench: readiness ({} fresh starts)", opts.ready_runs);
+    let mut ready = Vec::new();
+    for _ in 0..opts.ready_runs {
+        let (w2, s) = start_wrapper(children, opts, &sim_url)?;
+        children.kill(w2.pid);
+        ready.push(s);
+    }
+    children.kill(sim_pid);
+    let results = Results {
+        machine,
+        sim_args,
+        mem,
+        list,
+        fanout,
+        ramp,
+        first_ready,
+        ready,
+        watchers: opts.watchers,
+        step_secs: opts.step_secs,
+        notes,
+        wall: began.elapsed(),
+    };
+    Ok(crate::report::table(&results))
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# make loadbench: installs nginx for the LIST baseline when absent (Debian package, as root;
+# skipped otherwise: that column then says n/a), then runs the loadbench example against the
+# release binaries. The example runs in its own process group, killed on any exit, and under a
+# hard timeout, so nothing it started (simulator, grid-wrapper, nginx) outlives this script.
+set -euo pipefail
+BIN=${1:-target/release}
+OUT=${LOADBENCH_OUT:-out/loadbench.md}
+LIMIT=${LOADBENCH_TIMEOUT:-300}
+
+nginx_bin() { command -v nginx 2>/dev/null || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true; }
+if [ -z "$(nginx_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "loadbench: installing nginx (Debian package) for the LIST baseline" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq --no-install-recommends nginx-light \
+    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends nginx-light; } \
+    || apt-get install -y -qq --no-install-recommends nginx; } >/dev/null 2>&1 \
+    || echo "loadbench: nginx could not be installed; its column will be n/a" >&2
+  # The package may start a system nginx on port 80; the bench runs its own on a free port.
+fi
+NGINX=$(nginx_bin); NGINX=${NGINX:-none}
+
+set -m  # the example gets a process group of its own
+"$BIN/examples/loadbench" --bin-dir "$BIN" --out "$OUT" --nginx "$NGINX" "${@:2}" &
+PID=$!
+trap 'kill -TERM -- -"$PID" 2>/dev/null || true' EXIT INT TERM
+( sleep "$LIMIT"; echo "loadbench: hard timeout of ${LIMIT}s" >&2; kill -KILL -- -"$PID" 2>/dev/null ) &
+GUARD=$!
+disown "$GUARD"
+rc=0; wait "$PID" || rc=$?
+kill -- -"$GUARD" 2>/dev/null || true
+trap - EXIT
+kill -KILL -- -"$PID" 2>/dev/null || true  # anything left in its group
+exit "$rc"
