@@ -246,7 +246,7 @@ impl Conn {
             if !self.write() {
                 return false;
             }
-            if !progressed && !(full && self.out.is_empty()) {
+            if !(progressed || full && self.out.is_empty()) {
                 break;
             }
         }
