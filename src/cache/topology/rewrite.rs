@@ -68,7 +68,23 @@ fn target(obj: &Value, loc: &Locality<'_>, kind: Target) -> Option<(String, u16)
     match check(obj, kind) {
         Ok(found) => Some(found),
         Err(why) => {
-            log::warn!("default/kubernetes {kind:?} served without local-apiserver rewrite: {why}");
+            // Unannotated (an ordinary cluster) is normal: debug. A half or bad annotation is a
+            // misconfiguration an operator wants to see.
+            let annotated = ["superedge.io/local-endpoint", "superedge.io/local-port"]
+                .iter()
+                .any(|k| {
+                    meta.pointer(&format!("/annotations/{}", k.replace('/', "~1")))
+                        .is_some()
+                });
+            if annotated {
+                log::warn!(
+                    "default/kubernetes {kind:?} served without local-apiserver rewrite: {why}"
+                );
+            } else {
+                log::debug!(
+                    "default/kubernetes {kind:?} is not annotated for the local-apiserver rewrite"
+                );
+            }
             None
         }
     }
