@@ -127,17 +127,20 @@ pub struct Retention {
     pub max_entries: usize,
     /// Keep entries younger than this (seconds), up to `max_entries`.
     pub window_secs: u64,
+    /// Beyond `min_entries`, keep at most this many bytes of logged objects.
+    pub max_bytes: usize,
 }
 
 impl Retention {
-    /// Retention for a given `--notify-channel-size`: ≥ that many entries, 3 minutes of history,
-    /// at most 8× the size (and at least 4096 entries).
+    /// Retention for a given `--notify-channel-size`: at least that many entries; beyond them,
+    /// up to 3 minutes of history within 4096 entries and 16 MiB of logged objects.
     pub fn for_queue(size: usize) -> Retention {
         let min_entries = size.max(1);
         Retention {
             min_entries,
-            max_entries: min_entries.saturating_mul(8).max(4096),
+            max_entries: min_entries.max(4096),
             window_secs: 180,
+            max_bytes: 16 << 20,
         }
     }
 }
@@ -147,7 +150,13 @@ impl Retention {
 pub struct Collection {
     objects: BTreeMap<ObjectKey, Arc<Served>>,
     log: VecDeque<(u64, Entry)>,
+    /// Bytes of the objects the log holds (old and new of every entry).
+    log_bytes: usize,
     horizon: u64,
+}
+
+fn entry_bytes(e: &Entry) -> usize {
+    e.old.as_ref().map_or(0, |o| o.bytes.len()) + e.new.as_ref().map_or(0, |n| n.bytes.len())
 }
 
 impl Collection {
@@ -156,6 +165,7 @@ impl Collection {
         Collection {
             objects: BTreeMap::new(),
             log: VecDeque::new(),
+            log_bytes: 0,
             horizon,
         }
     }
@@ -188,6 +198,7 @@ impl Collection {
     /// Forgets the history and starts it at `rv` (used once, when the cache becomes ready).
     pub fn reset_history(&mut self, rv: u64) {
         self.log.clear();
+        self.log_bytes = 0;
         self.horizon = rv;
     }
 
@@ -213,6 +224,7 @@ impl Collection {
                 .map(|old| Arc::new(old.restamped(rv))),
         };
         let entry = Entry { rv, old, new };
+        self.log_bytes += entry_bytes(&entry);
         self.log.push_back((now, entry.clone()));
         entry
     }
@@ -221,13 +233,15 @@ impl Collection {
     pub fn trim(&mut self, retention: &Retention, now: u64) {
         while let Some((at, entry)) = self.log.front() {
             let len = self.log.len();
+            let beyond_min = len > retention.min_entries;
             let too_many = len > retention.max_entries;
-            let expired =
-                len > retention.min_entries && now.saturating_sub(*at) > retention.window_secs;
-            if !(too_many || expired) {
+            let too_big = beyond_min && self.log_bytes > retention.max_bytes;
+            let expired = beyond_min && now.saturating_sub(*at) > retention.window_secs;
+            if !(too_many || too_big || expired) {
                 break;
             }
             self.horizon = self.horizon.max(entry.rv);
+            self.log_bytes -= entry_bytes(entry).min(self.log_bytes);
             self.log.pop_front();
         }
     }
@@ -303,6 +317,7 @@ mod tests {
             min_entries: 3,
             max_entries: 5,
             window_secs: 100,
+            max_bytes: usize::MAX,
         };
         c.trim(&r, 50);
         assert_eq!(c.log_len(), 5, "max_entries bounds the log");
@@ -312,6 +327,32 @@ mod tests {
         assert_eq!(c.horizon(), 7);
         assert!(c.after(6, 10).is_err());
         assert_eq!(c.after(7, 10).map(|v| v.len()), Ok(3));
+    }
+
+    #[test]
+    fn trim_bounds_logged_bytes_beyond_the_minimum() {
+        let mut c = Collection::new(0);
+        let k = ObjectKey::new("", "n");
+        for rv in 1..=10 {
+            c.record(&k, Some(served("n", rv)), rv, 0);
+        }
+        let one = entry_bytes(&c.after(9, 1).unwrap_or_default()[0]);
+        let r = Retention {
+            min_entries: 2,
+            max_entries: 100,
+            window_secs: 1000,
+            max_bytes: one * 4,
+        };
+        c.trim(&r, 0);
+        assert!(
+            c.log_bytes <= one * 4 + one,
+            "bytes bounded: {}",
+            c.log_bytes
+        );
+        assert!(c.log_len() >= 2 && c.log_len() < 10);
+        let tiny = Retention { max_bytes: 0, ..r };
+        c.trim(&tiny, 0);
+        assert_eq!(c.log_len(), 2, "the minimum is kept whatever its size");
     }
 
     #[test]
