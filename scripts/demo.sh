@@ -54,10 +54,14 @@ if command -v kubectl >/dev/null; then
 else
   echo "(kubectl not found: showing the same with curl)"
   show() { curl -fsS "$1/apis/discovery.k8s.io/v1/namespaces/default/endpointslices" | python3 -c '
-import json,sys
+import json, sys
 for s in json.load(sys.stdin)["items"]:
-    m=s["metadata"]; e=s.get("endpoints") or []
-    print(f"{m[\"name\"]:<12} {m.get(\"labels\",{}).get(\"kubernetes.io/service-name\",\"\"):<12} rv={m[\"resourceVersion\"]:<18} {[x[\"addresses\"][0] for x in e]} {[x.get(\"nodeName\") for x in e]}")'; }
+    m = s["metadata"]
+    eps = s.get("endpoints") or []
+    svc = m.get("labels", {}).get("kubernetes.io/service-name", "")
+    ips = ",".join(e["addresses"][0] for e in eps)
+    nodes = ",".join(e.get("nodeName") or "<none>" for e in eps)
+    print("%-18s %-12s rv=%-18s %-45s %s" % (m["name"], svc, m["resourceVersion"], ips, nodes))'; }
   say "apiserver view"; show "$SIM"
   say "grid-wrapper view (web pruned to zone-a)"; show "http://127.0.0.1:$PORT"
   say "opening a watch through grid-wrapper, then relabelling edge-b1 to zone-a upstream"
