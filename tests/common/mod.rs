@@ -599,19 +599,9 @@ impl LogSink {
 
 /// Spawns `cmd` with stdout and stderr captured into a [`LogSink`]; the child is killed on drop.
 pub fn spawn_captured(cmd: &mut Command) -> (Proc, LogSink) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let sink = LogSink::default();
-    if let Some(out) = child.stdout.take() {
-        sink.drain_from(out);
-    }
-    if let Some(err) = child.stderr.take() {
-        sink.drain_from(err);
-    }
-    (Proc { child }, sink)
+    let (proc, stdout, sink) = spawn_streaming(cmd);
+    sink.drain_from(stdout);
+    (proc, sink)
 }
 
 /// Spawns `cmd` with stdout piped to the caller and stderr captured into a [`LogSink`]; the
