@@ -233,6 +233,14 @@ fn relabel(c: &mut Criterion) {
             black_box(st.apply(UpstreamKind::Nodes, Change::Upsert(node(0, zone)), 0))
         })
     });
+    // Another node: only the objects with an endpoint on it are recomputed.
+    c.bench_function("relabel/remote_node_refilter_scale_S", |b| {
+        b.iter(|| {
+            flip = !flip;
+            let zone = if flip { 1 } else { 7 };
+            black_box(st.apply(UpstreamKind::Nodes, Change::Upsert(node(7, zone)), 0))
+        })
+    });
 }
 
 criterion_group! {

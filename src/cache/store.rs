@@ -49,6 +49,19 @@ pub struct State {
     // Recomputation owed at the end of the current `apply`.
     dirty_all: bool,
     dirty_services: BTreeSet<ObjectKey>,
+    dirty_nodes: BTreeSet<String>,
+    // Which endpoint objects have an endpoint on which node, so that a change of a node other
+    // than the local one recomputes only the objects it can affect (TOPOLOGY.md §9).
+    by_node: BTreeMap<String, BTreeSet<Target>>,
+    nodes_of: BTreeMap<Target, BTreeSet<String>>,
+}
+
+/// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
+/// order derived events are published in).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Target {
+    Endpoints(ObjectKey),
+    Slice(ObjectKey),
 }
 
 /// What one [`State::apply`] did.
@@ -131,6 +144,9 @@ impl State {
             ready: false,
             dirty_all: false,
             dirty_services: BTreeSet::new(),
+            dirty_nodes: BTreeSet::new(),
+            by_node: BTreeMap::new(),
+            nodes_of: BTreeMap::new(),
         }
     }
 
@@ -270,7 +286,7 @@ impl State {
                 }
                 let labels = labels_of(&obj);
                 if self.node_labels.get(&key.name) != Some(&labels) {
-                    self.dirty_all = true;
+                    self.mark_node(&key.name);
                 }
                 self.node_labels.insert(key.name.clone(), labels);
                 self.nodes.insert(key.name.clone(), bytes);
@@ -304,6 +320,10 @@ impl State {
                     return;
                 }
                 self.endpoints.insert(key.clone(), bytes);
+                self.index_nodes(
+                    Target::Endpoints(key.clone()),
+                    topology::endpoint_nodes(&obj),
+                );
                 let served = self.serve_endpoints(&key, &obj);
                 self.publish(Resource::Endpoints, &key, Some(served), now);
             }
@@ -312,6 +332,7 @@ impl State {
                     return;
                 }
                 self.index_slice(&key, topology::slice_service(&obj));
+                self.index_nodes(Target::Slice(key.clone()), topology::endpoint_nodes(&obj));
                 self.slices.insert(key.clone(), bytes);
                 self.publish_slice(&key, &obj, now);
             }
@@ -323,7 +344,7 @@ impl State {
             UpstreamKind::Nodes => {
                 if self.nodes.remove(&key.name).is_some() {
                     self.node_labels.remove(&key.name);
-                    self.dirty_all = true;
+                    self.mark_node(&key.name);
                     self.publish(Resource::Nodes, key, None, now);
                 }
             }
@@ -336,12 +357,14 @@ impl State {
             }
             UpstreamKind::Endpoints => {
                 if self.endpoints.remove(key).is_some() {
+                    self.index_nodes(Target::Endpoints(key.clone()), BTreeSet::new());
                     self.publish(Resource::Endpoints, key, None, now);
                 }
             }
             UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
                 if self.slices.remove(key).is_some() {
                     self.index_slice(key, None);
+                    self.index_nodes(Target::Slice(key.clone()), BTreeSet::new());
                     self.publish(Resource::SlicesV1, key, None, now);
                     self.publish(Resource::SlicesV1beta1, key, None, now);
                 }
@@ -367,34 +390,87 @@ impl State {
         }
     }
 
-    /// Recomputes the endpoint objects that the changes of this `apply` affect, in key order.
-    fn flush_derived(&mut self, now: u64) {
-        let services: BTreeSet<ObjectKey> = if std::mem::take(&mut self.dirty_all) {
-            let mut all = std::mem::take(&mut self.dirty_services);
-            all.extend(self.service_keys.keys().cloned());
-            all
+    /// A node's labels or existence changed: the local node affects every topology Service,
+    /// any other node only the objects with an endpoint on it.
+    fn mark_node(&mut self, name: &str) {
+        if name == self.settings.hostname {
+            self.dirty_all = true;
         } else {
-            std::mem::take(&mut self.dirty_services)
-        };
-        if services.is_empty() {
-            return;
+            self.dirty_nodes.insert(name.to_string());
         }
-        debug!("recomputing endpoints of {} services", services.len());
-        for svc in &services {
-            if let Some(obj) = self.endpoints.get(svc).and_then(parse) {
-                let served = self.serve_endpoints(svc, &obj);
-                self.publish(Resource::Endpoints, svc, Some(served), now);
+    }
+
+    fn index_nodes(&mut self, target: Target, nodes: BTreeSet<String>) {
+        if let Some(old) = self.nodes_of.remove(&target) {
+            for n in old {
+                if let Some(set) = self.by_node.get_mut(&n) {
+                    set.remove(&target);
+                    if set.is_empty() {
+                        self.by_node.remove(&n);
+                    }
+                }
             }
         }
+        for n in &nodes {
+            self.by_node
+                .entry(n.clone())
+                .or_default()
+                .insert(target.clone());
+        }
+        if !nodes.is_empty() {
+            self.nodes_of.insert(target, nodes);
+        }
+    }
+
+    /// Recomputes the endpoint objects that the changes of this `apply` affect, in key order.
+    fn flush_derived(&mut self, now: u64) {
+        let mut services = std::mem::take(&mut self.dirty_services);
+        if std::mem::take(&mut self.dirty_all) {
+            services.extend(self.service_keys.keys().cloned());
+        }
+        let mut targets: BTreeSet<Target> = BTreeSet::new();
         for svc in &services {
-            let slices: Vec<ObjectKey> = self
-                .slices_by_service
-                .get(svc)
-                .map(|s| s.iter().cloned().collect())
-                .unwrap_or_default();
-            for slice in slices {
-                if let Some(obj) = self.slices.get(&slice).and_then(parse) {
-                    self.publish_slice(&slice, &obj, now);
+            if self.endpoints.contains_key(svc) {
+                targets.insert(Target::Endpoints(svc.clone()));
+            }
+            if let Some(slices) = self.slices_by_service.get(svc) {
+                targets.extend(slices.iter().cloned().map(Target::Slice));
+            }
+        }
+        for node in std::mem::take(&mut self.dirty_nodes) {
+            let Some(on_node) = self.by_node.get(&node) else {
+                continue;
+            };
+            // Only topology Services filter by node labels.
+            targets.extend(
+                on_node
+                    .iter()
+                    .filter(|t| match t {
+                        Target::Endpoints(k) => self.service_keys.contains_key(k),
+                        Target::Slice(k) => self
+                            .slice_owner
+                            .get(k)
+                            .is_some_and(|s| self.service_keys.contains_key(s)),
+                    })
+                    .cloned(),
+            );
+        }
+        if targets.is_empty() {
+            return;
+        }
+        debug!("recomputing {} endpoint objects", targets.len());
+        for target in targets {
+            match target {
+                Target::Endpoints(key) => {
+                    if let Some(obj) = self.endpoints.get(&key).and_then(parse) {
+                        let served = self.serve_endpoints(&key, &obj);
+                        self.publish(Resource::Endpoints, &key, Some(served), now);
+                    }
+                }
+                Target::Slice(key) => {
+                    if let Some(obj) = self.slices.get(&key).and_then(parse) {
+                        self.publish_slice(&key, &obj, now);
+                    }
                 }
             }
         }
