@@ -22,6 +22,9 @@ use crate::upstream::client::Upstream;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector::{self, Change, Sink, UpstreamKind};
 
+/// How often an offline start re-checks the upstream's EndpointSlice version.
+const SLICE_RECHECK: Duration = Duration::from_secs(5);
+
 /// A fatal startup or loop error.
 #[derive(Debug)]
 pub enum AppError {
@@ -170,23 +173,46 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     // Version discovery talks to the upstream and may wait for its timeouts: it runs on its own
     // thread so the loop answers (holds, then 503) from the first moment.
     let starter_stop = stop.clone();
+    let starter_shared = shared.clone();
     std::thread::Builder::new()
         .name("start-reflectors".into())
         .spawn(move || {
-            let slices = reflector::discover_slice_kind(&upstream);
+            let start = |kind: UpstreamKind, stop: Arc<AtomicBool>| {
+                if let Err(e) = reflector::spawn(upstream.clone(), kind, sink.clone(), stop) {
+                    // Without every reflector the cache never becomes ready: fail loudly.
+                    log::error!("cannot start the {kind:?} reflector: {e}; exiting");
+                    std::process::exit(1);
+                }
+            };
+            let (mut slices, answered) = reflector::discover_slice_kind_checked(&upstream);
             info!("upstream EndpointSlice version: {slices:?}");
+            lock(&starter_shared).expect_slices(slices);
             for kind in [
                 UpstreamKind::Nodes,
                 UpstreamKind::Services,
                 UpstreamKind::Endpoints,
-                slices,
             ] {
-                if let Err(e) =
-                    reflector::spawn(upstream.clone(), kind, sink.clone(), starter_stop.clone())
-                {
-                    // Without every reflector the cache never becomes ready: fail loudly.
-                    log::error!("cannot start the {kind:?} reflector: {e}; exiting");
-                    std::process::exit(1);
+                start(kind, starter_stop.clone());
+            }
+            let mut slice_stop = Arc::new(AtomicBool::new(false));
+            start(slices, slice_stop.clone());
+            // Offline start: the version was a guess. Re-check by API discovery until the
+            // upstream answers (TOPOLOGY.md §5.3); switch reflectors if the guess was wrong.
+            if !answered {
+                loop {
+                    std::thread::sleep(SLICE_RECHECK);
+                    let Some(found) = reflector::discovered_slice_kind(&upstream) else {
+                        continue;
+                    };
+                    if found != slices {
+                        warn!("upstream serves {found:?}, not the guessed {slices:?}: switching");
+                        slice_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        lock(&starter_shared).expect_slices(found);
+                        slices = found;
+                        slice_stop = Arc::new(AtomicBool::new(false));
+                        start(slices, slice_stop.clone());
+                    }
+                    break;
                 }
             }
         })

@@ -42,6 +42,8 @@ pub struct State {
     endpoints: BTreeMap<ObjectKey, Raw>,
     slices: BTreeMap<ObjectKey, Raw>,
     slice_kind: UpstreamKind,
+    /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
+    slice_kind_pinned: bool,
     slice_owner: BTreeMap<ObjectKey, ObjectKey>,
     slices_by_service: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
     synced: BTreeSet<u8>,
@@ -138,6 +140,7 @@ impl State {
             endpoints: BTreeMap::new(),
             slices: BTreeMap::new(),
             slice_kind: UpstreamKind::SlicesV1,
+            slice_kind_pinned: false,
             slice_owner: BTreeMap::new(),
             slices_by_service: BTreeMap::new(),
             synced: BTreeSet::new(),
@@ -170,6 +173,15 @@ impl State {
         self.slice_kind
     }
 
+    /// Pins the EndpointSlice version to mirror (startup discovery, or a later re-check that
+    /// found a different one). From then on, changes of the other version are ignored — a
+    /// reflector being replaced cannot mix versions — and the new version's first full list
+    /// replaces every stored slice.
+    pub fn expect_slices(&mut self, kind: UpstreamKind) {
+        self.slice_kind = kind;
+        self.slice_kind_pinned = true;
+    }
+
     /// Applies one upstream change, recomputes what it affects, and logs every change of served
     /// content with a new RV. `now` is monotonic seconds (for the log's time window).
     pub fn apply(&mut self, kind: UpstreamKind, change: Change, now: u64) -> Applied {
@@ -177,7 +189,14 @@ impl State {
         if matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1)
             && kind != self.slice_kind
         {
-            // The upstream switched versions: its next full list replaces every stored slice.
+            if self.slice_kind_pinned {
+                debug!(
+                    "ignoring a {kind:?} change: mirroring {:?}",
+                    self.slice_kind
+                );
+                return Applied::default();
+            }
+            // Unpinned: the upstream switched versions; its full list replaces every slice.
             self.slice_kind = kind;
         }
         let listed = matches!(change, Change::Replace(_) | Change::List(_));

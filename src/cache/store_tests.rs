@@ -725,3 +725,40 @@ fn list_texts_are_decoded_one_by_one_and_garbage_items_are_skipped() {
         .collect();
     assert_eq!(names, strs(&["s", "t"]));
 }
+
+#[test]
+fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let v1 = slice_v1(
+        "default",
+        "s-a",
+        Some("s"),
+        vec![slice_endpoint_v1("10.0.0.2", Some("n1"), None)],
+    );
+    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![v1.clone()]), 1);
+    st.expect_slices(UpstreamKind::SlicesV1beta1);
+    let cur = st.current_rv();
+    // A late change from the replaced v1 reflector: ignored.
+    st.apply(
+        UpstreamKind::SlicesV1,
+        Change::Upsert(slice_v1("default", "s-b", Some("s"), vec![])),
+        1,
+    );
+    assert_eq!(st.current_rv(), cur);
+    // The v1beta1 list replaces what the v1 reflector had stored.
+    let b = json!({"apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
+        "metadata": {"namespace": "default", "name": "s-x", "labels": {"kubernetes.io/service-name": "s"}},
+        "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": "h"}]});
+    st.apply(UpstreamKind::SlicesV1beta1, Change::Replace(vec![b]), 1);
+    let names: Vec<String> = st
+        .collection(Resource::SlicesV1)
+        .objects()
+        .map(|o| o.key.name.clone())
+        .collect();
+    assert_eq!(names, strs(&["s-x"]));
+    assert_eq!(
+        slice_ips(&served(&st, Resource::SlicesV1, "default", "s-x")),
+        strs(&["10.0.0.1"])
+    );
+}

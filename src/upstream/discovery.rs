@@ -9,10 +9,54 @@ use serde_json::Value;
 /// (`GET /apis/discovery.k8s.io`, v1 preferred); if that fails, probe LIST v1 then v1beta1,
 /// preferring a non-empty answer; default v1.
 pub fn discover_slice_kind(upstream: &Upstream) -> UpstreamKind {
+    discover_with(upstream).0
+}
+
+/// Like [`discover_slice_kind`], also saying whether the upstream answered at all (discovery or
+/// a probe). When it did not (an offline start), the version is a guess to re-check later.
+pub fn discover_slice_kind_checked(upstream: &Upstream) -> (UpstreamKind, bool) {
     discover_with(upstream)
 }
 
-pub(crate) fn discover_with(lw: &dyn ListWatch) -> UpstreamKind {
+/// The version API discovery names, or `None` when discovery cannot be reached (then
+/// [`discover_slice_kind`] guessed by probing, and the caller re-checks later).
+pub fn discovered_slice_kind(upstream: &Upstream) -> Option<UpstreamKind> {
+    discovery_answer(upstream).ok()
+}
+
+pub(crate) fn discover_with(lw: &dyn ListWatch) -> (UpstreamKind, bool) {
+    match discovery_answer(lw) {
+        Ok(kind) => (kind, true),
+        Err(e) => {
+            log::info!("API discovery failed ({e}); probing EndpointSlice versions");
+            let probe = |k: UpstreamKind| {
+                lw.list(&with_query(k.path(), &[("limit", "1")]))
+                    .map(|l| !l.items.is_empty())
+            };
+            let v1 = probe(UpstreamKind::SlicesV1);
+            let (kind, answered) = if v1 == Ok(true) {
+                (UpstreamKind::SlicesV1, true)
+            } else {
+                match (v1.is_ok(), probe(UpstreamKind::SlicesV1beta1)) {
+                    (_, Ok(true)) => (UpstreamKind::SlicesV1beta1, true),
+                    (true, _) => (UpstreamKind::SlicesV1, true),
+                    (false, Ok(false)) => (UpstreamKind::SlicesV1beta1, true),
+                    (false, Err(_)) => (UpstreamKind::SlicesV1, false),
+                }
+            };
+            if answered {
+                log::info!("mirroring {kind:?} (probed)");
+            } else {
+                log::warn!("upstream unreachable: mirroring {kind:?} for now, re-checking the EndpointSlice version until it answers");
+            }
+            (kind, answered)
+        }
+    }
+}
+
+fn discovery_answer(
+    lw: &dyn ListWatch,
+) -> Result<UpstreamKind, crate::upstream::client::UpstreamError> {
     match lw.get_json("/apis/discovery.k8s.io") {
         Ok(group) => {
             let versions: Vec<&str> = group
@@ -30,27 +74,8 @@ pub(crate) fn discover_with(lw: &dyn ListWatch) -> UpstreamKind {
                 UpstreamKind::SlicesV1beta1
             };
             log::info!("EndpointSlice versions served upstream: {versions:?}; mirroring {kind:?}");
-            kind
+            Ok(kind)
         }
-        Err(e) => {
-            log::info!("API discovery failed ({e}); probing EndpointSlice versions");
-            let probe = |k: UpstreamKind| {
-                lw.list(&with_query(k.path(), &[("limit", "1")]))
-                    .map(|l| !l.items.is_empty())
-            };
-            let v1 = probe(UpstreamKind::SlicesV1);
-            let kind = if v1 == Ok(true) {
-                UpstreamKind::SlicesV1
-            } else {
-                match (v1.is_ok(), probe(UpstreamKind::SlicesV1beta1)) {
-                    (_, Ok(true)) => UpstreamKind::SlicesV1beta1,
-                    (true, _) => UpstreamKind::SlicesV1,
-                    (false, Ok(false)) => UpstreamKind::SlicesV1beta1,
-                    (false, Err(_)) => UpstreamKind::SlicesV1,
-                }
-            };
-            log::info!("mirroring {kind:?} (probed)");
-            kind
-        }
+        Err(e) => Err(e),
     }
 }

@@ -28,7 +28,9 @@
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{Upstream, UpstreamError};
 use crate::upstream::decode::{self, DecodeError, Line, ListResult, WatchEvent};
-pub use crate::upstream::discovery::discover_slice_kind;
+pub use crate::upstream::discovery::{
+    discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
+};
 use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::{Change, Sink, UpstreamKind, SERVICE_PROXY_SELECTOR};
 use serde_json::Value;

@@ -1,0 +1,40 @@
+//! An offline start (TOPOLOGY.md §5.3, ORIGINAL-GAPS #26): grid-wrapper starts while the
+//! upstream is unreachable, guesses the EndpointSlice version (v1), and re-checks it by API
+//! discovery once the upstream answers. Here the upstream turns out to serve only v1beta1 (a
+//! 1.19–1.20 cluster): without the re-check the v1 reflector would get 404 forever and the
+//! cache would never become ready.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{free_port, slice_ips, Sim, Wrapper};
+use serde_json::Value;
+
+fn web(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["metadata"]["name"] == "web-abc12"))
+        .map(slice_ips)
+        .unwrap_or_default()
+}
+
+#[test]
+fn offline_start_rechecks_the_slice_version_once_the_upstream_answers() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let w = Wrapper::start_unready(&url, "edge-a1", &["--not-ready-hold-seconds=0"]);
+    // Let discovery and both probes fail against the closed port.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, _, _) = w.get("/apis/discovery.k8s.io/v1/endpointslices");
+    assert_eq!(code, 503, "not ready while the upstream is down");
+    let listen = format!("127.0.0.1:{port}");
+    let _sim = Sim::start(&["--listen", &listen, "--slice-version", "v1beta1"]);
+    w.wait_ready();
+    let beta = w.get_json("/apis/discovery.k8s.io/v1beta1/endpointslices");
+    assert_eq!(beta["apiVersion"], "discovery.k8s.io/v1beta1");
+    assert_eq!(web(&beta).len(), 2, "pruned to zone-a: {beta}");
+    // And the v1 route serves the same slices, converted.
+    let v1 = w.get_json("/apis/discovery.k8s.io/v1/endpointslices");
+    assert_eq!(web(&v1), web(&beta));
+}
