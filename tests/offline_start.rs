@@ -8,16 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, slice_ips, Sim, Wrapper};
-use serde_json::Value;
-
-fn web(list: &Value) -> Vec<String> {
-    list["items"]
-        .as_array()
-        .and_then(|a| a.iter().find(|i| i["metadata"]["name"] == "web-abc12"))
-        .map(slice_ips)
-        .unwrap_or_default()
-}
+use common::{free_port, web_ips, Sim, Wrapper};
 
 #[test]
 fn offline_start_rechecks_the_slice_version_once_the_upstream_answers() {
@@ -33,8 +24,8 @@ fn offline_start_rechecks_the_slice_version_once_the_upstream_answers() {
     w.wait_ready();
     let beta = w.get_json("/apis/discovery.k8s.io/v1beta1/endpointslices");
     assert_eq!(beta["apiVersion"], "discovery.k8s.io/v1beta1");
-    assert_eq!(web(&beta).len(), 2, "pruned to zone-a: {beta}");
+    assert_eq!(web_ips(&beta).len(), 2, "pruned to zone-a: {beta}");
     // And the v1 route serves the same slices, converted.
     let v1 = w.get_json("/apis/discovery.k8s.io/v1/endpointslices");
-    assert_eq!(web(&v1), web(&beta));
+    assert_eq!(web_ips(&v1), web_ips(&beta));
 }

@@ -7,21 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::pki::Pki;
-use common::{slice_ips, Sim, Wrapper};
+use common::{web_ips, Sim, Wrapper};
 use serde_json::Value;
 
 const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
 
 fn https(w: &Wrapper) -> String {
     format!("https://{}", w.addr)
-}
-
-fn web_ips(list: &Value) -> Vec<String> {
-    list["items"]
-        .as_array()
-        .and_then(|a| a.iter().find(|i| i["metadata"]["name"] == "web-abc12"))
-        .map(slice_ips)
-        .unwrap_or_default()
 }
 
 #[test]

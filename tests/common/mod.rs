@@ -438,6 +438,15 @@ pub fn names(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// First addresses of the demo slice `web-abc12` in a list (empty when absent).
+pub fn web_ips(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["metadata"]["name"] == "web-abc12"))
+        .map(slice_ips)
+        .unwrap_or_default()
+}
+
 /// First address of each endpoint of a slice.
 pub fn slice_ips(slice: &Value) -> Vec<String> {
     slice["endpoints"]
