@@ -141,7 +141,7 @@ fn read_response<R: BufRead>(r: &mut R) -> io::Result<(Response, bool)> {
     let close = get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let chunked = get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
     let mut body = Vec::new();
-    if chunked {
+    let close = if chunked {
         loop {
             let mut line = String::new();
             if r.read_line(&mut line)? == 0 {
@@ -162,14 +162,7 @@ fn read_response<R: BufRead>(r: &mut R) -> io::Result<(Response, bool)> {
             r.read_exact(&mut body[start..])?;
             body.truncate(start + size);
         }
-        Ok((
-            Response {
-                code,
-                chunked,
-                body,
-            },
-            close,
-        ))
+        close
     } else if let Some(len) = get("content-length") {
         let len: usize = len
             .parse()
@@ -179,23 +172,17 @@ fn read_response<R: BufRead>(r: &mut R) -> io::Result<(Response, bool)> {
         }
         body.resize(len, 0);
         r.read_exact(&mut body)?;
-        Ok((
-            Response {
-                code,
-                chunked,
-                body,
-            },
-            close,
-        ))
+        close
     } else {
         r.take(MAX_BODY as u64).read_to_end(&mut body)?;
-        Ok((
-            Response {
-                code,
-                chunked,
-                body,
-            },
-            true,
-        ))
-    }
+        true // close-delimited
+    };
+    Ok((
+        Response {
+            code,
+            chunked,
+            body,
+        },
+        close,
+    ))
 }

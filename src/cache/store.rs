@@ -12,7 +12,7 @@ use log::{debug, warn};
 use serde_json::Value;
 
 use crate::cache::topology::{self, Class, KeysAnnotation, Labels, Locality, TopologyKeys};
-use crate::cache::view::{stamp_rv, Collection, Retention, Served};
+use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Collection, Retention, Served};
 use crate::k8s::{convert, ObjectKey, Resource};
 use crate::upstream::kind::{Change, UpstreamKind};
 
@@ -561,30 +561,23 @@ impl State {
             obj.insert("kind".into(), Value::String(res.kind().into()));
             obj.insert("apiVersion".into(), Value::String(res.api_version().into()));
         }
-        if let Some(old) = &old {
-            stamp_rv(&mut value, old.rv);
-            // Serializing a Value cannot fail.
-            if serde_json::to_vec(&value).unwrap_or_default()[..] == old.bytes[..] {
-                return false;
-            }
+        // Serialize once, stamped with the RV this change would get; compare with the old bytes
+        // ignoring the stamp. Only a real change consumes the RV.
+        let next = self.rv + 1;
+        stamp_rv(&mut value, next);
+        // Serializing a Value cannot fail.
+        let bytes = serde_json::to_vec(&value).unwrap_or_default();
+        if old
+            .as_ref()
+            .is_some_and(|o| same_but_rv(&bytes, next, &o.bytes, o.rv))
+        {
+            return false;
         }
-        self.rv += 1;
-        stamp_rv(&mut value, self.rv);
-        let served = Arc::new(Served::from_value(key.clone(), self.rv, &value));
-        coll.record(key, Some(served), self.rv, now);
+        self.rv = next;
+        let served = Arc::new(Served::with_bytes(key.clone(), next, &value, bytes));
+        coll.record(key, Some(served), next, now);
         true
     }
-}
-
-fn labels_of(obj: &Value) -> Labels {
-    obj.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

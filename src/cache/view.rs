@@ -33,23 +33,19 @@ pub struct Served {
 impl Served {
     /// Builds a served object from its final JSON (`rv` already stamped into it).
     pub fn from_value(key: ObjectKey, rv: u64, value: &Value) -> Served {
-        let labels = value
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_string);
         // Serializing a Value cannot fail (its keys are strings).
-        let bytes: Arc<[u8]> = serde_json::to_vec(value).unwrap_or_default().into();
+        let bytes = serde_json::to_vec(value).unwrap_or_default();
+        Served::with_bytes(key, rv, value, bytes)
+    }
+
+    /// Builds a served object from its final JSON and that JSON's serialization.
+    pub fn with_bytes(key: ObjectKey, rv: u64, value: &Value, bytes: Vec<u8>) -> Served {
+        let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_string);
         Served {
             key,
             rv,
-            bytes,
-            labels,
+            bytes: bytes.into(),
+            labels: labels_of(value),
             cluster_ip: text("/spec/clusterIP"),
             service_type: text("/spec/type"),
         }
@@ -86,6 +82,37 @@ impl Served {
         stamp_rv(&mut value, rv);
         Served::from_value(self.key.clone(), rv, &value)
     }
+}
+
+/// `metadata.labels` of an object (non-string values ignored).
+pub fn labels_of(obj: &Value) -> Labels {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `new` (stamped with `new_rv`) equals `old` (stamped with `old_rv`) but for the
+/// resourceVersion. `new_rv` is a never-issued number, so its first `"resourceVersion":"…"`
+/// occurrence in `new` is the stamp.
+pub fn same_but_rv(new: &[u8], new_rv: u64, old: &[u8], old_rv: u64) -> bool {
+    let new_stamp = format!("\"resourceVersion\":\"{new_rv}\"");
+    let old_stamp = format!("\"resourceVersion\":\"{old_rv}\"");
+    let Some(at) = new
+        .windows(new_stamp.len())
+        .position(|w| w == new_stamp.as_bytes())
+    else {
+        return false;
+    };
+    let rest = at + new_stamp.len();
+    old.len() + new_stamp.len() == new.len() + old_stamp.len()
+        && old[..at] == new[..at]
+        && old.get(at..at + old_stamp.len()) == Some(old_stamp.as_bytes())
+        && old.get(at + old_stamp.len()..) == Some(&new[rest..])
 }
 
 /// Sets `metadata.resourceVersion` to `rv` (creating `metadata` if needed).
@@ -353,6 +380,29 @@ mod tests {
         let tiny = Retention { max_bytes: 0, ..r };
         c.trim(&tiny, 0);
         assert_eq!(c.log_len(), 2, "the minimum is kept whatever its size");
+    }
+
+    #[test]
+    fn same_but_rv_ignores_only_the_stamp() {
+        let mut a = json!({"metadata":{"name":"x","labels":{"k":"v"}},"spec":{"n":1}});
+        let mut b = a.clone();
+        stamp_rv(&mut a, 7);
+        stamp_rv(&mut b, 1234);
+        let (ab, bb) = (
+            serde_json::to_vec(&a).unwrap_or_default(),
+            serde_json::to_vec(&b).unwrap_or_default(),
+        );
+        assert!(same_but_rv(&bb, 1234, &ab, 7));
+        assert!(
+            !same_but_rv(&bb, 1234, &ab, 8),
+            "the old stamp must match too"
+        );
+        b["spec"]["n"] = json!(2);
+        let bb = serde_json::to_vec(&b).unwrap_or_default();
+        assert!(
+            !same_but_rv(&bb, 1234, &ab, 7),
+            "a content change is a change"
+        );
     }
 
     #[test]

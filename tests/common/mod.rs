@@ -613,15 +613,19 @@ pub fn spawn_captured(cmd: &mut Command) -> (Proc, LogSink) {
     (proc, sink)
 }
 
-/// Spawns `cmd` with stdout piped to the caller and stderr captured into a [`LogSink`]; the
-/// child is killed on drop.
-pub fn spawn_streaming(cmd: &mut Command) -> (Proc, std::process::ChildStdout, LogSink) {
-    let mut child = cmd
-        .stdin(Stdio::null())
+/// Spawns `cmd` with stdin closed and stdout/stderr piped.
+fn spawn_piped(cmd: &mut Command) -> std::process::Child {
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
+}
+
+/// Spawns `cmd` with stdout piped to the caller and stderr captured into a [`LogSink`]; the
+/// child is killed on drop.
+pub fn spawn_streaming(cmd: &mut Command) -> (Proc, std::process::ChildStdout, LogSink) {
+    let mut child = spawn_piped(cmd);
     let sink = LogSink::default();
     if let Some(err) = child.stderr.take() {
         sink.drain_from(err);
@@ -691,12 +695,7 @@ impl RunOutput {
 
 /// Runs `cmd` to completion with stdin closed, killing it after `timeout` (then `None`).
 pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> Option<RunOutput> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let mut child = spawn_piped(cmd);
     let collect = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut out = Vec::new();
