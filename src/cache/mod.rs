@@ -1,5 +1,7 @@
 //! The cache: upstream objects, the topology-pruned served view, RVs and the event log.
 
+pub mod epoch;
+pub mod snapshot;
 pub mod store;
 pub mod topology;
 pub mod view;

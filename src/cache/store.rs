@@ -48,6 +48,9 @@ pub struct State {
     slices_by_service: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
     synced: BTreeSet<u8>,
     ready: bool,
+    /// Serving objects restored from the on-disk snapshot: set by [`State::restore`], cleared
+    /// once every reflector has listed from the upstream.
+    from_snapshot: bool,
     // Recomputation owed at the end of the current `apply`.
     dirty_all: bool,
     dirty_services: BTreeSet<ObjectKey>,
@@ -73,6 +76,8 @@ pub struct Applied {
     pub events: usize,
     /// The cache became ready with this change.
     pub became_ready: bool,
+    /// Every reflector has now listed from the upstream after a start from the snapshot.
+    pub upstream_synced: bool,
 }
 
 fn sync_slot(kind: UpstreamKind) -> u8 {
@@ -102,13 +107,12 @@ fn excluded(kind: UpstreamKind, obj: &Value) -> bool {
 
 /// An upstream object as compact JSON (canonical: `Value` maps are sorted, so equal objects
 /// give equal bytes).
-type Raw = Box<[u8]>;
+/// Shared (`Arc`) so that a snapshot for the disk takes every object without copying it.
+type Raw = Arc<[u8]>;
 
 fn raw(obj: &Value) -> Raw {
     // Serializing a Value cannot fail (its keys are strings).
-    serde_json::to_vec(obj)
-        .unwrap_or_default()
-        .into_boxed_slice()
+    serde_json::to_vec(obj).unwrap_or_default().into()
 }
 
 fn parse(raw: &Raw) -> Option<Value> {
@@ -145,6 +149,7 @@ impl State {
             slices_by_service: BTreeMap::new(),
             synced: BTreeSet::new(),
             ready: false,
+            from_snapshot: false,
             dirty_all: false,
             dirty_services: BTreeSet::new(),
             dirty_nodes: BTreeSet::new(),
@@ -158,9 +163,16 @@ impl State {
         self.rv
     }
 
-    /// Whether every reflector has listed once and the filtered view is built.
+    /// Whether every reflector has listed once (or a snapshot was restored) and the filtered
+    /// view is built.
     pub fn is_ready(&self) -> bool {
         self.ready
+    }
+
+    /// Whether the served view still comes (partly) from the on-disk snapshot: restored, and not
+    /// every reflector has listed from the upstream since.
+    pub fn serving_snapshot(&self) -> bool {
+        self.from_snapshot
     }
 
     /// The served objects and event log of one resource.
@@ -234,11 +246,14 @@ impl State {
         self.flush_derived(now);
         let mut applied = Applied {
             events: (self.rv - before) as usize,
-            became_ready: false,
+            ..Applied::default()
         };
-        if listed && !self.ready {
-            self.synced.insert(sync_slot(kind));
-            if self.synced.len() == 4 {
+        if listed && self.synced.insert(sync_slot(kind)) && self.synced.len() == 4 {
+            if self.from_snapshot {
+                // Ready since the restore; the history (and open watches) carry on.
+                self.from_snapshot = false;
+                applied.upstream_synced = true;
+            } else {
                 self.ready = true;
                 applied.became_ready = true;
                 for coll in self.served.iter_mut() {
@@ -580,6 +595,8 @@ impl State {
     }
 }
 
+#[path = "store_persist.rs"]
+mod persist;
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;

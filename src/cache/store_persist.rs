@@ -1,0 +1,54 @@
+//! The cache's side of `--cache-dir`: taking its upstream objects for a snapshot, and serving a
+//! snapshot's objects after a restart. Pure (the disk is `crate::persist`'s).
+
+use log::warn;
+
+use super::{parse, State};
+use crate::cache::snapshot::Objects;
+use crate::upstream::kind::UpstreamKind;
+
+impl State {
+    /// Every cached upstream object, shared (no copy). Taken under the lock, written off it.
+    pub fn export(&self) -> Objects {
+        Objects {
+            nodes: self.nodes.values().cloned().collect(),
+            services: self.services.values().cloned().collect(),
+            endpoints: self.endpoints.values().cloned().collect(),
+            slices: self.slices.values().cloned().collect(),
+        }
+    }
+
+    /// Serves a snapshot's objects at once: the cache becomes ready, with every object stamped
+    /// by this process's RVs, and stays marked as serving the snapshot until every reflector has
+    /// listed from the upstream (whose lists are then diffed against it, as any relist is).
+    /// Only for a fresh cache (nothing applied yet); returns whether it restored.
+    pub fn restore(&mut self, objects: Objects, slice_kind: UpstreamKind, now: u64) -> bool {
+        if self.ready || !self.synced.is_empty() || !self.nodes.is_empty() {
+            warn!("not restoring the snapshot: the cache already holds upstream data");
+            return false;
+        }
+        if matches!(
+            slice_kind,
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1
+        ) {
+            self.slice_kind = slice_kind;
+        }
+        let slices = self.slice_kind;
+        for (kind, items) in [
+            (UpstreamKind::Nodes, objects.nodes),
+            (UpstreamKind::Services, objects.services),
+            (UpstreamKind::Endpoints, objects.endpoints),
+            (slices, objects.slices),
+        ] {
+            let values = items.iter().filter_map(parse);
+            self.replace(kind, values, now);
+        }
+        self.flush_derived(now);
+        self.ready = true;
+        self.from_snapshot = true;
+        for coll in self.served.iter_mut() {
+            coll.reset_history(self.rv);
+        }
+        true
+    }
+}
