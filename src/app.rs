@@ -6,17 +6,21 @@ use std::fmt;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
 use mio::Waker;
 
+use crate::cache::epoch;
+use crate::cache::snapshot::Snapshot;
 use crate::cache::store::{Settings, State};
 use crate::cache::view::Retention;
 use crate::config::Config;
-use crate::server::conn::{lock, ServerOptions};
+use crate::persist::{self, CacheDir, Writer};
+use crate::server::conn::{lock, ServerOptions, TlsSlot};
 use crate::server::event_loop::Server;
 use crate::server::health;
+use crate::server::signals::{self, TlsFiles};
 use crate::server::transport;
 use crate::upstream::client::Upstream;
 use crate::upstream::kubeconfig;
@@ -59,6 +63,8 @@ struct CacheSink {
     shared: Arc<Mutex<State>>,
     waker: Arc<Waker>,
     started: Instant,
+    /// The snapshot writer, with `--cache-dir`.
+    writer: Option<Arc<Writer>>,
 }
 
 impl Sink for CacheSink {
@@ -77,8 +83,17 @@ impl Sink for CacheSink {
                 state.slice_kind(),
             );
         }
+        if applied.upstream_synced {
+            info!(
+                "upstream synced: the snapshot is no longer served as such; resourceVersion {}",
+                state.current_rv()
+            );
+        }
         drop(state);
         if applied.events > 0 || applied.became_ready {
+            if let Some(w) = &self.writer {
+                w.changed();
+            }
             if let Err(e) = self.waker.wake() {
                 warn!("cannot wake the event loop: {e}");
             }
@@ -104,25 +119,40 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, AppError> {
         })
 }
 
-/// The first resourceVersion: wall-clock microseconds, so a restarted process never reissues an
-/// RV an earlier one handed out (PROTOCOL.md §8.1).
-pub fn rv_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(1)
+/// Opens `--cache-dir` and loads its snapshot; returns the RV seed for this process. Without
+/// `--cache-dir` (or when the directory is unusable) the epoch is random.
+fn open_cache(
+    cfg: &Config,
+    ucfg: &kubeconfig::UpstreamConfig,
+) -> (Option<CacheDir>, Option<Snapshot>, u64) {
+    let Some(dir) = &cfg.cache_dir else {
+        return (None, None, epoch::seed(persist::random_epoch()));
+    };
+    let id = persist::identity(&cfg.hostname, &ucfg.server, ucfg.ca_pem.as_deref());
+    let cache = match CacheDir::open(dir, id) {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!(
+                "--cache-dir {}: {e}; running WITHOUT a snapshot (an offline restart will have nothing to serve)",
+                dir.display()
+            );
+            return (None, None, epoch::seed(persist::random_epoch()));
+        }
+    };
+    let snapshot = cache.load();
+    let epoch = cache.next_epoch(snapshot.as_ref().map(|s| s.meta.rv));
+    (Some(cache), snapshot, epoch::seed(epoch))
 }
 
-/// Runs grid-wrapper until the process is killed.
+/// Runs grid-wrapper until SIGTERM/SIGINT, then shuts down gracefully: the loop ends every
+/// stream and drains (at most [`crate::server::event_loop::SHUTDOWN_GRACE`]), the final
+/// snapshot is written, and `run` returns `Ok` (exit code 0).
 pub fn run(cfg: Config) -> Result<(), AppError> {
     if cfg.support_endpointslice_given {
         warn!("--support-endpointslice is accepted for compatibility and ignored: both EndpointSlice versions are always served");
     }
     if cfg.debug {
         warn!("--debug is accepted but grid-wrapper has no profiling endpoints yet");
-    }
-    if cfg.autonomy.enabled {
-        warn!("--service-autonomy-enhancement is not implemented yet; endpoints are not pruned by edge-health");
     }
     let ucfg = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())
         .map_err(|e| AppError::Upstream(e.to_string()))?;
@@ -135,7 +165,39 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         wrapper_in_cluster: cfg.wrapper_in_cluster,
         retention: Retention::for_queue(cfg.notify_channel_size),
     };
-    let shared = Arc::new(Mutex::new(State::new(settings, rv_seed())));
+    let (cache, snapshot, seed) = open_cache(&cfg, &ucfg);
+    let mut state = State::new(settings, seed);
+    let mut extras = health::Extras::default();
+    let snapshot_slices = snapshot.as_ref().map(|s| s.meta.slice_kind);
+    if let Some(snap) = snapshot {
+        let age = persist::unix_now().saturating_sub(snap.meta.written_unix_secs);
+        let (objects, written) = (snap.objects.len(), snap.meta.written_unix_secs);
+        if state.restore(snap.objects, snap.meta.slice_kind, 0) {
+            extras.snapshot_written = Some(written);
+            info!(
+                "serving the snapshot from {} written {age} s ago ({objects} objects: {} nodes, {} services, {} endpoints, {} endpointslices) at resourceVersion {} until the upstream answers",
+                cache.as_ref().map_or(String::new(), |c| c.path().display().to_string()),
+                state.collection(crate::k8s::Resource::Nodes).len(),
+                state.collection(crate::k8s::Resource::Services).len(),
+                state.collection(crate::k8s::Resource::Endpoints).len(),
+                state.collection(crate::k8s::Resource::SlicesV1).len(),
+                state.current_rv(),
+            );
+        }
+    }
+    let shared = Arc::new(Mutex::new(state));
+    let writer = match &cache {
+        Some(c) => Some(
+            Writer::spawn(
+                c.clone(),
+                shared.clone(),
+                Duration::from_secs(cfg.cache_write_interval_secs),
+            )
+            .map_err(AppError::Thread)?,
+        ),
+        None => None,
+    };
+    extras.writer = writer.as_ref().map(|w| w.stats.clone());
 
     let bind = resolve(&cfg.bind_address)?;
     let tls = match (&cfg.insecure, &cfg.cert_file, &cfg.key_file) {
@@ -145,8 +207,19 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let tls_slot: TlsSlot = Arc::new(Mutex::new(None));
+    let tls_files = match (&tls, &cfg.cert_file, &cfg.key_file) {
+        (Some(_), Some(cert), Some(key)) => Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: cfg.ca_file.clone(),
+            slot: tls_slot.clone(),
+        }),
+        _ => None,
+    };
     let opts = ServerOptions {
         tls,
+        tls_reload: Some(tls_slot),
         queue: cfg.notify_channel_size,
         not_ready_hold: Duration::from_secs(cfg.not_ready_hold_secs),
         ..ServerOptions::default()
@@ -156,7 +229,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let metrics = resolve(&cfg.metrics_bind_address)?;
     let health_listener = TcpListener::bind(metrics)
         .map_err(|e| AppError::Bind(cfg.metrics_bind_address.clone(), e))?;
-    health::spawn(health_listener, shared.clone()).map_err(AppError::Thread)?;
+    health::spawn(health_listener, shared.clone(), extras).map_err(AppError::Thread)?;
     info!(
         "serving kube-proxy on {scheme}://{} (health on http://{}), local node {:?}",
         server.local_addr().map_err(AppError::Loop)?,
@@ -168,8 +241,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         shared: shared.clone(),
         waker: server.waker(),
         started: Instant::now(),
+        writer: writer.clone(),
     });
     let stop = Arc::new(AtomicBool::new(false));
+    signals::spawn(stop.clone(), server.waker(), tls_files).map_err(AppError::Thread)?;
     // Version discovery talks to the upstream and may wait for its timeouts: it runs on its own
     // thread so the loop answers (holds, then 503) from the first moment.
     let starter_stop = stop.clone();
@@ -185,6 +260,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
                 }
             };
             let (mut slices, answered) = reflector::discover_slice_kind_checked(&upstream);
+            // Offline with a snapshot: its slice version is the better guess.
+            if let (false, Some(kind)) = (answered, snapshot_slices) {
+                slices = kind;
+            }
             info!("upstream EndpointSlice version: {slices:?}");
             lock(&starter_shared).expect_slices(slices);
             for kind in [
@@ -217,5 +296,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             }
         })
         .map_err(AppError::Thread)?;
-    server.run(&stop).map_err(AppError::Loop)
+    server.run(&stop).map_err(AppError::Loop)?;
+    if let (Some(w), Some(c)) = (&writer, &cache) {
+        w.finish(c, &shared, false);
+    }
+    info!("stopped");
+    Ok(())
 }

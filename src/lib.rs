@@ -57,5 +57,7 @@ pub mod config;
 pub mod http;
 pub mod k8s;
 #[cfg(feature = "io")]
+pub mod persist;
+#[cfg(feature = "io")]
 pub mod server;
 pub mod upstream;

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::pki::Pki;
 use common::{web_ips, Sim, Wrapper};
 use serde_json::Value;
@@ -70,22 +68,7 @@ fn tls_serving_lists_and_watches_over_https_with_client_certificates() {
     );
 
     // Without a client certificate the handshake is refused (--ca-file requires one).
-    let plain = {
-        use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
-        let ca = Certificate::from_pem(&pki.read("ca.crt")).expect("CA PEM");
-        let tls = TlsConfig::builder()
-            .provider(TlsProvider::Rustls)
-            .unversioned_rustls_crypto_provider(std::sync::Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .root_certs(RootCerts::new_with_certs(&[ca]))
-            .build();
-        ureq::Agent::config_builder()
-            .tls_config(tls)
-            .timeout_global(Some(Duration::from_secs(5)))
-            .build()
-            .new_agent()
-    };
+    let plain = pki.agent_trusting("ca.crt");
     assert!(
         plain.get(format!("{}{SLICES}", https(&w))).call().is_err(),
         "no client cert → refused"

@@ -26,6 +26,8 @@ pub(super) enum Id {
     WrapperInCluster,
     NotifyChannelSize,
     NotReadyHold,
+    CacheDir,
+    CacheWriteInterval,
     Debug,
     Autonomy,
     SupportEndpointslice,
@@ -153,6 +155,22 @@ pub(super) const FLAGS: &[Flag] = &[
         Some("k=v,..."),
         DEFAULT_AUTONOMY,
         "edge-health based endpoint pruning: enabled=BOOL,address=URL,interval=SECONDS",
+    ),
+    flag(
+        Id::CacheDir,
+        "--cache-dir",
+        Some("DIR"),
+        "",
+        "keep a crash-safe snapshot of the cache here and serve it after a restart while the \
+         upstream is unreachable; empty = off",
+    ),
+    flag(
+        Id::CacheWriteInterval,
+        "--cache-write-interval",
+        Some("SECONDS"),
+        "30",
+        "least time between two snapshot writes (a change is written after 1 s of quiet, \
+         and always at shutdown)",
     ),
     flag(
         Id::MetricsBindAddress,
@@ -308,6 +326,13 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 .filter(|n| (1..=MAX_NOTIFY_CHANNEL_SIZE).contains(n))
                 .ok_or_else(|| bad("must be a whole number from 1 to 1000000"))?
         }
+        Id::CacheWriteInterval => {
+            cfg.cache_write_interval_secs = value
+                .parse::<u64>()
+                .ok()
+                .filter(|&v| v <= 3600)
+                .ok_or_else(|| bad("must be a whole number from 0 to 3600"))?
+        }
         Id::NotReadyHold => {
             cfg.not_ready_hold_secs = value
                 .parse::<u64>()
@@ -345,6 +370,7 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
         Id::CertFile => cfg.cert_file = path(value),
         Id::KeyFile => cfg.key_file = path(value),
         Id::CaFile => cfg.ca_file = path(value),
+        Id::CacheDir => cfg.cache_dir = path(value),
         // Boolean flags never reach here.
         Id::Insecure
         | Id::WrapperInCluster

@@ -106,6 +106,7 @@ fn value_flag_forms() {
         "--cert-file=/c.pem",
         "--key_file=/k.pem",
         "--ca-file=/ca.pem",
+        "--cache_dir=/var/lib/gw",
         "--notify_channel_size=1",
         "--service-autonomy-enhancement=enabled=true,interval=5",
     ]);
@@ -117,13 +118,21 @@ fn value_flag_forms() {
     assert_eq!(c.cert_file, Some(PathBuf::from("/c.pem")));
     assert_eq!(c.key_file, Some(PathBuf::from("/k.pem")));
     assert_eq!(c.ca_file, Some(PathBuf::from("/ca.pem")));
+    assert_eq!(c.cache_dir, Some(PathBuf::from("/var/lib/gw")));
     assert_eq!(c.notify_channel_size, 1);
     assert!(c.autonomy.enabled);
     assert_eq!(c.autonomy.interval_secs, 5);
     assert_eq!(c.autonomy.address, DEFAULT_AUTONOMY_ADDRESS);
     // Empty values mean "unset" for paths and --master, as with pflag's empty strings.
-    let c = run(&["--kubeconfig=", "--master=", "--ca-file", ""]);
+    let c = run(&[
+        "--kubeconfig=",
+        "--master=",
+        "--ca-file",
+        "",
+        "--cache-dir=",
+    ]);
     assert_eq!((c.kubeconfig, c.master, c.ca_file), (None, None, None));
+    assert_eq!(c.cache_dir, None);
     // A value may look like a flag; it is still the value, as in pflag.
     assert_eq!(run(&["--hostname", "--debug"]).hostname, "--debug");
     assert!(!run(&["--hostname", "--debug"]).debug);

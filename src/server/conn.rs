@@ -36,7 +36,12 @@ pub struct ServerOptions {
     pub idle_timeout: Duration,
     /// TLS serving configuration (`--insecure=false`); `None` serves plain HTTP.
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// Where a reloaded TLS configuration is handed to the loop (SIGHUP, changed files).
+    pub tls_reload: Option<TlsSlot>,
 }
+
+/// A reloaded serving TLS configuration waiting for the loop to take it.
+pub type TlsSlot = std::sync::Arc<Mutex<Option<std::sync::Arc<rustls::ServerConfig>>>>;
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -46,6 +51,7 @@ impl Default for ServerOptions {
             not_ready_hold: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(120),
             tls: None,
+            tls_reload: None,
         }
     }
 }
@@ -370,6 +376,30 @@ impl Conn {
                 self.reply(Reply::error(&ApiError::internal("unroutable request")));
             }
         }
+    }
+
+    /// Graceful shutdown: a watch ends with its terminating chunk, a held request gets 503, an
+    /// idle connection closes; a proxied request goes on (the loop bounds it) and then closes.
+    /// Returns false when the connection can close at once.
+    pub fn begin_shutdown(&mut self) -> bool {
+        self.keep_alive = false;
+        match std::mem::replace(&mut self.phase, Phase::Closing) {
+            Phase::Streaming(_) => self.end_stream(),
+            Phase::Held { .. } => self.reply(Reply::error(&ApiError::unavailable(
+                "grid-wrapper is shutting down",
+                Some(1),
+            ))),
+            proxying @ Phase::Proxying { .. } => self.phase = proxying,
+            Phase::Idle | Phase::Closing => {}
+        }
+        !(matches!(self.phase, Phase::Closing)
+            && self.out.is_empty()
+            && !self.transport.wants_write())
+    }
+
+    /// Whether a proxied request is still in flight.
+    pub fn is_proxying(&self) -> bool {
+        matches!(self.phase, Phase::Proxying { .. })
     }
 
     /// Queues the chunked body's end and closes once it is written.

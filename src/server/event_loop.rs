@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use log::{debug, warn};
+use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -26,6 +26,8 @@ const WAKER: Token = Token(1);
 const FIRST_CONN: usize = 2;
 /// The loop wakes at least this often (timers are also computed exactly).
 const MAX_SLEEP: Duration = Duration::from_secs(5);
+/// How long a graceful shutdown lets proxied requests finish and queued bytes drain.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Most open client connections; further ones are closed at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 
@@ -33,7 +35,8 @@ pub const MAX_CONNECTIONS: usize = 1024;
 #[derive(Debug)]
 pub struct Server {
     poll: Poll,
-    listener: TcpListener,
+    /// `None` once shutting down.
+    listener: Option<TcpListener>,
     waker: Arc<Waker>,
     conns: HashMap<Token, Conn>,
     next_token: usize,
@@ -63,7 +66,7 @@ impl Server {
             .unwrap_or(1);
         Ok(Server {
             poll,
-            listener,
+            listener: Some(listener),
             waker,
             conns: HashMap::new(),
             next_token: FIRST_CONN,
@@ -76,7 +79,10 @@ impl Server {
 
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        match &self.listener {
+            Some(l) => l.local_addr(),
+            None => Err(io::Error::new(io::ErrorKind::NotConnected, "shut down")),
+        }
     }
 
     /// The loop's waker, for threads that publish.
@@ -94,101 +100,183 @@ impl Server {
         (x >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// Runs until `stop` is set. Only a failing `poll` ends it with an error.
+    /// Runs until `stop` is set, then shuts down gracefully (see [`Server::shutdown`]). Only a
+    /// failing `poll` ends it with an error.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
         let mut events = Events::with_capacity(256);
         while !stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            let next = self
-                .conns
-                .values()
-                .map(|c| c.next_timer(&self.opts))
-                .min()
-                .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
-                .min(MAX_SLEEP);
-            match self
-                .poll
-                .poll(&mut events, Some(next + Duration::from_millis(1)))
-            {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            self.reload_tls();
+            self.turn(&mut events, MAX_SLEEP)?;
+        }
+        self.shutdown(&mut events, SHUTDOWN_GRACE);
+        Ok(())
+    }
+
+    /// Takes a new serving TLS configuration, if one was handed over (certificate reload).
+    /// Connections already open keep theirs; new ones use the new one.
+    fn reload_tls(&mut self) {
+        let Some(slot) = &self.opts.tls_reload else {
+            return;
+        };
+        let fresh = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(cfg) = fresh {
+            self.opts.tls = Some(cfg);
+        }
+    }
+
+    /// Graceful shutdown: stop accepting (the listening socket is closed), end every watch with
+    /// its terminating chunk, answer held requests 503, let proxied requests finish within
+    /// `grace`, flush what is queued; whatever is still open after `grace` is closed.
+    pub fn shutdown(&mut self, events: &mut Events, grace: Duration) {
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        let open = self.conns.len();
+        let watches = self.conns.values().filter(|c| c.is_active()).count();
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for token in tokens {
+            let keep = match self.conns.get_mut(&token) {
+                Some(conn) => conn.begin_shutdown() && conn.write(),
+                None => false,
+            };
+            if keep {
+                self.rearm(token);
+            } else {
+                self.close(token);
             }
-            let now = Instant::now();
-            let jitter = self.jitter();
-            let mut touched: Vec<Token> = Vec::new();
-            for event in events.iter() {
-                match event.token() {
-                    LISTENER => self.accept(now, &mut touched),
-                    WAKER => {}
-                    token => {
-                        if let Some(conn) = self.conns.get_mut(&token) {
-                            let alive = (!event.is_readable() && !event.is_read_closed()
-                                || conn.read(now))
-                                && (!event.is_writable() || conn.write());
-                            if alive {
-                                touched.push(token);
-                            } else {
-                                self.close(token);
-                            }
+        }
+        let deadline = Instant::now() + grace;
+        while !self.conns.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if let Err(e) = self.turn(events, left.min(Duration::from_millis(100))) {
+                warn!("shutdown: poll failed: {e}");
+                break;
+            }
+        }
+        let proxying = self.conns.values().filter(|c| c.is_proxying()).count();
+        info!(
+            "shutdown: {open} connections ({watches} watches or requests in flight) ended; {} still open after {} ms closed ({proxying} proxied requests cut)",
+            self.conns.len(),
+            grace.as_millis()
+        );
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for token in tokens {
+            self.close(token);
+        }
+    }
+
+    /// One round: poll (at most `max_sleep`), read and write what is ready, drive every
+    /// connection that waits on the loop.
+    fn turn(&mut self, events: &mut Events, max_sleep: Duration) -> io::Result<()> {
+        let now = Instant::now();
+        let next = self
+            .conns
+            .values()
+            .map(|c| c.next_timer(&self.opts))
+            .min()
+            .map_or(max_sleep, |t| t.saturating_duration_since(now))
+            .min(max_sleep);
+        match self
+            .poll
+            .poll(events, Some(next + Duration::from_millis(1)))
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        let jitter = self.jitter();
+        let mut touched: Vec<Token> = Vec::new();
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => self.accept(now, &mut touched),
+                WAKER => {}
+                token => {
+                    if let Some(conn) = self.conns.get_mut(&token) {
+                        let alive = (!event.is_readable() && !event.is_read_closed()
+                            || conn.read(now))
+                            && (!event.is_writable() || conn.write());
+                        if alive {
+                            touched.push(token);
+                        } else {
+                            self.close(token);
                         }
                     }
                 }
             }
-            // Connections that wait on the loop (watches, proxies, held requests) are driven on
-            // every round: wakes coalesce, so a wake means "go look", not "one thing happened".
-            let mut to_drive: Vec<Token> = self
-                .conns
+        }
+        // Connections that wait on the loop (watches, proxies, held requests) are driven on
+        // every round: wakes coalesce, so a wake means "go look", not "one thing happened".
+        let mut to_drive: Vec<Token> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_active())
+            .map(|(t, _)| *t)
+            .collect();
+        to_drive.extend(touched);
+        to_drive.sort_unstable();
+        to_drive.dedup();
+        // Idle connections past their timeout.
+        to_drive.extend(
+            self.conns
                 .iter()
-                .filter(|(_, c)| c.is_active())
-                .map(|(t, _)| *t)
-                .collect();
-            to_drive.extend(touched);
-            to_drive.sort_unstable();
-            to_drive.dedup();
-            // Idle connections past their timeout.
-            to_drive.extend(
-                self.conns
-                    .iter()
-                    .filter(|(_, c)| !c.is_active() && c.next_timer(&self.opts) <= now)
-                    .map(|(t, _)| *t),
-            );
-            let ctx = Ctx {
-                shared: &self.shared,
-                proxy: &self.proxy,
-                opts: &self.opts,
-                now,
-                jitter,
+                .filter(|(_, c)| !c.is_active() && c.next_timer(&self.opts) <= now)
+                .map(|(t, _)| *t),
+        );
+        let ctx = Ctx {
+            shared: &self.shared,
+            proxy: &self.proxy,
+            opts: &self.opts,
+            now,
+            jitter,
+        };
+        let mut dead = Vec::new();
+        let mut rearm = Vec::new();
+        for token in to_drive {
+            let Some(conn) = self.conns.get_mut(&token) else {
+                continue;
             };
-            let mut dead = Vec::new();
-            for token in to_drive {
-                let Some(conn) = self.conns.get_mut(&token) else {
-                    continue;
-                };
-                if !conn.drive(&ctx) {
-                    dead.push(token);
-                    continue;
-                }
-                let want = conn.interest();
-                if conn.registered() != Some(want) {
-                    if let Err(e) = self.poll.registry().reregister(conn.socket(), token, want) {
-                        debug!("reregister failed: {e}");
-                        dead.push(token);
-                        continue;
-                    }
-                    conn.set_registered(want);
-                }
+            if conn.drive(&ctx) {
+                rearm.push(token);
+            } else {
+                dead.push(token);
             }
-            for token in dead {
-                self.close(token);
-            }
+        }
+        for token in rearm {
+            self.rearm(token);
+        }
+        for token in dead {
+            self.close(token);
         }
         Ok(())
     }
 
+    /// Re-registers a connection whose interest changed (closes it if that fails).
+    fn rearm(&mut self, token: Token) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        let want = conn.interest();
+        if conn.registered() == Some(want) {
+            return;
+        }
+        if let Err(e) = self.poll.registry().reregister(conn.socket(), token, want) {
+            debug!("reregister failed: {e}");
+            self.close(token);
+            return;
+        }
+        conn.set_registered(want);
+    }
+
     fn accept(&mut self, now: Instant, touched: &mut Vec<Token>) {
         loop {
-            match self.listener.accept() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
                 Ok((mut sock, peer)) => {
                     if self.conns.len() >= MAX_CONNECTIONS {
                         warn!("refusing {peer}: {MAX_CONNECTIONS} connections open");

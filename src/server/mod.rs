@@ -6,5 +6,6 @@ pub mod event_loop;
 pub mod health;
 pub mod outbound;
 pub mod proxy;
+pub mod signals;
 pub mod transport;
 pub mod watch;

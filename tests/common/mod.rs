@@ -2,6 +2,7 @@
 //! loopback, and speaks HTTP/1.1 to them over plain sockets (no client library in between).
 #![allow(dead_code)]
 
+pub mod autonomy;
 pub mod pki;
 
 use std::io::{BufRead, BufReader, Read, Write};

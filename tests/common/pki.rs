@@ -160,6 +160,28 @@ impl Pki {
         sim
     }
 
+    /// A ureq agent that trusts only the CA in file `ca` and presents no client certificate.
+    /// It keeps no idle connections: every request makes a new TLS handshake.
+    pub fn agent_trusting(&self, ca: &str) -> ureq::Agent {
+        use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
+        let ca = Certificate::from_pem(&self.read(ca)).expect("CA PEM");
+        let tls = TlsConfig::builder()
+            .provider(TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .root_certs(RootCerts::new_with_certs(&[ca]))
+            .build();
+        ureq::Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
+            .build()
+            .new_agent()
+    }
+
     /// A ureq agent trusting the test CA and presenting the client certificate.
     pub fn agent(&self) -> ureq::Agent {
         use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig, TlsProvider};

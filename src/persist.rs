@@ -1,0 +1,436 @@
+//! `--cache-dir` (I/O shell): the crash-safe snapshot file, the RV-epoch file, and the writer
+//! thread that keeps the snapshot current without ever holding up the event loop.
+//!
+//! Files in the directory:
+//!
+//! | file | what | written |
+//! |---|---|---|
+//! | `snapshot` | [`crate::cache::snapshot`] format: every cached upstream object, the slice version, the RV high-water mark, identity; format version + CRC-32 | debounced after changes (at most once per `--cache-write-interval`), and on shutdown |
+//! | `epoch` | the RV epoch of the last process, decimal | once at startup, before any RV is handed out |
+//!
+//! Every write is: a new file beside the old one (`*.tmp`), `fsync`, `rename` over the old one,
+//! `fsync` of the directory. A crash leaves either the old or the new file, never a mix; a
+//! damaged file is detected by the format's version and checksum and ignored with one WARN.
+//!
+//! A snapshot is tied to its node and upstream ([`identity`]): `--hostname`, the upstream server
+//! URL and a fingerprint of the upstream CA. A process with another identity ignores it (one
+//! WARN) and starts empty, so changing `--hostname` or pointing at another cluster never serves
+//! foreign data; wiping the directory simply means an empty start.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use log::{debug, info, warn};
+
+use crate::cache::epoch;
+use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
+use crate::cache::store::State;
+use crate::server::conn::lock;
+
+/// The snapshot file's name in `--cache-dir`.
+pub const SNAPSHOT_FILE: &str = "snapshot";
+/// The epoch file's name in `--cache-dir`.
+pub const EPOCH_FILE: &str = "epoch";
+/// A change is written once the cache has been quiet this long…
+const QUIET: Duration = Duration::from_secs(1);
+/// …or this long after the change at the latest (a steady trickle of changes).
+const MAX_DELAY: Duration = Duration::from_secs(5);
+/// Largest snapshot file read (a larger one is not ours).
+const MAX_FILE_BYTES: u64 = 4 << 30;
+
+/// Wall-clock seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// FNV-1a, 64 bits: a fingerprint, not a security measure.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What a snapshot is tied to: the local node, the upstream URL and its CA.
+pub fn identity(hostname: &str, server: &str, ca_pem: Option<&[u8]>) -> Identity {
+    let ca = ca_pem.map_or_else(
+        || "system".to_string(),
+        |p| format!("{:016x}", fingerprint(p)),
+    );
+    Identity {
+        hostname: hostname.to_string(),
+        upstream: format!("{server} ca={ca}"),
+    }
+}
+
+/// Writes `path` crash-safely: `path.tmp`, fsync, rename, fsync the directory.
+fn write_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<u64>,
+) -> io::Result<u64> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let file = File::create(&tmp)?;
+    let written = {
+        let mut w = io::BufWriter::with_capacity(256 << 10, &file);
+        let n = fill(&mut w)?;
+        w.flush()?;
+        n
+    };
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()?;
+    Ok(written)
+}
+
+/// The opened `--cache-dir`.
+#[derive(Clone, Debug)]
+pub struct CacheDir {
+    dir: PathBuf,
+    identity: Identity,
+}
+
+/// One snapshot write, for logs, metrics and benchmarks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Written {
+    /// File size.
+    pub bytes: u64,
+    /// Objects in it.
+    pub objects: usize,
+    /// Time under the cache lock (taking the objects).
+    pub locked: Duration,
+    /// Encoding, writing and syncing (off the lock).
+    pub write: Duration,
+}
+
+impl CacheDir {
+    /// Creates the directory if needed.
+    pub fn open(dir: &Path, identity: Identity) -> io::Result<CacheDir> {
+        fs::create_dir_all(dir)?;
+        Ok(CacheDir {
+            dir: dir.to_path_buf(),
+            identity,
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// This process's RV epoch: one above the last process's (and above the snapshot's, if
+    /// given), recorded before any RV is handed out. A missing or unreadable file, or a write
+    /// that fails, falls back to a random epoch (logged).
+    pub fn next_epoch(&self, snapshot_rv: Option<u64>) -> u64 {
+        let path = self.dir.join(EPOCH_FILE);
+        let last = fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
+        let last = last.max(snapshot_rv.map(epoch::epoch_of));
+        let next = match last {
+            Some(e) => epoch::next(e),
+            None => random_epoch(),
+        };
+        let written = write_atomically(&path, |w| {
+            w.write_all(format!("{next}\n").as_bytes())?;
+            Ok(0)
+        });
+        if let Err(e) = written {
+            warn!(
+                "cannot record the RV epoch in {}: {e}; using a random epoch",
+                path.display()
+            );
+            return random_epoch();
+        }
+        next
+    }
+
+    /// The snapshot, if there is a valid one of this identity. Anything else is one WARN line
+    /// (or one INFO line when there is simply no file) and `None`.
+    pub fn load(&self) -> Option<Snapshot> {
+        let path = self.dir.join(SNAPSHOT_FILE);
+        let bytes = match read_capped(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                info!("no snapshot in {}: starting empty", self.dir.display());
+                return None;
+            }
+            Err(e) => {
+                warn!("ignoring the snapshot {}: {e}", path.display());
+                return None;
+            }
+        };
+        let snap = match snapshot::decode(&bytes) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("ignoring the snapshot {}: {e}", path.display());
+                return None;
+            }
+        };
+        let theirs = &snap.meta.identity;
+        if theirs != &self.identity {
+            warn!(
+                "ignoring the snapshot {}: written for node {:?} and upstream {:?}, this process is node {:?} with upstream {:?}",
+                path.display(),
+                theirs.hostname,
+                theirs.upstream,
+                self.identity.hostname,
+                self.identity.upstream
+            );
+            return None;
+        }
+        Some(snap)
+    }
+
+    /// Takes the cache's objects under the lock (pointer copies only) and writes them off it.
+    pub fn save(&self, shared: &Mutex<State>) -> io::Result<Written> {
+        let start = Instant::now();
+        let snap = {
+            let state = lock(shared);
+            Snapshot {
+                meta: Meta {
+                    identity: self.identity.clone(),
+                    written_unix_secs: unix_now(),
+                    rv: state.current_rv(),
+                    slice_kind: state.slice_kind(),
+                },
+                objects: state.export(),
+            }
+        };
+        let locked = start.elapsed();
+        let path = self.dir.join(SNAPSHOT_FILE);
+        let bytes = write_atomically(&path, |w| snapshot::write_to(&snap, w))?;
+        Ok(Written {
+            bytes,
+            objects: snap.objects.len(),
+            locked,
+            write: start.elapsed() - locked,
+        })
+    }
+}
+
+fn read_capped(path: &Path) -> io::Result<Vec<u8>> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > MAX_FILE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{len} bytes is larger than any snapshot"),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// A random epoch (std's per-process random hash keys, mixed with time and pid).
+pub fn random_epoch() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    epoch::from_random(h.finish())
+}
+
+/// Statistics of the writer, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Snapshots written.
+    pub writes: AtomicU64,
+    /// Failed writes.
+    pub failures: AtomicU64,
+    /// Unix seconds of the last successful write (0 = never).
+    pub last_write_unix: AtomicU64,
+    /// Size of the last snapshot written.
+    pub last_bytes: AtomicU64,
+    /// Milliseconds the last write took (encode + write + fsync).
+    pub last_write_ms: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    dirty: bool,
+    since: Option<Instant>,
+    last_change: Option<Instant>,
+    stop: bool,
+}
+
+/// The writer thread's handle: [`Writer::changed`] after every applied change,
+/// [`Writer::finish`] at shutdown.
+#[derive(Debug)]
+pub struct Writer {
+    pending: Arc<(Mutex<Pending>, Condvar)>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Counters for `/metrics`.
+    pub stats: Arc<WriterStats>,
+}
+
+impl Writer {
+    /// Starts the writer: after a change it waits for [`QUIET`] (at most [`MAX_DELAY`]), and
+    /// for `min_gap` since its last write, then writes a snapshot if the cache is ready.
+    pub fn spawn(
+        cache: CacheDir,
+        shared: Arc<Mutex<State>>,
+        min_gap: Duration,
+    ) -> io::Result<Arc<Writer>> {
+        let pending = Arc::new((Mutex::new(Pending::default()), Condvar::new()));
+        let stats = Arc::new(WriterStats::default());
+        let (p, s) = (pending.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("snapshot-writer".into())
+            .spawn(move || writer_loop(&cache, &shared, &p, &s, min_gap))?;
+        Ok(Arc::new(Writer {
+            pending,
+            thread: Mutex::new(Some(thread)),
+            stats,
+        }))
+    }
+
+    /// The cache changed: write a snapshot soon. Cheap; never blocks on the disk.
+    pub fn changed(&self) {
+        let (m, cv) = &*self.pending;
+        let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if !p.dirty {
+            p.dirty = true;
+            p.since = Some(now);
+        }
+        p.last_change = Some(now);
+        cv.notify_one();
+    }
+
+    /// Stops the thread (it finishes a write in progress), then writes the final snapshot if
+    /// anything changed since the last one (or always, with `force`).
+    pub fn finish(&self, cache: &CacheDir, shared: &Mutex<State>, force: bool) {
+        let dirty = {
+            let (m, cv) = &*self.pending;
+            let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+            p.stop = true;
+            cv.notify_one();
+            p.dirty
+        };
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+        if dirty || force {
+            write_once(cache, shared, &self.stats, "final");
+        }
+    }
+}
+
+fn write_once(cache: &CacheDir, shared: &Mutex<State>, stats: &WriterStats, why: &str) -> bool {
+    if !lock(shared).is_ready() {
+        debug!("not writing a snapshot: the cache is not ready");
+        return false;
+    }
+    match cache.save(shared) {
+        Ok(w) => {
+            stats.writes.fetch_add(1, Ordering::Relaxed);
+            stats.last_write_unix.store(unix_now(), Ordering::Relaxed);
+            stats.last_bytes.store(w.bytes, Ordering::Relaxed);
+            let ms = u64::try_from(w.write.as_millis()).unwrap_or(u64::MAX);
+            stats.last_write_ms.store(ms, Ordering::Relaxed);
+            let msg = format!(
+                "{why} snapshot written: {} objects, {} bytes in {} ms ({} µs under the cache lock)",
+                w.objects,
+                w.bytes,
+                w.write.as_millis(),
+                w.locked.as_micros()
+            );
+            if why == "final" {
+                info!("{msg}");
+            } else {
+                debug!("{msg}");
+            }
+            true
+        }
+        Err(e) => {
+            stats.failures.fetch_add(1, Ordering::Relaxed);
+            warn!(
+                "cannot write the snapshot in {}: {e}; the previous one is kept",
+                cache.path().display()
+            );
+            false
+        }
+    }
+}
+
+fn writer_loop(
+    cache: &CacheDir,
+    shared: &Mutex<State>,
+    pending: &(Mutex<Pending>, Condvar),
+    stats: &WriterStats,
+    min_gap: Duration,
+) {
+    let (m, cv) = pending;
+    let mut last_write: Option<Instant> = None;
+    loop {
+        {
+            let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if p.stop {
+                    return;
+                }
+                let now = Instant::now();
+                let due = match (p.dirty, p.since, p.last_change) {
+                    (true, Some(since), Some(last)) => {
+                        let settled = (last + QUIET).min(since + MAX_DELAY);
+                        let gap = last_write.map_or(now, |w| w + min_gap);
+                        Some(settled.max(gap))
+                    }
+                    _ => None,
+                };
+                match due {
+                    Some(at) if at <= now => {
+                        p.dirty = false;
+                        p.since = None;
+                        break;
+                    }
+                    Some(at) => {
+                        p = cv
+                            .wait_timeout(p, at - now)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    }
+                    None => p = cv.wait(p).unwrap_or_else(|e| e.into_inner()),
+                }
+            }
+        }
+        if write_once(cache, shared, stats, "debounced") {
+            last_write = Some(Instant::now());
+        } else if lock(shared).is_ready() {
+            // A failed write is retried after the gap, not in a loop.
+            last_write = Some(Instant::now());
+            let (m, _) = pending;
+            let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+            if !p.dirty {
+                p.dirty = true;
+                p.since = Some(Instant::now());
+                p.last_change = p.since;
+            }
+        }
+    }
+}
+
+/// Set once a snapshot has been restored (for `/readyz` and `/metrics`): its write time.
+#[derive(Debug, Default)]
+pub struct Restored {
+    /// Whether a snapshot was restored at startup.
+    pub restored: AtomicBool,
+    /// Its `written_unix_secs`.
+    pub written_unix: AtomicU64,
+}

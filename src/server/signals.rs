@@ -1,0 +1,113 @@
+//! Signals (I/O shell): SIGTERM/SIGINT start a graceful shutdown, SIGHUP reloads the serving
+//! certificate, key and client CA. The files are also reloaded when they change (checked every
+//! few seconds), as a kubelet-rotated or cert-manager-renewed certificate never sends SIGHUP.
+//!
+//! A reload that fails (unreadable file, key that does not match, bad PEM) keeps the old
+//! configuration and logs why; open connections — watches included — always keep the
+//! configuration they were accepted with.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use log::{info, warn};
+use mio::Waker;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::server::conn::TlsSlot;
+use crate::server::transport;
+
+/// How often the signal thread looks for signals.
+const TICK: Duration = Duration::from_millis(100);
+/// How often the TLS files' modification times are compared.
+const FILE_CHECK: Duration = Duration::from_secs(5);
+
+/// The serving TLS files, and where a reloaded configuration goes.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// `--cert-file`.
+    pub cert: PathBuf,
+    /// `--key-file`.
+    pub key: PathBuf,
+    /// `--ca-file` (client CA), if any.
+    pub ca: Option<PathBuf>,
+    /// The loop takes new configurations from here.
+    pub slot: TlsSlot,
+}
+
+impl TlsFiles {
+    fn stamps(&self) -> Vec<Option<SystemTime>> {
+        let mut paths = vec![&self.cert, &self.key];
+        paths.extend(self.ca.as_ref());
+        paths
+            .into_iter()
+            .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .collect()
+    }
+
+    fn reload(&self, why: &str) {
+        match transport::server_config(&self.cert, &self.key, self.ca.as_deref()) {
+            Ok(cfg) => {
+                *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(cfg);
+                info!("{why}: serving certificate reloaded from {}; new connections use it, open ones keep theirs", self.cert.display());
+            }
+            Err(e) => warn!("{why}: keeping the current serving certificate: {e}"),
+        }
+    }
+}
+
+/// Starts the signal thread. The first SIGTERM/SIGINT sets `stop` and wakes the loop; a second
+/// one exits at once (code 1) in case the graceful path hangs.
+pub fn spawn(
+    stop: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+    tls: Option<TlsFiles>,
+) -> std::io::Result<()> {
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut stamps = tls.as_ref().map(TlsFiles::stamps);
+            let mut checked = Instant::now();
+            loop {
+                for sig in signals.pending() {
+                    match sig {
+                        SIGHUP => match &tls {
+                            Some(files) => {
+                                files.reload("SIGHUP");
+                                stamps = Some(files.stamps());
+                                let _ = waker.wake();
+                            }
+                            None => info!("SIGHUP: nothing to reload (serving plain HTTP)"),
+                        },
+                        _ if stop.swap(true, Ordering::SeqCst) => {
+                            warn!("second termination signal: exiting at once");
+                            std::process::exit(1);
+                        }
+                        _ => {
+                            let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                            info!("{name}: shutting down");
+                            if let Err(e) = waker.wake() {
+                                warn!("cannot wake the event loop: {e}");
+                            }
+                        }
+                    }
+                }
+                if let Some(files) = &tls {
+                    if checked.elapsed() >= FILE_CHECK {
+                        checked = Instant::now();
+                        let now = files.stamps();
+                        if stamps.as_ref() != Some(&now) {
+                            stamps = Some(now);
+                            files.reload("certificate files changed");
+                            let _ = waker.wake();
+                        }
+                    }
+                }
+                std::thread::sleep(TICK);
+            }
+        })
+        .map(|_| ())
+}
