@@ -1,8 +1,11 @@
 //! The simulated apiserver's state: objects by kind and key, the resourceVersion counter, the
 //! bounded event history used for watch resumption, and the rules that decide how a watch with a
-//! given `resourceVersion` starts (PROTOCOL.md §8). Pure: no sockets, threads or clocks; the
-//! server wraps it in a `Mutex` + `Condvar`.
+//! given `resourceVersion` starts (PROTOCOL.md §8), plus the `/sim/reset-rv` fault: the RV
+//! counter restarts lower, every object is re-stamped, and from then on a `resourceVersion`
+//! above the current one is "too large" (504) instead of 410. Pure: no sockets, threads or
+//! clocks; the server wraps it in a `Mutex` + `Condvar`.
 
+use crate::fault::{too_large_status, TooLarge};
 use grid_wrapper::k8s::status::ApiError;
 use grid_wrapper::k8s::{ObjectKey, Resource};
 use serde_json::{json, Value};
@@ -125,8 +128,31 @@ pub enum WatchStart {
         /// The requested RV.
         cursor: u64,
     },
-    /// Too old, in the future, or not a number: ERROR 410 then close.
+    /// Too old, in the future (while "too large" answers are off), or not a number: ERROR 410
+    /// then close.
     Expired(ApiError),
+    /// Above the current RV while "too large" answers are on: answer `status` in form `mode`.
+    TooLarge {
+        /// HTTP 504 or an ERROR event.
+        mode: TooLarge,
+        /// The Status ([`too_large_status`]).
+        status: Value,
+    },
+}
+
+/// What `/sim/reset-rv` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reset {
+    /// The RV before.
+    pub previous: u64,
+    /// The new current RV (`rv` + number of objects).
+    pub current: u64,
+    /// Objects re-stamped.
+    pub restamped: usize,
+    /// The new watch epoch (every open watch ends).
+    pub epoch: u64,
+    /// The form too-large answers now take.
+    pub mode: TooLarge,
 }
 
 /// Errors of control operations.
@@ -146,6 +172,10 @@ pub struct Store {
     /// Bumped by `/sim/close-watches`; watchers that started under an older epoch end.
     epoch: u64,
     uid_counter: u64,
+    /// How an RV above the current one is answered (`None`: 410 as for any unusable RV).
+    too_large: Option<TooLarge>,
+    /// The form `/sim/reset-rv` turns on when its body names none (`--too-large`).
+    too_large_default: TooLarge,
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {
@@ -166,7 +196,21 @@ impl Store {
             horizon: START_RV,
             epoch: 0,
             uid_counter: 0,
+            too_large: None,
+            too_large_default: TooLarge::default(),
         }
+    }
+
+    /// `--too-large MODE`: too-large answers on from the start, in `mode`, which is also the
+    /// default form of later resets.
+    pub fn enable_too_large(&mut self, mode: TooLarge) {
+        self.too_large = Some(mode);
+        self.too_large_default = mode;
+    }
+
+    /// How an RV above the current one is answered now (`None`: 410).
+    pub fn too_large(&self) -> Option<TooLarge> {
+        self.too_large
     }
 
     /// Current resourceVersion.
@@ -369,6 +413,55 @@ impl Store {
         self.epoch
     }
 
+    /// `/sim/reset-rv`: the upstream is replaced by one whose RV counter restarted at `rv`.
+    /// Every object is re-stamped `rv+1`, `rv+2`, … in key order (so the new current RV is `rv`
+    /// plus the object count, which must stay below the current RV), the history is cleared
+    /// (horizon = new current), every open watch ends (new epoch), and too-large answers are
+    /// turned on in `mode` (or the `--too-large` default).
+    pub fn reset_rv(&mut self, rv: u64, mode: Option<TooLarge>) -> OpResult<Reset> {
+        let previous = self.rv;
+        let count = self.objects.len();
+        let current = u64::try_from(count)
+            .ok()
+            .and_then(|c| rv.checked_add(c))
+            .unwrap_or(u64::MAX);
+        if rv == 0 || current >= previous {
+            return Err(ApiError::bad_request(format!(
+                "rv {rv}: the {count} stored objects are re-stamped rv+1..=rv+{count}, so rv must \
+                 be at least 1 and rv+{count} below the current resourceVersion {previous}"
+            )));
+        }
+        self.rv = rv;
+        for obj in self.objects.values_mut() {
+            self.rv += 1;
+            let mut o = (**obj).clone();
+            set_rv(&mut o, self.rv);
+            *obj = Arc::new(o);
+        }
+        self.history.clear();
+        self.evicted = self.rv;
+        self.horizon = self.rv;
+        self.epoch += 1;
+        let mode = mode.unwrap_or(self.too_large_default);
+        self.too_large = Some(mode);
+        Ok(Reset {
+            previous,
+            current: self.rv,
+            restamped: count,
+            epoch: self.epoch,
+            mode,
+        })
+    }
+
+    /// The too-large Status for a `resourceVersion` parameter above the current RV, when
+    /// too-large answers are on (used by LIST: always answered with HTTP 504).
+    pub fn too_large_status(&self, rv_param: Option<&str>) -> Option<Value> {
+        self.too_large?;
+        let s = rv_param?;
+        let r = s.parse::<u64>().ok()?;
+        (r > self.rv).then(|| too_large_status(s, self.rv))
+    }
+
     /// Decides how a watch on `kind` with the given `resourceVersion` parameter starts.
     pub fn start_watch(&self, kind: Kind, rv_param: Option<&str>) -> WatchStart {
         match rv_param {
@@ -376,8 +469,12 @@ impl Store {
                 objects: self.list(kind),
                 cursor: self.rv,
             },
-            Some(s) => match s.parse::<u64>() {
-                Ok(r) if r >= self.horizon && r <= self.rv => WatchStart::Resume { cursor: r },
+            Some(s) => match (s.parse::<u64>(), self.too_large) {
+                (Ok(r), _) if r >= self.horizon && r <= self.rv => WatchStart::Resume { cursor: r },
+                (Ok(r), Some(mode)) if r > self.rv => WatchStart::TooLarge {
+                    mode,
+                    status: too_large_status(s, self.rv),
+                },
                 _ => WatchStart::Expired(ApiError::expired(s, self.rv)),
             },
         }

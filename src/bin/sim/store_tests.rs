@@ -1,4 +1,5 @@
-//! Unit tests of the store (`store.rs`): RV stamping, history, watch starts and compaction.
+//! Unit tests of the store (`store.rs`): RV stamping, history, watch starts, compaction and
+//! `/sim/reset-rv`.
 
 use super::*;
 
@@ -112,6 +113,7 @@ fn watch_start_table() {
                 assert_eq!(e.reason, "Expired");
                 "expired"
             }
+            WatchStart::TooLarge { .. } => "too large",
         };
         assert_eq!(got, *want, "rv {rv:?}");
     }
@@ -169,4 +171,123 @@ fn list_is_per_kind_and_sorted() {
     let svc = s.list(Kind::Service);
     assert_eq!(svc[0]["metadata"]["namespace"], "default");
     assert!(s.list(Kind::Endpoints).is_empty());
+}
+
+fn rv_of(s: &Store, kind: Kind, ns: &str, name: &str) -> String {
+    s.get(kind, &ObjectKey::new(ns, name)).expect("stored")["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn reset_rv_restamps_lowers_and_clears_history() {
+    let mut s = Store::new(100);
+    for i in 0..3 {
+        s.apply(node(&format!("n{i}"), "a")).expect("apply");
+    }
+    s.apply(json!({"kind": "Service", "metadata": {"name": "svc"}}))
+        .expect("apply");
+    for _ in 0..10 {
+        s.apply(node("n0", "b")).expect("churn");
+    }
+    assert_eq!(s.rv(), 114);
+    let before = s.get(Kind::Node, &ObjectKey::new("", "n0")).expect("n0");
+    let epoch = s.epoch();
+    let r = s.reset_rv(20, Some(TooLarge::Event)).expect("reset");
+    assert_eq!(
+        r,
+        Reset {
+            previous: 114,
+            current: 24,
+            restamped: 4,
+            epoch: epoch + 1,
+            mode: TooLarge::Event
+        }
+    );
+    assert_eq!((s.rv(), s.horizon(), s.history_len()), (24, 24, 0));
+    // Key order: nodes n0, n1, n2, then the service.
+    assert_eq!(rv_of(&s, Kind::Node, "", "n0"), "21");
+    assert_eq!(rv_of(&s, Kind::Node, "", "n2"), "23");
+    assert_eq!(rv_of(&s, Kind::Service, "default", "svc"), "24");
+    let after = s.get(Kind::Node, &ObjectKey::new("", "n0")).expect("n0");
+    assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
+    assert_eq!(after["metadata"]["labels"], before["metadata"]["labels"]);
+    assert_eq!(s.too_large(), Some(TooLarge::Event));
+    // The counter goes on from there.
+    assert_eq!(s.apply(node("n9", "a")).expect("apply").rv, 25);
+    // Events from before the reset are gone.
+    let (evs, cur) = s.events_after(24).expect("current");
+    assert_eq!((evs.len(), cur), (1, 25));
+}
+
+#[test]
+fn reset_rv_rejects_rvs_that_do_not_go_backwards() {
+    let mut s = Store::new(100);
+    for i in 0..5 {
+        s.apply(node(&format!("n{i}"), "a")).expect("apply");
+    }
+    // Current 105 with 5 objects: rv + 5 must stay below 105.
+    for bad in [0, 100, 105, 200, u64::MAX] {
+        assert_eq!(s.reset_rv(bad, None).expect_err("bad").code, 400, "{bad}");
+    }
+    assert_eq!((s.rv(), s.too_large()), (105, None), "nothing changed");
+    let r = s.reset_rv(99, None).expect("reset");
+    assert_eq!((r.current, r.mode), (104, TooLarge::Http), "default form");
+}
+
+#[test]
+fn too_large_answers_only_once_enabled() {
+    let mut s = Store::new(3);
+    for i in 0..5 {
+        s.apply(node(&format!("n{i}"), "a")).expect("apply");
+    }
+    // Off: a future RV is a 410 like any unusable one, and LIST ignores it.
+    assert!(matches!(
+        s.start_watch(Kind::Node, Some("106")),
+        WatchStart::Expired(_)
+    ));
+    assert!(s.too_large_status(Some("106")).is_none());
+    s.enable_too_large(TooLarge::Event);
+    let cases: &[(Option<&str>, &str)] = &[
+        (None, "snapshot"),
+        (Some("0"), "snapshot"),
+        (Some("105"), "resume"),
+        (Some("106"), "too large"),
+        (Some("18446744073709551615"), "too large"),
+        (Some("101"), "expired"),
+        (Some("abc"), "expired"),
+        (Some("18446744073709551616"), "expired"),
+    ];
+    for (rv, want) in cases {
+        let got = match s.start_watch(Kind::Node, *rv) {
+            WatchStart::Snapshot { .. } => "snapshot",
+            WatchStart::Resume { .. } => "resume",
+            WatchStart::Expired(_) => "expired",
+            WatchStart::TooLarge { mode, status } => {
+                assert_eq!(mode, TooLarge::Event);
+                assert_eq!(status["code"], 504);
+                assert_eq!(
+                    status["message"],
+                    format!(
+                        "Too large resource version: {}, current: 105",
+                        rv.unwrap_or("")
+                    )
+                );
+                "too large"
+            }
+        };
+        assert_eq!(got, *want, "rv {rv:?}");
+    }
+    for (rv, too_large) in [
+        (None, false),
+        (Some(""), false),
+        (Some("0"), false),
+        (Some("105"), false),
+        (Some("1"), false),
+        (Some("x"), false),
+        (Some("106"), true),
+    ] {
+        assert_eq!(s.too_large_status(rv).is_some(), too_large, "{rv:?}");
+    }
 }
