@@ -524,6 +524,57 @@ impl Sim {
     pub fn clear_requests(&self) {
         self.control("requests/clear", &Value::Null);
     }
+
+    /// `POST /sim/reset-rv`: the RV counter restarts at `rv` (objects re-stamped `rv+1..`, so
+    /// `rv` plus the object count must stay below the current RV), history cleared, watches
+    /// ended; RVs above the new current one are then "too large" in form `too_large`
+    /// (`Some("http")`: HTTP 504, `Some("event")`: ERROR event, `None`: the sim's default).
+    /// Returns the answer; `rv` in it is the new current RV.
+    pub fn reset_rv(&self, rv: u64, too_large: Option<&str>) -> Value {
+        let mut body = serde_json::json!({"rv": rv});
+        if let Some(form) = too_large {
+            body["too_large"] = Value::from(form);
+        }
+        self.control("reset-rv", &body)
+    }
+
+    /// `POST /sim/edge-health`: what `GET /sim/edge-health` answers from now on (a JSON string
+    /// `body` is sent verbatim, to serve garbage).
+    pub fn set_edge_health(&self, status: u16, body: Value) {
+        self.control(
+            "edge-health",
+            &serde_json::json!({"status": status, "body": body}),
+        );
+    }
+
+    /// The edge-health stub's URL (`<sim url>/sim/edge-health`).
+    pub fn edge_health_url(&self) -> String {
+        format!("{}/sim/edge-health", self.url)
+    }
+
+    /// How many `GET /sim/edge-health` the sim answered so far.
+    pub fn edge_health_polls(&self) -> u64 {
+        self.state()["edge_health_polls"].as_u64().unwrap_or(0)
+    }
+
+    /// `POST /sim/refuse`: returns once the listener is closed and every connection cut; new
+    /// connections are refused for `seconds` (1..=600), then the same port listens again.
+    pub fn refuse(&self, seconds: u64) {
+        self.control("refuse", &serde_json::json!({"seconds": seconds}));
+    }
+
+    /// Waits (bounded: 20 s) until the sim accepts connections again (after a refusal).
+    pub fn wait_accepting(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(self.addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the sim did not listen again on {}",
+                self.addr
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Watch {

@@ -1,6 +1,7 @@
 //! Command-line flags of `grid-wrapper-sim` (hand-parsed: `--flag value` or `--flag=value`) and
 //! the `--help` text. Validation only; nothing here touches the system.
 
+use crate::fault::{TooLarge, MAX_REFUSE_SECS};
 use crate::fixture::{Fixture, ScaleParams};
 use crate::routes::SliceVersions;
 use crate::store::DEFAULT_HISTORY;
@@ -26,10 +27,38 @@ USAGE: grid-wrapper-sim [FLAGS]
   --tls-cert FILE --tls-key FILE [--client-ca FILE]
                              serve HTTPS (client certificate required with --client-ca)
   --token T                  require 'Authorization: Bearer T' (not on /sim/)
+  --too-large http|event     answer a resourceVersion above the current one like a real
+                             apiserver from the start (watch: HTTP 504 or one ERROR 504 event;
+                             LIST: HTTP 504), and the default form of /sim/reset-rv (default:
+                             off until a reset, future RVs get 410; reset form http)
+  --start-refusing S         print the listening line, then refuse connections for S seconds
+                             (1..=600) before serving; use a fixed --listen port
   -h, --help                 this text
+
+The listener sets SO_REUSEADDR: a restarted or re-listening simulator can take the same
+--listen port at once.
 
 CONTROL API (JSON, never recorded): POST /sim/apply, /sim/delete, /sim/label-node,
 /sim/compact, /sim/close-watches, /sim/requests/clear; GET /sim/requests, /sim/state
+(resourceVersion, horizon, counts, openWatches, served, recorded, too_large,
+edge_health_polls, refusals). Fault injection:
+  POST /sim/reset-rv {\"rv\": N, \"too_large\": \"http\"|\"event\"}
+      the upstream restarts its RV counter at N: objects are re-stamped N+1..=N+k in key
+      order (k objects; N >= 1 and N+k below the current RV, else 400), history is cleared
+      (horizon = new current), open watches end, and from then on a numeric resourceVersion
+      above the current one is 'too large': a watch gets HTTP 504 (http) or 200 + one ERROR
+      event (event) with Status {code 504, reason Timeout, message 'Too large resource
+      version: R, current: C', details.causes[0].reason ResourceVersionTooLarge,
+      retryAfterSeconds 1}; a LIST gets that HTTP 504. Below the horizon: 410 as before.
+      Answers {previous, resourceVersion, rv, horizon, restamped, too_large, closed, epoch}.
+  POST /sim/edge-health {\"status\": 200, \"body\": <JSON, or a string sent verbatim>}
+      sets what GET /sim/edge-health answers (default 200 {}); status 200..=599 except
+      204/304. GET /sim/edge-health is counted in /sim/state edge_health_polls.
+  POST /sim/refuse {\"seconds\": S}   (1..=600)
+      closes the listener (new connections: ECONNREFUSED), cuts every open connection
+      (watches end without their last chunk, keep-alive connections close), answers
+      {refusing, listen, closedConnections, closedWatches} and closes; after S seconds it
+      listens again on the same address and port with the same store. 409 if not possible.
 ";
 
 /// Parsed flags.
@@ -53,6 +82,10 @@ pub struct Flags {
     pub client_ca: Option<PathBuf>,
     /// `--token`.
     pub token: Option<String>,
+    /// `--too-large`.
+    pub too_large: Option<TooLarge>,
+    /// `--start-refusing`, in seconds.
+    pub start_refusing: Option<u64>,
 }
 
 impl Default for Flags {
@@ -67,6 +100,8 @@ impl Default for Flags {
             tls_key: None,
             client_ca: None,
             token: None,
+            too_large: None,
+            start_refusing: None,
         }
     }
 }
@@ -126,6 +161,20 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             "--tls-key" => f.tls_key = Some(value()?.into()),
             "--client-ca" => f.client_ca = Some(value()?.into()),
             "--token" => f.token = Some(value()?),
+            "--too-large" => {
+                let v = value()?;
+                f.too_large = Some(
+                    TooLarge::parse(&v)
+                        .ok_or_else(|| format!("--too-large: unknown {v:?} (http or event)"))?,
+                );
+            }
+            "--start-refusing" => {
+                let secs: u64 = num(flag, &value()?)?;
+                if !(1..=MAX_REFUSE_SECS).contains(&secs) {
+                    return Err(format!("--start-refusing must be in 1..={MAX_REFUSE_SECS}"));
+                }
+                f.start_refusing = Some(secs);
+            }
             other => return Err(format!("unknown argument {other:?} (see --help)")),
         }
     }
@@ -177,6 +226,9 @@ mod tests {
             "0",
             "--token",
             "t0k",
+            "--too-large=event",
+            "--start-refusing",
+            "3",
         ])
         .expect("parse");
         assert_eq!(f.listen, "127.0.0.1:8080");
@@ -191,6 +243,8 @@ mod tests {
         assert_eq!(f.slices, SliceVersions::Both);
         assert_eq!((f.history, f.bookmark_secs), (5, 0));
         assert_eq!(f.token.as_deref(), Some("t0k"));
+        assert_eq!(f.too_large, Some(TooLarge::Event));
+        assert_eq!(f.start_refusing, Some(3));
     }
 
     #[test]
@@ -202,6 +256,9 @@ mod tests {
             &["--tls-cert", "a"],
             &["--client-ca", "a"],
             &["--history", "0"],
+            &["--too-large", "gone"],
+            &["--start-refusing", "0"],
+            &["--start-refusing", "601"],
             &["--listen"],
             &["--bogus"],
         ] {

@@ -1,7 +1,10 @@
 //! The `/sim/` control API: apply/delete objects, relabel nodes, compact history, close watches,
-//! read and clear recorded requests, report state. Each operation returns JSON or a Status
-//! error; store changes notify the watchers' `Condvar`.
+//! reset the RV counter (`/sim/reset-rv`), set the edge-health stub's answer, read and clear
+//! recorded requests, report state. Each operation returns JSON or a Status error; store changes
+//! notify the watchers' `Condvar`. The operations that need the connection (`GET
+//! /sim/edge-health`, `/sim/refuse`) are the server's.
 
+use crate::fault::ResetRv;
 use crate::routes::SimOp;
 use crate::server::Shared;
 use crate::store::{Event, Kind, Store};
@@ -108,6 +111,26 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
             shared.changed.notify_all();
             Ok(json!({"closed": open, "epoch": epoch}))
         }
+        SimOp::ResetRv => {
+            let req = ResetRv::parse(body)?;
+            let open = shared.open_watches.load(Ordering::SeqCst);
+            let r = lock(shared).reset_rv(req.rv, req.too_large)?;
+            shared.changed.notify_all();
+            Ok(json!({
+                "previous": r.previous.to_string(),
+                "resourceVersion": r.current.to_string(),
+                "rv": r.current,
+                "horizon": r.current,
+                "restamped": r.restamped,
+                "too_large": r.mode.as_str(),
+                "closed": open,
+                "epoch": r.epoch,
+            }))
+        }
+        SimOp::SetEdgeHealth => shared.edge_health.set(body),
+        SimOp::EdgeHealth | SimOp::Refuse => Err(ApiError::internal(
+            "this control operation is answered by the server loop",
+        )),
         SimOp::Requests => {
             let rec = shared
                 .recorded
@@ -149,6 +172,9 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                     "gets": shared.served_gets.load(Ordering::Relaxed),
                 },
                 "recorded": recorded,
+                "too_large": store.too_large().map(|m| m.as_str()),
+                "edge_health_polls": shared.edge_health.polls(),
+                "refusals": shared.listen.outages(),
             }))
         }
     }

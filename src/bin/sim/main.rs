@@ -4,6 +4,15 @@
 //! every other request (events…) and echoes it, and offers a `/sim/` control API to change the
 //! cluster while clients watch. One thread per connection; state in a `Mutex` + `Condvar`.
 //! `main` only parses flags, loads the fixture, binds, prints the listening line and serves.
+//!
+//! Fault injection for the autonomy tests (exact bodies and answers in `--help`):
+//! - `POST /sim/reset-rv {"rv": N, "too_large": "http"|"event"}`: the upstream's RV counter
+//!   restarts lower (objects re-stamped `N+1..`, history cleared, watches ended); from then on
+//!   (or from the start with `--too-large`) an RV above the current one is "too large": HTTP 504
+//!   or one ERROR 504 event for a watch, HTTP 504 for a LIST (`store`, `fault`, `watch`).
+//! - `GET`/`POST /sim/edge-health`: a canned edge-health answer, polls counted (`fault`).
+//! - `POST /sim/refuse {"seconds": S}` and `--start-refusing S`: the listener is closed and every
+//!   connection cut for S seconds, then the same port listens again (`listen`, `server`).
 
 #![forbid(unsafe_code)]
 
@@ -13,8 +22,10 @@ mod b64;
 mod conn;
 mod control;
 mod convert;
+mod fault;
 mod fixture;
 mod httpio;
+mod listen;
 mod routes;
 mod selector;
 mod server;
@@ -23,6 +34,8 @@ mod watch;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -63,6 +76,9 @@ fn init_logging() {
 /// Builds the shared state with the fixture loaded.
 fn build(flags: &args::Flags) -> Result<server::Shared, grid_wrapper::k8s::status::ApiError> {
     let mut store = store::Store::new(flags.history);
+    if let Some(mode) = flags.too_large {
+        store.enable_too_large(mode);
+    }
     for obj in fixture::objects(flags.fixture) {
         store.apply(obj)?;
     }
@@ -93,6 +109,11 @@ fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
         "fixture loaded: resourceVersion {}",
         shared.store.lock().map(|s| s.rv()).unwrap_or_default()
     );
+    if let Some(secs) = flags.start_refusing {
+        shared
+            .listen
+            .schedule(std::time::Instant::now() + Duration::from_secs(secs));
+    }
     server::serve(listener, shared, tls)?;
     Ok(())
 }

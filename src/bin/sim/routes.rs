@@ -71,6 +71,14 @@ pub enum SimOp {
     ClearRequests,
     /// `GET /sim/state`.
     State,
+    /// `POST /sim/reset-rv`.
+    ResetRv,
+    /// `GET /sim/edge-health` (the stub answer; counted).
+    EdgeHealth,
+    /// `POST /sim/edge-health` (sets the stub answer).
+    SetEdgeHealth,
+    /// `POST /sim/refuse`.
+    Refuse,
 }
 
 /// Where a request goes.
@@ -112,6 +120,10 @@ fn sim_route(method: &str, rest: &str) -> Route {
         ("GET", "requests") => SimOp::Requests,
         ("POST", "requests/clear") => SimOp::ClearRequests,
         ("GET", "state") => SimOp::State,
+        ("POST", "reset-rv") => SimOp::ResetRv,
+        ("GET", "edge-health") => SimOp::EdgeHealth,
+        ("POST", "edge-health") => SimOp::SetEdgeHealth,
+        ("POST", "refuse") => SimOp::Refuse,
         _ => return Route::SimBad,
     };
     Route::Sim(op)
@@ -380,6 +392,21 @@ mod tests {
                 Route::Sim(SimOp::ClearRequests),
             ),
             ("GET", "/sim/nope", both, Route::SimBad),
+            ("POST", "/sim/reset-rv", both, Route::Sim(SimOp::ResetRv)),
+            (
+                "GET",
+                "/sim/edge-health",
+                both,
+                Route::Sim(SimOp::EdgeHealth),
+            ),
+            (
+                "POST",
+                "/sim/edge-health",
+                both,
+                Route::Sim(SimOp::SetEdgeHealth),
+            ),
+            ("POST", "/sim/refuse", both, Route::Sim(SimOp::Refuse)),
+            ("GET", "/sim/refuse", both, Route::SimBad),
         ];
         for (m, p, v, want) in cases {
             assert_eq!(route(m, p, v), want, "{m} {p}");

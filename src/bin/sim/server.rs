@@ -1,14 +1,18 @@
 //! The simulator's network shell: shared state (store + `Condvar`, request recorder, counters),
-//! the accept loop with one thread per connection, the keep-alive request loop, bearer-token
-//! checking and dispatch of each routed request to lists/gets/watches, discovery, the control
-//! API or the generic "record and echo" answer for everything else.
+//! the accept loop with one thread per connection (closing and reopening the listener for
+//! `/sim/refuse`, see `listen`), the keep-alive request loop, bearer-token checking and dispatch
+//! of each routed request to lists/gets/watches, discovery, the control API (including the
+//! edge-health stub and refusals, which need the connection) or the generic "record and echo"
+//! answer for everything else.
 
 use crate::api::{self, Filter};
 use crate::b64;
 use crate::conn::Conn;
 use crate::control;
+use crate::fault::{self, EdgeHealthStub};
 use crate::httpio::{self, read_request, write_json, write_response, write_status, Request};
-use crate::routes::{route, Query, Route, SliceVersions};
+use crate::listen::Listen;
+use crate::routes::{route, Query, Route, SimOp, SliceVersions};
 use crate::store::Store;
 use crate::watch::{self, WatchSpec, DEFAULT_WATCH_TIMEOUT};
 use grid_wrapper::k8s::status::ApiError;
@@ -18,7 +22,7 @@ use std::io;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Most recorded requests kept (oldest dropped first).
 pub const MAX_RECORDED: usize = 10_000;
@@ -88,6 +92,10 @@ pub struct Shared {
     pub served_watches: AtomicU64,
     /// Single-object GETs served.
     pub served_gets: AtomicU64,
+    /// The `/sim/edge-health` stub.
+    pub edge_health: EdgeHealthStub,
+    /// The listener's state and the accepted connections (for refusals).
+    pub listen: Listen,
 }
 
 impl Shared {
@@ -109,6 +117,8 @@ impl Shared {
             served_lists: AtomicU64::new(0),
             served_watches: AtomicU64::new(0),
             served_gets: AtomicU64::new(0),
+            edge_health: EdgeHealthStub::default(),
+            listen: Listen::default(),
         }
     }
 
@@ -127,33 +137,48 @@ impl Shared {
     }
 }
 
-/// Accepts connections forever, one thread each.
+/// Accepts connections forever, one thread each. A pending refusal (`/sim/refuse`, or one
+/// scheduled before the call for `--start-refusing`) closes the listener for its duration,
+/// then listens again on the same address; `Err` only if that rebind keeps failing.
 pub fn serve(
-    listener: TcpListener,
+    mut listener: TcpListener,
     shared: Arc<Shared>,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> io::Result<()> {
-    for sock in listener.incoming() {
-        let sock = match sock {
-            Ok(s) => s,
+    let addr = listener.local_addr()?;
+    shared.listen.set_addr(addr);
+    loop {
+        if let Some(until) = shared.listen.pending() {
+            drop(listener);
+            listener = shared.listen.outage(addr, until)?;
+            continue;
+        }
+        let sock = match listener.accept() {
+            Ok((s, _)) => s,
             Err(e) => {
                 log::warn!("accept: {e}");
                 continue;
             }
         };
-        let shared = Arc::clone(&shared);
+        if shared.listen.pending().is_some() {
+            continue; // the refusal's wake-up, or a client racing it: dropped
+        }
+        // Registered here, before the thread runs, so a refusal cuts every accepted connection.
+        let id = shared.listen.register(&sock);
+        let shared2 = Arc::clone(&shared);
         let tls = tls.clone();
         let spawned = std::thread::Builder::new()
             .name("sim-conn".into())
-            .spawn(move || handle_conn(sock, &shared, tls.as_ref()));
+            .spawn(move || handle_conn(sock, &shared2, tls.as_ref(), id));
         if let Err(e) = spawned {
+            drop(shared.listen.guard(id));
             log::warn!("cannot spawn connection thread: {e}");
         }
     }
-    Ok(())
 }
 
-fn handle_conn(sock: TcpStream, shared: &Shared, tls: Option<&Arc<rustls::ServerConfig>>) {
+fn handle_conn(sock: TcpStream, shared: &Shared, tls: Option<&Arc<rustls::ServerConfig>>, id: u64) {
+    let _registered = shared.listen.guard(id);
     let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let _ = sock.set_nodelay(true);
     let _ = sock.set_read_timeout(Some(IDLE_TIMEOUT));
@@ -179,9 +204,9 @@ fn handle_conn(sock: TcpStream, shared: &Shared, tls: Option<&Arc<rustls::Server
             }
         };
         log::debug!("{peer}: {} {}?{}", req.method, req.path, req.query);
-        match handle(&mut conn, shared, &req) {
-            Ok(()) if !req.close => {}
-            Ok(()) => break,
+        match handle(&mut conn, shared, &req, id) {
+            Ok(true) => {}
+            Ok(false) => break,
             Err(e) => {
                 log::debug!("{peer}: {e}");
                 break;
@@ -201,10 +226,47 @@ fn authorized(shared: &Shared, req: &Request) -> bool {
     }
 }
 
-/// Answers one request.
-pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request) -> io::Result<()> {
+/// Answers one request on connection `id`; `Ok(true)` when the connection stays open.
+pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, id: u64) -> io::Result<bool> {
+    match route(&req.method, &req.path, shared.slices) {
+        Route::Sim(SimOp::Refuse) => match refuse(shared, &req.body, id) {
+            Ok(v) => write_json(conn, 200, &v, true).map(|()| false),
+            Err(e) => write_status(conn, &e, req.close).map(|()| !req.close),
+        },
+        Route::Sim(SimOp::EdgeHealth) => {
+            let (code, body) = shared.edge_health.poll();
+            write_response(conn, code, "application/json", &body, req.close)?;
+            Ok(!req.close)
+        }
+        r => answer(conn, shared, req, r).map(|()| !req.close),
+    }
+}
+
+/// `/sim/refuse`: closes the listener (waiting until it is), cuts every other connection (open
+/// watches end abruptly, keep-alive connections close), ends the watch threads, and returns the
+/// answer for this connection, which the caller then closes.
+fn refuse(shared: &Shared, body: &[u8], own: u64) -> Result<Value, ApiError> {
+    let dur = fault::parse_refuse(body)?;
+    let open = shared.open_watches.load(Ordering::SeqCst);
+    let addr = shared
+        .listen
+        .refuse(Instant::now() + dur)
+        .map_err(|m| ApiError::new(409, "Conflict", m))?;
+    let cut = shared.listen.cut_others(own);
+    shared
+        .store
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .close_watches();
+    shared.changed.notify_all();
+    Ok(
+        json!({"refusing": dur.as_secs(), "listen": addr.to_string(),
+              "closedConnections": cut, "closedWatches": open}),
+    )
+}
+
+fn answer(conn: &mut Conn, shared: &Shared, req: &Request, r: Route) -> io::Result<()> {
     let close = req.close;
-    let r = route(&req.method, &req.path, shared.slices);
     if !matches!(r, Route::Sim(_) | Route::SimBad) && !authorized(shared, req) {
         let e = ApiError::new(401, "Unauthorized", "Unauthorized");
         return write_status(conn, &e, close);
@@ -249,11 +311,16 @@ pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request) -> io::Result<()>
                     bookmarks: q.get("allowWatchBookmarks") == Some("true"),
                     timeout,
                 };
-                return watch::run(conn, shared, &spec);
+                return watch::run(conn, shared, &spec, close);
             }
             shared.served_lists.fetch_add(1, Ordering::Relaxed);
             let (objs, rv) = {
                 let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(st) = store.too_large_status(q.get("resourceVersion")) {
+                    drop(store);
+                    let body = serde_json::to_vec(&st).unwrap_or_default();
+                    return write_response(conn, 504, "application/json", &body, close);
+                }
                 api::list(&store, res)
             };
             let body = api::list_body(res, &objs, rv, &filter);

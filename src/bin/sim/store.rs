@@ -1,8 +1,11 @@
 //! The simulated apiserver's state: objects by kind and key, the resourceVersion counter, the
 //! bounded event history used for watch resumption, and the rules that decide how a watch with a
-//! given `resourceVersion` starts (PROTOCOL.md §8). Pure: no sockets, threads or clocks; the
-//! server wraps it in a `Mutex` + `Condvar`.
+//! given `resourceVersion` starts (PROTOCOL.md §8), plus the `/sim/reset-rv` fault: the RV
+//! counter restarts lower, every object is re-stamped, and from then on a `resourceVersion`
+//! above the current one is "too large" (504) instead of 410. Pure: no sockets, threads or
+//! clocks; the server wraps it in a `Mutex` + `Condvar`.
 
+use crate::fault::{too_large_status, TooLarge};
 use grid_wrapper::k8s::status::ApiError;
 use grid_wrapper::k8s::{ObjectKey, Resource};
 use serde_json::{json, Value};
@@ -125,8 +128,31 @@ pub enum WatchStart {
         /// The requested RV.
         cursor: u64,
     },
-    /// Too old, in the future, or not a number: ERROR 410 then close.
+    /// Too old, in the future (while "too large" answers are off), or not a number: ERROR 410
+    /// then close.
     Expired(ApiError),
+    /// Above the current RV while "too large" answers are on: answer `status` in form `mode`.
+    TooLarge {
+        /// HTTP 504 or an ERROR event.
+        mode: TooLarge,
+        /// The Status ([`too_large_status`]).
+        status: Value,
+    },
+}
+
+/// What `/sim/reset-rv` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reset {
+    /// The RV before.
+    pub previous: u64,
+    /// The new current RV (`rv` + number of objects).
+    pub current: u64,
+    /// Objects re-stamped.
+    pub restamped: usize,
+    /// The new watch epoch (every open watch ends).
+    pub epoch: u64,
+    /// The form too-large answers now take.
+    pub mode: TooLarge,
 }
 
 /// Errors of control operations.
@@ -146,6 +172,10 @@ pub struct Store {
     /// Bumped by `/sim/close-watches`; watchers that started under an older epoch end.
     epoch: u64,
     uid_counter: u64,
+    /// How an RV above the current one is answered (`None`: 410 as for any unusable RV).
+    too_large: Option<TooLarge>,
+    /// The form `/sim/reset-rv` turns on when its body names none (`--too-large`).
+    too_large_default: TooLarge,
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {
@@ -166,7 +196,21 @@ impl Store {
             horizon: START_RV,
             epoch: 0,
             uid_counter: 0,
+            too_large: None,
+            too_large_default: TooLarge::default(),
         }
+    }
+
+    /// `--too-large MODE`: too-large answers on from the start, in `mode`, which is also the
+    /// default form of later resets.
+    pub fn enable_too_large(&mut self, mode: TooLarge) {
+        self.too_large = Some(mode);
+        self.too_large_default = mode;
+    }
+
+    /// How an RV above the current one is answered now (`None`: 410).
+    pub fn too_large(&self) -> Option<TooLarge> {
+        self.too_large
     }
 
     /// Current resourceVersion.
@@ -369,6 +413,55 @@ impl Store {
         self.epoch
     }
 
+    /// `/sim/reset-rv`: the upstream is replaced by one whose RV counter restarted at `rv`.
+    /// Every object is re-stamped `rv+1`, `rv+2`, … in key order (so the new current RV is `rv`
+    /// plus the object count, which must stay below the current RV), the history is cleared
+    /// (horizon = new current), every open watch ends (new epoch), and too-large answers are
+    /// turned on in `mode` (or the `--too-large` default).
+    pub fn reset_rv(&mut self, rv: u64, mode: Option<TooLarge>) -> OpResult<Reset> {
+        let previous = self.rv;
+        let count = self.objects.len();
+        let current = u64::try_from(count)
+            .ok()
+            .and_then(|c| rv.checked_add(c))
+            .unwrap_or(u64::MAX);
+        if rv == 0 || current >= previous {
+            return Err(ApiError::bad_request(format!(
+                "rv {rv}: the {count} stored objects are re-stamped rv+1..=rv+{count}, so rv must \
+                 be at least 1 and rv+{count} below the current resourceVersion {previous}"
+            )));
+        }
+        self.rv = rv;
+        for obj in self.objects.values_mut() {
+            self.rv += 1;
+            let mut o = (**obj).clone();
+            set_rv(&mut o, self.rv);
+            *obj = Arc::new(o);
+        }
+        self.history.clear();
+        self.evicted = self.rv;
+        self.horizon = self.rv;
+        self.epoch += 1;
+        let mode = mode.unwrap_or(self.too_large_default);
+        self.too_large = Some(mode);
+        Ok(Reset {
+            previous,
+            current: self.rv,
+            restamped: count,
+            epoch: self.epoch,
+            mode,
+        })
+    }
+
+    /// The too-large Status for a `resourceVersion` parameter above the current RV, when
+    /// too-large answers are on (used by LIST: always answered with HTTP 504).
+    pub fn too_large_status(&self, rv_param: Option<&str>) -> Option<Value> {
+        self.too_large?;
+        let s = rv_param?;
+        let r = s.parse::<u64>().ok()?;
+        (r > self.rv).then(|| too_large_status(s, self.rv))
+    }
+
     /// Decides how a watch on `kind` with the given `resourceVersion` parameter starts.
     pub fn start_watch(&self, kind: Kind, rv_param: Option<&str>) -> WatchStart {
         match rv_param {
@@ -376,8 +469,12 @@ impl Store {
                 objects: self.list(kind),
                 cursor: self.rv,
             },
-            Some(s) => match s.parse::<u64>() {
-                Ok(r) if r >= self.horizon && r <= self.rv => WatchStart::Resume { cursor: r },
+            Some(s) => match (s.parse::<u64>(), self.too_large) {
+                (Ok(r), _) if r >= self.horizon && r <= self.rv => WatchStart::Resume { cursor: r },
+                (Ok(r), Some(mode)) if r > self.rv => WatchStart::TooLarge {
+                    mode,
+                    status: too_large_status(s, self.rv),
+                },
                 _ => WatchStart::Expired(ApiError::expired(s, self.rv)),
             },
         }
@@ -396,175 +493,5 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(name: &str, zone: &str) -> Value {
-        json!({"kind": "Node", "metadata": {"name": name, "labels": {"zone": zone}}})
-    }
-
-    #[test]
-    fn apply_stamps_and_counts_rvs() {
-        let mut s = Store::new(10);
-        let e1 = s.apply(node("n1", "a")).expect("apply");
-        assert_eq!(e1.rv, START_RV + 1);
-        assert_eq!(e1.etype, EventType::Added);
-        let e2 = s.apply(node("n1", "b")).expect("apply");
-        assert_eq!(e2.etype, EventType::Modified);
-        assert_eq!(e2.rv, START_RV + 2);
-        let got = s
-            .get(Kind::Node, &ObjectKey::new("", "n1"))
-            .expect("stored");
-        assert_eq!(got["metadata"]["resourceVersion"], "102");
-        assert_eq!(got["apiVersion"], "v1");
-        assert_eq!(
-            got["metadata"]["uid"],
-            e1.new.as_ref().expect("new")["metadata"]["uid"]
-        );
-        assert_eq!(s.rv(), 102);
-    }
-
-    #[test]
-    fn apply_rejects_bad_objects() {
-        let mut s = Store::new(10);
-        for bad in [
-            json!({"metadata": {"name": "x"}}),
-            json!({"kind": "Pod", "metadata": {"name": "x"}}),
-            json!({"kind": "Node", "metadata": {}}),
-            json!({"kind": "Node", "metadata": 3}),
-            json!({"kind": "EndpointSlice", "apiVersion": "v2", "metadata": {"name": "x"}}),
-        ] {
-            assert_eq!(s.apply(bad).expect_err("bad").code, 400);
-        }
-        assert_eq!(s.rv(), START_RV, "failed applies consume no RV");
-    }
-
-    #[test]
-    fn delete_stamps_last_object_with_new_rv() {
-        let mut s = Store::new(10);
-        s.apply(node("n1", "a")).expect("apply");
-        let d = s
-            .delete(Kind::Node, &ObjectKey::new("", "n1"))
-            .expect("delete");
-        assert_eq!(d.etype, EventType::Deleted);
-        assert_eq!(
-            d.old.as_ref().expect("old")["metadata"]["resourceVersion"],
-            "102"
-        );
-        assert_eq!(s.count(Kind::Node), 0);
-        let e = s
-            .delete(Kind::Node, &ObjectKey::new("", "n1"))
-            .expect_err("gone");
-        assert_eq!(e.code, 404);
-    }
-
-    #[test]
-    fn label_node_merges_and_removes() {
-        let mut s = Store::new(10);
-        s.apply(node("n1", "a")).expect("apply");
-        let labels = json!({"zone": null, "rack": "r1"});
-        let labels = labels.as_object().expect("map");
-        let e = s.label_node("n1", labels).expect("label");
-        let n = e.new.as_ref().expect("new");
-        assert_eq!(n["metadata"]["labels"], json!({"rack": "r1"}));
-        assert_eq!(s.label_node("nope", labels).expect_err("404").code, 404);
-        let bad = json!({"zone": 1});
-        assert_eq!(
-            s.label_node("n1", bad.as_object().expect("map"))
-                .expect_err("400")
-                .code,
-            400
-        );
-    }
-
-    #[test]
-    fn watch_start_table() {
-        let mut s = Store::new(3);
-        for i in 0..5 {
-            s.apply(node(&format!("n{i}"), "a")).expect("apply");
-        }
-        // RVs 101..=105; history holds 103,104,105 → horizon 102.
-        assert_eq!(s.horizon(), 102);
-        let cases: &[(Option<&str>, &str)] = &[
-            (None, "snapshot"),
-            (Some(""), "snapshot"),
-            (Some("0"), "snapshot"),
-            (Some("102"), "resume"),
-            (Some("105"), "resume"),
-            (Some("101"), "expired"),
-            (Some("106"), "expired"),
-            (Some("abc"), "expired"),
-            (Some("-1"), "expired"),
-        ];
-        for (rv, want) in cases {
-            let got = match s.start_watch(Kind::Node, *rv) {
-                WatchStart::Snapshot { objects, cursor } => {
-                    assert_eq!(objects.len(), 5);
-                    assert_eq!(cursor, 105);
-                    "snapshot"
-                }
-                WatchStart::Resume { .. } => "resume",
-                WatchStart::Expired(e) => {
-                    assert_eq!(e.code, 410);
-                    assert_eq!(e.reason, "Expired");
-                    "expired"
-                }
-            };
-            assert_eq!(got, *want, "rv {rv:?}");
-        }
-    }
-
-    #[test]
-    fn events_after_replays_and_detects_lag() {
-        let mut s = Store::new(3);
-        for i in 0..5 {
-            s.apply(node(&format!("n{i}"), "a")).expect("apply");
-        }
-        let (evs, cur) = s.events_after(103).expect("within history");
-        assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![104, 105]);
-        assert_eq!(cur, 105);
-        let (evs, _) = s.events_after(105).expect("current");
-        assert!(evs.is_empty());
-        assert!(s.events_after(101).is_none(), "101 < evicted 102");
-    }
-
-    #[test]
-    fn compact_expires_older_resumes_only() {
-        let mut s = Store::new(100);
-        s.apply(node("n1", "a")).expect("apply");
-        s.apply(node("n2", "a")).expect("apply");
-        assert!(matches!(
-            s.start_watch(Kind::Node, Some("101")),
-            WatchStart::Resume { .. }
-        ));
-        assert_eq!(s.compact(), 102);
-        assert!(matches!(
-            s.start_watch(Kind::Node, Some("101")),
-            WatchStart::Expired(_)
-        ));
-        assert!(matches!(
-            s.start_watch(Kind::Node, Some("102")),
-            WatchStart::Resume { .. }
-        ));
-        // A watcher already running at 101 still gets its event.
-        assert_eq!(s.events_after(101).expect("live").0.len(), 1);
-    }
-
-    #[test]
-    fn list_is_per_kind_and_sorted() {
-        let mut s = Store::new(10);
-        s.apply(node("b", "a")).expect("apply");
-        s.apply(node("a", "a")).expect("apply");
-        s.apply(json!({"kind": "Service", "metadata": {"name": "s"}}))
-            .expect("apply");
-        let names: Vec<_> = s
-            .list(Kind::Node)
-            .iter()
-            .map(|o| o["metadata"]["name"].clone())
-            .collect();
-        assert_eq!(names, vec![json!("a"), json!("b")]);
-        let svc = s.list(Kind::Service);
-        assert_eq!(svc[0]["metadata"]["namespace"], "default");
-        assert!(s.list(Kind::Endpoints).is_empty());
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn start_with(
+pub(crate) fn start_with(
     slices: SliceVersions,
     bookmark: Option<Duration>,
     token: Option<&str>,
@@ -26,12 +26,12 @@ fn start_with(
     addr
 }
 
-fn start() -> SocketAddr {
+pub(crate) fn start() -> SocketAddr {
     start_with(SliceVersions::V1, None, None)
 }
 
 /// Sends one request with `Connection: close`; returns (status, raw head, body).
-fn call(
+pub(crate) fn call(
     addr: SocketAddr,
     method: &str,
     target: &str,
@@ -58,12 +58,12 @@ fn call(
     (code, head, raw[split + 4..].to_vec())
 }
 
-fn get_json(addr: SocketAddr, target: &str) -> (u16, Value) {
+pub(crate) fn get_json(addr: SocketAddr, target: &str) -> (u16, Value) {
     let (code, _, body) = call(addr, "GET", target, "", b"");
     (code, serde_json::from_slice(&body).expect("JSON body"))
 }
 
-fn sim(addr: SocketAddr, op: &str, body: Value) -> Value {
+pub(crate) fn sim(addr: SocketAddr, op: &str, body: Value) -> Value {
     let (code, _, b) = call(
         addr,
         "POST",
@@ -76,13 +76,13 @@ fn sim(addr: SocketAddr, op: &str, body: Value) -> Value {
 }
 
 /// A watch stream: reads the head, then chunked event lines.
-struct Watch {
+pub(crate) struct Watch {
     r: BufReader<TcpStream>,
     pending: Vec<u8>,
 }
 
 impl Watch {
-    fn open(addr: SocketAddr, target: &str) -> Watch {
+    pub(crate) fn open(addr: SocketAddr, target: &str) -> Watch {
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
@@ -106,7 +106,7 @@ impl Watch {
     }
 
     /// Next event, or `None` at the terminating chunk.
-    fn next(&mut self) -> Option<Value> {
+    pub(crate) fn next(&mut self) -> Option<Value> {
         loop {
             if let Some(nl) = self.pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.pending.drain(..=nl).collect();

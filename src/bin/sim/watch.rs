@@ -1,13 +1,15 @@
 //! WATCH streams (PROTOCOL.md §7, §8, §9): start from a snapshot or a resumable RV (or answer one
-//! ERROR 410 event), then follow the store's history under the shared `Condvar`, translating
-//! each change through the watcher's filter (enter → ADDED, stay → MODIFIED, leave → DELETED
-//! with the old object), with periodic BOOKMARKs, the `timeoutSeconds` deadline,
-//! `/sim/close-watches`, lagging (history evicted under the watcher) and client disconnects
-//! ending the stream cleanly. The framing helpers are pure; `run` owns the blocking I/O.
+//! ERROR 410 event; a too-large RV, once enabled, gets HTTP 504 or one ERROR 504 event), then
+//! follow the store's history under the shared `Condvar`, translating each change through the
+//! watcher's filter (enter → ADDED, stay → MODIFIED, leave → DELETED with the old object), with
+//! periodic BOOKMARKs, the `timeoutSeconds` deadline, `/sim/close-watches`, `/sim/reset-rv`,
+//! lagging (history evicted under the watcher) and client disconnects ending the stream
+//! cleanly. The framing helpers are pure; `run` owns the blocking I/O.
 
 use crate::api::{served, Filter};
 use crate::conn::Conn;
-use crate::httpio::{end_chunked, start_chunked, write_chunk};
+use crate::fault::TooLarge;
+use crate::httpio::{end_chunked, start_chunked, write_chunk, write_response};
 use crate::server::Shared;
 use crate::store::{Event, EventType, Kind, WatchStart};
 use grid_wrapper::k8s::Resource;
@@ -94,8 +96,9 @@ impl Drop for OpenGuard<'_> {
     }
 }
 
-/// Serves one watch on `conn` until it ends; `Err` only for socket errors.
-pub fn run(conn: &mut Conn, shared: &Shared, spec: &WatchSpec) -> io::Result<()> {
+/// Serves one watch on `conn` until it ends; `Err` only for socket errors. `close` is the
+/// request's `Connection: close` (only a non-streamed answer, the HTTP 504, needs it).
+pub fn run(conn: &mut Conn, shared: &Shared, spec: &WatchSpec, close: bool) -> io::Result<()> {
     shared.served_watches.fetch_add(1, Ordering::Relaxed);
     shared.open_watches.fetch_add(1, Ordering::SeqCst);
     let _guard = OpenGuard(shared);
@@ -104,10 +107,22 @@ pub fn run(conn: &mut Conn, shared: &Shared, spec: &WatchSpec) -> io::Result<()>
         let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
         (store.start_watch(kind, spec.rv.as_deref()), store.epoch())
     };
+    if let WatchStart::TooLarge {
+        mode: TooLarge::Http,
+        status,
+    } = &start
+    {
+        let body = serde_json::to_vec(status).unwrap_or_default();
+        return write_response(conn, 504, "application/json", &body, close);
+    }
     start_chunked(conn)?;
     let mut cursor = match start {
         WatchStart::Expired(e) => {
             write_chunk(conn, &frame("ERROR", &e.to_value()))?;
+            return end_chunked(conn);
+        }
+        WatchStart::TooLarge { status, .. } => {
+            write_chunk(conn, &frame("ERROR", &status))?;
             return end_chunked(conn);
         }
         WatchStart::Resume { cursor } => cursor,
