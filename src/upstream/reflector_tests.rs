@@ -105,12 +105,18 @@ fn list(rv: &str, names: &[&str]) -> Reply {
     }))
 }
 
-fn gone() -> UpstreamError {
+/// An upstream `Status` error.
+fn status(code: u16, reason: &str, message: &str, causes: &[&str]) -> UpstreamError {
     UpstreamError::Status {
-        code: 410,
-        reason: "Expired".into(),
-        message: "too old resource version".into(),
+        code,
+        reason: reason.into(),
+        message: message.into(),
+        causes: causes.iter().map(|c| c.to_string()).collect(),
     }
+}
+
+fn gone() -> UpstreamError {
+    status(410, "Expired", "too old resource version", &[])
 }
 
 fn svc(name: &str, rv: &str) -> Value {
@@ -241,7 +247,7 @@ fn error_410_relists_at_last_rv_then_without_rv_when_that_is_gone_too() {
 fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
     let fake = Fake::new(vec![
         Reply::List(Err(down())),
-        Reply::List(Err(UpstreamError::Status { code: 403, reason: "Forbidden".into(), message: "rbac".into() })),
+        Reply::List(Err(status(403, "Forbidden", "rbac", &[]))),
         list("5", &["a"]),
         Reply::Watch(Err(down())),
         Reply::Watch(Ok(("{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"6\"}}}\n{\"type\":\"ADD", true))),
@@ -290,7 +296,7 @@ fn non_410_watch_errors_rewatch_with_backoff() {
     let fake = Fake::new(vec![
         list("1", &[]),
         Reply::Watch(Ok(("{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":500,\"reason\":\"InternalError\"}}\n", false))),
-        Reply::Watch(Err(UpstreamError::Status { code: 429, reason: "TooManyRequests".into(), message: String::new() })),
+        Reply::Watch(Err(status(429, "TooManyRequests", "", &[]))),
     ]);
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, UpstreamKind::SlicesV1, &sink);
