@@ -136,7 +136,13 @@ fn run_steps(r: &mut Reflector<&Fake>, n: usize) -> (State, Vec<Option<Duration>
 }
 
 fn reflector<'a>(fake: &'a Fake, kind: UpstreamKind, sink: &Arc<Rec>) -> Reflector<&'a Fake> {
-    Reflector::new(fake, kind, sink.clone(), Backoff::without_jitter())
+    Reflector::new(
+        fake,
+        kind,
+        sink.clone(),
+        Backoff::without_jitter(),
+        Arc::new(KindStats::new()),
+    )
 }
 
 const SEL: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
@@ -548,24 +554,32 @@ fn spawned_thread_applies_and_stops() {
     let fake = Arc::new(Fake::new(vec![list("1", &["a"])]));
     let sink = Arc::new(Rec::default());
     let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(KindStats::new());
     let h = spawn_with(
         Owned(fake.clone()),
         UpstreamKind::Services,
         sink.clone(),
         stop.clone(),
+        stats.clone(),
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while sink.0.lock().unwrap().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
+    assert!(stats.active(), "a running reflector is rendered");
+    assert!(stats.last_contact() > 0);
     // The exhausted fake now fails every watch: the thread sits in backoff until stopped.
     stop.store(true, Ordering::Relaxed);
     let t = Instant::now();
     h.join().unwrap();
+    assert!(!stats.active(), "a stopped reflector is not rendered");
     assert!(
         t.elapsed() < Duration::from_secs(2),
         "stop must interrupt the backoff sleep"
     );
     assert_eq!(sink.take(), vec![Change::List(vec![item("a")])]);
 }
+
+#[path = "reflector_recovery_tests.rs"]
+mod recovery;

@@ -2,8 +2,8 @@
 //! atomics and one `Mutex<String>`, no clock (the reflector passes wall-clock seconds in), so it
 //! builds without the `io` feature.
 //!
-//! The reflectors started by [`crate::upstream::reflector::spawn`] record into the process-wide
-//! [`global`] registry; tests give each reflector a [`KindStats`] of its own.
+//! The reflectors started by `upstream::reflector::spawn` record into the process-wide [`global`]
+//! registry; tests give each reflector a [`KindStats`] of its own.
 
 use crate::upstream::kind::UpstreamKind;
 use std::fmt::Write as _;
