@@ -82,6 +82,8 @@ pub enum UpstreamError {
         reason: String,
         /// `Status.message`, or the start of the body.
         message: String,
+        /// `Status.details.causes[].reason` (see [`decode::StatusInfo::causes`]).
+        causes: Vec<String>,
     },
     /// A body exceeded its limit.
     TooLarge {
@@ -100,6 +102,17 @@ impl UpstreamError {
             _ => None,
         }
     }
+
+    /// Whether this is the upstream refusing a resourceVersion newer than any it has (its RVs
+    /// went backwards): see [`decode::is_rv_too_large`].
+    pub fn is_rv_too_large(&self) -> bool {
+        match self {
+            UpstreamError::Status {
+                message, causes, ..
+            } => decode::is_rv_too_large(message, causes),
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for UpstreamError {
@@ -114,6 +127,7 @@ impl fmt::Display for UpstreamError {
                 code,
                 reason,
                 message,
+                ..
             } => write!(f, "upstream answered {code} {reason}: {message}"),
             UpstreamError::TooLarge { limit } => {
                 write!(f, "upstream body larger than {limit} bytes")
@@ -385,6 +399,7 @@ impl Upstream {
             code,
             reason: s.reason,
             message: s.message,
+            causes: s.causes,
         })
     }
 

@@ -243,7 +243,8 @@ fn list_and_watch_send_the_token_and_decode_status_errors() {
         UpstreamError::Status {
             code: 410,
             reason: "Expired".into(),
-            message: "too old".into()
+            message: "too old".into(),
+            causes: vec![],
         }
     );
     let mut lines = up.watch("/api/v1/services?watch=true").unwrap();

@@ -7,6 +7,12 @@ use serde_json::Value;
 use std::fmt;
 use std::io::{self, BufRead};
 
+/// Most `details.causes[].reason` values kept from one `Status` (the rest are ignored).
+pub const MAX_STATUS_CAUSES: usize = 16;
+/// The `details.causes[].reason` the apiserver sets when asked for a resourceVersion newer than
+/// any it has (`metav1.CauseTypeResourceVersionTooLarge`).
+pub const CAUSE_RV_TOO_LARGE: &str = "ResourceVersionTooLarge";
+
 /// Longest watch line accepted (one JSON event). etcd caps objects at ~1.5 MiB; JSON is larger
 /// than protobuf but far below this.
 pub const MAX_WATCH_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -53,6 +59,28 @@ pub struct StatusInfo {
     pub reason: String,
     /// `message`; empty when absent.
     pub message: String,
+    /// `details.causes[].reason`, in order (at most [`MAX_STATUS_CAUSES`]; causes without a
+    /// string reason are skipped).
+    pub causes: Vec<String>,
+}
+
+impl StatusInfo {
+    /// Whether this is the apiserver's "Too large resource version" refusal (see
+    /// [`is_rv_too_large`]).
+    pub fn is_rv_too_large(&self) -> bool {
+        is_rv_too_large(&self.message, &self.causes)
+    }
+}
+
+/// Whether a `Status` (its message and cause reasons) says the requested resourceVersion is
+/// newer than anything the upstream has: a cause reason [`CAUSE_RV_TOO_LARGE`], or (servers
+/// before 1.18.6 set no cause) a message containing "too large resource version", in any case.
+/// client-go's `isTooLargeResourceVersionError` checks the same.
+pub fn is_rv_too_large(message: &str, causes: &[String]) -> bool {
+    causes.iter().any(|c| c == CAUSE_RV_TOO_LARGE)
+        || message
+            .to_ascii_lowercase()
+            .contains("too large resource version")
 }
 
 /// One decoded watch event.
@@ -233,7 +261,8 @@ pub fn decode_list(body: &[u8]) -> Result<ListResult, DecodeError> {
     })
 }
 
-/// Reads code/reason/message from a `Status` object; absent fields are zero/empty.
+/// Reads code/reason/message and the cause reasons from a `Status` object; absent fields are
+/// zero/empty.
 pub fn status_of(obj: &Value) -> StatusInfo {
     let text = |name: &str| {
         obj.get(name)
@@ -249,6 +278,19 @@ pub fn status_of(obj: &Value) -> StatusInfo {
             .unwrap_or(0),
         reason: text("reason"),
         message: text("message"),
+        causes: obj
+            .get("details")
+            .and_then(|d| d.get("causes"))
+            .and_then(Value::as_array)
+            .map(|causes| {
+                causes
+                    .iter()
+                    .filter_map(|c| c.get("reason").and_then(Value::as_str))
+                    .take(MAX_STATUS_CAUSES)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -271,6 +313,7 @@ pub fn decode_status_body(body: &[u8], http_code: u16) -> StatusInfo {
                 code: http_code,
                 reason: String::new(),
                 message: String::from_utf8_lossy(quote).trim().to_string(),
+                causes: Vec::new(),
             }
         }
     }
@@ -310,6 +353,7 @@ mod tests {
                     code: 410,
                     reason: "Expired".into(),
                     message: "too old".into(),
+                    causes: vec![],
                 })),
             ),
             (
@@ -390,7 +434,8 @@ mod tests {
             StatusInfo {
                 code: 403,
                 reason: "Forbidden".into(),
-                message: "no".into()
+                message: "no".into(),
+                causes: vec![],
             }
         );
         let s = decode_status_body(b"<html>bad gateway</html>\n", 502);
@@ -399,12 +444,66 @@ mod tests {
             StatusInfo {
                 code: 502,
                 reason: String::new(),
-                message: "<html>bad gateway</html>".into()
+                message: "<html>bad gateway</html>".into(),
+                causes: vec![],
             }
         );
         let long = vec![b'x'; 10_000];
         assert_eq!(decode_status_body(&long, 500).message.len(), 512);
         assert_eq!(decode_status_body(br#"{"kind":"Status"}"#, 504).code, 504);
+    }
+
+    #[test]
+    fn status_cause_reasons_and_too_large_resource_version() {
+        // The apiserver's answer (HTTP 504 or a watch ERROR) to an RV newer than it has.
+        let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 159128021, current: 159127032","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#;
+        let s = decode_status_body(body, 504);
+        assert_eq!(s.causes, ["ResourceVersionTooLarge"]);
+        assert!(s.is_rv_too_large());
+        let line = format!(
+            r#"{{"type":"ERROR","object":{}}}"#,
+            std::str::from_utf8(body).unwrap()
+        );
+        let Ok(WatchEvent::Error(ev)) = decode_event(line.as_bytes()) else {
+            panic!("not an ERROR event");
+        };
+        assert_eq!(ev, s);
+        // (causes, message, too large?)
+        let table: [(&str, &str, bool); 7] = [
+            (r#"[{"reason":"ResourceVersionTooLarge"}]"#, "", true),
+            (
+                r#"[{"message":"x"},{"reason":"FieldValueInvalid"},{"reason":"ResourceVersionTooLarge"}]"#,
+                "",
+                true,
+            ),
+            ("[]", "too large resource version: 5, current: 3", true),
+            ("[]", "Timeout: TOO LARGE RESOURCE VERSION", true),
+            (
+                r#"[{"reason":"FieldValueInvalid"}]"#,
+                "too old resource version",
+                false,
+            ),
+            (r#"{"reason":"ResourceVersionTooLarge"}"#, "", false),
+            (r#"[{"reason":7}]"#, "", false),
+        ];
+        for (causes, message, want) in table {
+            let v: Value = serde_json::from_str(&format!(
+                r#"{{"kind":"Status","code":504,"message":{},"details":{{"causes":{causes}}}}}"#,
+                Value::from(message)
+            ))
+            .unwrap();
+            assert_eq!(status_of(&v).is_rv_too_large(), want, "{causes} {message}");
+        }
+        // Causes are capped; absent details mean none.
+        let many = format!(
+            r#"{{"kind":"Status","details":{{"causes":[{}]}}}}"#,
+            vec![r#"{"reason":"A"}"#; 100].join(",")
+        );
+        assert_eq!(
+            decode_status_body(many.as_bytes(), 500).causes.len(),
+            MAX_STATUS_CAUSES
+        );
+        assert!(status_of(&json!({"kind": "Status"})).causes.is_empty());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Upstream apiserver access: kubeconfig / in-cluster settings ([`kubeconfig`]), the one ureq
 //! agent every thread clones ([`client`]), pure decoding of list bodies and watch lines
 //! ([`decode`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
-//! version choice ([`discovery`]) and the list+watch threads that feed the cache ([`reflector`]).
-//! Private: `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token bucket).
+//! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
+//! their health counters ([`stats`], pure). Private: `episode` (the reflectors' failure
+//! bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token bucket).
 //! Nothing here touches the mio loop or the served view.
 
 pub mod backoff;
@@ -11,10 +12,13 @@ pub mod client;
 pub mod decode;
 #[cfg(feature = "io")]
 pub mod discovery;
+#[cfg(feature = "io")]
+mod episode;
 pub mod kind;
 pub mod kubeconfig;
 #[cfg(feature = "io")]
 pub mod reflector;
+pub mod stats;
 #[cfg(feature = "io")]
 mod throttle;
 #[cfg(feature = "io")]

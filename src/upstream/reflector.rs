@@ -6,24 +6,45 @@
 //! Empty ──list ok──▶ Listed{rv} ──watch ok──▶ Watching{rv, lines} ──event──▶ Watching{rv'}
 //! ```
 //!
-//! | what happens                                   | next state                | wait    |
-//! |------------------------------------------------|---------------------------|---------|
-//! | list ok                                        | `Listed` (emits `Replace`)| —       |
-//! | list 410 / "too large resource version"        | `Empty`, RV omitted next  | —       |
-//! | list fails otherwise                           | `Empty`                   | backoff |
-//! | watch start 410                                | `Empty` (relist at RV)    | —       |
-//! | watch start fails otherwise                    | `Listed`                  | backoff |
-//! | ADDED/MODIFIED/DELETED                         | `Watching` (RV advances)  | —       |
-//! | BOOKMARK                                       | `Watching` (RV advances)  | —       |
-//! | ERROR 410                                      | `Empty` (relist at RV)    | —       |
-//! | ERROR other                                    | `Listed`                  | backoff |
-//! | stream ends (EOF, or a truncated last line)    | `Listed` (rewatch at RV)  | — (backoff if it lasted < 1 s with no event) |
-//! | read error / idle timeout                      | `Listed`                  | backoff |
-//! | undecodable or over-long line                  | `Empty` (relist at RV)    | backoff |
+//! | what happens                                   | next state                      | wait    |
+//! |------------------------------------------------|---------------------------------|---------|
+//! | list ok                                        | `Listed` (emits `List`)         | —       |
+//! | list at an RV: 410 / RV too large              | `Empty`, RV omitted next        | —       |
+//! | list fails otherwise                           | `Empty`                         | backoff |
+//! | watch start 410 / ERROR 410                    | `Empty` (relist at RV)          | — (backoff unless it is the first failure since progress) |
+//! | watch start / ERROR: RV too large              | `Empty`, RV omitted (from scratch) | — (backoff if a relist from scratch was already decided since progress) |
+//! | watch start fails otherwise / ERROR other      | `Listed`                        | backoff |
+//! | ADDED/MODIFIED/DELETED/BOOKMARK                | `Watching` (RV advances)        | —       |
+//! | stream ends (EOF, or a truncated last line)    | `Listed` (rewatch at RV)        | —       |
+//! | stream ends < 1 s after start with no event    | `Listed`                        | backoff |
+//! | read error / idle timeout                      | `Listed`                        | backoff |
+//! | undecodable or over-long line                  | `Empty` (relist at RV)          | backoff |
+//! | the [`MAX_FAILURES_WITHOUT_PROGRESS`]th failure in a row without progress of a request naming an RV | `Empty`, RV omitted (from scratch) | backoff |
 //!
-//! Only a 410 relists among upstream *answers*; an event we could not decode is also repaired by
-//! a relist, since skipping it would silently lose a change. A `Replace` is only ever emitted
-//! from a complete, successful list: losing the upstream never empties the cache.
+//! *Progress* is an event or bookmark, or a watch that ended normally; a list is not (a watch
+//! that the upstream refuses right after every list is still stuck). Failures that count toward
+//! the limit are those of requests naming an RV: watch starts, watch streams (ERROR events, 410
+//! included; breaks; empty or undecodable streams) and relists at an RV. Deciding to relist from
+//! scratch restarts the count, and only the first such relist since progress skips the backoff,
+//! so no answer of the upstream can make a hot loop or pin one RV forever. "RV too large" is a
+//! `Status` with the cause `ResourceVersionTooLarge` or a message containing "too large resource
+//! version" (HTTP 504 or an ERROR event): the upstream's RVs went backwards (etcd restored,
+//! control plane replaced, a cache in between), and a relist at our RV would be refused again.
+//!
+//! | logging and stats ([`crate::upstream::stats`])  | when                                                  |
+//! |-------------------------------------------------|-------------------------------------------------------|
+//! | failure episode opens: WARN with the error and a hint (RBAC for 401/403, kubeconfig CA/client certificate for TLS); `failing` = 1 | first failure after a success (or at startup). No failures: a 410 and an RV refused to a relist (INFO with the relist), a stream that ends normally |
+//! | later failures in the episode: DEBUG (WARN again if the cause changes: auth / TLS / other) | until the episode ends |
+//! | INFO "recovered after N failures in X s"; `failing` = 0 | watch progress, or a successful list if no watch failed in the episode |
+//! | INFO "relisting …" with the reason; `relists_total` + 1 | each decision of a listed reflector to relist (at the RV or from scratch); dropping the RV of a pending relist logs INFO but is no new relist |
+//! | `watch_errors_total` + 1                        | each failed watch (start refused, ERROR event, break, empty or undecodable stream) |
+//! | `last_contact_timestamp_seconds` = now          | each successful list and each watch line received |
+//!
+//! Among upstream *answers* only a 410 or an RV refusal relists at once; an event we could not
+//! decode is also repaired by a relist, since skipping it would silently lose a change. A
+//! `List` is only ever emitted from a complete, successful list: losing the upstream never
+//! empties the cache, and the cache diffs each list, so a relist from scratch only turns real
+//! changes into events.
 
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{Upstream, UpstreamError};
@@ -31,13 +52,16 @@ use crate::upstream::decode::{self, DecodeError, Line, ListResult, WatchEvent};
 pub use crate::upstream::discovery::{
     discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
 };
+pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
+use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::{Change, Sink, UpstreamKind, SERVICE_PROXY_SELECTOR};
+use crate::upstream::stats::{self, KindStats, RelistReason};
 use serde_json::Value;
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Watch `timeoutSeconds` is drawn from `[MIN, MAX)` (client-go's range).
 pub const WATCH_TIMEOUT_SECONDS: (u64, u64) = (300, 600);
@@ -79,7 +103,7 @@ enum ListFrom {
     Any,
     /// `resourceVersion=<rv>`: not older than the last seen RV (relist).
     NotOlderThan(String),
-    /// No `resourceVersion`: a consistent read (after the RV was refused).
+    /// No `resourceVersion`: a consistent read (after the RV was refused or kept failing).
     Latest,
 }
 
@@ -118,28 +142,32 @@ pub(crate) struct Reflector<L> {
     backoff: Backoff,
     list_from: ListFrom,
     line: Vec<u8>,
+    episode: Episode,
+    stats: Arc<KindStats>,
     /// Undecodable or nameless upstream objects seen (logged and counted).
     pub(crate) dropped: u64,
 }
 
+/// The upstream no longer serves the RV we asked for (410, or our RV is beyond its newest).
 fn is_rv_unavailable(e: &UpstreamError) -> bool {
-    match e {
-        UpstreamError::Status { code: 410, .. } => true,
-        UpstreamError::Status {
-            code: 504, message, ..
-        } => message
-            .to_ascii_lowercase()
-            .contains("too large resource version"),
-        _ => false,
-    }
+    e.status_code() == Some(410) || e.is_rv_too_large()
 }
 
-fn is_auth(e: &UpstreamError) -> bool {
-    matches!(e.status_code(), Some(401 | 403))
+/// Wall-clock Unix seconds (for the last-contact stat); 0 if the clock is before 1970.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl<L: ListWatch> Reflector<L> {
-    pub(crate) fn new(lw: L, kind: UpstreamKind, sink: Arc<dyn Sink>, backoff: Backoff) -> Self {
+    pub(crate) fn new(
+        lw: L,
+        kind: UpstreamKind,
+        sink: Arc<dyn Sink>,
+        backoff: Backoff,
+        stats: Arc<KindStats>,
+    ) -> Self {
         Reflector {
             lw,
             kind,
@@ -147,12 +175,49 @@ impl<L: ListWatch> Reflector<L> {
             backoff,
             list_from: ListFrom::Any,
             line: Vec::new(),
+            episode: Episode::default(),
+            stats,
             dropped: 0,
         }
     }
 
     fn delay(&mut self) -> Option<Duration> {
         Some(self.backoff.next_delay(Instant::now()))
+    }
+
+    /// A failure: WARN if it opens an episode (or changes its cause), else DEBUG; kept in the
+    /// stats.
+    fn failed(&mut self, phase: Phase, cause: Cause, text: &str) {
+        if self.episode.fail(Instant::now(), phase, cause) {
+            log::warn!(
+                "{:?}: {text}{}; retrying (repeats are logged at debug level until it recovers)",
+                self.kind,
+                cause.hint()
+            );
+        } else {
+            log::debug!("{:?}: {text}", self.kind);
+        }
+        self.stats.set_failing(true);
+        self.stats.record_error(text);
+    }
+
+    /// Logs the end of a failure episode, if one ended.
+    fn recovered(&mut self, ended: Option<Ended>) {
+        if let Some(Ended { failures, lasted }) = ended {
+            log::info!(
+                "{:?}: recovered after {failures} failure{} in {:.1} s",
+                self.kind,
+                if failures == 1 { "" } else { "s" },
+                lasted.as_secs_f64()
+            );
+        }
+        self.stats.set_failing(self.episode.failing());
+    }
+
+    /// Watch progress: an event or bookmark, or a watch that ended normally.
+    fn progressed(&mut self) {
+        let ended = self.episode.progressed(Instant::now());
+        self.recovered(ended);
     }
 
     /// Fills in `kind`/`apiVersion`; `None` (and counted) for objects without a name.
@@ -219,6 +284,7 @@ impl<L: ListWatch> Reflector<L> {
     fn step_list_gated(&mut self) -> (State, Option<Duration>) {
         match self.list_all() {
             Ok(list) => {
+                self.stats.record_contact(unix_now());
                 let relist = self.list_from != ListFrom::Any;
                 let items = list.items;
                 let what = if relist { "relisted" } else { "listed" };
@@ -230,6 +296,8 @@ impl<L: ListWatch> Reflector<L> {
                 );
                 self.sink.apply(self.kind, Change::List(items));
                 self.list_from = ListFrom::NotOlderThan(list.resource_version.clone());
+                let ended = self.episode.listed(Instant::now());
+                self.recovered(ended);
                 (
                     State::Listed {
                         rv: list.resource_version,
@@ -242,22 +310,22 @@ impl<L: ListWatch> Reflector<L> {
                     "{:?}: list resourceVersion unavailable ({e}); listing the latest state",
                     self.kind
                 );
+                self.episode.scratch();
                 self.list_from = ListFrom::Latest;
                 (State::Empty, None)
             }
             Err(e) => {
-                if is_auth(&e) {
-                    log::warn!("{:?}: list forbidden, check RBAC: {e}", self.kind);
-                } else if matches!(e, UpstreamError::Tls(_)) {
-                    // Fix (tests/tls_upstream.rs): a TLS/certificate failure (wrong CA, rejected
-                    // client certificate) does not heal by retrying; like RBAC it is the
-                    // operator's to fix, so it must not hide among routine `info` lines.
-                    log::warn!(
-                        "{:?}: list failed, check the kubeconfig's certificate-authority and client certificate: {e}",
-                        self.kind
-                    );
-                } else {
-                    log::info!("{:?}: list failed: {e}", self.kind);
+                self.failed(Phase::List, Cause::of(&e), &format!("list failed: {e}"));
+                if let ListFrom::NotOlderThan(rv) = &self.list_from {
+                    let stuck = self.episode.stuck();
+                    if stuck >= MAX_FAILURES_WITHOUT_PROGRESS {
+                        log::info!(
+                            "{:?}: relisting from scratch (without resourceVersion): {stuck} failures in a row at resourceVersion {rv:?}, the last: {e}",
+                            self.kind
+                        );
+                        self.episode.scratch();
+                        self.list_from = ListFrom::Latest;
+                    }
                 }
                 (State::Empty, self.delay())
             }
@@ -288,24 +356,71 @@ impl<L: ListWatch> Reflector<L> {
                 },
                 None,
             ),
-            Err(e) if is_rv_unavailable(&e) => self.relist_at(rv, &e.to_string(), false),
-            Err(e) => {
-                if is_auth(&e) {
-                    log::warn!("{:?}: watch forbidden, check RBAC: {e}", self.kind);
-                } else {
-                    log::debug!("{:?}: watch failed to start: {e}", self.kind);
-                }
-                (State::Listed { rv }, self.delay())
-            }
+            Err(e) => self.watch_failed(rv, WatchFailure::of_error(&e)),
         }
     }
 
-    fn relist_at(&mut self, rv: String, why: &str, wait: bool) -> (State, Option<Duration>) {
+    /// Counts, logs and reacts to a failed watch at `rv` (see the module's tables).
+    fn watch_failed(&mut self, rv: String, failure: WatchFailure) -> (State, Option<Duration>) {
+        self.stats.record_watch_error();
+        let stuck = self.episode.stuck();
+        match &failure {
+            // Routine (the upstream's watch window moved on): the relist line says it.
+            WatchFailure::Expired(_) => {}
+            WatchFailure::TooLarge(t) | WatchFailure::Undecodable(t) => {
+                self.failed(Phase::Watch, Cause::Other, t);
+            }
+            WatchFailure::Other(cause, t) => self.failed(Phase::Watch, *cause, t),
+        }
+        match failure {
+            WatchFailure::TooLarge(t) => self.relist_from_scratch(
+                RelistReason::TooLarge,
+                &format!("the upstream's resourceVersions went backwards ({t})"),
+            ),
+            f if stuck >= MAX_FAILURES_WITHOUT_PROGRESS => self.relist_from_scratch(
+                RelistReason::Repeated,
+                &format!(
+                    "{stuck} failures in a row at resourceVersion {rv:?}, the last: {}",
+                    f.text()
+                ),
+            ),
+            WatchFailure::Expired(t) => self.relist_at(rv, RelistReason::Expired, &t, stuck > 1),
+            WatchFailure::Undecodable(t) => self.relist_at(rv, RelistReason::Undecodable, &t, true),
+            WatchFailure::Other(..) => (State::Listed { rv }, self.delay()),
+        }
+    }
+
+    fn relist_at(
+        &mut self,
+        rv: String,
+        reason: RelistReason,
+        why: &str,
+        wait: bool,
+    ) -> (State, Option<Duration>) {
         log::info!(
             "{:?}: relisting from resourceVersion {rv:?}: {why}",
             self.kind
         );
+        self.stats.record_relist(reason);
         self.list_from = ListFrom::NotOlderThan(rv);
+        (State::Empty, if wait { self.delay() } else { None })
+    }
+
+    /// Drops the RV: the next list has no `resourceVersion` (a consistent read of the latest
+    /// state). Immediate only for an RV refusal and only once per progress.
+    fn relist_from_scratch(
+        &mut self,
+        reason: RelistReason,
+        why: &str,
+    ) -> (State, Option<Duration>) {
+        let first = self.episode.scratch();
+        log::info!(
+            "{:?}: relisting from scratch (without resourceVersion): {why}",
+            self.kind
+        );
+        self.stats.record_relist(reason);
+        self.list_from = ListFrom::Latest;
+        let wait = !(first && reason == RelistReason::TooLarge);
         (State::Empty, if wait { self.delay() } else { None })
     }
 
@@ -317,18 +432,9 @@ impl<L: ListWatch> Reflector<L> {
         events: u64,
     ) -> (State, Option<Duration>) {
         let read = decode::read_line(&mut *lines, &mut self.line, decode::MAX_WATCH_LINE_BYTES);
-        let ended = |this: &mut Self, rv: String| {
-            if events == 0 && started.elapsed() < SHORT_WATCH {
-                log::debug!("{:?}: very short watch, backing off", this.kind);
-                (State::Listed { rv }, this.delay())
-            } else {
-                log::debug!(
-                    "{:?}: watch ended after {events} events; rewatching",
-                    this.kind
-                );
-                (State::Listed { rv }, None)
-            }
-        };
+        if matches!(read, Ok(Line::Complete | Line::TooLong)) {
+            self.stats.record_contact(unix_now());
+        }
         match read {
             Ok(Line::Complete) if self.line.iter().all(u8::is_ascii_whitespace) => {
                 return (
@@ -342,22 +448,34 @@ impl<L: ListWatch> Reflector<L> {
                 );
             }
             Ok(Line::Complete) => {}
-            Ok(Line::Eof | Line::Truncated) => return ended(self, rv),
+            Ok(Line::Eof | Line::Truncated) if events == 0 && started.elapsed() < SHORT_WATCH => {
+                let f = WatchFailure::Other(Cause::Other, "watch ended at once, empty".into());
+                return self.watch_failed(rv, f);
+            }
+            Ok(Line::Eof | Line::Truncated) => {
+                log::debug!(
+                    "{:?}: watch ended after {events} events; rewatching",
+                    self.kind
+                );
+                self.progressed();
+                return (State::Listed { rv }, None);
+            }
             Ok(Line::TooLong) => {
                 self.dropped += 1;
-                return self.relist_at(rv, "watch event longer than the line cap", true);
+                let f = WatchFailure::Undecodable("watch event longer than the line cap".into());
+                return self.watch_failed(rv, f);
             }
             Err(e) => {
-                log::debug!("{:?}: watch stream broke: {e}", self.kind);
-                return (State::Listed { rv }, self.delay());
+                let f = WatchFailure::Other(Cause::Other, format!("watch stream broke: {e}"));
+                return self.watch_failed(rv, f);
             }
         }
         let event = match decode::decode_event(&self.line) {
             Ok(ev) => ev,
             Err(e) => {
                 self.dropped += 1;
-                log::warn!("{:?}: undecodable watch event: {e}", self.kind);
-                return self.relist_at(rv, "undecodable watch event", true);
+                let f = WatchFailure::Undecodable(format!("undecodable watch event: {e}"));
+                return self.watch_failed(rv, f);
             }
         };
         let (change, new_rv) = match event {
@@ -370,30 +488,21 @@ impl<L: ListWatch> Reflector<L> {
                 (self.normalize(o).map(Change::Delete), new_rv)
             }
             WatchEvent::Bookmark { resource_version } => (None, Some(resource_version)),
-            WatchEvent::Error(s) if s.code == 410 => {
-                return self.relist_at(rv, &format!("watch expired: {}", s.message), false)
-            }
             WatchEvent::Error(s) => {
-                if matches!(s.code, 401 | 403) {
-                    log::warn!(
-                        "{:?}: watch error {} {}: {}",
-                        self.kind,
-                        s.code,
-                        s.reason,
-                        s.message
-                    );
+                let text = format!("watch error {} {}: {}", s.code, s.reason, s.message);
+                let f = if s.is_rv_too_large() {
+                    WatchFailure::TooLarge(text)
+                } else if s.code == 410 {
+                    WatchFailure::Expired(text)
+                } else if matches!(s.code, 401 | 403) {
+                    WatchFailure::Other(Cause::Auth, text)
                 } else {
-                    log::debug!(
-                        "{:?}: watch error {} {}: {}",
-                        self.kind,
-                        s.code,
-                        s.reason,
-                        s.message
-                    );
-                }
-                return (State::Listed { rv }, self.delay());
+                    WatchFailure::Other(Cause::Other, text)
+                };
+                return self.watch_failed(rv, f);
             }
         };
+        self.progressed();
         if let Some(change) = change {
             self.sink.apply(self.kind, change);
         }
@@ -425,7 +534,9 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     /// The thread body: steps until `stop` is set (checked between steps and during waits).
+    /// The stats are marked active while it runs.
     pub(crate) fn run(mut self, stop: &AtomicBool) {
+        self.stats.set_active(true);
         let mut state = State::Empty;
         while !stop.load(Ordering::Relaxed) {
             let (next, wait) = self.step(state);
@@ -439,18 +550,21 @@ impl<L: ListWatch> Reflector<L> {
                 }
             }
         }
+        self.stats.set_active(false);
+        self.stats.set_failing(false);
         log::debug!("{:?}: reflector stopped", self.kind);
     }
 }
 
-/// Starts a reflector thread for `kind`; it runs until `stop` is set.
+/// Starts a reflector thread for `kind`; it runs until `stop` is set. It records into [`stats::global`].
 pub fn spawn(
     upstream: Upstream,
     kind: UpstreamKind,
     sink: Arc<dyn Sink>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    spawn_with(upstream, kind, sink, stop)
+    let stats = stats::global().kind(kind).clone();
+    spawn_with(upstream, kind, sink, stop, stats)
 }
 
 pub(crate) fn spawn_with<L: ListWatch + Send + 'static>(
@@ -458,10 +572,11 @@ pub(crate) fn spawn_with<L: ListWatch + Send + 'static>(
     kind: UpstreamKind,
     sink: Arc<dyn Sink>,
     stop: Arc<AtomicBool>,
+    stats: Arc<KindStats>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("reflect-{kind:?}"))
-        .spawn(move || Reflector::new(lw, kind, sink, Backoff::new()).run(&stop))
+        .spawn(move || Reflector::new(lw, kind, sink, Backoff::new(), stats).run(&stop))
 }
 
 #[cfg(test)]

@@ -105,12 +105,18 @@ fn list(rv: &str, names: &[&str]) -> Reply {
     }))
 }
 
-fn gone() -> UpstreamError {
+/// An upstream `Status` error.
+fn status(code: u16, reason: &str, message: &str, causes: &[&str]) -> UpstreamError {
     UpstreamError::Status {
-        code: 410,
-        reason: "Expired".into(),
-        message: "too old resource version".into(),
+        code,
+        reason: reason.into(),
+        message: message.into(),
+        causes: causes.iter().map(|c| c.to_string()).collect(),
     }
+}
+
+fn gone() -> UpstreamError {
+    status(410, "Expired", "too old resource version", &[])
 }
 
 fn svc(name: &str, rv: &str) -> Value {
@@ -130,7 +136,13 @@ fn run_steps(r: &mut Reflector<&Fake>, n: usize) -> (State, Vec<Option<Duration>
 }
 
 fn reflector<'a>(fake: &'a Fake, kind: UpstreamKind, sink: &Arc<Rec>) -> Reflector<&'a Fake> {
-    Reflector::new(fake, kind, sink.clone(), Backoff::without_jitter())
+    Reflector::new(
+        fake,
+        kind,
+        sink.clone(),
+        Backoff::without_jitter(),
+        Arc::new(KindStats::new()),
+    )
 }
 
 const SEL: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
@@ -241,7 +253,7 @@ fn error_410_relists_at_last_rv_then_without_rv_when_that_is_gone_too() {
 fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
     let fake = Fake::new(vec![
         Reply::List(Err(down())),
-        Reply::List(Err(UpstreamError::Status { code: 403, reason: "Forbidden".into(), message: "rbac".into() })),
+        Reply::List(Err(status(403, "Forbidden", "rbac", &[]))),
         list("5", &["a"]),
         Reply::Watch(Err(down())),
         Reply::Watch(Ok(("{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"6\"}}}\n{\"type\":\"ADD", true))),
@@ -290,7 +302,7 @@ fn non_410_watch_errors_rewatch_with_backoff() {
     let fake = Fake::new(vec![
         list("1", &[]),
         Reply::Watch(Ok(("{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":500,\"reason\":\"InternalError\"}}\n", false))),
-        Reply::Watch(Err(UpstreamError::Status { code: 429, reason: "TooManyRequests".into(), message: String::new() })),
+        Reply::Watch(Err(status(429, "TooManyRequests", "", &[]))),
     ]);
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, UpstreamKind::SlicesV1, &sink);
@@ -542,24 +554,32 @@ fn spawned_thread_applies_and_stops() {
     let fake = Arc::new(Fake::new(vec![list("1", &["a"])]));
     let sink = Arc::new(Rec::default());
     let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(KindStats::new());
     let h = spawn_with(
         Owned(fake.clone()),
         UpstreamKind::Services,
         sink.clone(),
         stop.clone(),
+        stats.clone(),
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while sink.0.lock().unwrap().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
+    assert!(stats.active(), "a running reflector is rendered");
+    assert!(stats.last_contact() > 0);
     // The exhausted fake now fails every watch: the thread sits in backoff until stopped.
     stop.store(true, Ordering::Relaxed);
     let t = Instant::now();
     h.join().unwrap();
+    assert!(!stats.active(), "a stopped reflector is not rendered");
     assert!(
         t.elapsed() < Duration::from_secs(2),
         "stop must interrupt the backoff sleep"
     );
     assert_eq!(sink.take(), vec![Change::List(vec![item("a")])]);
 }
+
+#[path = "reflector_recovery_tests.rs"]
+mod recovery;

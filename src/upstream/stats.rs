@@ -1,0 +1,345 @@
+//! Reflector health counters per upstream resource, and their Prometheus text exposition. Pure:
+//! atomics and one `Mutex<String>`, no clock (the reflector passes wall-clock seconds in), so it
+//! builds without the `io` feature.
+//!
+//! The reflectors started by `upstream::reflector::spawn` record into the process-wide [`global`]
+//! registry; tests give each reflector a [`KindStats`] of its own.
+
+use crate::upstream::kind::UpstreamKind;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Longest error text kept by [`KindStats::record_error`] (bytes; cut at a char boundary).
+pub const MAX_ERROR_TEXT: usize = 1024;
+
+/// Why a reflector that had listed went back to listing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RelistReason {
+    /// 410 Expired: the watch RV left the upstream's window; relisted at that RV.
+    Expired,
+    /// "Too large resource version": the upstream's RVs went backwards; relisted from scratch.
+    TooLarge,
+    /// The same RV kept failing without progress; relisted from scratch.
+    Repeated,
+    /// A watch event could not be decoded (or was over-long); relisted at the last good RV.
+    Undecodable,
+}
+
+impl RelistReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [RelistReason; 4] = [
+        RelistReason::Expired,
+        RelistReason::TooLarge,
+        RelistReason::Repeated,
+        RelistReason::Undecodable,
+    ];
+
+    /// A short snake_case name (logs, labels).
+    pub fn name(self) -> &'static str {
+        match self {
+            RelistReason::Expired => "expired",
+            RelistReason::TooLarge => "too_large",
+            RelistReason::Repeated => "repeated_failures",
+            RelistReason::Undecodable => "undecodable",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            RelistReason::Expired => 0,
+            RelistReason::TooLarge => 1,
+            RelistReason::Repeated => 2,
+            RelistReason::Undecodable => 3,
+        }
+    }
+}
+
+/// The counters of one upstream resource's reflector. Every method takes `&self`; readers and the
+/// reflector thread share it through an `Arc`.
+#[derive(Debug, Default)]
+pub struct KindStats {
+    active: AtomicBool,
+    relists: [AtomicU64; 4],
+    watch_errors: AtomicU64,
+    last_contact: AtomicU64,
+    failing: AtomicBool,
+    last_error: Mutex<String>,
+}
+
+impl KindStats {
+    /// All zero: inactive, never contacted, not failing.
+    pub fn new() -> Self {
+        KindStats::default()
+    }
+
+    /// Marks the reflector of this resource as running (`true`) or stopped; only running ones
+    /// are rendered.
+    pub fn set_active(&self, active: bool) {
+        self.active.store(active, Ordering::Relaxed);
+    }
+
+    /// Whether a reflector of this resource is running.
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Counts one relist (a listed reflector going back to listing).
+    pub fn record_relist(&self, reason: RelistReason) {
+        if let Some(c) = self.relists.get(reason.index()) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Relists so far, all reasons.
+    pub fn relists(&self) -> u64 {
+        self.relists.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Relists so far for one reason.
+    pub fn relists_for(&self, reason: RelistReason) -> u64 {
+        self.relists
+            .get(reason.index())
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Counts one failed watch (start refused, ERROR event, broken, empty or undecodable stream).
+    pub fn record_watch_error(&self) {
+        self.watch_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Failed watches so far.
+    pub fn watch_errors(&self) -> u64 {
+        self.watch_errors.load(Ordering::Relaxed)
+    }
+
+    /// Records a successful contact (a list, or any watch line) at `unix_secs`.
+    pub fn record_contact(&self, unix_secs: u64) {
+        self.last_contact.fetch_max(unix_secs, Ordering::Relaxed);
+    }
+
+    /// Unix seconds of the last successful contact; 0 = never.
+    pub fn last_contact(&self) -> u64 {
+        self.last_contact.load(Ordering::Relaxed)
+    }
+
+    /// Sets whether the reflector is in a failure episode.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::Relaxed);
+    }
+
+    /// Whether the reflector is in a failure episode (failed, not yet recovered).
+    pub fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `text` (at most [`MAX_ERROR_TEXT`] bytes) as the last error.
+    pub fn record_error(&self, text: &str) {
+        let mut end = text.len().min(MAX_ERROR_TEXT);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        last.clear();
+        last.push_str(text.get(..end).unwrap_or_default());
+    }
+
+    /// The last error recorded; empty if none.
+    pub fn last_error(&self) -> String {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Every upstream resource, in rendering order.
+const KINDS: [UpstreamKind; 5] = [
+    UpstreamKind::Nodes,
+    UpstreamKind::Services,
+    UpstreamKind::Endpoints,
+    UpstreamKind::SlicesV1,
+    UpstreamKind::SlicesV1beta1,
+];
+
+fn kind_index(kind: UpstreamKind) -> usize {
+    match kind {
+        UpstreamKind::Nodes => 0,
+        UpstreamKind::Services => 1,
+        UpstreamKind::Endpoints => 2,
+        UpstreamKind::SlicesV1 => 3,
+        UpstreamKind::SlicesV1beta1 => 4,
+    }
+}
+
+/// The `resource` label of a kind: the plural for core resources, kubectl's
+/// `plural.version.group` for the two EndpointSlice versions (so they never collide).
+pub fn resource_label(kind: UpstreamKind) -> &'static str {
+    match kind {
+        UpstreamKind::Nodes => "nodes",
+        UpstreamKind::Services => "services",
+        UpstreamKind::Endpoints => "endpoints",
+        UpstreamKind::SlicesV1 => "endpointslices.v1.discovery.k8s.io",
+        UpstreamKind::SlicesV1beta1 => "endpointslices.v1beta1.discovery.k8s.io",
+    }
+}
+
+/// The counters of every upstream resource.
+#[derive(Debug, Default)]
+pub struct Stats {
+    kinds: [Arc<KindStats>; 5],
+}
+
+impl Stats {
+    /// Fresh counters for every kind.
+    pub fn new() -> Self {
+        Stats::default()
+    }
+
+    /// The counters of `kind`.
+    pub fn kind(&self, kind: UpstreamKind) -> &Arc<KindStats> {
+        // kind_index is always < 5, the array's length.
+        &self.kinds[kind_index(kind)]
+    }
+
+    /// Appends the Prometheus text exposition of the running reflectors' counters to `out`:
+    /// `grid_wrapper_upstream_relists_total`, `grid_wrapper_upstream_watch_errors_total`
+    /// (counters), `grid_wrapper_upstream_last_contact_timestamp_seconds` (0 = never) and
+    /// `grid_wrapper_upstream_failing` (0/1), each with a `resource` label
+    /// ([`resource_label`]). Kinds without a running reflector are left out.
+    pub fn render_prometheus(&self, out: &mut String) {
+        type Metric = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&KindStats) -> u64,
+        );
+        let metrics: [Metric; 4] = [
+            (
+                "grid_wrapper_upstream_relists_total",
+                "counter",
+                "Times a reflector that had listed went back to listing (410, resourceVersion too large, repeated failures, undecodable events).",
+                KindStats::relists,
+            ),
+            (
+                "grid_wrapper_upstream_watch_errors_total",
+                "counter",
+                "Failed upstream watches: refused at start, ERROR events (410 included), broken, empty or undecodable streams.",
+                KindStats::watch_errors,
+            ),
+            (
+                "grid_wrapper_upstream_last_contact_timestamp_seconds",
+                "gauge",
+                "Unix time of the last successful upstream list or received watch line; 0 = never.",
+                KindStats::last_contact,
+            ),
+            (
+                "grid_wrapper_upstream_failing",
+                "gauge",
+                "1 while the reflector is failing (from its first failure until it lists or watches successfully again).",
+                |k| u64::from(k.failing()),
+            ),
+        ];
+        for (name, kind, help, value) in metrics {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for k in KINDS {
+                let s = self.kind(k);
+                if s.active() {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{resource=\"{}\"}} {}",
+                        resource_label(k),
+                        value(s)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The process-wide registry the spawned reflectors record into.
+pub fn global() -> &'static Stats {
+    static GLOBAL: OnceLock<Stats> = OnceLock::new();
+    GLOBAL.get_or_init(Stats::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_move_and_error_text_is_capped() {
+        let s = KindStats::new();
+        assert_eq!((s.relists(), s.watch_errors(), s.last_contact()), (0, 0, 0));
+        assert!(!s.failing() && !s.active() && s.last_error().is_empty());
+        s.record_relist(RelistReason::TooLarge);
+        s.record_relist(RelistReason::TooLarge);
+        s.record_relist(RelistReason::Expired);
+        assert_eq!(s.relists(), 3);
+        assert_eq!(s.relists_for(RelistReason::TooLarge), 2);
+        assert_eq!(s.relists_for(RelistReason::Repeated), 0);
+        s.record_watch_error();
+        assert_eq!(s.watch_errors(), 1);
+        s.record_contact(100);
+        s.record_contact(90); // never goes backwards
+        assert_eq!(s.last_contact(), 100);
+        s.set_failing(true);
+        assert!(s.failing());
+        s.record_error(&"é".repeat(MAX_ERROR_TEXT));
+        let e = s.last_error();
+        assert!(
+            e.len() <= MAX_ERROR_TEXT && e.len() > MAX_ERROR_TEXT - 2,
+            "{}",
+            e.len()
+        );
+        s.record_error("short");
+        assert_eq!(s.last_error(), "short");
+        let names: Vec<&str> = RelistReason::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(
+            names,
+            ["expired", "too_large", "repeated_failures", "undecodable"]
+        );
+    }
+
+    #[test]
+    fn prometheus_text_for_running_reflectors() {
+        let st = Stats::new();
+        let mut out = String::new();
+        st.render_prometheus(&mut out);
+        assert!(!out.contains("resource="), "nothing running: {out}");
+        assert!(out.contains("# TYPE grid_wrapper_upstream_relists_total counter\n"));
+
+        let nodes = st.kind(UpstreamKind::Nodes);
+        nodes.set_active(true);
+        nodes.record_relist(RelistReason::Repeated);
+        nodes.record_watch_error();
+        nodes.record_watch_error();
+        nodes.record_contact(1_700_000_000);
+        nodes.set_failing(true);
+        st.kind(UpstreamKind::SlicesV1).set_active(true);
+        let mut out = String::new();
+        st.render_prometheus(&mut out);
+        for line in [
+            "# HELP grid_wrapper_upstream_relists_total ",
+            "# TYPE grid_wrapper_upstream_relists_total counter\n",
+            "grid_wrapper_upstream_relists_total{resource=\"nodes\"} 1\n",
+            "# TYPE grid_wrapper_upstream_watch_errors_total counter\n",
+            "grid_wrapper_upstream_watch_errors_total{resource=\"nodes\"} 2\n",
+            "# TYPE grid_wrapper_upstream_last_contact_timestamp_seconds gauge\n",
+            "grid_wrapper_upstream_last_contact_timestamp_seconds{resource=\"nodes\"} 1700000000\n",
+            "grid_wrapper_upstream_last_contact_timestamp_seconds{resource=\"endpointslices.v1.discovery.k8s.io\"} 0\n",
+            "# TYPE grid_wrapper_upstream_failing gauge\n",
+            "grid_wrapper_upstream_failing{resource=\"nodes\"} 1\n",
+            "grid_wrapper_upstream_failing{resource=\"endpointslices.v1.discovery.k8s.io\"} 0\n",
+        ] {
+            assert!(out.contains(line), "missing {line:?} in\n{out}");
+        }
+        assert!(!out.contains("services"), "{out}");
+        // Every sample line is `name{labels} value`, preceded by its HELP and TYPE.
+        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 4);
+        assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 8);
+        // The global registry is one instance.
+        assert!(std::ptr::eq(global(), global()));
+    }
+}
