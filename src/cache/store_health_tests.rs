@@ -403,7 +403,10 @@ fn incremental_health_view_equals_rebuild() {
         checked_abnormal += usize::from(!st.abnormal_nodes().is_empty());
         assert_eq!(view(&fresh), view(&st), "step {step}");
     }
-    assert!(checked_abnormal >= 10, "{checked_abnormal} checks with abnormal nodes");
+    assert!(
+        checked_abnormal >= 10,
+        "{checked_abnormal} checks with abnormal nodes"
+    );
     for res in Resource::ALL {
         let coll = st.collection(res);
         for e in coll.after(coll.horizon(), usize::MAX).unwrap_or_default() {

@@ -1,7 +1,8 @@
 //! Upstream apiserver access: kubeconfig / in-cluster settings ([`kubeconfig`]), the one ureq
 //! agent every thread clones ([`client`]), pure decoding of list bodies and watch lines
 //! ([`decode`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
-//! version choice ([`discovery`]) and the list+watch threads that feed the cache ([`reflector`]).
+//! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
+//! the optional edge-health poller ([`edge_health`], `--service-autonomy-enhancement`).
 //! Private: `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token bucket).
 //! Nothing here touches the mio loop or the served view.
 
@@ -11,6 +12,8 @@ pub mod client;
 pub mod decode;
 #[cfg(feature = "io")]
 pub mod discovery;
+#[cfg(feature = "io")]
+pub mod edge_health;
 pub mod kind;
 pub mod kubeconfig;
 #[cfg(feature = "io")]
