@@ -2,7 +2,7 @@
 //! 2,000 Services (half with `topologyKeys`), 2,000 EndpointSlices × 10 endpoints, 20 zones.
 //! Run with `make bench` (or `cargo bench --bench core`). Figures go to BENCHMARKS.md.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -141,10 +141,12 @@ fn prune(c: &mut Criterion) {
         })
         .collect();
     let keys = TopologyKeys(["zone".to_string()].into_iter().collect());
+    let abnormal = BTreeSet::new();
     let loc = Locality {
         hostname: "node-00000",
         nodes: &nodes,
         wrapper_in_cluster: true,
+        abnormal: &abnormal,
     };
     let big = slice(1, 1000);
     c.bench_function("prune/slice_1000_endpoints", |b| {

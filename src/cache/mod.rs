@@ -1,6 +1,7 @@
 //! The cache: upstream objects, the topology-pruned served view, RVs and the event log.
 
 pub mod epoch;
+pub mod health;
 pub mod snapshot;
 pub mod store;
 pub mod topology;

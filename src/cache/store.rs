@@ -3,7 +3,9 @@
 //!
 //! [`State`] is pure: the reflector threads call [`State::apply`] under one lock (the single
 //! writer); the event loop reads [`State::collection`] under the same lock. `now` is passed in
-//! (monotonic seconds) so the log's time window needs no clock here.
+//! (monotonic seconds) so the log's time window needs no clock here. The edge-health map
+//! (TOPOLOGY.md §10) comes in the same way, through [`State::set_edge_health`] (in
+//! `store_health.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -59,6 +61,8 @@ pub struct State {
     // than the local one recomputes only the objects it can affect (TOPOLOGY.md §9).
     by_node: BTreeMap<String, BTreeSet<Target>>,
     nodes_of: BTreeMap<Target, BTreeSet<String>>,
+    /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
+    health: health_filter::Health,
 }
 
 /// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
@@ -69,7 +73,7 @@ enum Target {
     Slice(ObjectKey),
 }
 
-/// What one [`State::apply`] did.
+/// What one [`State::apply`] or [`State::set_edge_health`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Applied {
     /// Log entries appended (over all resources).
@@ -155,6 +159,7 @@ impl State {
             dirty_nodes: BTreeSet::new(),
             by_node: BTreeMap::new(),
             nodes_of: BTreeMap::new(),
+            health: health_filter::Health::default(),
         }
     }
 
@@ -318,6 +323,7 @@ impl State {
                 if same(self.nodes.get(&key.name)) {
                     return;
                 }
+                self.health_node_changed(&key.name, Some(&obj));
                 let labels = labels_of(&obj);
                 if self.node_labels.get(&key.name) != Some(&labels) {
                     self.mark_node(&key.name);
@@ -379,6 +385,7 @@ impl State {
                 if self.nodes.remove(&key.name).is_some() {
                     self.node_labels.remove(&key.name);
                     self.mark_node(&key.name);
+                    self.health_node_changed(&key.name, None);
                     self.publish(Resource::Nodes, key, None, now);
                 }
             }
@@ -489,6 +496,8 @@ impl State {
                     .cloned(),
             );
         }
+        // Edge-health changes affect objects of every class (not only topology Services).
+        targets.extend(self.take_health_targets());
         if targets.is_empty() {
             return;
         }
@@ -526,6 +535,7 @@ impl State {
             hostname: &self.settings.hostname,
             nodes: &self.node_labels,
             wrapper_in_cluster: self.settings.wrapper_in_cluster,
+            abnormal: &self.health.abnormal,
         }
     }
 
@@ -595,6 +605,8 @@ impl State {
     }
 }
 
+#[path = "store_health.rs"]
+mod health_filter;
 #[path = "store_persist.rs"]
 mod persist;
 #[cfg(test)]

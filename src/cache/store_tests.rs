@@ -762,3 +762,6 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
         strs(&["10.0.0.1"])
     );
 }
+
+#[path = "store_health_tests.rs"]
+mod health;

@@ -4,7 +4,9 @@
 //! This module owns the rules: parsing a Service's `topologyKeys` annotation (§1), the match
 //! predicate (§2), slice → Service association (§3), the filtering of core/v1 Endpoints and of
 //! both EndpointSlice versions (§4, §5, §7) and the `default/kubernetes` local-apiserver rewrite
-//! (§8). It does not own resource versions, events or indexes (the cache does) and never touches
+//! (§8), and the optional edge-health filter (§10: endpoints on nodes in
+//! [`Locality::abnormal`] are dropped; the map itself is `cache::health`'s). It does not own
+//! resource versions, events or indexes (the cache does) and never touches
 //! `metadata.resourceVersion`. Every served object is the input with only the documented changes;
 //! unknown fields and the order of kept entries are preserved. Malformed input never panics: a
 //! malformed endpoint has no node (so a topology service drops it), other malformed parts are left
@@ -17,6 +19,8 @@ mod serve;
 pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_health;
 #[cfg(test)]
 mod tests_slices;
 
@@ -129,6 +133,10 @@ pub struct Locality<'a> {
     pub nodes: &'a BTreeMap<String, Labels>,
     /// `--wrapper-in-cluster` (enables the §8 rewrite).
     pub wrapper_in_cluster: bool,
+    /// Node names edge-health reports abnormal (§10, resolved by `cache::health`): endpoints on
+    /// them are dropped from every endpoint object except `default/kubernetes`, whatever its
+    /// class. Empty when the feature is off or nothing is reported abnormal.
+    pub abnormal: &'a BTreeSet<String>,
 }
 
 /// How an endpoint object is served, from its Service (§3).
@@ -169,6 +177,15 @@ pub fn keeps(endpoint_node: Option<&str>, keys: &TopologyKeys, loc: &Locality<'_
     keys.0
         .iter()
         .any(|k| matches!((local.get(k), remote.get(k)), (Some(a), Some(b)) if a == b))
+}
+
+/// §10: whether an endpoint on `endpoint_node` sits on a node reported abnormal. An endpoint
+/// without a node never does.
+pub fn on_abnormal_node(endpoint_node: Option<&str>, loc: &Locality<'_>) -> bool {
+    !loc.abnormal.is_empty()
+        && endpoint_node
+            .filter(|n| !n.is_empty())
+            .is_some_and(|n| loc.abnormal.contains(n))
 }
 
 /// The Service an EndpointSlice belongs to: label `kubernetes.io/service-name` in the slice's namespace (§3).

@@ -2,8 +2,10 @@
 //! agent every thread clones ([`client`]), pure decoding of list bodies and watch lines
 //! ([`decode`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
-//! their health counters ([`stats`], pure). Private: `episode` (the reflectors' failure
-//! bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token bucket).
+//! their health counters ([`stats`], pure), and the optional edge-health poller
+//! ([`edge_health`], `--service-autonomy-enhancement`). Private: `episode` (the reflectors'
+//! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
+//! bucket).
 //! Nothing here touches the mio loop or the served view.
 
 pub mod backoff;
@@ -12,6 +14,8 @@ pub mod client;
 pub mod decode;
 #[cfg(feature = "io")]
 pub mod discovery;
+#[cfg(feature = "io")]
+pub mod edge_health;
 #[cfg(feature = "io")]
 mod episode;
 pub mod kind;

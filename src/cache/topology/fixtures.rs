@@ -1,7 +1,7 @@
 //! Test fixtures of TOPOLOGY.md §11 (F and T) and JSON builders for nodes, Services, Endpoints
 //! and slices, shared with the cache's event tests. Test-only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
@@ -24,6 +24,8 @@ pub(crate) struct Fixture {
     pub endpoints: Vec<Value>,
     /// `--wrapper-in-cluster`.
     pub wrapper_in_cluster: bool,
+    /// Nodes edge-health reports abnormal (§10); empty by default.
+    pub abnormal: BTreeSet<String>,
 }
 
 impl Fixture {
@@ -33,6 +35,7 @@ impl Fixture {
             hostname: &self.hostname,
             nodes: &self.nodes,
             wrapper_in_cluster: self.wrapper_in_cluster,
+            abnormal: &self.abnormal,
         }
     }
 
@@ -216,6 +219,7 @@ pub(crate) fn fixture_f() -> Fixture {
         services: vec![service("default", "s", Some(r#"["zone"]"#))],
         endpoints: vec![endpoints("default", "s", f_addresses())],
         wrapper_in_cluster: true,
+        abnormal: BTreeSet::new(),
     }
 }
 
@@ -255,6 +259,7 @@ pub(crate) fn fixture_t() -> Fixture {
         ],
         endpoints: vec![eps("region-1", "127.0.0"), eps("no-region", "127.0.2")],
         wrapper_in_cluster: true,
+        abnormal: BTreeSet::new(),
     }
 }
 

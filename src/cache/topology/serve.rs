@@ -1,19 +1,34 @@
-//! Served content of endpoint objects (TOPOLOGY.md §3–§5, §7, §8): the §8 rewrite first, then
-//! unfiltered for dangling and normal services, filtered by §2 for topology services. Kept
-//! entries are copied unchanged and in order, except that topology services lose slice `hints`.
+//! Served content of endpoint objects (TOPOLOGY.md §3–§5, §7, §8, §10): the §8 rewrite first,
+//! then unfiltered for dangling and normal services, filtered by §2 for topology services; on
+//! top of that, whatever the class, endpoints on nodes edge-health reports abnormal (§10) are
+//! dropped, except from `default/kubernetes`. Kept entries are copied unchanged and in order,
+//! except that topology services lose slice `hints`.
 
 use serde_json::{Map, Value};
 
-use super::{address_node, keeps, rewrite, slice_endpoint_node, Class, Locality, TopologyKeys};
+use super::{
+    address_node, keeps, on_abnormal_node, rewrite, slice_endpoint_node, slice_service, Class,
+    Locality, TopologyKeys,
+};
+use crate::k8s::ObjectKey;
 
-/// Served content of a core/v1 Endpoints object (§3, §4, §8).
+/// Served content of a core/v1 Endpoints object (§3, §4, §8, §10).
+///
+/// `addresses` / `notReadyAddresses` emptied by a filter are removed (`omitempty`). A topology
+/// service removes an empty list even if it came empty; the §10 filter alone removes only a
+/// list it emptied, so an object with nothing on an abnormal node is served exactly as given.
 pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
     if let Some(rewritten) = rewrite::endpoints(obj, loc) {
         return rewritten;
     }
-    let Class::Topology(keys) = class else {
-        return obj.clone();
+    let keys = match class {
+        Class::Topology(keys) => Some(keys),
+        Class::Normal | Class::Dangling => None,
     };
+    let health = health_applies(obj, loc, false);
+    if keys.is_none() && !health {
+        return obj.clone();
+    }
     let mut out = obj.clone();
     let subsets = out
         .get_mut("subsets")
@@ -25,8 +40,12 @@ pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Val
             let Some(list) = subset.get_mut(field).and_then(Value::as_array_mut) else {
                 continue;
             };
-            list.retain(|addr| keeps(address_node(addr), keys, loc));
-            if list.is_empty() {
+            let before = list.len();
+            list.retain(|addr| {
+                let node = address_node(addr);
+                keys.is_none_or(|k| keeps(node, k, loc)) && !(health && on_abnormal_node(node, loc))
+            });
+            if list.is_empty() && (keys.is_some() || before > 0) {
                 // `omitempty`; retain (not remove) keeps the remaining keys' order either way.
                 subset.retain(|k, _| k != field);
             }
@@ -35,12 +54,12 @@ pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Val
     out
 }
 
-/// Served content of a discovery.k8s.io/v1 slice (§5.1, §7, §8); input is a v1 object.
+/// Served content of a discovery.k8s.io/v1 slice (§5.1, §7, §8, §10); input is a v1 object.
 pub fn serve_slice_v1(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
     serve_slice(obj, class, loc, "deprecatedTopology")
 }
 
-/// Served content of a v1beta1 slice (§5.2, §7, §8); input is a v1beta1 object.
+/// Served content of a v1beta1 slice (§5.2, §7, §8, §10); input is a v1beta1 object.
 pub fn serve_slice_v1beta1(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
     serve_slice(obj, class, loc, "topology")
 }
@@ -50,27 +69,43 @@ fn serve_slice(obj: &Value, class: Class<'_>, loc: &Locality<'_>, topology_field
     if let Some(rewritten) = rewrite::slice(obj, loc) {
         return rewritten;
     }
-    let Class::Topology(keys) = class else {
-        return obj.clone();
-    };
-    let mut out = obj.clone();
-    if let Some(map) = out.as_object_mut() {
-        filter_slice_endpoints(map, keys, loc, topology_field);
+    let health = health_applies(obj, loc, true);
+    match class {
+        Class::Topology(keys) => {
+            let mut out = obj.clone();
+            if let Some(map) = out.as_object_mut() {
+                filter_slice_endpoints(map, keys, loc, topology_field, health);
+            }
+            out
+        }
+        Class::Normal | Class::Dangling if health => {
+            let mut out = obj.clone();
+            // Only endpoints on abnormal nodes go; the rest (hints included) stays as given.
+            if let Some(Value::Array(list)) = out.get_mut("endpoints") {
+                list.retain(|ep| !on_abnormal_node(slice_endpoint_node(ep, topology_field), loc));
+            }
+            out
+        }
+        Class::Normal | Class::Dangling => obj.clone(),
     }
-    out
 }
 
-/// Filters `endpoints` in place and strips `hints` from the kept ones (§7). A missing or `null`
-/// list becomes `[]` (not `omitempty`); a list of another type is left alone.
+/// Filters `endpoints` in place (§2, and §10 when `health`) and strips `hints` from the kept
+/// ones (§7). A missing or `null` list becomes `[]` (not `omitempty`); a list of another type
+/// is left alone.
 fn filter_slice_endpoints(
     slice: &mut Map<String, Value>,
     keys: &TopologyKeys,
     loc: &Locality<'_>,
     topology_field: &str,
+    health: bool,
 ) {
     match slice.get_mut("endpoints") {
         Some(Value::Array(list)) => {
-            list.retain(|ep| keeps(slice_endpoint_node(ep, topology_field), keys, loc));
+            list.retain(|ep| {
+                let node = slice_endpoint_node(ep, topology_field);
+                keeps(node, keys, loc) && !(health && on_abnormal_node(node, loc))
+            });
             for ep in list.iter_mut().filter_map(Value::as_object_mut) {
                 ep.retain(|k, _| k != "hints");
             }
@@ -80,4 +115,21 @@ fn filter_slice_endpoints(
         }
         Some(_) => {}
     }
+}
+
+/// Whether the §10 filter applies to `obj`: some node is reported abnormal and the object is
+/// not `default/kubernetes` (the Endpoints, or a slice named `kubernetes` or labelled as the
+/// `kubernetes` Service's), which stays exactly as without the feature.
+fn health_applies(obj: &Value, loc: &Locality<'_>, slice: bool) -> bool {
+    if loc.abnormal.is_empty() {
+        return false;
+    }
+    let meta = obj.get("metadata");
+    let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
+    if field("namespace") != Some("default") {
+        return true;
+    }
+    let kubernetes = field("name") == Some("kubernetes")
+        || (slice && slice_service(obj) == Some(ObjectKey::new("default", "kubernetes")));
+    !kubernetes
 }
