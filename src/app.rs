@@ -23,6 +23,7 @@ use crate::server::health;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport;
 use crate::upstream::client::Upstream;
+use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector::{self, Change, Sink, UpstreamKind};
 
@@ -144,6 +145,44 @@ fn open_cache(
     (Some(cache), snapshot, epoch::seed(epoch))
 }
 
+/// `--service-autonomy-enhancement=enabled=true,…`: the edge-health poller feeds its map to the
+/// cache (which logs when the set of abnormal nodes changes) and wakes the loop on a change.
+fn start_edge_health(
+    cfg: &Config,
+    shared: &Arc<Mutex<State>>,
+    waker: Arc<Waker>,
+    started: Instant,
+    stop: &Arc<AtomicBool>,
+) -> Result<(), AppError> {
+    let shared = shared.clone();
+    let on_poll = Box::new(move |map| {
+        let applied = lock(&shared).set_edge_health(map, started.elapsed().as_secs());
+        if applied.events > 0 {
+            if let Err(e) = waker.wake() {
+                warn!("cannot wake the event loop: {e}");
+            }
+        }
+    });
+    let interval = Duration::from_secs(cfg.autonomy.interval_secs);
+    edge_health::spawn(
+        cfg.autonomy.address.clone(),
+        interval,
+        on_poll,
+        stop.clone(),
+    )
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => {
+            AppError::Upstream(format!("--service-autonomy-enhancement: {e}"))
+        }
+        _ => AppError::Thread(e),
+    })?;
+    info!(
+        "edge-health filter on: polling {} every {} s; endpoints on nodes it reports abnormal are not served (default/kubernetes excepted)",
+        cfg.autonomy.address, cfg.autonomy.interval_secs
+    );
+    Ok(())
+}
+
 /// Runs grid-wrapper until SIGTERM/SIGINT, then shuts down gracefully: the loop ends every
 /// stream and drains (at most [`crate::server::event_loop::SHUTDOWN_GRACE`]), the final
 /// snapshot is written, and `run` returns `Ok` (exit code 0).
@@ -237,14 +276,18 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         cfg.hostname
     );
 
+    let started = Instant::now();
     let sink: Arc<dyn Sink> = Arc::new(CacheSink {
         shared: shared.clone(),
         waker: server.waker(),
-        started: Instant::now(),
+        started,
         writer: writer.clone(),
     });
     let stop = Arc::new(AtomicBool::new(false));
     signals::spawn(stop.clone(), server.waker(), tls_files).map_err(AppError::Thread)?;
+    if cfg.autonomy.enabled {
+        start_edge_health(&cfg, &shared, server.waker(), started, &stop)?;
+    }
     // Version discovery talks to the upstream and may wait for its timeouts: it runs on its own
     // thread so the loop answers (holds, then 503) from the first moment.
     let starter_stop = stop.clone();

@@ -110,6 +110,21 @@ pub fn metrics(state: &State, extras: &Extras, now_unix: u64) -> String {
         per(&|r| state.collection(r).log_len()),
     );
     gauge(
+        "grid_wrapper_edge_health_abnormal_nodes",
+        "Cached nodes the edge-health map reports abnormal (their endpoints are not served).",
+        vec![(
+            String::new(),
+            state
+                .abnormal_nodes()
+                .iter()
+                .filter(|n| {
+                    let key = crate::k8s::ObjectKey::new("", n.as_str());
+                    state.collection(Resource::Nodes).get(&key).is_some()
+                })
+                .count() as u64,
+        )],
+    );
+    gauge(
         "grid_wrapper_serving_snapshot",
         "1 while the served view comes from the on-disk snapshot (upstream not synced yet).",
         vec![(String::new(), u64::from(state.serving_snapshot()))],
@@ -159,6 +174,7 @@ pub fn metrics(state: &State, extras: &Extras, now_unix: u64) -> String {
             format!("{:.3}", w.last_write_ms.load(Relaxed) as f64 / 1000.0),
         );
     }
+    crate::upstream::stats::global().render_prometheus(&mut out);
     out
 }
 
