@@ -38,11 +38,30 @@
 //! a new resourceVersion in the per-resource event log; then the loop is woken and every watcher
 //! pulls the entries after its cursor.
 //!
+//! # Edge autonomy: the disk, signals, edge-health
+//!
+//! **A snapshot:** after changes, the [`persist`] writer thread takes every upstream object
+//! under the lock ([`cache::store::State::export`]: pointer copies), then encodes it
+//! ([`cache::snapshot`]: format version, CRC-32) and writes it crash-safely off the lock. On
+//! start, [`app`] loads it ([`persist::CacheDir::load`]: damaged or foreign → one WARN, ignored),
+//! draws this process's RV epoch ([`cache::epoch`], kept in the same directory) and serves it at
+//! once ([`cache::store::State::restore`]); the reflectors' first lists are diffed against it.
+//!
+//! **Edge-health:** [`upstream::edge_health`] polls the map, [`cache::health`] parses it and
+//! resolves node names and InternalIPs, [`cache::store::State::set_edge_health`] recomputes the
+//! objects with an endpoint on a node whose status changed.
+//!
+//! **Signals:** `server::signals` turns SIGTERM/SIGINT into a graceful stop of the loop
+//! (`server::event_loop::Server::shutdown`) followed by the final snapshot, and SIGHUP (or
+//! changed files) into a TLS reload. Reflector health is counted in [`upstream::stats`].
+//!
 //! # Pure core, thin shell
 //!
 //! Pure (no sockets, threads or clocks; unit-tested and fuzzable): [`http`], [`api`],
-//! [`cache`], [`k8s`], [`config`], [`upstream::decode`], [`upstream::kubeconfig::parse`].
-//! I/O shell: `server`, `upstream::client`, `upstream::reflector`, `app` (startup wiring) —
+//! [`cache`] (with the snapshot format and the edge-health map), [`k8s`], [`config`],
+//! [`upstream::decode`], [`upstream::kubeconfig::parse`], [`upstream::stats`].
+//! I/O shell: `server`, `upstream::client`, `upstream::reflector`, `upstream::edge_health`,
+//! `persist` (the disk), `app` (startup wiring) —
 //! behind the default feature `io`, so the fuzz crate builds the core without mio, ureq or
 //! rustls (`default-features = false`).
 

@@ -37,9 +37,9 @@ pub const SNAPSHOT_FILE: &str = "snapshot";
 /// The epoch file's name in `--cache-dir`.
 pub const EPOCH_FILE: &str = "epoch";
 /// A change is written once the cache has been quiet this long…
-const QUIET: Duration = Duration::from_secs(1);
+pub const QUIET: Duration = Duration::from_secs(1);
 /// …or this long after the change at the latest (a steady trickle of changes).
-const MAX_DELAY: Duration = Duration::from_secs(5);
+pub const MAX_DELAY: Duration = Duration::from_secs(5);
 /// Largest snapshot file read (a larger one is not ours).
 const MAX_FILE_BYTES: u64 = 4 << 30;
 

@@ -43,7 +43,13 @@ impl State {
             let values = items.iter().filter_map(parse);
             self.replace(kind, values, now);
         }
-        self.flush_derived(now);
+        // Nodes, then Services, then the endpoint objects: each endpoint object was served with
+        // every node and Service already in place, so the recomputation those upserts asked for
+        // would only repeat the same work (it was a third of the restore time at scale S).
+        self.dirty_all = false;
+        self.dirty_services.clear();
+        self.dirty_nodes.clear();
+        let _ = self.take_health_targets();
         self.ready = true;
         self.from_snapshot = true;
         for coll in self.served.iter_mut() {
@@ -52,3 +58,7 @@ impl State {
         true
     }
 }
+
+#[cfg(test)]
+#[path = "store_persist_tests.rs"]
+mod tests;
