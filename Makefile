@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test loadbench
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test loadbench snapbench
 
 all: build
 
@@ -54,3 +54,10 @@ cross-test:
 loadbench:
 	$(CARGO) build --release --bins --example loadbench
 	bash scripts/loadbench.sh target/release
+
+## snapbench: the --cache-dir snapshot at scale S: file size, write time and writer CPU, LIST
+## latency with and without snapshot writes, offline start from it; one table, also in
+## out/snapbench.md (≤ 4 min).
+snapbench:
+	$(CARGO) build --release --bins --example loadbench
+	bash scripts/snapbench.sh target/release

@@ -11,6 +11,9 @@ mod nginx;
 mod phases;
 mod procs;
 mod report;
+mod snapprobe;
+mod snapreport;
+mod snapshot;
 mod stats;
 mod watchers;
 
@@ -30,6 +33,8 @@ pub type BenchResult<T> = Result<T, Box<dyn Error>>;
 
 /// Whole-run bound: the watchdog kills every child and exits past it.
 pub const BUDGET: Duration = Duration::from_secs(290);
+/// Whole-run bound of `--snapshot` (`make snapbench` allows 4 minutes in all).
+pub const SNAPSHOT_BUDGET: Duration = Duration::from_secs(225);
 /// kube-proxy's label selector L, percent-encoded as it sends it.
 pub const SELECTOR_L: &str =
     "%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
@@ -60,6 +65,16 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --ready-runs N              fresh starts timed to /readyz (default 3)
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
 
+  --snapshot                  instead: measure the --cache-dir snapshot (make snapbench): size,
+                              write time and CPU, LIST latency with and without writes, offline
+                              start from the snapshot; table in out/snapbench.md unless --out
+  --cache-dir DIR             its --cache-dir (default out/snapbench-cache; its snapshot and
+                              epoch files are removed first)
+  --window-secs S             timed LIST window per wrapper (default 15)
+  --min-requests N            timed LISTs per window at least (default 300)
+  --churn-ms MS               one node relabel every MS ms during the windows (default 1200)
+  --offline-runs N            offline starts from the snapshot (default 3)
+
 Environment: LOADBENCH_DEBUG=1 prints the missing sequence ranges of the first watchers per round.
 ";
 
@@ -88,6 +103,18 @@ pub struct Opts {
     pub ready_runs: usize,
     /// `--notify-channel-size` for grid-wrapper.
     pub channel: Option<usize>,
+    /// `--snapshot`: run the snapshot bench instead.
+    pub snapshot: bool,
+    /// `--cache-dir` of the snapshot bench.
+    pub cache_dir: PathBuf,
+    /// Timed LIST window per wrapper, seconds.
+    pub window_secs: f64,
+    /// Timed LISTs per window at least.
+    pub min_requests: usize,
+    /// Churn period, ms.
+    pub churn_ms: u64,
+    /// Offline starts.
+    pub offline_runs: usize,
 }
 
 fn parse_opts() -> BenchResult<Opts> {
@@ -103,7 +130,14 @@ fn parse_opts() -> BenchResult<Opts> {
         list_requests: 30,
         ready_runs: 3,
         channel: None,
+        snapshot: false,
+        cache_dir: "out/snapbench-cache".into(),
+        window_secs: 15.0,
+        min_requests: 300,
+        churn_ms: 1200,
+        offline_runs: 3,
     };
+    let mut out_given = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "-h" || a == "--help" {
@@ -113,7 +147,10 @@ fn parse_opts() -> BenchResult<Opts> {
         let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {
             "--bin-dir" => o.bin_dir = val()?.into(),
-            "--out" => o.out = val()?.into(),
+            "--out" => {
+                o.out = val()?.into();
+                out_given = true;
+            }
             "--nginx" => o.nginx = Some(val()?),
             "--watchers" => o.watchers = val()?.parse()?,
             "--changes" => o.changes = val()?.parse()?,
@@ -128,11 +165,25 @@ fn parse_opts() -> BenchResult<Opts> {
             "--list-requests" => o.list_requests = val()?.parse()?,
             "--ready-runs" => o.ready_runs = val()?.parse()?,
             "--notify-channel-size" => o.channel = Some(val()?.parse()?),
+            "--snapshot" => o.snapshot = true,
+            "--cache-dir" => o.cache_dir = val()?.into(),
+            "--window-secs" => o.window_secs = val()?.parse()?,
+            "--min-requests" => o.min_requests = val()?.parse()?,
+            "--churn-ms" => o.churn_ms = val()?.parse()?,
+            "--offline-runs" => o.offline_runs = val()?.parse()?,
             _ => return Err(format!("unknown argument {a:?}\n{USAGE}").into()),
         }
     }
     if o.watchers == 0 || o.changes == 0 || o.rate <= 0.0 || o.list_requests < 20 {
         return Err("--watchers, --changes, --rate must be positive; --list-requests ≥ 20".into());
+    }
+    if o.snapshot && !out_given {
+        o.out = "out/snapbench.md".into();
+    }
+    if o.window_secs <= 0.0 || o.min_requests == 0 || o.churn_ms == 0 || o.offline_runs == 0 {
+        return Err(
+            "--window-secs, --min-requests, --churn-ms, --offline-runs must be positive".into(),
+        );
     }
     Ok(o)
 }
@@ -174,11 +225,22 @@ fn signed_ns(from: Instant, to: Instant) -> i64 {
     }
 }
 
-/// Starts grid-wrapper against `master` and polls `/readyz` every 5 ms until 200 (bounded).
+/// Starts grid-wrapper against `master` (`-v 0`) and polls `/readyz` every 5 ms until 200
+/// (bounded).
 pub fn start_wrapper(
     children: &Children,
     opts: &Opts,
     master: &str,
+) -> BenchResult<(Wrapper, ReadySample)> {
+    start_wrapper_with(children, opts, master, &["-v", "0"])
+}
+
+/// [`start_wrapper`] with `extra` arguments instead of `-v 0`.
+pub fn start_wrapper_with(
+    children: &Children,
+    opts: &Opts,
+    master: &str,
+    extra: &[&str],
 ) -> BenchResult<(Wrapper, ReadySample)> {
     let bin = opts.bin_dir.join("grid-wrapper");
     for _attempt in 0..3 {
@@ -191,8 +253,7 @@ pub fn start_wrapper(
             .arg(format!("--hostname={HOSTNAME}"))
             .arg(format!("--bind-address=127.0.0.1:{port}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{health}"))
-            .arg("-v")
-            .arg("0");
+            .args(extra);
         if let Some(n) = opts.channel {
             cmd.arg(format!("--notify-channel-size={n}"));
         }
@@ -294,17 +355,26 @@ fn main() {
     };
     let children = Children::default();
     let watchdog = children.clone();
+    let budget = if opts.snapshot {
+        SNAPSHOT_BUDGET
+    } else {
+        BUDGET
+    };
     thread::spawn(move || {
-        thread::sleep(BUDGET);
+        thread::sleep(budget);
         eprintln!(
             "loadbench: time budget of {} s exceeded; stopping",
-            BUDGET.as_secs()
+            budget.as_secs()
         );
         watchdog.kill_all();
         std::process::exit(1);
     });
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        phases::run_all(&children, &opts)
+        if opts.snapshot {
+            snapshot::run_all(&children, &opts)
+        } else {
+            phases::run_all(&children, &opts)
+        }
     }));
     children.kill_all();
     let result = result.unwrap_or_else(|_| Err("panicked (see above)".into()));

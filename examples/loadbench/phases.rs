@@ -159,7 +159,8 @@ fn cmd_text(prog: &str, args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-fn machine(opts: &Opts) -> Machine {
+/// The machine, the date and the binary's version.
+pub fn machine(opts: &Opts) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     Machine {
         nproc: thread::available_parallelism().map_or(0, |n| n.get()),
@@ -177,7 +178,8 @@ fn machine(opts: &Opts) -> Machine {
     }
 }
 
-fn get_ok(client: &mut Client, path: &str) -> BenchResult<Response> {
+/// GET `path`; anything but 200 is an error.
+pub fn get_ok(client: &mut Client, path: &str) -> BenchResult<Response> {
     let r = client.request("GET", path, b"")?;
     if r.code != 200 {
         return Err(format!(
@@ -190,7 +192,8 @@ fn get_ok(client: &mut Client, path: &str) -> BenchResult<Response> {
     Ok(r)
 }
 
-fn slices_path() -> String {
+/// kube-proxy's EndpointSlice LIST (selector L).
+pub fn slices_path() -> String {
     format!("/apis/discovery.k8s.io/v1/endpointslices?labelSelector={SELECTOR_L}")
 }
 
@@ -211,7 +214,8 @@ fn sim_rv(sim: SocketAddr) -> BenchResult<u64> {
         .ok_or_else(|| "sim state without rv".into())
 }
 
-fn item_count(body: &[u8]) -> usize {
+/// `items` in a list body (0 if none).
+pub fn item_count(body: &[u8]) -> usize {
     serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| v["items"].as_array().map(Vec::len))
