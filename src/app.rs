@@ -237,6 +237,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         None => None,
     };
     extras.writer = writer.as_ref().map(|w| w.stats.clone());
+    extras.debug = cfg.debug;
 
     let bind = resolve(&cfg.bind_address)?;
     let tls = match (&cfg.insecure, &cfg.cert_file, &cfg.key_file) {

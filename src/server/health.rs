@@ -9,8 +9,8 @@ use std::time::Duration;
 use log::{debug, warn};
 
 use crate::cache::store::State;
-use crate::k8s::Resource;
 use crate::server::conn::lock;
+use crate::server::{debug_state, debug_topology, metrics};
 
 /// What `/readyz` reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,115 +67,37 @@ pub struct Extras {
     pub snapshot_written: Option<u64>,
     /// The snapshot writer's counters, with `--cache-dir`.
     pub writer: Option<Arc<crate::persist::WriterStats>>,
+    /// `--debug`: serve `/debug/state`.
+    pub debug: bool,
 }
 
-/// Prometheus text exposition of the cache's state.
-pub fn metrics(state: &State, extras: &Extras, now_unix: u64) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, rows: Vec<(String, u64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        for (labels, v) in rows {
-            let _ = writeln!(out, "{name}{labels} {v}");
+/// (status, Content-Type, body) for one request path on the health/metrics listener.
+fn route(
+    path_and_query: &str,
+    shared: &Mutex<State>,
+    extras: &Extras,
+) -> (u16, &'static str, String) {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let now = crate::persist::unix_now();
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    match path {
+        "/metrics" => (
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics::render(&lock(shared), extras, now),
+        ),
+        p if p == "/debug/topology" || p.starts_with("/debug/topology/") => {
+            debug_topology::answer(p, query, shared)
         }
-    };
-    gauge(
-        "grid_wrapper_ready",
-        "1 once every reflector has listed and the view is built.",
-        vec![(String::new(), u64::from(state.is_ready()))],
-    );
-    gauge(
-        "grid_wrapper_resource_version",
-        "The last resourceVersion handed out.",
-        vec![(String::new(), state.current_rv())],
-    );
-    let per = |f: &dyn Fn(Resource) -> usize| {
-        Resource::ALL
-            .iter()
-            .map(|&r| {
-                let label = format!("{{resource=\"{}.{}\"}}", r.plural(), r.api_version());
-                (label, f(r) as u64)
-            })
-            .collect::<Vec<_>>()
-    };
-    gauge(
-        "grid_wrapper_objects",
-        "Served objects per resource.",
-        per(&|r| state.collection(r).len()),
-    );
-    gauge(
-        "grid_wrapper_event_log_entries",
-        "Event-log entries kept per resource for watch resumption.",
-        per(&|r| state.collection(r).log_len()),
-    );
-    gauge(
-        "grid_wrapper_edge_health_abnormal_nodes",
-        "Cached nodes the edge-health map reports abnormal (their endpoints are not served).",
-        vec![(
-            String::new(),
-            state
-                .abnormal_nodes()
-                .iter()
-                .filter(|n| {
-                    let key = crate::k8s::ObjectKey::new("", n.as_str());
-                    state.collection(Resource::Nodes).get(&key).is_some()
-                })
-                .count() as u64,
-        )],
-    );
-    gauge(
-        "grid_wrapper_serving_snapshot",
-        "1 while the served view comes from the on-disk snapshot (upstream not synced yet).",
-        vec![(String::new(), u64::from(state.serving_snapshot()))],
-    );
-    if let Some(written) = extras.snapshot_written.filter(|_| state.serving_snapshot()) {
-        gauge(
-            "grid_wrapper_snapshot_age_seconds",
-            "Age of the on-disk snapshot being served (wall clock).",
-            vec![(String::new(), now_unix.saturating_sub(written))],
-        );
+        "/debug/state" if extras.debug => debug_state::answer(query, shared, extras),
+        _ => {
+            let readiness = Readiness::of(&lock(shared), extras.snapshot_written, now);
+            let (code, body) = answer(path_and_query, readiness);
+            (code, TEXT, body)
+        }
     }
-    if let Some(w) = &extras.writer {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {v}");
-        };
-        counter(
-            "grid_wrapper_snapshot_writes_total",
-            "Snapshots written to --cache-dir.",
-            w.writes.load(Relaxed),
-        );
-        counter(
-            "grid_wrapper_snapshot_write_failures_total",
-            "Snapshot writes that failed (the previous snapshot is kept).",
-            w.failures.load(Relaxed),
-        );
-        let mut gauge = |name: &str, help: &str, v: String| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            let _ = writeln!(out, "{name} {v}");
-        };
-        gauge(
-            "grid_wrapper_snapshot_last_write_timestamp_seconds",
-            "Unix time of the last snapshot written (0 = none yet).",
-            w.last_write_unix.load(Relaxed).to_string(),
-        );
-        gauge(
-            "grid_wrapper_snapshot_bytes",
-            "Size of the last snapshot written.",
-            w.last_bytes.load(Relaxed).to_string(),
-        );
-        gauge(
-            "grid_wrapper_snapshot_last_write_duration_seconds",
-            "Encode + write + fsync time of the last snapshot.",
-            format!("{:.3}", w.last_write_ms.load(Relaxed) as f64 / 1000.0),
-        );
-    }
-    crate::upstream::stats::global().render_prometheus(&mut out);
-    out
 }
 
 fn serve(mut sock: TcpStream, shared: &Mutex<State>, extras: &Extras) {
@@ -195,16 +117,10 @@ fn serve(mut sock: TcpStream, shared: &Mutex<State>, extras: &Extras) {
     }
     let line = String::from_utf8_lossy(&buf[..len]);
     let path = line.split_whitespace().nth(1).unwrap_or("");
-    let now = crate::persist::unix_now();
-    let (code, body) = if path.split('?').next() == Some("/metrics") {
-        (200, metrics(&lock(shared), extras, now))
-    } else {
-        let readiness = Readiness::of(&lock(shared), extras.snapshot_written, now);
-        answer(path, readiness)
-    };
+    let (code, content_type, body) = route(path, shared, extras);
     let reason = crate::http::response::reason(code);
     let resp = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     if let Err(e) = sock.write_all(resp.as_bytes()) {
@@ -259,7 +175,7 @@ mod tests {
             },
             42,
         );
-        let m = super::metrics(&st, &super::Extras::default(), 0);
+        let m = crate::server::metrics::render(&st, &super::Extras::default(), 0);
         assert!(m.contains("grid_wrapper_ready 0\n"), "{m}");
         assert!(m.contains("grid_wrapper_resource_version 42\n"));
         assert!(

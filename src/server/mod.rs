@@ -2,8 +2,11 @@
 //! workers and the health endpoints.
 
 pub mod conn;
+pub mod debug_state;
+pub mod debug_topology;
 pub mod event_loop;
 pub mod health;
+pub mod metrics;
 pub mod outbound;
 pub mod proxy;
 pub mod signals;
