@@ -541,6 +541,12 @@ impl<L: ListWatch> Reflector<L> {
         while !stop.load(Ordering::Relaxed) {
             let (next, wait) = self.step(state);
             state = next;
+            let (name, rv) = match &state {
+                State::Empty => ("Empty", ""),
+                State::Listed { rv } => ("Listed", rv.as_str()),
+                State::Watching { rv, .. } => ("Watching", rv.as_str()),
+            };
+            self.stats.set_position(name, rv);
             if let Some(d) = wait {
                 let until = Instant::now() + d;
                 while !stop.load(Ordering::Relaxed) && Instant::now() < until {

@@ -65,6 +65,8 @@ pub struct KindStats {
     last_contact: AtomicU64,
     failing: AtomicBool,
     last_error: Mutex<String>,
+    /// The reflector's state and upstream resourceVersion, e.g. `("Watching", "12345")`.
+    position: Mutex<(&'static str, String)>,
 }
 
 impl KindStats {
@@ -142,6 +144,22 @@ impl KindStats {
         let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
         last.clear();
         last.push_str(text.get(..end).unwrap_or_default());
+    }
+
+    /// Records the reflector's state (`Empty`, `Listed`, `Watching`) and its upstream RV.
+    pub fn set_position(&self, state: &'static str, rv: &str) {
+        let mut p = self.position.lock().unwrap_or_else(|p| p.into_inner());
+        if p.0 != state || p.1 != rv {
+            p.0 = state;
+            p.1.clear();
+            p.1.push_str(rv);
+        }
+    }
+
+    /// The reflector's last recorded state and upstream RV (`("", "")` before its first step).
+    pub fn position(&self) -> (&'static str, String) {
+        let p = self.position.lock().unwrap_or_else(|p| p.into_inner());
+        (p.0, p.1.clone())
     }
 
     /// The last error recorded; empty if none.
