@@ -261,10 +261,6 @@ fn cache_dir_snapshot_of_another_node_or_upstream_or_a_wiped_dir_is_never_served
 
 #[test]
 fn cache_dir_rvs_stay_above_the_previous_process_even_with_the_clock_set_back() {
-    let Some(faketime) = common::find_in_path("faketime") else {
-        println!("skipping: faketime (libfaketime) not found on PATH");
-        return;
-    };
     let sim = Sim::start(&[]);
     let dir = TempDir::new("cache-clock");
     let f = flags(&dir);
@@ -274,31 +270,9 @@ fn cache_dir_rvs_stay_above_the_previous_process_even_with_the_clock_set_back() 
     autonomy::signal(&w1, "TERM");
     drop(w1);
     // The board reboots with its clock a year behind (no battery-backed RTC).
-    let port = free_port();
-    let health = free_port();
-    let (proc, log) = common::spawn_captured(
-        std::process::Command::new(faketime)
-            .arg("-f")
-            .arg("-365d")
-            .arg(env!("CARGO_BIN_EXE_grid-wrapper"))
-            .arg(format!("--master={}", sim.url))
-            .arg("--hostname=edge-a1")
-            .args(&f)
-            .arg(format!("--bind-address=127.0.0.1:{port}"))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{health}")),
-    );
-    let w2 = Wrapper {
-        proc,
-        addr: format!("127.0.0.1:{port}").parse().expect("addr"),
-        health: format!("127.0.0.1:{health}").parse().expect("addr"),
+    let Some((w2, log)) = autonomy::start_with_fake_clock("-365d", &sim.url, &refs(&f)) else {
+        return;
     };
-    w2.wait_ready();
-    let year = std::process::Command::new("faketime")
-        .args(["-f", "-365d", "date", "+%Y"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    println!("second process ran with the clock in {year}");
     for path in autonomy::COLLECTIONS {
         let list = w2.get_json(path);
         assert!(

@@ -223,3 +223,48 @@ pub fn wait_snapshot_writes(w: &Wrapper, n: u64) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// libfaketime's preload library (Debian package `faketime`), if installed.
+pub fn libfaketime() -> Option<std::path::PathBuf> {
+    let dirs = std::fs::read_dir("/usr/lib").ok()?;
+    dirs.filter_map(Result::ok)
+        .map(|d| d.path().join("faketime/libfaketime.so.1"))
+        .chain([std::path::PathBuf::from(
+            "/usr/lib/faketime/libfaketime.so.1",
+        )])
+        .find(|p| p.is_file())
+}
+
+/// Starts grid-wrapper (as `edge-a1` against `master`) with its clock faked by libfaketime
+/// (`spec` as in `FAKETIME`, e.g. `@2020-01-01 00:00:00` or `-365d`) preloaded into the process
+/// itself, so that signals reach grid-wrapper. Waits for readiness. `None` (reason printed)
+/// without libfaketime.
+pub fn start_with_fake_clock(
+    spec: &str,
+    master: &str,
+    extra: &[&str],
+) -> Option<(Wrapper, LogSink)> {
+    let Some(lib) = libfaketime() else {
+        println!("skipping: libfaketime not installed (Debian package faketime)");
+        return None;
+    };
+    let (port, health) = (super::free_port(), super::free_port());
+    let (proc, log) = super::spawn_captured(
+        Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
+            .env("LD_PRELOAD", lib)
+            .env("FAKETIME", spec)
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .arg(format!("--master={master}"))
+            .arg("--hostname=edge-a1")
+            .args(extra)
+            .arg(format!("--bind-address=127.0.0.1:{port}"))
+            .arg(format!("--metrics-bind-address=127.0.0.1:{health}")),
+    );
+    let w = Wrapper {
+        proc,
+        addr: format!("127.0.0.1:{port}").parse().expect("addr"),
+        health: format!("127.0.0.1:{health}").parse().expect("addr"),
+    };
+    w.wait_ready();
+    Some((w, log))
+}
