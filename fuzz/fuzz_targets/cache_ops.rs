@@ -1,9 +1,12 @@
 //! The topology filter + event log fed arbitrary sequences of node / Service / Endpoints /
-//! EndpointSlice changes. Invariants: RVs strictly increase along each event log; the
-//! incrementally maintained view equals a from-scratch rebuild of the same upstream objects.
+//! EndpointSlice changes and edge-health maps. Invariants: RVs strictly increase along each event
+//! log; the incrementally maintained view equals a from-scratch rebuild of the same upstream
+//! objects and map, and equals the view restored from its own snapshot (encoded and decoded).
 #![no_main]
 use std::collections::BTreeMap;
 
+use grid_wrapper::cache::health::HealthMap;
+use grid_wrapper::cache::snapshot::{self, Identity, Meta, Snapshot};
 use grid_wrapper::cache::store::{Settings, State};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::k8s::Resource;
@@ -98,8 +101,22 @@ fuzz_target!(|data: &[u8]| {
         model.insert(i, BTreeMap::new());
     }
     let mut last_rv = st.current_rv();
+    let mut health = HealthMap::new();
     for (step, op) in data.chunks_exact(3).enumerate().take(200) {
-        let (kind_i, change) = match op[0] % 9 {
+        if op[0] % 10 == 9 {
+            // An edge-health map: bit b of op[1] lists node b, bit b of op[2] says abnormal.
+            health = NODES
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| op[1] & (1 << b) != 0)
+                .map(|(b, n)| (n.to_string(), op[2] & (1 << b) == 0))
+                .collect();
+            st.set_edge_health(health.clone(), step as u64);
+            assert!(st.current_rv() >= last_rv);
+            last_rv = st.current_rv();
+            continue;
+        }
+        let (kind_i, change) = match op[0] % 10 {
             0 => (0, Change::Upsert(node(op[1], op[2]))),
             1 => (0, Change::Delete(node(op[1], 0))),
             2 => (1, Change::Upsert(service(op[1], op[2]))),
@@ -146,7 +163,25 @@ fuzz_target!(|data: &[u8]| {
     for (i, kind) in KINDS.iter().enumerate() {
         fresh.apply(*kind, Change::Replace(model[&i].values().cloned().collect()), 0);
     }
+    fresh.set_edge_health(health.clone(), 0);
     for res in Resource::ALL {
         assert_eq!(content(&st, res), content(&fresh, res), "{res:?} differs from a rebuild");
+    }
+    // Its own snapshot, through the file format, restores the same view.
+    let snap = Snapshot {
+        meta: Meta {
+            identity: Identity { hostname: "h".into(), upstream: "u".into() },
+            written_unix_secs: 0,
+            rv: st.current_rv(),
+            slice_kind: UpstreamKind::SlicesV1,
+        },
+        objects: st.export(),
+    };
+    let decoded = snapshot::decode(&snapshot::encode(&snap)).expect("a snapshot decodes");
+    let mut restored = State::new(settings(), st.current_rv());
+    assert!(restored.restore(decoded.objects, decoded.meta.slice_kind, 0));
+    restored.set_edge_health(health, 0);
+    for res in Resource::ALL {
+        assert_eq!(content(&st, res), content(&restored, res), "{res:?} differs after a restore");
     }
 });
