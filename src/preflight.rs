@@ -8,7 +8,9 @@
 //!
 //! 1. Reads the kubeconfig / in-cluster settings as the server does (and the bearer token file,
 //!    which the server would otherwise only warn about).
-//! 2. `GET /version`: connectivity, TLS, credentials; `gitVersion`.
+//! 2. `GET /version`: connectivity, TLS, credentials; `gitVersion`. No answer is a problem and
+//!    ends the check; an error answer (401, 403…) is only a warning, since the server itself
+//!    never asks for `/version` (the resource checks below say what it would get).
 //! 3. The EndpointSlice version, decided as the server decides it at start (API discovery, else
 //!    LIST probes).
 //! 4. Per resource (Nodes, Services, Endpoints, EndpointSlices of that version): the reflector's

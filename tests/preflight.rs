@@ -79,6 +79,25 @@ fn a_good_node_is_ready() {
 }
 
 #[test]
+fn a_v1beta1_upstream_is_checked_in_its_version() {
+    let sim = Sim::start(&["--slice-version", "v1beta1"]);
+    let (code, out, _) = check(&["--master", &sim.url, "--hostname", "edge-a1"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("EndpointSlices discovery.k8s.io/v1beta1 (API discovery lists v1beta1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  ok      watch endpointslices (discovery.k8s.io/v1beta1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("default/web [zone]: EndpointSlices 2/4, Endpoints 2/4"),
+        "{out}"
+    );
+}
+
+#[test]
 fn a_wrong_hostname_is_a_node_problem() {
     let sim = Sim::start(&[]);
     let (code, out, _) = check(&["--master", &sim.url, "--hostname", "edge-zz"]);
@@ -136,7 +155,9 @@ fn a_wrong_token_gives_401_problems_per_resource_and_verb() {
     let (code, out, _) = check(&["--kubeconfig", &kc, "--hostname", "edge-a1"]);
     assert_eq!(code, 1, "{out}");
     let p = problems(&out);
-    assert_eq!(p.len(), 9, "/version + 4 resources x list/watch: {out}");
+    assert_eq!(p.len(), 8, "4 resources x list/watch: {out}");
+    // /version (which the server never asks for) is a warning.
+    assert!(out.contains("warning: auth: GET http://"), "{out}");
     assert!(p.iter().all(|l| l.starts_with("problem: auth: ")), "{out}");
     assert!(p.iter().all(|l| l.contains(": 401 Unauthorized")), "{out}");
     for what in [
@@ -159,6 +180,30 @@ fn a_wrong_token_gives_401_problems_per_resource_and_verb() {
     let kc = kubeconfig(&dir, &sim.url, "right-token");
     let (code, out, _) = check(&["--kubeconfig", &kc, "--hostname", "edge-a1"]);
     assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn an_unreadable_token_file_is_a_config_problem() {
+    let sim = Sim::start(&[]);
+    let dir = TempDir::new("preflight-tokenfile");
+    let path = dir.file("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: edge\n\
+         contexts:\n- name: edge\n  context:\n    cluster: sim\n    user: wrapper\n\
+         clusters:\n- name: sim\n  cluster:\n    server: {}\n\
+         users:\n- name: wrapper\n  user:\n    tokenFile: {}\n",
+        sim.url,
+        dir.file("absent-token")
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    let (code, out, _) = check(&["--kubeconfig", &path, "--hostname", "edge-a1"]);
+    assert_eq!(code, 1, "{out}");
+    let p = problems(&out);
+    assert_eq!(p.len(), 1, "{out}");
+    assert!(
+        p[0].starts_with("problem: config: bearer token file unusable"),
+        "{out}"
+    );
 }
 
 #[test]

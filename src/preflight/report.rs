@@ -106,7 +106,13 @@ pub fn build(f: Fetched) -> Report {
                 Tag::Config => describe(e),
                 _ => format!("GET {}/version: {}{}", f.server, describe(e), advice(tag)),
             };
-            problems.push(Problem { tag, message });
+            // The server itself never asks for /version: an answer that is an error only
+            // tells who is there (the resource checks say what the server would get).
+            if upstream.reachable {
+                warnings.push(Problem { tag, message });
+            } else {
+                problems.push(Problem { tag, message });
+            }
         }
     }
     let mut report = Report {

@@ -290,10 +290,13 @@ fn refusals_are_reported_per_resource_and_verb() {
     f.version = Err(status(401, "Unauthorized"));
     let r = build(f);
     assert!(r.upstream.reachable);
-    assert_eq!(tags(&r), [Tag::Auth; 9], "{:?}", r.problems);
+    assert_eq!(tags(&r), [Tag::Auth; 8], "{:?}", r.problems);
+    // /version is not needed by the server: its refusal is a warning.
+    assert_eq!(r.warnings.len(), 1);
+    assert_eq!(r.warnings[0].tag, Tag::Auth);
     assert!(r.access.iter().all(|a| !a.allowed && a.code == Some(401)));
     assert!(
-        r.problems[1]
+        r.problems[0]
             .message
             .starts_with("list nodes (v1): 401 Unauthorized"),
         "{:?}",
