@@ -188,6 +188,30 @@ impl Autonomy {
     }
 }
 
+/// How `grid-wrapper check` prints its report (`--output`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// `--output=text` (the default): lines for people, problems as `problem: <tag>: ...`.
+    #[default]
+    Text,
+    /// `--output=json`: one JSON document (see `crate::preflight`).
+    Json,
+}
+
+impl OutputFormat {
+    /// `text` or `json`.
+    pub fn parse(s: &str) -> Option<OutputFormat> {
+        match s {
+            "text" => Some(OutputFormat::Text),
+            "json" => Some(OutputFormat::Json),
+            _ => None,
+        }
+    }
+}
+
+/// The subcommand word that selects [`Command::Check`] (first argument only).
+pub const CHECK_COMMAND: &str = "check";
+
 /// What the command line asks for.
 // Built once at startup and matched at once: boxing the config would buy nothing.
 #[allow(clippy::large_enum_variant)]
@@ -195,6 +219,9 @@ impl Autonomy {
 pub enum Command {
     /// Run the proxy.
     Run(Config),
+    /// `grid-wrapper check [flags]`: preflight the node against the upstream with the same
+    /// flags, print the report in the given format, exit 0 (ready) or 1 (problems).
+    Check(Config, OutputFormat),
     /// `--help` / `-h`: print [`help_text`] and exit 0.
     Help,
     /// `--version`: print the version and exit 0.
@@ -274,11 +301,14 @@ pub fn help_text() -> String {
     flags::help_text()
 }
 
-/// Parses the command line (without `argv[0]`) and validates it.
+/// Parses the command line (without `argv[0]`) and validates it. A first argument `check`
+/// selects [`Command::Check`]; `--output` is accepted only then.
 pub fn parse_args(args: Vec<OsString>) -> Result<Command, ConfigError> {
     let err = |kind| Err(ConfigError(kind));
     let mut cfg = Config::default();
-    let mut it = args.into_iter().map(|a| {
+    let check = args.first().is_some_and(|a| a == CHECK_COMMAND);
+    let mut output: Option<OutputFormat> = None;
+    let mut it = args.into_iter().skip(usize::from(check)).map(|a| {
         a.into_string()
             .map_err(|a| ConfigError(ConfigErrorKind::NotUtf8(a.to_string_lossy().into_owned())))
     });
@@ -319,9 +349,26 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Command, ConfigError> {
                 None => return err(ConfigErrorKind::MissingValue(flag.long)),
             },
         };
+        if flag.id == Id::Output {
+            output = Some(
+                OutputFormat::parse(&value)
+                    .ok_or_else(|| invalid(flag.long, &value, "must be text or json"))?,
+            );
+            continue;
+        }
         set_value(&mut cfg, flag, value)?;
     }
+    if output.is_some() && !check {
+        return err(ConfigErrorKind::Required {
+            flag: "--output",
+            reason:
+                "is accepted only with the check command: grid-wrapper check [flags] --output=json",
+        });
+    }
     validate(&cfg)?;
+    if check {
+        return Ok(Command::Check(cfg, output.unwrap_or_default()));
+    }
     Ok(Command::Run(cfg))
 }
 
@@ -351,3 +398,5 @@ mod flags;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_check;

@@ -61,7 +61,8 @@
 //! [`cache`] (with the snapshot format and the edge-health map), [`k8s`], [`config`],
 //! [`upstream::decode`], [`upstream::kubeconfig::parse`], [`upstream::stats`].
 //! I/O shell: `server`, `upstream::client`, `upstream::reflector`, `upstream::edge_health`,
-//! `persist` (the disk), `app` (startup wiring) —
+//! `persist` (the disk), `app` (startup wiring), `preflight` (`grid-wrapper check`: one pass
+//! against the upstream and a report; its report building is pure) —
 //! behind the default feature `io`, so the fuzz crate builds the core without mio, ureq or
 //! rustls (`default-features = false`).
 
@@ -77,6 +78,8 @@ pub mod http;
 pub mod k8s;
 #[cfg(feature = "io")]
 pub mod persist;
+#[cfg(feature = "io")]
+pub mod preflight;
 #[cfg(feature = "io")]
 pub mod server;
 pub mod upstream;

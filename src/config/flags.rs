@@ -32,6 +32,7 @@ pub(super) enum Id {
     Autonomy,
     SupportEndpointslice,
     Verbosity,
+    Output,
     Help,
     Version,
 }
@@ -208,6 +209,13 @@ pub(super) const FLAGS: &[Flag] = &[
         default: "0",
         help: "log verbosity, 0-10",
     },
+    flag(
+        Id::Output,
+        "--output",
+        Some("FORMAT"),
+        "text",
+        "check only: print the report as text or json",
+    ),
     Flag {
         id: Id::Help,
         long: "--help",
@@ -230,7 +238,13 @@ pub(super) fn help_text() -> String {
     let mut out = String::from(
         "grid-wrapper: node-local, topology-aware cache that kube-proxy talks to instead of the \
          apiserver\n(drop-in for SuperEdge application-grid-wrapper).\n\n\
-         Usage: grid-wrapper --hostname=NODE [flags]\n\n\
+         Usage: grid-wrapper --hostname=NODE [flags]\n       \
+         grid-wrapper check --hostname=NODE [flags] [--output=text|json]\n\n\
+         check: preflight this node before kube-proxy is rewired: one pass against the upstream \
+         with the\nsame flags (connectivity, TLS, credentials, list+watch access per resource, \
+         the local node and its\ntopology labels, what would be served), then a report. Starts \
+         no server and writes nothing.\nExit 0: ready; 1: problems, one 'problem: <tag>: ...' \
+         line each; 2: invalid flags.\n\n\
          Flags ('_' and '-' are interchangeable; --flag=value or --flag value; \
          booleans as --flag or --flag=false):\n",
     );
@@ -378,6 +392,8 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
         | Id::SupportEndpointslice
         | Id::Help
         | Id::Version => {}
+        // `parse_args` keeps it out of `Config` (it belongs to `check`).
+        Id::Output => {}
     }
     Ok(())
 }

@@ -60,6 +60,32 @@ const DROP_RESPONSE_HEADERS: [&str; 8] = [
     "upgrade",
 ];
 
+/// The client's time limits. [`Timeouts::default`] is what the server uses (the constants
+/// above); `grid-wrapper check` uses shorter ones so that it never waits long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP + TLS connection setup ([`CONNECT_TIMEOUT`]).
+    pub connect: Duration,
+    /// Receiving a response head once the request is sent; also the whole of a JSON GET
+    /// ([`RESPONSE_HEAD_TIMEOUT`]).
+    pub response_head: Duration,
+    /// End-to-end limit of one LIST ([`LIST_TIMEOUT`]).
+    pub list: Duration,
+    /// Idle limit between reads ([`WATCH_IDLE_TIMEOUT`]).
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: CONNECT_TIMEOUT,
+            response_head: RESPONSE_HEAD_TIMEOUT,
+            list: LIST_TIMEOUT,
+            idle: WATCH_IDLE_TIMEOUT,
+        }
+    }
+}
+
 /// Why an upstream call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -255,6 +281,7 @@ struct Inner {
     base: String,
     token: TokenSource,
     bucket: Mutex<TokenBucket>,
+    timeouts: Timeouts,
 }
 
 /// Handle to the upstream apiserver; cheap to clone (one shared agent and connection pool).
@@ -296,6 +323,16 @@ impl Upstream {
     /// Builds the agent once. `qps`/`burst` pace LIST, WATCH and discovery requests (not
     /// forwarded ones); `qps <= 0` means unlimited.
     pub fn new(cfg: &UpstreamConfig, qps: f64, burst: u32) -> Result<Self, UpstreamError> {
+        Self::with_timeouts(cfg, qps, burst, Timeouts::default())
+    }
+
+    /// [`Upstream::new`] with other time limits.
+    pub fn with_timeouts(
+        cfg: &UpstreamConfig,
+        qps: f64,
+        burst: u32,
+        timeouts: Timeouts,
+    ) -> Result<Self, UpstreamError> {
         let base = cfg.server.trim_end_matches('/').to_string();
         let uri: http::Uri = base
             .parse()
@@ -321,9 +358,9 @@ impl Upstream {
             .http_status_as_error(false)
             .max_redirects(0)
             .user_agent(concat!("grid-wrapper/", env!("CARGO_PKG_VERSION")))
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_recv_response(Some(RESPONSE_HEAD_TIMEOUT))
-            .timeout_per_read(Some(WATCH_IDLE_TIMEOUT))
+            .timeout_connect(Some(timeouts.connect))
+            .timeout_recv_response(Some(timeouts.response_head))
+            .timeout_per_read(Some(timeouts.idle))
             .allow_non_standard_methods(true)
             .build()
             .new_agent();
@@ -339,6 +376,7 @@ impl Upstream {
                 base,
                 token,
                 bucket,
+                timeouts,
             }),
         })
     }
@@ -409,7 +447,7 @@ impl Upstream {
         let resp = self
             .authorized_get(path_and_query)
             .config()
-            .timeout_global(Some(RESPONSE_HEAD_TIMEOUT))
+            .timeout_global(Some(self.inner.timeouts.response_head))
             .build()
             .call()?;
         let body = Self::check_status(resp)?
@@ -421,13 +459,13 @@ impl Upstream {
             .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))
     }
 
-    /// LIST: GET with a [`LIST_TIMEOUT`] and a body of at most [`MAX_LIST_BYTES`], decoded.
+    /// LIST: GET with a [`Timeouts::list`] limit (default [`LIST_TIMEOUT`]) and a body of at most [`MAX_LIST_BYTES`], decoded.
     pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
         self.pace();
         let resp = self
             .authorized_get(path_and_query)
             .config()
-            .timeout_global(Some(LIST_TIMEOUT))
+            .timeout_global(Some(self.inner.timeouts.list))
             .build()
             .call()?;
         let body = Self::check_status(resp)?
@@ -439,7 +477,7 @@ impl Upstream {
     }
 
     /// WATCH: the response body as a line source. No global timeout; a read idle for
-    /// [`WATCH_IDLE_TIMEOUT`] fails with an I/O error. Non-2xx → [`UpstreamError::Status`].
+    /// [`Timeouts::idle`] (default [`WATCH_IDLE_TIMEOUT`]) fails with an I/O error. Non-2xx → [`UpstreamError::Status`].
     pub fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
         self.pace();
         let resp = Self::check_status(self.authorized_get(path_and_query).call()?)?;

@@ -54,28 +54,33 @@ pub(crate) fn discover_with(lw: &dyn ListWatch) -> (UpstreamKind, bool) {
     }
 }
 
+/// The version to mirror given the `discovery.k8s.io` APIGroup document (v1 unless only
+/// v1beta1 is listed), with the versions it lists. Pure.
+pub fn slice_kind_from_group(group: &Value) -> (UpstreamKind, Vec<String>) {
+    let versions: Vec<String> = group
+        .get("versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v.get("version").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let has = |v: &str| versions.iter().any(|x| x == v);
+    let kind = if has("v1") || !has("v1beta1") {
+        UpstreamKind::SlicesV1
+    } else {
+        UpstreamKind::SlicesV1beta1
+    };
+    (kind, versions)
+}
+
 fn discovery_answer(
     lw: &dyn ListWatch,
 ) -> Result<UpstreamKind, crate::upstream::client::UpstreamError> {
-    match lw.get_json("/apis/discovery.k8s.io") {
-        Ok(group) => {
-            let versions: Vec<&str> = group
-                .get("versions")
-                .and_then(Value::as_array)
-                .map(|vs| {
-                    vs.iter()
-                        .filter_map(|v| v.get("version").and_then(Value::as_str))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let kind = if versions.contains(&"v1") || !versions.contains(&"v1beta1") {
-                UpstreamKind::SlicesV1
-            } else {
-                UpstreamKind::SlicesV1beta1
-            };
-            log::info!("EndpointSlice versions served upstream: {versions:?}; mirroring {kind:?}");
-            Ok(kind)
-        }
-        Err(e) => Err(e),
-    }
+    let group = lw.get_json("/apis/discovery.k8s.io")?;
+    let (kind, versions) = slice_kind_from_group(&group);
+    log::info!("EndpointSlice versions served upstream: {versions:?}; mirroring {kind:?}");
+    Ok(kind)
 }

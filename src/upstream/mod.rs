@@ -29,7 +29,7 @@ mod throttle;
 mod tls;
 
 #[cfg(feature = "io")]
-pub use client::{ForwardRequest, ForwardResponse, Upstream, UpstreamError};
+pub use client::{ForwardRequest, ForwardResponse, Timeouts, Upstream, UpstreamError};
 pub use decode::ListResult;
 pub use kind::{Change, Sink, UpstreamKind};
 pub use kubeconfig::{KubeconfigError, UpstreamConfig};

@@ -1,0 +1,245 @@
+//! `grid-wrapper check`: a preflight for a node before kube-proxy is rewired to grid-wrapper.
+//! One pass against the upstream with the server's own flags, then a report. It starts no
+//! server and no reflector, writes nothing (`--cache-dir` is not touched) and never waits long:
+//! every call has a short limit ([`CHECK_TIMEOUTS`]), and when `GET /version` does not reach
+//! the upstream nothing else is tried.
+//!
+//! # What it does
+//!
+//! 1. Reads the kubeconfig / in-cluster settings as the server does (and the bearer token file,
+//!    which the server would otherwise only warn about).
+//! 2. `GET /version`: connectivity, TLS, credentials; `gitVersion`. No answer is a problem and
+//!    ends the check; an error answer (401, 403…) is only a warning, since the server itself
+//!    never asks for `/version` (the resource checks below say what it would get).
+//! 3. The EndpointSlice version, decided as the server decides it at start (API discovery, else
+//!    LIST probes).
+//! 4. Per resource (Nodes, Services, Endpoints, EndpointSlices of that version): the reflector's
+//!    own LIST (kube-proxy's label selector, `resourceVersion=0`, pages followed) — which is the
+//!    list-permission check and the data — then a WATCH from the list's resourceVersion with
+//!    `timeoutSeconds=1` that must answer 200 (its body is not read). Access is tested by
+//!    trying, not by SelfSubjectAccessReview: trying exercises the real path (authentication,
+//!    RBAC, admission of the exact query, an aggregated or proxied apiserver in between).
+//! 5. The local node (`--hostname`) and its labels for every key of every Service's
+//!    `topologyKeys` (parsed by [`crate::cache::topology::service_keys`]).
+//! 6. What would be served: the lists go into a [`crate::cache::store::State`] as the
+//!    reflectors' first lists do, and the served collections are counted per topology Service.
+//!
+//! The pure part ([`model`], [`report::build`], [`render`]) turns a [`Fetched`] into a
+//! [`Report`] and prints it; [`fetch`] is the thin I/O part.
+//!
+//! # Exit codes and text output
+//!
+//! 0: ready; 1: at least one problem; 2: invalid flags (before anything is contacted). The text
+//! report ends with one `problem: <tag>: <message>` line per problem, then `result: ready` or
+//! `result: NOT ready (N problems)`. Tags (stable): `config`, `connectivity`, `tls`, `auth`
+//! (401: credentials rejected), `rbac` (403), `api` (another failed request), `node` (the
+//! local node does not exist), `topology` (a topology Service whose keys the local node has
+//! none of: every endpoint pruned). `warning: <tag>: …` lines do not change the exit code.
+//!
+//! # The JSON document (`--output=json`)
+//!
+//! One object, field names camelCase (see [`Report`] for the types):
+//! - `reportFormat` (number, 1): layout version; new fields may appear without a bump.
+//! - `ready` (bool): no problems; the exit code is 0 exactly when true.
+//! - `hostname` (string).
+//! - `upstream`: `server` (URL), `reachable` (bool: it answered HTTP), `gitVersion` (string or
+//!   null), `endpointSliceVersion` (`discovery.k8s.io/v1` / `discovery.k8s.io/v1beta1` or null),
+//!   `endpointSliceVersionSource` (`discovery` / `probe` / `guess` or null),
+//!   `discoveryVersions` (strings).
+//! - `access`: array of `{resource, apiVersion, verb, allowed, code, error}`: `resource` plural
+//!   (`nodes`, `services`, `endpoints`, `endpointslices`), `verb` `list` or `watch`, `code` the
+//!   HTTP status of a refusal or null, `error` a one-line text or null. Empty when the upstream
+//!   was not reached.
+//! - `node`: `name`, `found` (bool, or null when Nodes could not be listed), `topologyLabels`
+//!   (object: key → the node's value, or null when it lacks the label).
+//! - `topologyKeys`: every key in use (sorted strings).
+//! - `topologyServices`: null when Services could not be listed, else an array of
+//!   `{namespace, name, topologyKeys, missingKeys, fullyPruned, endpointSliceEndpoints,
+//!   endpointsAddresses}`: `missingKeys` (strings or null), `fullyPruned` (bool or null), the
+//!   two counts `{kept, total}` or null (EndpointSlice endpoints of the mirrored version;
+//!   core/v1 Endpoints addresses, ready and not ready).
+//! - `totals`: null unless all four resources were listed, else `{topologyServices,
+//!   fullyPrunedServices, endpointSliceEndpoints: {kept, total}, endpointsAddresses: {kept,
+//!   total}, served: {nodes, services, endpoints, endpointslices}}`.
+//! - `problems`, `warnings`: arrays of `{tag, message}`.
+//!
+//! Not checked: edge-health (`--service-autonomy-enhancement` is not polled, so its pruning is
+//! not in the counts), the serving certificate files, and whether the bind addresses are free.
+
+pub mod model;
+pub mod render;
+pub mod report;
+mod served;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use crate::config::{Config, OutputFormat};
+use crate::upstream::client::{Timeouts, Upstream, UpstreamError};
+use crate::upstream::decode::{DecodeError, ListResult};
+use crate::upstream::discovery;
+use crate::upstream::kind::{with_query, UpstreamKind};
+use crate::upstream::kubeconfig;
+
+pub use model::{Fetched, Problem, Reached, Report, ResourceFetch, SliceFinding, SliceSource, Tag};
+pub use report::build;
+
+/// The check's time limits: connection setup 3 s, a response head (and a whole JSON GET) 5 s,
+/// one LIST 60 s, 5 s between reads. An unreachable upstream is reported within about 5 s.
+pub const CHECK_TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(3),
+    response_head: Duration::from_secs(5),
+    list: Duration::from_secs(60),
+    idle: Duration::from_secs(5),
+};
+/// `timeoutSeconds` of the access-check WATCH.
+pub const WATCH_PROBE_SECONDS: &str = "1";
+/// Most pages followed in one list (only if the upstream paginates unasked).
+const MAX_LIST_PAGES: usize = 10_000;
+
+/// Runs the check: fetch, build the report, render it in `format`. Returns the text to print
+/// and whether the node is ready.
+pub fn run(cfg: &Config, format: OutputFormat) -> (String, bool) {
+    let report = build(fetch(cfg));
+    let text = match format {
+        OutputFormat::Text => render::text(&report),
+        // A Report always serializes (string keys, no floats); the fallback is never used.
+        OutputFormat::Json => render::json(&report).unwrap_or_else(|e| {
+            format!(
+                "{{\"reportFormat\":1,\"ready\":false,\"error\":{:?}}}\n",
+                e.to_string()
+            )
+        }),
+    };
+    (text, report.ready)
+}
+
+/// The I/O part: every upstream call of the check, with [`CHECK_TIMEOUTS`].
+pub fn fetch(cfg: &Config) -> Fetched {
+    let mut fetched = Fetched {
+        hostname: cfg.hostname.clone(),
+        server: cfg.master.clone().unwrap_or_default(),
+        wrapper_in_cluster: cfg.wrapper_in_cluster,
+        config_problems: Vec::new(),
+        version: Err(UpstreamError::Config(String::new())),
+        reached: None,
+    };
+    let ucfg = match kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref()) {
+        Ok(u) => u,
+        Err(e) => {
+            fetched.version = Err(UpstreamError::Config(e.to_string()));
+            return fetched;
+        }
+    };
+    fetched.server = ucfg.server.clone();
+    if let Some(path) = &ucfg.token_file {
+        if let Err(e) = kubeconfig::read_bounded(path) {
+            fetched.config_problems.push(format!(
+                "bearer token file unusable ({e}): requests would go without it"
+            ));
+        }
+    }
+    let upstream =
+        match Upstream::with_timeouts(&ucfg, cfg.kube_qps, cfg.kube_burst, CHECK_TIMEOUTS) {
+            Ok(u) => u,
+            Err(e) => {
+                fetched.version = Err(e);
+                return fetched;
+            }
+        };
+    fetched.version = upstream.get_json("/version");
+    if let Err(e) = &fetched.version {
+        if !Tag::of(e).reached() {
+            return fetched;
+        }
+    }
+    let slices = find_slices(&upstream);
+    let resources = [
+        UpstreamKind::Nodes,
+        UpstreamKind::Services,
+        UpstreamKind::Endpoints,
+        slices.kind,
+    ]
+    .into_iter()
+    .map(|kind| fetch_resource(&upstream, kind))
+    .collect();
+    fetched.reached = Some(Reached { slices, resources });
+    fetched
+}
+
+/// The EndpointSlice version, as the server decides it at start.
+fn find_slices(upstream: &Upstream) -> SliceFinding {
+    match upstream.get_json("/apis/discovery.k8s.io") {
+        Ok(group) => {
+            let (kind, versions) = discovery::slice_kind_from_group(&group);
+            SliceFinding {
+                kind,
+                source: SliceSource::Discovery(versions),
+            }
+        }
+        Err(_) => {
+            // The server's own fallback (it asks discovery once more, then probes).
+            let (kind, answered) = discovery::discover_slice_kind_checked(upstream);
+            let source = if answered {
+                SliceSource::Probe
+            } else {
+                SliceSource::Guess
+            };
+            SliceFinding { kind, source }
+        }
+    }
+}
+
+/// The reflector's LIST (label selector, `resourceVersion=0`, pages followed), then a short
+/// WATCH from its resourceVersion.
+fn fetch_resource(upstream: &Upstream, kind: UpstreamKind) -> ResourceFetch {
+    let sel = kind.label_selector().unwrap_or("");
+    let list = list_all(upstream, kind, sel);
+    let rv = list
+        .as_ref()
+        .map(|l| l.resource_version.clone())
+        .unwrap_or_default();
+    let query = with_query(
+        kind.path(),
+        &[
+            ("allowWatchBookmarks", "true"),
+            ("labelSelector", sel),
+            ("resourceVersion", &rv),
+            ("timeoutSeconds", WATCH_PROBE_SECONDS),
+            ("watch", "true"),
+        ],
+    );
+    // The head is enough: dropping the body closes the connection.
+    let watch = upstream.watch(&query).map(drop);
+    ResourceFetch { kind, list, watch }
+}
+
+fn list_all(
+    upstream: &Upstream,
+    kind: UpstreamKind,
+    sel: &str,
+) -> Result<ListResult, UpstreamError> {
+    let mut all = upstream.list(&with_query(
+        kind.path(),
+        &[("labelSelector", sel), ("resourceVersion", "0")],
+    ))?;
+    let mut pages = 1;
+    while let Some(token) = all.continue_token.take() {
+        if pages >= MAX_LIST_PAGES {
+            return Err(UpstreamError::Decode(DecodeError::Missing(
+                "end of paginated list",
+            )));
+        }
+        let page = upstream.list(&with_query(
+            kind.path(),
+            &[("continue", &token), ("labelSelector", sel)],
+        ))?;
+        all.items.extend(page.items);
+        all.resource_version = page.resource_version;
+        all.continue_token = page.continue_token;
+        pages += 1;
+    }
+    Ok(all)
+}

@@ -1,0 +1,126 @@
+//! What grid-wrapper would serve on this node, computed by the cache itself: the fetched lists
+//! go into a [`State`] exactly as the reflectors' first lists do (`Change::Replace` per
+//! resource, EndpointSlice version pinned), and the served collections are read back. Pure.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::cache::store::{Settings, State};
+use crate::cache::topology;
+use crate::cache::view::Retention;
+use crate::k8s::{ObjectKey, Resource};
+use crate::upstream::kind::{Change, UpstreamKind};
+
+use super::model::{Count, ServedCounts};
+
+/// Per topology Service: (EndpointSlice endpoints, Endpoints addresses), and the served totals.
+#[derive(Debug)]
+pub(super) struct Computed {
+    pub(super) per_service: BTreeMap<ObjectKey, (Count, Count)>,
+    pub(super) served: ServedCounts,
+}
+
+/// Endpoints of an EndpointSlice (either version).
+fn slice_endpoints(slice: &Value) -> usize {
+    slice
+        .get("endpoints")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
+}
+
+/// Addresses, ready or not, of a core/v1 Endpoints.
+fn endpoints_addresses(ep: &Value) -> usize {
+    ep.get("subsets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            ["addresses", "notReadyAddresses"]
+                .iter()
+                .filter_map(|f| s.get(*f).and_then(Value::as_array))
+                .map(Vec::len)
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+fn parse(bytes: &[u8]) -> Option<Value> {
+    serde_json::from_slice(bytes).ok()
+}
+
+/// Feeds `[nodes, services, endpoints, slices]` into a fresh cache for `hostname` and counts,
+/// for each Service in `services_of_interest`, the endpoints it keeps out of those upstream.
+/// Upstream objects the cache does not serve (outside kube-proxy's selector, nameless) count
+/// in neither number.
+pub(super) fn compute<'k>(
+    hostname: &str,
+    wrapper_in_cluster: bool,
+    slice_kind: UpstreamKind,
+    lists: [&Vec<Value>; 4],
+    services_of_interest: impl Iterator<Item = &'k ObjectKey>,
+) -> Computed {
+    let settings = Settings {
+        hostname: hostname.to_string(),
+        wrapper_in_cluster,
+        // No watcher reads the event log: keep as little of it as possible.
+        retention: Retention {
+            min_entries: 1,
+            max_entries: 1,
+            window_secs: 0,
+            max_bytes: 0,
+        },
+    };
+    let mut state = State::new(settings, 0);
+    state.expect_slices(slice_kind);
+    let [nodes, services, endpoints, slices] = lists;
+    for (kind, items) in [
+        (UpstreamKind::Nodes, nodes),
+        (UpstreamKind::Services, services),
+        (UpstreamKind::Endpoints, endpoints),
+        (slice_kind, slices),
+    ] {
+        state.apply(kind, Change::Replace(items.clone()), 0);
+    }
+    let slice_res = slice_kind.resource();
+    let served_slices = state.collection(slice_res);
+    let served_endpoints = state.collection(Resource::Endpoints);
+
+    let mut per_service: BTreeMap<ObjectKey, (Count, Count)> = services_of_interest
+        .map(|k| (k.clone(), (Count::default(), Count::default())))
+        .collect();
+    for slice in slices {
+        let (Some(key), Some(owner)) = (ObjectKey::of(slice), topology::slice_service(slice))
+        else {
+            continue;
+        };
+        let (Some((count, _)), Some(served)) =
+            (per_service.get_mut(&owner), served_slices.get(&key))
+        else {
+            continue;
+        };
+        count.total += slice_endpoints(slice);
+        count.kept += parse(&served.bytes).map_or(0, |v| slice_endpoints(&v));
+    }
+    for ep in endpoints {
+        let Some(key) = ObjectKey::of(ep) else {
+            continue;
+        };
+        let (Some((_, count)), Some(served)) =
+            (per_service.get_mut(&key), served_endpoints.get(&key))
+        else {
+            continue;
+        };
+        count.total += endpoints_addresses(ep);
+        count.kept += parse(&served.bytes).map_or(0, |v| endpoints_addresses(&v));
+    }
+    Computed {
+        per_service,
+        served: ServedCounts {
+            nodes: state.collection(Resource::Nodes).len(),
+            services: state.collection(Resource::Services).len(),
+            endpoints: served_endpoints.len(),
+            endpointslices: served_slices.len(),
+        },
+    }
+}

@@ -1,0 +1,401 @@
+//! Unit tests of the pure part of `grid-wrapper check`: hand-made fetch results in, report and
+//! its text/JSON out.
+
+use serde_json::{json, Value};
+
+use super::model::{Count, Fetched, Reached, ResourceFetch, SliceFinding, SliceSource, Tag};
+use super::render;
+use super::report::build;
+use crate::upstream::client::UpstreamError;
+use crate::upstream::decode::ListResult;
+use crate::upstream::kind::UpstreamKind;
+
+const HOST: &str = "edge-a1";
+
+fn node(name: &str, zone: Option<&str>) -> Value {
+    let mut labels = json!({"kubernetes.io/hostname": name});
+    if let Some(z) = zone {
+        labels["zone"] = json!(z);
+    }
+    json!({"metadata": {"name": name, "labels": labels}})
+}
+
+fn service(name: &str, keys: Option<&str>) -> Value {
+    let mut s = json!({"metadata": {"name": name, "namespace": "default"}, "spec": {}});
+    if let Some(k) = keys {
+        s["metadata"]["annotations"] = json!({"topologyKeys": k});
+    }
+    s
+}
+
+/// A slice and an Endpoints of `svc` with one endpoint per node.
+fn endpoints(svc: &str, nodes: &[&str]) -> (Value, Value) {
+    let eps: Vec<Value> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| json!({"addresses": [format!("10.0.0.{i}")], "nodeName": n}))
+        .collect();
+    let slice = json!({"metadata": {"name": format!("{svc}-x1"), "namespace": "default",
+        "labels": {"kubernetes.io/service-name": svc}}, "addressType": "IPv4", "endpoints": eps});
+    let addrs: Vec<Value> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| json!({"ip": format!("10.0.0.{i}"), "nodeName": n}))
+        .collect();
+    let ep = json!({"metadata": {"name": svc, "namespace": "default"},
+        "subsets": [{"addresses": addrs}]});
+    (slice, ep)
+}
+
+fn list(items: &[Value]) -> Result<ListResult, UpstreamError> {
+    Ok(ListResult {
+        items: items.iter().map(|v| v.to_string().into()).collect(),
+        resource_version: "7".into(),
+        continue_token: None,
+    })
+}
+
+fn status(code: u16, reason: &str) -> UpstreamError {
+    UpstreamError::Status {
+        code,
+        reason: reason.into(),
+        message: format!("{reason} here"),
+        causes: Vec::new(),
+    }
+}
+
+/// The demo-like cluster: four nodes in zones a, a, b, c; `web` (topology, `zone`) and `api`.
+fn cluster(local_zone: Option<&str>) -> [Vec<Value>; 4] {
+    let nodes = vec![
+        node(HOST, local_zone),
+        node("edge-a2", Some("zone-a")),
+        node("edge-b1", Some("zone-b")),
+        node("edge-c1", Some("zone-c")),
+    ];
+    let services = vec![service("web", Some("[\"zone\"]")), service("api", None)];
+    let (ws, we) = endpoints("web", &[HOST, "edge-a2", "edge-b1", "edge-c1"]);
+    let (as_, ae) = endpoints("api", &[HOST, "edge-b1"]);
+    [nodes, services, vec![we, ae], vec![ws, as_]]
+}
+
+fn fetched(
+    data: [Vec<Value>; 4],
+    fail: &dyn Fn(UpstreamKind, &str) -> Option<UpstreamError>,
+) -> Fetched {
+    let kinds = [
+        UpstreamKind::Nodes,
+        UpstreamKind::Services,
+        UpstreamKind::Endpoints,
+        UpstreamKind::SlicesV1,
+    ];
+    let resources = kinds
+        .into_iter()
+        .zip(data)
+        .map(|(kind, items)| ResourceFetch {
+            kind,
+            list: fail(kind, "list").map_or_else(|| list(&items), Err),
+            watch: fail(kind, "watch").map_or(Ok(()), Err),
+        })
+        .collect();
+    Fetched {
+        hostname: HOST.into(),
+        server: "https://10.0.0.1:6443".into(),
+        wrapper_in_cluster: true,
+        config_problems: Vec::new(),
+        version: Ok(json!({"gitVersion": "v1.28.3"})),
+        reached: Some(Reached {
+            slices: SliceFinding {
+                kind: UpstreamKind::SlicesV1,
+                source: SliceSource::Discovery(vec!["v1".into()]),
+            },
+            resources,
+        }),
+    }
+}
+
+fn ok(_: UpstreamKind, _: &str) -> Option<UpstreamError> {
+    None
+}
+
+fn tags(r: &super::Report) -> Vec<Tag> {
+    r.problems.iter().map(|p| p.tag).collect()
+}
+
+#[test]
+fn a_good_node_is_ready_with_kept_counts_from_the_cache() {
+    let r = build(fetched(cluster(Some("zone-a")), &ok));
+    assert!(r.ready, "{:?}", r.problems);
+    assert_eq!(r.upstream.git_version.as_deref(), Some("v1.28.3"));
+    assert_eq!(
+        r.upstream.endpoint_slice_version.as_deref(),
+        Some("discovery.k8s.io/v1")
+    );
+    assert_eq!(r.upstream.endpoint_slice_version_source, Some("discovery"));
+    assert_eq!(r.access.len(), 8);
+    assert!(r.access.iter().all(|a| a.allowed && a.code.is_none()));
+    assert_eq!(r.node.found, Some(true));
+    assert_eq!(r.topology_keys, ["zone"]);
+    assert_eq!(r.node.topology_labels["zone"].as_deref(), Some("zone-a"));
+    let services = r.topology_services.as_ref().expect("services listed");
+    assert_eq!(services.len(), 1, "only the topology Service");
+    let web = &services[0];
+    assert_eq!(
+        (web.namespace.as_str(), web.name.as_str()),
+        ("default", "web")
+    );
+    assert_eq!(
+        web.endpoint_slice_endpoints,
+        Some(Count { kept: 2, total: 4 })
+    );
+    assert_eq!(web.endpoints_addresses, Some(Count { kept: 2, total: 4 }));
+    assert_eq!(web.fully_pruned, Some(false));
+    assert_eq!(web.missing_keys, Some(vec![]));
+    let t = r.totals.as_ref().expect("totals");
+    assert_eq!((t.topology_services, t.fully_pruned_services), (1, 0));
+    assert_eq!(t.endpoint_slice_endpoints, Count { kept: 2, total: 4 });
+    assert_eq!(
+        (
+            t.served.nodes,
+            t.served.services,
+            t.served.endpoints,
+            t.served.endpointslices
+        ),
+        (4, 2, 2, 2)
+    );
+    let text = render::text(&r);
+    assert!(text.contains("version v1.28.3"), "{text}");
+    assert!(
+        text.contains("default/web [zone]: EndpointSlices 2/4, Endpoints 2/4"),
+        "{text}"
+    );
+    assert!(text.ends_with("result: ready\n"), "{text}");
+    assert!(!text.contains("problem:"), "{text}");
+}
+
+#[test]
+fn an_unreachable_upstream_is_one_connectivity_problem() {
+    let f = Fetched {
+        hostname: HOST.into(),
+        server: "http://127.0.0.1:1".into(),
+        wrapper_in_cluster: true,
+        config_problems: Vec::new(),
+        version: Err(UpstreamError::Unreachable("Connection refused".into())),
+        reached: None,
+    };
+    let r = build(f);
+    assert!(!r.ready && !r.upstream.reachable);
+    assert_eq!(tags(&r), [Tag::Connectivity]);
+    assert!(
+        r.problems[0].message.contains("http://127.0.0.1:1/version"),
+        "{:?}",
+        r.problems
+    );
+    assert!(r.access.is_empty() && r.topology_services.is_none() && r.totals.is_none());
+    assert_eq!(r.node.found, None);
+    let text = render::text(&r);
+    assert!(
+        text.contains("problem: connectivity: GET http://127.0.0.1:1/version"),
+        "{text}"
+    );
+    assert!(text.ends_with("result: NOT ready (1 problem)\n"), "{text}");
+    let tls = Fetched {
+        version: Err(UpstreamError::Tls(
+            "invalid peer certificate: UnknownIssuer".into(),
+        )),
+        ..fetched(cluster(Some("zone-a")), &ok)
+    };
+    let mut tls = tls;
+    tls.reached = None;
+    assert_eq!(tags(&build(tls)), [Tag::Tls]);
+}
+
+#[test]
+fn configuration_problems_are_tagged_config() {
+    let mut f = fetched(cluster(Some("zone-a")), &ok);
+    f.version = Err(UpstreamError::Config("no kubeconfig".into()));
+    f.reached = None;
+    f.config_problems = vec!["bearer token file unusable".into()];
+    let r = build(f);
+    assert_eq!(tags(&r), [Tag::Config, Tag::Config]);
+    assert_eq!(
+        r.problems[1].message,
+        "upstream configuration: no kubeconfig"
+    );
+}
+
+#[test]
+fn a_missing_node_is_a_node_problem_and_prunes_everything() {
+    let mut f = fetched(cluster(Some("zone-a")), &ok);
+    f.hostname = "edge-x9".into();
+    let r = build(f);
+    assert_eq!(tags(&r), [Tag::Node], "{:?}", r.problems);
+    assert!(
+        r.problems[0].message.contains("\"edge-x9\" not found"),
+        "{:?}",
+        r.problems
+    );
+    assert_eq!(r.node.found, Some(false));
+    let web = &r.topology_services.as_ref().expect("listed")[0];
+    assert_eq!(web.fully_pruned, Some(true));
+    assert_eq!(
+        web.endpoint_slice_endpoints,
+        Some(Count { kept: 0, total: 4 })
+    );
+    assert_eq!(r.totals.as_ref().map(|t| t.fully_pruned_services), Some(1));
+}
+
+#[test]
+fn a_node_without_the_key_lists_the_service_as_fully_pruned() {
+    let r = build(fetched(cluster(None), &ok));
+    assert_eq!(tags(&r), [Tag::Topology], "{:?}", r.problems);
+    let msg = &r.problems[0].message;
+    assert!(
+        msg.starts_with("service default/web: node \"edge-a1\" has no label zone"),
+        "{msg}"
+    );
+    assert!(msg.contains("all 4 endpoints would be pruned"), "{msg}");
+    assert_eq!(r.node.topology_labels["zone"], None);
+    let web = &r.topology_services.as_ref().expect("listed")[0];
+    assert_eq!(web.missing_keys, Some(vec!["zone".to_string()]));
+    assert_eq!(web.fully_pruned, Some(true));
+    assert_eq!(
+        web.endpoint_slice_endpoints,
+        Some(Count { kept: 0, total: 4 })
+    );
+    let text = render::text(&r);
+    assert!(text.contains("zone MISSING"), "{text}");
+    assert!(text.contains("FULLY PRUNED"), "{text}");
+}
+
+#[test]
+fn a_service_with_another_key_the_node_has_is_not_fully_pruned() {
+    let mut data = cluster(None);
+    data[1][0] = service("web", Some("[\"zone\", \"kubernetes.io/hostname\"]"));
+    let r = build(fetched(data, &ok));
+    assert!(r.ready, "{:?}", r.problems);
+    let web = &r.topology_services.as_ref().expect("listed")[0];
+    assert_eq!(web.missing_keys, Some(vec!["zone".to_string()]));
+    assert_eq!(web.fully_pruned, Some(false));
+    // Only the local node shares its hostname label.
+    assert_eq!(
+        web.endpoint_slice_endpoints,
+        Some(Count { kept: 1, total: 4 })
+    );
+}
+
+#[test]
+fn refusals_are_reported_per_resource_and_verb() {
+    let wrong_token = |_: UpstreamKind, _: &str| Some(status(401, "Unauthorized"));
+    let mut f = fetched(cluster(Some("zone-a")), &wrong_token);
+    f.version = Err(status(401, "Unauthorized"));
+    let r = build(f);
+    assert!(r.upstream.reachable);
+    assert_eq!(tags(&r), [Tag::Auth; 8], "{:?}", r.problems);
+    // /version is not needed by the server: its refusal is a warning.
+    assert_eq!(r.warnings.len(), 1);
+    assert_eq!(r.warnings[0].tag, Tag::Auth);
+    assert!(r.access.iter().all(|a| !a.allowed && a.code == Some(401)));
+    assert!(
+        r.problems[0]
+            .message
+            .starts_with("list nodes (v1): 401 Unauthorized"),
+        "{:?}",
+        r.problems
+    );
+    assert!(r.topology_services.is_none() && r.totals.is_none() && r.node.found.is_none());
+
+    let no_slice_watch = |k: UpstreamKind, verb: &str| {
+        (k == UpstreamKind::SlicesV1 && verb == "watch").then(|| status(403, "Forbidden"))
+    };
+    let r = build(fetched(cluster(Some("zone-a")), &no_slice_watch));
+    assert_eq!(tags(&r), [Tag::Rbac]);
+    assert!(
+        r.problems[0].message.starts_with(
+            "watch endpointslices (discovery.k8s.io/v1): 403 Forbidden: Forbidden here"
+        ),
+        "{:?}",
+        r.problems
+    );
+    // The lists worked: the rest of the report is complete.
+    assert!(r.totals.is_some());
+    let text = render::text(&r);
+    assert!(
+        text.contains("problem: rbac: watch endpointslices"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  FAILED  watch endpointslices (discovery.k8s.io/v1): 403"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_invalid_annotation_is_a_warning_only() {
+    let mut data = cluster(Some("zone-a"));
+    data[1].push(service("broken", Some("zone")));
+    let r = build(fetched(data, &ok));
+    assert!(r.ready, "{:?}", r.problems);
+    assert_eq!(r.warnings.len(), 1);
+    assert_eq!(r.warnings[0].tag, Tag::Topology);
+    assert!(r.warnings[0]
+        .message
+        .starts_with("service default/broken: topologyKeys ignored"));
+    assert!(render::text(&r).contains("warning: topology: service default/broken"));
+}
+
+#[test]
+fn the_json_document_has_the_documented_fields() {
+    let r = build(fetched(cluster(None), &ok));
+    let v: Value = serde_json::from_str(&render::json(&r).expect("serializes")).expect("JSON");
+    for field in [
+        "reportFormat",
+        "ready",
+        "hostname",
+        "upstream",
+        "access",
+        "node",
+        "topologyKeys",
+        "topologyServices",
+        "totals",
+        "problems",
+        "warnings",
+    ] {
+        assert!(v.get(field).is_some(), "{field} missing: {v}");
+    }
+    assert_eq!(v["reportFormat"], 1);
+    assert_eq!(v["ready"], false);
+    assert_eq!(v["upstream"]["gitVersion"], "v1.28.3");
+    assert_eq!(v["upstream"]["endpointSliceVersion"], "discovery.k8s.io/v1");
+    assert_eq!(v["upstream"]["endpointSliceVersionSource"], "discovery");
+    assert_eq!(
+        v["access"][0],
+        json!({"resource": "nodes", "apiVersion": "v1", "verb": "list",
+        "allowed": true, "code": null, "error": null})
+    );
+    assert_eq!(v["node"]["topologyLabels"], json!({"zone": null}));
+    let web = &v["topologyServices"][0];
+    assert_eq!(
+        web["endpointSliceEndpoints"],
+        json!({"kept": 0, "total": 4})
+    );
+    assert_eq!(web["endpointsAddresses"], json!({"kept": 0, "total": 4}));
+    assert_eq!(web["missingKeys"], json!(["zone"]));
+    assert_eq!(web["fullyPruned"], true);
+    assert_eq!(v["totals"]["served"]["endpointslices"], 2);
+    assert_eq!(v["problems"][0]["tag"], "topology");
+}
+
+#[test]
+fn describe_keeps_one_line() {
+    let e = UpstreamError::Status {
+        code: 500,
+        reason: String::new(),
+        message: "a\nb".into(),
+        causes: Vec::new(),
+    };
+    assert_eq!(super::report::describe(&e), "500 a b");
+    assert_eq!(
+        super::report::describe(&status(403, "Forbidden")),
+        "403 Forbidden: Forbidden here"
+    );
+}
