@@ -2,13 +2,16 @@
 //! workers and the health endpoints.
 
 pub mod conn;
+pub mod counters;
 pub mod debug_state;
 pub mod debug_topology;
 pub mod event_loop;
 pub mod health;
 pub mod metrics;
 pub mod outbound;
+pub mod process;
 pub mod proxy;
 pub mod signals;
 pub mod transport;
 pub mod watch;
+pub mod watchers;
