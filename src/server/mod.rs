@@ -1,5 +1,6 @@
 //! The I/O shell facing kube-proxy: the mio event loop, connections, watch streams, proxy
-//! workers and the health endpoints.
+//! workers and the health endpoints (`/metrics`, `/debug/state`), with the counters and the
+//! registry of open streams the loop records into for them.
 
 pub mod conn;
 pub mod counters;
