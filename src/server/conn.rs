@@ -18,10 +18,13 @@ use crate::cache::store::State;
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
+use crate::k8s::Resource;
+use crate::server::counters::{self, EndReason, RouteKind};
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxy, ProxyMsg};
 use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, Watcher, HIGH_WATER};
+use crate::server::watchers;
 
 /// Server-wide settings every connection uses.
 #[derive(Clone, Debug)]
@@ -105,6 +108,8 @@ pub struct Conn {
     last_active: Instant,
     registered: Option<Interest>,
     eof: bool,
+    /// Route kind and resource of the request being answered (for the counters).
+    label: (RouteKind, Option<Resource>),
 }
 
 impl Conn {
@@ -120,6 +125,7 @@ impl Conn {
             last_active: now,
             registered: None,
             eof: false,
+            label: (RouteKind::Invalid, None),
         }
     }
 
@@ -202,7 +208,16 @@ impl Conn {
 
     /// Writes what is queued. Returns false when the connection must close now.
     pub fn write(&mut self) -> bool {
-        if let Err(e) = self.transport.write(&mut self.out) {
+        let before = self.out.len();
+        let result = self.transport.write(&mut self.out);
+        let written = before - self.out.len().min(before);
+        if written > 0 {
+            counters::global().sent(self.label.0, written);
+        }
+        if let Phase::Streaming(w) = &self.phase {
+            w.set_unsent(self.out.len());
+        }
+        if let Err(e) = result {
             debug!("{}: write failed: {e}", self.peer);
             return false;
         }
@@ -302,6 +317,8 @@ impl Conn {
             e.status(),
             e.message()
         );
+        self.label = (RouteKind::Invalid, None);
+        counters::global().request(RouteKind::Invalid, None, e.status());
         self.out
             .push_owned(response::status(&e.to_api_error(), false));
         self.phase = Phase::Closing;
@@ -310,6 +327,7 @@ impl Conn {
     fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) {
         self.keep_alive = req.keep_alive();
         let r = route(&req.method, &req.path);
+        self.label = RouteKind::of(&r, &req.query);
         if r == Route::Proxy {
             debug!("{}: {} {} → proxy", self.peer, req.method, req.path);
             let body = req.method != "HEAD";
@@ -355,12 +373,15 @@ impl Conn {
                     true,
                 );
                 self.out.push_owned(head);
+                counters::global().request(self.label.0, self.label.1, 200);
                 debug!(
                     "{}: WATCH {}?{} from {}",
                     self.peer, req.path, req.query, plan.cursor
                 );
                 match Watcher::start(*plan, ctx.now, &mut self.out) {
                     Some(mut w) => {
+                        let info = w.info(&self.peer, &req.query, crate::persist::unix_now());
+                        w.track(watchers::global().register(info, counters::global()));
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
                         drop(state);
                         self.phase = Phase::Streaming(Box::new(w));
@@ -384,7 +405,10 @@ impl Conn {
     pub fn begin_shutdown(&mut self) -> bool {
         self.keep_alive = false;
         match std::mem::replace(&mut self.phase, Phase::Closing) {
-            Phase::Streaming(_) => self.end_stream(),
+            Phase::Streaming(w) => {
+                w.ended(EndReason::Shutdown);
+                self.end_stream();
+            }
             Phase::Held { .. } => self.reply(Reply::error(&ApiError::unavailable(
                 "grid-wrapper is shutting down",
                 Some(1),
@@ -411,6 +435,7 @@ impl Conn {
     }
 
     fn reply(&mut self, reply: Reply) {
+        counters::global().request(self.label.0, self.label.1, reply.code);
         let retry = reply.retry_after.map(|s| s.to_string());
         let mut headers: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
         if let Some(r) = &retry {
@@ -441,6 +466,7 @@ impl Conn {
         match result {
             Ok(()) => self.phase = Phase::Streaming(w),
             Err(end) => {
+                w.ended(end.reason());
                 match end {
                     End::Deadline => debug!("{}: watch of {} reached its deadline", self.peer, w.resource().plural()),
                     End::TooSlow => warn!(
@@ -461,6 +487,7 @@ impl Conn {
         while self.out.len() < HIGH_WATER {
             match rx.try_recv() {
                 Ok(ProxyMsg::Head { status, headers }) => {
+                    counters::global().request(RouteKind::Proxy, None, status);
                     let mut out =
                         format!("HTTP/1.1 {status} {}\r\n", response::reason(status)).into_bytes();
                     for (name, value) in &headers {

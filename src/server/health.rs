@@ -86,7 +86,7 @@ fn route(
         "/metrics" => (
             200,
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(&lock(shared), extras, now),
+            metrics::render(shared, extras, now),
         ),
         p if p == "/debug/topology" || p.starts_with("/debug/topology/") => {
             debug_topology::answer(p, query, shared)
@@ -175,7 +175,7 @@ mod tests {
             },
             42,
         );
-        let m = crate::server::metrics::render(&st, &super::Extras::default(), 0);
+        let m = crate::server::metrics::render_cache(&st, &super::Extras::default(), 0);
         assert!(m.contains("grid_wrapper_ready 0\n"), "{m}");
         assert!(m.contains("grid_wrapper_resource_version 42\n"));
         assert!(

@@ -1,13 +1,31 @@
 //! `/metrics` on `--metrics-bind-address`: the Prometheus text exposition of the cache, the
-//! snapshot writer, edge-health and the reflectors.
+//! snapshot writer, edge-health, the server's requests and watches, the process and the
+//! reflectors.
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
 
 use crate::cache::store::State;
 use crate::k8s::Resource;
+use crate::server::conn::lock;
+use crate::server::counters::resource_label;
 use crate::server::health::Extras;
+use crate::server::{counters, process};
 
-/// Prometheus text exposition of the cache's state.
-pub fn render(state: &State, extras: &Extras, now_unix: u64) -> String {
-    use std::fmt::Write as _;
+/// The whole `/metrics` text. The cache lock is held only for the cache's part; `/proc` is read
+/// and the counters are rendered after it is released.
+pub fn render(shared: &Mutex<State>, extras: &Extras, now_unix: u64) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    out.push_str(&render_cache(&lock(shared), extras, now_unix));
+    render_writer(extras, &mut out);
+    counters::global().render_prometheus(&mut out);
+    process::render_prometheus(&process::read(), &mut out);
+    crate::upstream::stats::global().render_prometheus(&mut out);
+    out
+}
+
+/// Prometheus text exposition of the cache's state (and the restored snapshot's age).
+pub fn render_cache(state: &State, extras: &Extras, now_unix: u64) -> String {
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, rows: Vec<(String, u64)>| {
         let _ = writeln!(out, "# HELP {name} {help}");
@@ -30,7 +48,7 @@ pub fn render(state: &State, extras: &Extras, now_unix: u64) -> String {
         Resource::ALL
             .iter()
             .map(|&r| {
-                let label = format!("{{resource=\"{}.{}\"}}", r.plural(), r.api_version());
+                let label = format!("{{resource=\"{}\"}}", resource_label(r));
                 (label, f(r) as u64)
             })
             .collect::<Vec<_>>()
@@ -72,6 +90,11 @@ pub fn render(state: &State, extras: &Extras, now_unix: u64) -> String {
             vec![(String::new(), now_unix.saturating_sub(written))],
         );
     }
+    out
+}
+
+/// The snapshot writer's counters (with `--cache-dir`).
+fn render_writer(extras: &Extras, out: &mut String) {
     if let Some(w) = &extras.writer {
         use std::sync::atomic::Ordering::Relaxed;
         let mut counter = |name: &str, help: &str, v: u64| {
@@ -110,6 +133,134 @@ pub fn render(state: &State, extras: &Extras, now_unix: u64) -> String {
             format!("{:.3}", w.last_write_ms.load(Relaxed) as f64 / 1000.0),
         );
     }
-    crate::upstream::stats::global().render_prometheus(&mut out);
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::store::Settings;
+    use crate::cache::view::Retention;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// Checks the text exposition format: every sample line is `name{labels} value` with a
+    /// valid name, quoted label values and a number; every family has exactly one `# TYPE`
+    /// (before its samples, which are contiguous) and at most one `# HELP`; counters end in
+    /// `_total`; no series appears twice. Returns the families and their types.
+    pub fn check_exposition(text: &str) -> Result<BTreeMap<String, String>, String> {
+        let valid_name = |n: &str| {
+            !n.is_empty()
+                && !n.starts_with(|c: char| c.is_ascii_digit())
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        };
+        let (mut types, mut helps) = (BTreeMap::new(), BTreeSet::new());
+        let (mut series, mut done) = (BTreeSet::new(), BTreeSet::new());
+        let mut current = String::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# ") {
+                let mut p = rest.splitn(3, ' ');
+                let (word, name, tail) = (p.next(), p.next().unwrap_or(""), p.next());
+                if !valid_name(name) || tail.is_none_or(str::is_empty) {
+                    return Err(format!("bad comment line {line:?}"));
+                }
+                let tail = tail.unwrap_or("");
+                if word == Some("TYPE") {
+                    if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&tail) {
+                        return Err(format!("bad type in {line:?}"));
+                    }
+                    if tail == "counter" && !name.ends_with("_total") {
+                        return Err(format!("counter without _total: {line:?}"));
+                    }
+                    if types.insert(name.to_string(), tail.to_string()).is_some() {
+                        return Err(format!("second TYPE for {name}"));
+                    }
+                    if current != name {
+                        done.insert(std::mem::replace(&mut current, name.to_string()));
+                    }
+                } else if word == Some("HELP") && !helps.insert(name.to_string()) {
+                    return Err(format!("second HELP for {name}"));
+                }
+                continue;
+            }
+            let (head, value) = line.rsplit_once(' ').ok_or(format!("no value: {line:?}"))?;
+            let value_ok = value.parse::<f64>().is_ok() || ["+Inf", "-Inf", "NaN"].contains(&value);
+            let (name, labels) = match head.split_once('{') {
+                Some((n, l)) => (
+                    n,
+                    l.strip_suffix('}').ok_or(format!("bad labels: {line:?}"))?,
+                ),
+                None => (head, ""),
+            };
+            let labels_ok = labels.is_empty()
+                || labels.strip_suffix('"').is_some_and(|l| {
+                    l.split("\",").all(|kv| {
+                        kv.split_once("=\"")
+                            .is_some_and(|(k, v)| valid_name(k) && !v.contains('"'))
+                    })
+                });
+            if !value_ok || !valid_name(name) || !labels_ok {
+                return Err(format!("bad sample line {line:?}"));
+            }
+            if !types.contains_key(name) || done.contains(name) || name != current {
+                return Err(format!("sample of {name} outside its family: {line:?}"));
+            }
+            if !series.insert(head.to_string()) {
+                return Err(format!("duplicate series {head}"));
+            }
+        }
+        Ok(types)
+    }
+
+    #[test]
+    fn the_whole_exposition_is_well_formed() {
+        let st = State::new(
+            Settings {
+                hostname: "h".into(),
+                wrapper_in_cluster: true,
+                retention: Retention::for_queue(10),
+            },
+            42,
+        );
+        let extras = Extras {
+            snapshot_written: Some(1),
+            writer: Some(Default::default()),
+            debug: false,
+        };
+        counters::global().request(counters::RouteKind::Proxy, None, 200);
+        let text = render(&Mutex::new(st), &extras, 100);
+        let types = check_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        for (name, kind) in [
+            ("grid_wrapper_ready", "gauge"),
+            ("grid_wrapper_snapshot_writes_total", "counter"),
+            ("grid_wrapper_requests_total", "counter"),
+            ("grid_wrapper_open_watches", "gauge"),
+            ("grid_wrapper_watches_ended_total", "counter"),
+            ("grid_wrapper_sent_bytes_total", "counter"),
+            ("grid_wrapper_watch_events_sent_total", "counter"),
+            ("grid_wrapper_upstream_relists_total", "counter"),
+            ("process_cpu_seconds_total", "counter"),
+            ("process_resident_memory_bytes", "gauge"),
+        ] {
+            assert_eq!(types.get(name).map(String::as_str), Some(kind), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_checker_rejects_bad_expositions() {
+        for bad in [
+            "x 1\n",
+            "# TYPE x gauge\nx{a=\"b\" 1\n",
+            "# TYPE x gauge\nx one\n",
+            "# TYPE x gauge\n# TYPE x gauge\nx 1\n",
+            "# TYPE x counter\nx 1\n",
+            "# TYPE x gauge\nx 1\n# TYPE y gauge\ny 1\nx 2\n",
+            "# TYPE x gauge\nx{a=\"1\"} 1\nx{a=\"1\"} 2\n",
+            "# TYPE 1x gauge\n",
+            "# TYPE x gauge\nx{1a=\"1\"} 1\n",
+            "# TYPE x gauge\nx{a=1} 1\n",
+        ] {
+            assert!(check_exposition(bad).is_err(), "accepted {bad:?}");
+        }
+        assert!(check_exposition("# HELP x h\n# TYPE x gauge\nx{a=\"1\",b=\"\"} 1.5\n").is_ok());
+    }
 }

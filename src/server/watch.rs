@@ -9,7 +9,9 @@ use crate::api::handlers::{InitialEnd, Segment, WatchPlan};
 use crate::cache::store::State;
 use crate::cache::view::{Entry, Served};
 use crate::k8s::Resource;
+use crate::server::counters::{self, EndReason};
 use crate::server::outbound::Outbound;
+use crate::server::watchers::{query_value, WatchHandle, WatchInfo};
 
 /// Bookmark period on a quiet stream (the apiserver's cadence).
 pub const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
@@ -31,6 +33,17 @@ pub enum End {
     Evicted,
 }
 
+impl End {
+    /// The `reason` this end is counted under.
+    pub fn reason(self) -> EndReason {
+        match self {
+            End::Deadline => EndReason::Deadline,
+            End::TooSlow => EndReason::TooSlow,
+            End::Evicted => EndReason::Evicted,
+        }
+    }
+}
+
 /// State of one watch stream.
 #[derive(Debug)]
 pub struct Watcher {
@@ -44,6 +57,10 @@ pub struct Watcher {
     /// The current RV when this stream's output last backed up (≥ [`HIGH_WATER`] unsent), or
     /// `None` while it drains. Only entries published after it count against the queue bound.
     blocked_at: Option<u64>,
+    /// Events queued before [`Watcher::track`] (the initial ones).
+    untracked_events: usize,
+    /// The stream's entry in the registry of open watches, once tracked.
+    track: Option<WatchHandle>,
 }
 
 /// Queues one chunk-framed watch event: `{"type":T,"object":<bytes>}\n`.
@@ -99,11 +116,13 @@ impl Watcher {
     pub fn start(plan: WatchPlan, now: Instant, out: &mut Outbound) -> Option<Watcher> {
         if let Some(err) = &plan.expired {
             push_event(out, "ERROR", Segment::Owned(err.to_json()));
+            counters::global().watch_ended(EndReason::Expired);
             return None;
         }
         for obj in &plan.initial {
             push_event(out, "ADDED", Segment::Shared(obj.bytes.clone()));
         }
+        counters::global().watch_events(plan.res, plan.initial.len());
         match plan.initial_end {
             InitialEnd::None => {}
             InitialEnd::Bookmark => push_event(
@@ -126,12 +145,55 @@ impl Watcher {
             next_bookmark: now + BOOKMARK_EVERY,
             final_bookmark_sent: false,
             blocked_at: None,
+            untracked_events: plan.initial.len(),
+            track: None,
         })
+    }
+
+    /// Attaches the stream's registry entry (see `server::watchers`): from now on the cursor
+    /// and event count are published there, and dropping the watcher unregisters it.
+    pub fn track(&mut self, handle: WatchHandle) {
+        handle.set_cursor(self.cursor);
+        handle.add_events(std::mem::take(&mut self.untracked_events));
+        self.track = Some(handle);
+    }
+
+    /// Publishes the bytes waiting for the client (to the registry, if tracked).
+    pub fn set_unsent(&self, bytes: usize) {
+        if let Some(t) = &self.track {
+            t.set_unsent(bytes);
+        }
+    }
+
+    /// Counts the stream ended for `reason` (if tracked; otherwise dropping it says nothing).
+    pub fn ended(&self, reason: EndReason) {
+        if let Some(t) = &self.track {
+            t.end(reason);
+        }
     }
 
     /// The watched resource.
     pub fn resource(&self) -> Resource {
         self.res
+    }
+
+    /// The last log entry (resourceVersion) queued to the stream.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// What the registry of open streams keeps about this one, started by `peer` with the raw
+    /// `query` (selectors shown as given).
+    pub fn info(&self, peer: &str, query: &str, now_unix: u64) -> WatchInfo {
+        WatchInfo {
+            peer: peer.to_string(),
+            resource: self.res,
+            namespace: self.filter.namespace.clone(),
+            label_selector: query_value(query, "labelSelector"),
+            field_selector: query_value(query, "fieldSelector"),
+            started_unix: now_unix,
+            cursor: self.cursor,
+        }
     }
 
     /// When [`Watcher::tick`] next has something to do.
@@ -174,20 +236,34 @@ impl Watcher {
         } else {
             self.blocked_at = None;
         }
+        let mut sent = 0;
+        let mut result = Ok(());
         while out.len() < HIGH_WATER {
-            let entries = coll.after(self.cursor, BATCH).map_err(|_| End::Evicted)?;
-            if entries.is_empty() {
-                break;
-            }
+            let entries = match coll.after(self.cursor, BATCH) {
+                Ok(e) if e.is_empty() => break,
+                Ok(e) => e,
+                Err(_) => {
+                    result = Err(End::Evicted);
+                    break;
+                }
+            };
             for entry in &entries {
                 if let Some((kind, obj)) = transition(entry, &self.filter) {
                     push_event(out, kind, obj);
+                    sent += 1;
                     self.next_bookmark = now + BOOKMARK_EVERY;
                 }
                 self.cursor = entry.rv;
             }
         }
-        Ok(())
+        if sent > 0 {
+            counters::global().watch_events(self.res, sent);
+        }
+        if let Some(t) = &self.track {
+            t.add_events(sent);
+            t.set_cursor(self.cursor);
+        }
+        result
     }
 
     /// Bookmarks and the deadline. Call after [`Watcher::pump`]; bookmarks are only sent when
@@ -202,6 +278,9 @@ impl Watcher {
         let final_due = !self.final_bookmark_sent && now + FINAL_BOOKMARK_BEFORE >= self.deadline;
         if now >= self.next_bookmark || final_due {
             self.cursor = self.cursor.max(state.current_rv());
+            if let Some(t) = &self.track {
+                t.set_cursor(self.cursor);
+            }
             push_event(
                 out,
                 "BOOKMARK",
