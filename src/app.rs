@@ -190,9 +190,6 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     if cfg.support_endpointslice_given {
         warn!("--support-endpointslice is accepted for compatibility and ignored: both EndpointSlice versions are always served");
     }
-    if cfg.debug {
-        warn!("--debug is accepted but grid-wrapper has no profiling endpoints yet");
-    }
     let ucfg = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())
         .map_err(|e| AppError::Upstream(e.to_string()))?;
     info!("upstream apiserver: {}", ucfg.server);
@@ -276,6 +273,9 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         metrics,
         cfg.hostname
     );
+    if cfg.debug {
+        info!("--debug: /debug/state on http://{metrics}/debug/state");
+    }
 
     let started = Instant::now();
     let sink: Arc<dyn Sink> = Arc::new(CacheSink {
