@@ -598,6 +598,8 @@ impl State {
     }
 }
 
+#[path = "store_explain.rs"]
+pub mod explain;
 #[path = "store_health.rs"]
 mod health_filter;
 #[path = "store_persist.rs"]
