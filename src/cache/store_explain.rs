@@ -22,6 +22,9 @@ use crate::cache::topology::{self, Class, Labels, Locality, ObjectVerdicts, Reas
 use crate::k8s::{convert, ObjectKey, Resource};
 use crate::upstream::kind::UpstreamKind;
 
+/// Most abnormal node names an [`Overview`] lists.
+pub const MAX_ABNORMAL_LISTED: usize = 100;
+
 /// One upstream endpoint object and its served resourceVersion.
 #[derive(Clone, Debug)]
 struct ObjectInput {
@@ -64,8 +67,10 @@ pub struct Overview {
     pub local_node: String,
     /// Whether the local node is a cached Node (if not, every topology Service is empty).
     pub local_node_known: bool,
-    /// Nodes edge-health reports abnormal.
+    /// Nodes edge-health reports abnormal (the first [`MAX_ABNORMAL_LISTED`] by name).
     pub abnormal_nodes: Vec<String>,
+    /// How many nodes edge-health reports abnormal.
+    pub abnormal_node_count: usize,
     /// Topology Services in the cache.
     pub topology_services: usize,
     /// The first of them, by namespace/name.
@@ -317,7 +322,13 @@ impl ExplainInput {
         Overview {
             local_node: self.hostname.clone(),
             local_node_known: self.nodes.contains_key(&self.hostname),
-            abnormal_nodes: self.abnormal.iter().cloned().collect(),
+            abnormal_nodes: self
+                .abnormal
+                .iter()
+                .take(MAX_ABNORMAL_LISTED)
+                .cloned()
+                .collect(),
+            abnormal_node_count: self.abnormal.len(),
             topology_services: self.topology_services,
             truncated: services.len() < self.topology_services,
             services,

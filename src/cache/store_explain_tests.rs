@@ -190,6 +190,11 @@ fn explains_what_it_serves_and_follows_changes() {
     );
     st.set_edge_health(HealthMap::from([("n1".to_string(), false)]), 4);
     let e = assert_agrees(&st, "s");
+    let o = st.topology_overview(10);
+    assert_eq!(
+        (o.abnormal_nodes.clone(), o.abnormal_node_count),
+        (vec!["n1".to_string()], 1)
+    );
     assert_eq!(e.class, "normal");
     assert!(e.notes[0].contains("no topology keys"), "{:?}", e.notes);
     let codes: Vec<&str> = e.objects[0].endpoints.iter().map(|r| r.reason).collect();

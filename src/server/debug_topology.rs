@@ -194,7 +194,7 @@ fn overview_text(o: &Overview) -> String {
     let _ = writeln!(out, "Local node: {}{known}", clean(&o.local_node));
     if !o.abnormal_nodes.is_empty() {
         let names: Vec<String> = o.abnormal_nodes.iter().take(20).map(|n| clean(n)).collect();
-        let more = o.abnormal_nodes.len().saturating_sub(names.len());
+        let more = o.abnormal_node_count.saturating_sub(names.len());
         let tail = if more > 0 {
             format!(" and {more} more")
         } else {
