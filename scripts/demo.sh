@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: a simulated 3-zone cluster, grid-wrapper in front of it as node edge-a1 (zone-a),
-# the topology Service "web" pruned to zone-a next to the unpruned "api", then a live relabel
-# seen on an open watch. Everything it starts is stopped on exit.
+# the topology Service "web" pruned to zone-a next to the unpruned "api", why each endpoint is
+# kept or pruned (/debug/topology), then a live relabel seen on an open watch. Everything it
+# starts is stopped on exit.
 set -euo pipefail
 BIN=${1:-target/release}
 WORK=$(mktemp -d)
@@ -40,6 +41,11 @@ current-context: c
 KCFG
   echo "$WORK/$2.kubeconfig"
 }
+explain() { # why web's endpoints are kept or pruned, from the metrics address
+  say "why? grid-wrapper explains each endpoint of web: curl $HEALTH_URL/debug/topology/default/web?format=text"
+  curl -fsS "$HEALTH_URL/debug/topology/default/web?format=text"
+}
+HEALTH_URL="http://127.0.0.1:$HEALTH"
 COLS='NAME:.metadata.name,SERVICE:.metadata.labels.kubernetes\.io/service-name,RV:.metadata.resourceVersion,ADDRESSES:.endpoints[*].addresses[0],NODES:.endpoints[*].nodeName'
 
 if command -v kubectl >/dev/null; then
@@ -48,6 +54,7 @@ if command -v kubectl >/dev/null; then
   kubectl --kubeconfig "$UP" get endpointslices -n default -o custom-columns="$COLS"
   say "kubectl → grid-wrapper: web is pruned to zone-a (edge-a1, edge-a2); api is untouched; headless db and other-proxy are never served"
   kubectl --kubeconfig "$GW" get endpointslices -n default -o custom-columns="$COLS"
+  explain
   say "opening a watch through grid-wrapper, then relabelling edge-b1 to zone-a upstream"
   kubectl --kubeconfig "$GW" get endpointslices -n default --watch-only -o custom-columns="$COLS" >"$WORK/watch.out" 2>&1 &
   WPID=$!; PIDS+=($WPID)
@@ -64,6 +71,7 @@ for s in json.load(sys.stdin)["items"]:
     print("%-18s %-12s rv=%-18s %-45s %s" % (m["name"], svc, m["resourceVersion"], ips, nodes))'; }
   say "apiserver view"; show "$SIM"
   say "grid-wrapper view (web pruned to zone-a)"; show "http://127.0.0.1:$PORT"
+  explain
   say "opening a watch through grid-wrapper, then relabelling edge-b1 to zone-a upstream"
   RV=$(curl -fsS "http://127.0.0.1:$PORT/apis/discovery.k8s.io/v1/endpointslices" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])')
   curl -fsSN "http://127.0.0.1:$PORT/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?watch=true&resourceVersion=$RV" >"$WORK/watch.out" 2>&1 &

@@ -55,6 +55,11 @@
 //! (`server::event_loop::Server::shutdown`) followed by the final snapshot, and SIGHUP (or
 //! changed files) into a TLS reload. Reflector health is counted in [`upstream::stats`].
 //!
+//! **Explaining:** `/debug/topology` on the metrics address (`server::debug_topology`) copies
+//! what it needs under the lock ([`cache::store::explain`]: shared bytes, a few labels), then
+//! evaluates it off the lock with the verdicts that prune ([`cache::topology::explain`]), so an
+//! explanation never disagrees with what is served.
+//!
 //! # Pure core, thin shell
 //!
 //! Pure (no sockets, threads or clocks; unit-tested and fuzzable): [`http`], [`api`],

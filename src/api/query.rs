@@ -134,7 +134,7 @@ fn parse_bool(name: &str, value: Option<&str>) -> Result<Option<bool>, ApiError>
 /// Keeps every pair in order (the first of repeated keys is the one read). A `;` in a pair or a
 /// bad `%` escape is a 400, where Go reports an error. Decoded bytes that are not UTF-8 are
 /// replaced (U+FFFD), which no selector or known value accepts.
-fn decode_query(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+pub fn decode_query(query: &str) -> Result<Vec<(String, String)>, ApiError> {
     let mut out = Vec::new();
     for pair in query.split('&') {
         if pair.contains(';') {

@@ -27,7 +27,7 @@ pub enum Route {
 }
 
 /// Decodes `%XX` escapes of one path segment; `None` on a bad escape, non-UTF-8 or `/` inside.
-fn segment(raw: &str) -> Option<String> {
+pub fn segment(raw: &str) -> Option<String> {
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use log::{debug, warn};
 use serde_json::Value;
 
-use crate::cache::topology::{self, Class, KeysAnnotation, Labels, Locality, TopologyKeys};
+use crate::cache::topology::{self, Class, Labels, Locality, TopologyKeys};
 use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Collection, Retention, Served};
 use crate::k8s::{convert, ObjectKey, Resource};
 use crate::upstream::kind::{Change, UpstreamKind};
@@ -336,14 +336,7 @@ impl State {
                 if same(self.services.get(&key)) {
                     return;
                 }
-                let keys = match topology::service_keys(&obj) {
-                    KeysAnnotation::Absent => None,
-                    KeysAnnotation::Keys(k) => Some(k),
-                    KeysAnnotation::Invalid(why) => {
-                        warn!("service {key}: ignoring topologyKeys annotation: {why}");
-                        None
-                    }
-                };
+                let keys = topology::service_keys_logged(&key, &obj);
                 let is_new = !self.services.contains_key(&key);
                 if is_new || self.service_keys.get(&key) != keys.as_ref() {
                     self.dirty_services.insert(key.clone());
@@ -605,6 +598,8 @@ impl State {
     }
 }
 
+#[path = "store_explain.rs"]
+pub mod explain;
 #[path = "store_health.rs"]
 mod health_filter;
 #[path = "store_persist.rs"]

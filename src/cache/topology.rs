@@ -1,17 +1,22 @@
 //! Topology pruning of Endpoints and EndpointSlices (TOPOLOGY.md §1–§8), as pure functions over
 //! `serde_json::Value`.
 //!
-//! This module owns the rules: parsing a Service's `topologyKeys` annotation (§1), the match
-//! predicate (§2), slice → Service association (§3), the filtering of core/v1 Endpoints and of
-//! both EndpointSlice versions (§4, §5, §7) and the `default/kubernetes` local-apiserver rewrite
-//! (§8), and the optional edge-health filter (§10: endpoints on nodes in
-//! [`Locality::abnormal`] are dropped; the map itself is `cache::health`'s). It does not own
+//! This module owns the rules: parsing a Service's `topologyKeys` annotation (§1) and OpenYurt's
+//! `openyurt.io/topologyKeys` (mapped onto the same keys, see [`openyurt`]; `topologyKeys` wins
+//! when both give keys, see [`service_topology`]), the match predicate (§2), slice → Service
+//! association (§3), the filtering of core/v1 Endpoints and of both EndpointSlice versions (§4,
+//! §5, §7) and the `default/kubernetes` local-apiserver rewrite (§8), and the optional
+//! edge-health filter (§10: endpoints on nodes in [`Locality::abnormal`] are dropped; the map
+//! itself is `cache::health`'s). Every keep/prune decision is a [`Verdict`] with a [`Reason`]
+//! (`explain.rs`), which `/debug/topology` reports. It does not own
 //! resource versions, events or indexes (the cache does) and never touches
 //! `metadata.resourceVersion`. Every served object is the input with only the documented changes;
 //! unknown fields and the order of kept entries are preserved. Malformed input never panics: a
 //! malformed endpoint has no node (so a topology service drops it), other malformed parts are left
 //! as they are.
 
+mod explain;
+pub mod openyurt;
 mod rewrite;
 mod serve;
 
@@ -20,14 +25,24 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_explain;
+#[cfg(test)]
 mod tests_health;
+#[cfg(test)]
+mod tests_openyurt;
 #[cfg(test)]
 mod tests_slices;
 
+pub use explain::{
+    explain, explain_endpoints, explain_health, explain_slice_v1, explain_slice_v1beta1, verdict,
+    EndpointVerdict, ObjectVerdicts, Reason, Verdict,
+};
+pub use openyurt::OpenYurtTopology;
 pub use serve::{serve_endpoints, serve_slice_v1, serve_slice_v1beta1};
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use log::{debug, warn};
 use serde_json::Value;
 
 use crate::k8s::ObjectKey;
@@ -49,15 +64,18 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopologyKeys(pub BTreeSet<String>);
 
-/// What a Service's `topologyKeys` annotation says (§1).
+/// What a Service's `topologyKeys` annotation says (§1) — or, from [`service_keys`], both of its
+/// topology annotations together.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeysAnnotation {
-    /// No annotations, key absent, `[]` or `null`: a normal service.
+    /// No annotations, key absent, `[]` or `null` (OpenYurt's: absent, `null` or `""`): a
+    /// normal service.
     Absent,
-    /// A non-empty array of label keys: a topology service.
+    /// A non-empty array of label keys (or a valid OpenYurt value): a topology service.
     Keys(TopologyKeys),
-    /// Unusable value (not JSON, not an array, non-string elements, not a string): treated as
-    /// absent. The text says why; the caller logs it (this function does not).
+    /// Unusable value (not JSON, not an array, non-string elements, not a string; for
+    /// OpenYurt's, not one of its three values): treated as absent. The text says why; the
+    /// caller logs it (the parsers do not).
     Invalid(String),
 }
 
@@ -72,8 +90,116 @@ impl KeysAnnotation {
     }
 }
 
-/// Reads the Service's `metadata.annotations.topologyKeys` (§1). `[]`/`null` → Absent.
+/// The effective keys of a Service from both annotations (see [`service_topology`]): `Keys`
+/// from whichever wins, else `Invalid` when an annotation was unusable, else `Absent`.
 pub fn service_keys(service: &Value) -> KeysAnnotation {
+    service_topology(service).keys
+}
+
+/// Which annotation a Service's keys come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeysSource {
+    /// grid-wrapper's (SuperEdge's) own `topologyKeys` (§1).
+    TopologyKeys,
+    /// OpenYurt's `openyurt.io/topologyKeys`, with its value.
+    OpenYurt(OpenYurtTopology),
+}
+
+impl std::fmt::Display for KeysSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeysSource::TopologyKeys => f.write_str(TOPOLOGY_KEYS_ANNOTATION),
+            KeysSource::OpenYurt(m) => {
+                write!(
+                    f,
+                    "{}={}",
+                    openyurt::OPENYURT_TOPOLOGY_ANNOTATION,
+                    m.value()
+                )
+            }
+        }
+    }
+}
+
+/// What a Service's two topology annotations say together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceTopology {
+    /// The effective annotation (what [`service_keys`] returns).
+    pub keys: KeysAnnotation,
+    /// Where the keys come from, when there are keys.
+    pub source: Option<KeysSource>,
+    /// Unusable annotations that were ignored, one reason each: the caller warns.
+    pub warnings: Vec<String>,
+    /// Set when `openyurt.io/topologyKeys` was present but `topologyKeys` won: the caller logs
+    /// it at debug.
+    pub shadowed: Option<String>,
+}
+
+/// Reads both annotations of a Service and decides which applies.
+///
+/// **Precedence:** `topologyKeys` wins whenever it gives keys (it is the annotation
+/// grid-wrapper was built for, and SuperEdge's controller writes it); the OpenYurt annotation is
+/// then ignored (reported in `shadowed`). Otherwise — `topologyKeys` absent, `[]`, `null` or
+/// invalid (an invalid annotation counts as absent, §1) — `openyurt.io/topologyKeys` applies if
+/// valid. Each invalid annotation that did not lose to a valid `topologyKeys` is reported in
+/// `warnings`.
+pub fn service_topology(service: &Value) -> ServiceTopology {
+    let own = topology_keys_annotation(service);
+    let yurt = openyurt::parse(service);
+    let mut out = ServiceTopology {
+        keys: KeysAnnotation::Absent,
+        source: None,
+        warnings: Vec::new(),
+        shadowed: None,
+    };
+    if let KeysAnnotation::Keys(keys) = own {
+        if !matches!(yurt, Ok(None)) {
+            out.shadowed = Some(format!(
+                "annotation {} is ignored: {TOPOLOGY_KEYS_ANNOTATION} takes precedence",
+                openyurt::OPENYURT_TOPOLOGY_ANNOTATION
+            ));
+        }
+        out.keys = KeysAnnotation::Keys(keys);
+        out.source = Some(KeysSource::TopologyKeys);
+        return out;
+    }
+    if let KeysAnnotation::Invalid(why) = own {
+        out.warnings.push(why);
+    }
+    match yurt {
+        Ok(Some(mode)) => {
+            out.keys = KeysAnnotation::Keys(mode.keys());
+            out.source = Some(KeysSource::OpenYurt(mode));
+        }
+        Ok(None) => {}
+        Err(why) => out.warnings.push(why),
+    }
+    if out.source.is_none() && !out.warnings.is_empty() {
+        out.keys = KeysAnnotation::Invalid(out.warnings.join("; "));
+    }
+    out
+}
+
+/// The keys of the Service `key` (see [`service_topology`]), logging each ignored invalid
+/// annotation as a warning and a shadowed OpenYurt annotation at debug. The cache calls it once
+/// per changed Service object, so a warning repeats only when the Service changes.
+pub fn service_keys_logged(key: &ObjectKey, service: &Value) -> Option<TopologyKeys> {
+    let topo = service_topology(service);
+    for why in &topo.warnings {
+        warn!("service {key}: ignoring {why}");
+    }
+    if let Some(note) = &topo.shadowed {
+        debug!("service {key}: {note}");
+    }
+    match topo.keys {
+        KeysAnnotation::Keys(k) => Some(k),
+        KeysAnnotation::Absent | KeysAnnotation::Invalid(_) => None,
+    }
+}
+
+/// Reads the Service's own `metadata.annotations.topologyKeys` (§1), ignoring OpenYurt's.
+/// `[]`/`null` → Absent.
+pub fn topology_keys_annotation(service: &Value) -> KeysAnnotation {
     let raw = match service
         .get("metadata")
         .and_then(|m| m.get("annotations"))
@@ -161,31 +287,25 @@ impl<'a> Class<'a> {
             },
         }
     }
+
+    /// The keys a topology Service filters by; `None` for normal and dangling.
+    pub fn keys(self) -> Option<&'a TopologyKeys> {
+        match self {
+            Class::Topology(keys) => Some(keys),
+            Class::Normal | Class::Dangling => None,
+        }
+    }
 }
 
-/// §2 match predicate.
+/// §2 match predicate: [`explain`]`(..).kept`.
 pub fn keeps(endpoint_node: Option<&str>, keys: &TopologyKeys, loc: &Locality<'_>) -> bool {
-    let Some(local) = loc.nodes.get(loc.hostname) else {
-        return false;
-    };
-    let Some(node) = endpoint_node.filter(|n| !n.is_empty()) else {
-        return false;
-    };
-    let Some(remote) = loc.nodes.get(node) else {
-        return false;
-    };
-    keys.0
-        .iter()
-        .any(|k| matches!((local.get(k), remote.get(k)), (Some(a), Some(b)) if a == b))
+    explain(endpoint_node, keys, loc).kept
 }
 
-/// §10: whether an endpoint on `endpoint_node` sits on a node reported abnormal. An endpoint
-/// without a node never does.
+/// §10: whether an endpoint on `endpoint_node` sits on a node reported abnormal
+/// (`!`[`explain_health`]`(..).kept`). An endpoint without a node never does.
 pub fn on_abnormal_node(endpoint_node: Option<&str>, loc: &Locality<'_>) -> bool {
-    !loc.abnormal.is_empty()
-        && endpoint_node
-            .filter(|n| !n.is_empty())
-            .is_some_and(|n| loc.abnormal.contains(n))
+    !explain_health(endpoint_node, loc).kept
 }
 
 /// The Service an EndpointSlice belongs to: label `kubernetes.io/service-name` in the slice's namespace (§3).

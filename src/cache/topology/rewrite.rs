@@ -52,19 +52,29 @@ fn https(port: u16) -> Value {
     json!({ "name": "https", "port": port, "protocol": "TCP" })
 }
 
-/// `(ip, port)` when every §8 condition holds. Objects that are not `default/kubernetes`, and
-/// all objects when `--wrapper-in-cluster=false`, are silently not rewritten; a
-/// `default/kubernetes` object failing a check is logged with the reason.
-fn target(obj: &Value, loc: &Locality<'_>, kind: Target) -> Option<(String, u16)> {
+/// Whether §8 rewrites `obj` (every condition holds), without logging: what
+/// [`endpoints`] / [`slice`] decide, for explanations.
+pub(super) fn applies(obj: &Value, loc: &Locality<'_>, kind: Target) -> bool {
+    candidate(obj, loc).is_some() && check(obj, kind).is_ok()
+}
+
+/// The object's metadata when §8 is to be checked at all: `--wrapper-in-cluster` and the object
+/// is `default/kubernetes`.
+fn candidate<'v>(obj: &'v Value, loc: &Locality<'_>) -> Option<&'v Value> {
     if !loc.wrapper_in_cluster {
         return None;
     }
     let meta = obj.get("metadata")?;
     let namespace = meta.get("namespace").and_then(Value::as_str);
     let name = meta.get("name").and_then(Value::as_str);
-    if namespace != Some("default") || name != Some("kubernetes") {
-        return None;
-    }
+    (namespace == Some("default") && name == Some("kubernetes")).then_some(meta)
+}
+
+/// `(ip, port)` when every §8 condition holds. Objects that are not `default/kubernetes`, and
+/// all objects when `--wrapper-in-cluster=false`, are silently not rewritten; a
+/// `default/kubernetes` object failing a check is logged with the reason.
+fn target(obj: &Value, loc: &Locality<'_>, kind: Target) -> Option<(String, u16)> {
+    let meta = candidate(obj, loc)?;
     match check(obj, kind) {
         Ok(found) => Some(found),
         Err(why) => {

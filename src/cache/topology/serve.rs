@@ -2,13 +2,14 @@
 //! then unfiltered for dangling and normal services, filtered by §2 for topology services; on
 //! top of that, whatever the class, endpoints on nodes edge-health reports abnormal (§10) are
 //! dropped, except from `default/kubernetes`. Kept entries are copied unchanged and in order,
-//! except that topology services lose slice `hints`.
+//! except that topology services lose slice `hints`. Whether an endpoint is kept is decided by
+//! [`verdict`] alone (`explain.rs`), which the explanations of `/debug/topology` share.
 
 use serde_json::{Map, Value};
 
 use super::{
-    address_node, keeps, on_abnormal_node, rewrite, slice_endpoint_node, slice_service, Class,
-    Locality, TopologyKeys,
+    address_node, rewrite, slice_endpoint_node, slice_service, verdict, Class, Locality,
+    TopologyKeys,
 };
 use crate::k8s::ObjectKey;
 
@@ -21,10 +22,7 @@ pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Val
     if let Some(rewritten) = rewrite::endpoints(obj, loc) {
         return rewritten;
     }
-    let keys = match class {
-        Class::Topology(keys) => Some(keys),
-        Class::Normal | Class::Dangling => None,
-    };
+    let keys = class.keys();
     let health = health_applies(obj, loc, false);
     if keys.is_none() && !health {
         return obj.clone();
@@ -41,10 +39,7 @@ pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Val
                 continue;
             };
             let before = list.len();
-            list.retain(|addr| {
-                let node = address_node(addr);
-                keys.is_none_or(|k| keeps(node, k, loc)) && !(health && on_abnormal_node(node, loc))
-            });
+            list.retain(|addr| verdict(address_node(addr), keys, health, loc).kept);
             if list.is_empty() && (keys.is_some() || before > 0) {
                 // `omitempty`; retain (not remove) keeps the remaining keys' order either way.
                 subset.retain(|k, _| k != field);
@@ -82,7 +77,10 @@ fn serve_slice(obj: &Value, class: Class<'_>, loc: &Locality<'_>, topology_field
             let mut out = obj.clone();
             // Only endpoints on abnormal nodes go; the rest (hints included) stays as given.
             if let Some(Value::Array(list)) = out.get_mut("endpoints") {
-                list.retain(|ep| !on_abnormal_node(slice_endpoint_node(ep, topology_field), loc));
+                list.retain(|ep| {
+                    let node = slice_endpoint_node(ep, topology_field);
+                    verdict(node, None, true, loc).kept
+                });
             }
             out
         }
@@ -104,7 +102,7 @@ fn filter_slice_endpoints(
         Some(Value::Array(list)) => {
             list.retain(|ep| {
                 let node = slice_endpoint_node(ep, topology_field);
-                keeps(node, keys, loc) && !(health && on_abnormal_node(node, loc))
+                verdict(node, Some(keys), health, loc).kept
             });
             for ep in list.iter_mut().filter_map(Value::as_object_mut) {
                 ep.retain(|k, _| k != "hints");
@@ -120,7 +118,7 @@ fn filter_slice_endpoints(
 /// Whether the §10 filter applies to `obj`: some node is reported abnormal and the object is
 /// not `default/kubernetes` (the Endpoints, or a slice named `kubernetes` or labelled as the
 /// `kubernetes` Service's), which stays exactly as without the feature.
-fn health_applies(obj: &Value, loc: &Locality<'_>, slice: bool) -> bool {
+pub(super) fn health_applies(obj: &Value, loc: &Locality<'_>, slice: bool) -> bool {
     if loc.abnormal.is_empty() {
         return false;
     }

@@ -1,0 +1,521 @@
+//! The cache's side of `/debug/topology`: why each endpoint of a Service is kept or pruned, as
+//! plain data ([`Overview`], [`ServiceExplanation`]). Pure; the server only formats.
+//!
+//! The verdicts come from the functions that prune ([`topology::explain_endpoints`],
+//! [`topology::explain_slice_v1`]), fed with what the served objects were computed from: the
+//! stored upstream object, its Service's stored keys, node labels, `--hostname`, the edge-health
+//! set. An explanation therefore cannot disagree with what is served.
+//!
+//! Two steps, so that the caller holds the cache lock (which the event loop and the reflectors
+//! take too) only to copy: [`State::overview_input`] / [`State::explain_input`] take shared
+//! object bytes, served resourceVersions and the labels of the nodes concerned (only the keys in
+//! play) — no parsing; then [`ExplainInput::overview`] / [`ExplainInput::explain`] parse and
+//! evaluate without the lock. Slices are explained in their discovery.k8s.io/v1 view (converted
+//! first when the upstream serves v1beta1, as for serving; both views keep the same endpoints).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::{parse, Raw, State, Target};
+use crate::cache::topology::{self, Class, Labels, Locality, ObjectVerdicts, Reason, TopologyKeys};
+use crate::k8s::{convert, ObjectKey, Resource};
+use crate::upstream::kind::UpstreamKind;
+
+/// Most abnormal node names an [`Overview`] lists.
+pub const MAX_ABNORMAL_LISTED: usize = 100;
+
+/// One upstream endpoint object and its served resourceVersion.
+#[derive(Clone, Debug)]
+struct ObjectInput {
+    name: String,
+    raw: Raw,
+    served_rv: Option<u64>,
+}
+
+/// One Service (cached or not) and its endpoint objects.
+#[derive(Clone, Debug)]
+struct ServiceInput {
+    key: ObjectKey,
+    service: Option<Raw>,
+    keys: Option<TopologyKeys>,
+    endpoints: Option<ObjectInput>,
+    slices: Vec<ObjectInput>,
+}
+
+/// What explaining needs, copied from the cache under its lock (cheap: shared bytes and a few
+/// labels); evaluated later without it.
+#[derive(Clone, Debug)]
+pub struct ExplainInput {
+    hostname: String,
+    wrapper_in_cluster: bool,
+    /// The local node and every node an endpoint of the selected objects sits on (if cached),
+    /// with only the labels whose key some selected Service filters by.
+    nodes: BTreeMap<String, Labels>,
+    abnormal: BTreeSet<String>,
+    v1beta1_upstream: bool,
+    services: Vec<ServiceInput>,
+    /// Topology Services in the cache (the overview may hold fewer).
+    topology_services: usize,
+}
+
+/// `GET /debug/topology`: every topology Service, with kept/total counts.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overview {
+    /// `--hostname`.
+    pub local_node: String,
+    /// Whether the local node is a cached Node (if not, every topology Service is empty).
+    pub local_node_known: bool,
+    /// Nodes edge-health reports abnormal (the first [`MAX_ABNORMAL_LISTED`] by name).
+    pub abnormal_nodes: Vec<String>,
+    /// How many nodes edge-health reports abnormal.
+    pub abnormal_node_count: usize,
+    /// Topology Services in the cache.
+    pub topology_services: usize,
+    /// The first of them, by namespace/name.
+    pub services: Vec<ServiceSummary>,
+    /// Fewer `services` than `topology_services` (the row limit).
+    pub truncated: bool,
+}
+
+/// One topology Service in the [`Overview`].
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSummary {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The node label keys it filters by.
+    pub keys: Vec<String>,
+    /// The annotation the keys come from (`topologyKeys`, `openyurt.io/topologyKeys=…`).
+    pub source: String,
+    /// The local node's value for each key (`null`: label absent or node unknown).
+    pub local_values: BTreeMap<String, Option<String>>,
+    /// Over its core/v1 Endpoints object (`addresses` and `notReadyAddresses`), if cached.
+    pub endpoints: Option<Counts>,
+    /// Over its discovery.k8s.io/v1 EndpointSlices (their `endpoints`), if any.
+    pub endpoint_slices: Option<Counts>,
+}
+
+/// Kept and total endpoints over some objects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Endpoints served.
+    pub kept: usize,
+    /// Endpoints upstream.
+    pub total: usize,
+    /// Objects counted.
+    pub objects: usize,
+}
+
+/// `GET /debug/topology/<namespace>/<service>`: every endpoint of its Endpoints and slices.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceExplanation {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `--hostname`.
+    pub local_node: String,
+    /// Whether the local node is a cached Node.
+    pub local_node_known: bool,
+    /// `topology`, `normal` (no keys: not filtered by topology) or `dangling` (no Service
+    /// cached: not filtered by topology).
+    pub class: &'static str,
+    /// The keys (empty unless `topology`).
+    pub keys: Vec<String>,
+    /// The annotation the keys come from.
+    pub source: Option<String>,
+    /// The local node's value for each key.
+    pub local_values: BTreeMap<String, Option<String>>,
+    /// Notes on the Service: no topology, ignored annotations, precedence.
+    pub notes: Vec<String>,
+    /// Its Endpoints object, then its slices by name.
+    pub objects: Vec<ObjectReport>,
+    /// Endpoint rows listed (over all objects).
+    pub rows: usize,
+    /// Rows left out by the row limit (the counts still cover them).
+    pub omitted_rows: usize,
+    /// `omitted_rows > 0`.
+    pub truncated: bool,
+}
+
+/// One endpoint object of a [`ServiceExplanation`].
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReport {
+    /// `Endpoints` or `EndpointSlice`.
+    pub kind: &'static str,
+    /// `v1` or `discovery.k8s.io/v1` (the view explained).
+    pub api_version: &'static str,
+    /// `metadata.name`.
+    pub name: String,
+    /// The resourceVersion grid-wrapper serves it with (`null` if not served).
+    pub resource_version: Option<String>,
+    /// `default/kubernetes` rewritten to the local apiserver (§8): no upstream endpoint served.
+    pub rewritten: bool,
+    /// Endpoints served.
+    pub kept: usize,
+    /// Endpoints upstream.
+    pub total: usize,
+    /// Its endpoints (up to the row limit).
+    pub endpoints: Vec<EndpointRow>,
+}
+
+/// One endpoint and its verdict.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointRow {
+    /// IP (first address of a slice endpoint).
+    pub address: String,
+    /// `addresses`, `notReadyAddresses` or `endpoints`.
+    pub list: &'static str,
+    /// The node the filter used.
+    pub node: Option<String>,
+    /// That node's value for each key (empty for an unknown node or without topology).
+    pub node_values: BTreeMap<String, Option<String>>,
+    /// Served or pruned.
+    pub kept: bool,
+    /// [`Reason::code`].
+    pub reason: &'static str,
+    /// The reason in words.
+    pub message: String,
+}
+
+impl State {
+    /// Copies what [`ExplainInput::overview`] needs for the first `limit` topology Services.
+    pub fn overview_input(&self, limit: usize) -> ExplainInput {
+        let keys: Vec<ObjectKey> = self.service_keys.keys().take(limit).cloned().collect();
+        self.input_for(keys)
+    }
+
+    /// Copies what [`ExplainInput::explain`] needs for `service`; `None` when the cache holds
+    /// neither the Service nor an Endpoints object or slice of it.
+    pub fn explain_input(&self, service: &ObjectKey) -> Option<ExplainInput> {
+        let known = self.services.contains_key(service)
+            || self.endpoints.contains_key(service)
+            || self.slices_by_service.contains_key(service);
+        known.then(|| self.input_for(vec![service.clone()]))
+    }
+
+    /// The overview, computed under the caller's borrow (tests; the server copies first).
+    pub fn topology_overview(&self, limit: usize) -> Overview {
+        self.overview_input(limit).overview()
+    }
+
+    /// One Service explained under the caller's borrow (tests; the server copies first).
+    pub fn explain_service(&self, service: &ObjectKey, rows: usize) -> Option<ServiceExplanation> {
+        self.explain_input(service).map(|i| i.explain(rows))
+    }
+
+    fn input_for(&self, keys: Vec<ObjectKey>) -> ExplainInput {
+        let mut node_names: BTreeSet<&str> = BTreeSet::from([self.settings.hostname.as_str()]);
+        let mut label_keys: BTreeSet<&str> = BTreeSet::new();
+        let mut services = Vec::with_capacity(keys.len());
+        for key in keys {
+            let filter = self.service_keys.get(&key);
+            label_keys.extend(filter.iter().flat_map(|k| k.0.iter().map(String::as_str)));
+            let mut object = |target: Target, raw: &Raw| {
+                let (res, key) = match &target {
+                    Target::Endpoints(k) => (Resource::Endpoints, k),
+                    Target::Slice(k) => (Resource::SlicesV1, k),
+                };
+                let served_rv = self.served[res.index()].get(key).map(|s| s.rv);
+                let name = key.name.clone();
+                let on = self.nodes_of.get(&target).into_iter().flatten();
+                node_names.extend(on.map(String::as_str));
+                ObjectInput {
+                    name,
+                    raw: raw.clone(),
+                    served_rv,
+                }
+            };
+            let endpoints =
+                (self.endpoints.get(&key)).map(|raw| object(Target::Endpoints(key.clone()), raw));
+            let slices = (self.slices_by_service.get(&key).into_iter().flatten())
+                .filter_map(|s| Some(object(Target::Slice(s.clone()), self.slices.get(s)?)))
+                .collect();
+            services.push(ServiceInput {
+                service: self.services.get(&key).cloned(),
+                keys: filter.cloned(),
+                endpoints,
+                slices,
+                key,
+            });
+        }
+        let nodes = node_names
+            .into_iter()
+            .filter_map(|n| {
+                let labels = self.node_labels.get(n)?;
+                let kept = labels
+                    .iter()
+                    .filter(|(k, _)| label_keys.contains(k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                Some((n.to_string(), kept))
+            })
+            .collect();
+        ExplainInput {
+            hostname: self.settings.hostname.clone(),
+            wrapper_in_cluster: self.settings.wrapper_in_cluster,
+            nodes,
+            abnormal: self.health.abnormal.clone(),
+            v1beta1_upstream: self.slice_kind == UpstreamKind::SlicesV1beta1,
+            services,
+            topology_services: self.service_keys.len(),
+        }
+    }
+}
+
+impl ExplainInput {
+    fn locality(&self) -> Locality<'_> {
+        Locality {
+            hostname: &self.hostname,
+            nodes: &self.nodes,
+            wrapper_in_cluster: self.wrapper_in_cluster,
+            abnormal: &self.abnormal,
+        }
+    }
+
+    /// Every topology Service copied, with kept/total over its Endpoints and its v1 slices.
+    pub fn overview(&self) -> Overview {
+        let loc = self.locality();
+        let services = self
+            .services
+            .iter()
+            .map(|svc| {
+                let class = svc.class();
+                let count = |objs: &mut dyn Iterator<Item = ObjectVerdicts<'_>>| {
+                    objs.fold(Counts::default(), |c, o| Counts {
+                        kept: c.kept + o.endpoints.iter().filter(|e| e.verdict.kept).count(),
+                        total: c.total + o.endpoints.len(),
+                        objects: c.objects + 1,
+                    })
+                };
+                let endpoints = svc
+                    .endpoints
+                    .as_ref()
+                    .map(|o| count(&mut self.endpoints_verdicts(o, class, &loc).into_iter()));
+                let slices = (!svc.slices.is_empty()).then(|| {
+                    count(
+                        &mut svc
+                            .slices
+                            .iter()
+                            .filter_map(|o| self.slice_verdicts(o, class, &loc)),
+                    )
+                });
+                let (_, source, _) = svc.annotations();
+                ServiceSummary {
+                    namespace: svc.key.namespace.clone(),
+                    name: svc.key.name.clone(),
+                    keys: key_list(svc.keys.as_ref()),
+                    source: source.unwrap_or_default(),
+                    local_values: self.values_of(&self.hostname, svc.keys.as_ref()),
+                    endpoints,
+                    endpoint_slices: slices,
+                }
+            })
+            .collect::<Vec<_>>();
+        Overview {
+            local_node: self.hostname.clone(),
+            local_node_known: self.nodes.contains_key(&self.hostname),
+            abnormal_nodes: self
+                .abnormal
+                .iter()
+                .take(MAX_ABNORMAL_LISTED)
+                .cloned()
+                .collect(),
+            abnormal_node_count: self.abnormal.len(),
+            topology_services: self.topology_services,
+            truncated: services.len() < self.topology_services,
+            services,
+        }
+    }
+
+    /// The (first) Service copied, endpoint by endpoint, listing at most `max_rows` rows.
+    pub fn explain(&self, max_rows: usize) -> ServiceExplanation {
+        let loc = self.locality();
+        let mut rows = 0;
+        let mut omitted = 0;
+        let mut objects = Vec::new();
+        let svc = self.services.first();
+        let class = svc.map_or(Class::Dangling, ServiceInput::class);
+        let keys = svc.and_then(|s| s.keys.as_ref());
+        let mut report = |kind, api_version, obj: &ObjectInput, verdicts: ObjectVerdicts<'_>| {
+            let kept = verdicts.endpoints.iter().filter(|e| e.verdict.kept).count();
+            let total = verdicts.endpoints.len();
+            let listed = total.min(max_rows - rows.min(max_rows));
+            rows += listed;
+            omitted += total - listed;
+            let endpoints = verdicts
+                .endpoints
+                .into_iter()
+                .take(listed)
+                .map(|e| EndpointRow {
+                    message: self.message(e.verdict.reason, e.node.as_deref(), class),
+                    node_values: match &e.node {
+                        Some(n) if self.nodes.contains_key(n) => self.values_of(n, keys),
+                        _ => BTreeMap::new(),
+                    },
+                    address: e.address,
+                    list: e.list,
+                    node: e.node,
+                    kept: e.verdict.kept,
+                    reason: e.verdict.reason.code(),
+                })
+                .collect();
+            objects.push(ObjectReport {
+                kind,
+                api_version,
+                name: obj.name.clone(),
+                resource_version: obj.served_rv.map(|rv| rv.to_string()),
+                rewritten: verdicts.rewritten,
+                kept,
+                total,
+                endpoints,
+            });
+        };
+        if let Some(svc) = svc {
+            if let Some(o) = &svc.endpoints {
+                if let Some(v) = self.endpoints_verdicts(o, class, &loc) {
+                    report("Endpoints", "v1", o, v);
+                }
+            }
+            for o in &svc.slices {
+                if let Some(v) = self.slice_verdicts(o, class, &loc) {
+                    report("EndpointSlice", "discovery.k8s.io/v1", o, v);
+                }
+            }
+        }
+        let (mut notes, source, class_name) = match svc {
+            Some(s) => s.annotations(),
+            None => (Vec::new(), None, "dangling"),
+        };
+        if class_name == "dangling" {
+            notes.push("no such Service cached: its endpoint objects are served without topology filtering".into());
+        }
+        ServiceExplanation {
+            namespace: svc.map(|s| s.key.namespace.clone()).unwrap_or_default(),
+            name: svc.map(|s| s.key.name.clone()).unwrap_or_default(),
+            local_node: self.hostname.clone(),
+            local_node_known: self.nodes.contains_key(&self.hostname),
+            class: class_name,
+            keys: key_list(keys),
+            source,
+            local_values: self.values_of(&self.hostname, keys),
+            notes,
+            objects,
+            rows,
+            omitted_rows: omitted,
+            truncated: omitted > 0,
+        }
+    }
+
+    fn endpoints_verdicts<'k>(
+        &self,
+        obj: &ObjectInput,
+        class: Class<'k>,
+        loc: &Locality<'_>,
+    ) -> Option<ObjectVerdicts<'k>> {
+        let value = parse(&obj.raw)?;
+        Some(topology::explain_endpoints(&value, class, loc))
+    }
+
+    fn slice_verdicts<'k>(
+        &self,
+        obj: &ObjectInput,
+        class: Class<'k>,
+        loc: &Locality<'_>,
+    ) -> Option<ObjectVerdicts<'k>> {
+        let mut value = parse(&obj.raw)?;
+        if self.v1beta1_upstream {
+            value = convert::slice_v1beta1_to_v1(&value);
+        }
+        Some(topology::explain_slice_v1(&value, class, loc))
+    }
+
+    /// `node`'s value for each key (`null` when it lacks the label).
+    fn values_of(
+        &self,
+        node: &str,
+        keys: Option<&TopologyKeys>,
+    ) -> BTreeMap<String, Option<String>> {
+        let labels = self.nodes.get(node);
+        keys.into_iter()
+            .flat_map(|k| k.0.iter())
+            .map(|k| (k.clone(), labels.and_then(|l| l.get(k)).cloned()))
+            .collect()
+    }
+
+    fn message(&self, reason: Reason<'_>, node: Option<&str>, class: Class<'_>) -> String {
+        let h = &self.hostname;
+        let n = node.unwrap_or("");
+        match reason {
+            Reason::KeyMatches(k) => {
+                let v = self.nodes.get(h).and_then(|l| l.get(k)).map_or("", String::as_str);
+                format!("same {k}={v:?} as the local node {h}")
+            }
+            Reason::NoTopology => match class {
+                Class::Dangling => "no Service cached: not filtered by topology".into(),
+                _ => "the Service has no topology keys: not filtered by topology".into(),
+            },
+            Reason::NoNodeName => "the endpoint names no node".into(),
+            Reason::UnknownNode => format!("node {n} is not a cached Node"),
+            Reason::LocalNodeUnknown => {
+                format!("the local node {h} is not a cached Node: a topology Service gets no endpoints")
+            }
+            Reason::LocalNodeLacksKeys => {
+                format!("the local node {h} has none of the keys: a topology Service gets no endpoints")
+            }
+            Reason::NoKeyMatches => format!("no key has the same value on {n} as on the local node {h}"),
+            Reason::EdgeHealthAbnormal => format!("edge-health reports node {n} abnormal"),
+            Reason::Rewritten => {
+                "default/kubernetes is rewritten to the local apiserver: upstream endpoints are not served".into()
+            }
+        }
+    }
+}
+
+impl ServiceInput {
+    fn class(&self) -> Class<'_> {
+        match (&self.keys, &self.service) {
+            (Some(keys), _) => Class::Topology(keys),
+            (None, Some(_)) => Class::Normal,
+            (None, None) => Class::Dangling,
+        }
+    }
+
+    /// (notes, source, class name) from the Service's annotations (parsed again: the stored
+    /// keys came from the same bytes, so the two agree).
+    fn annotations(&self) -> (Vec<String>, Option<String>, &'static str) {
+        let Some(svc) = self.service.as_ref().and_then(parse) else {
+            return (Vec::new(), None, "dangling");
+        };
+        let topo = topology::service_topology(&svc);
+        let mut notes: Vec<String> = topo
+            .warnings
+            .iter()
+            .map(|w| format!("ignored {w}"))
+            .collect();
+        notes.extend(topo.shadowed);
+        if self.keys.is_some() {
+            return (notes, topo.source.map(|s| s.to_string()), "topology");
+        }
+        let none =
+            "no topology keys: endpoints are not filtered by topology (only edge-health applies)";
+        notes.insert(0, none.into());
+        (notes, None, "normal")
+    }
+}
+
+fn key_list(keys: Option<&TopologyKeys>) -> Vec<String> {
+    keys.map(|k| k.0.iter().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+#[path = "store_explain_tests.rs"]
+mod tests;
