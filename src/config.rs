@@ -51,7 +51,9 @@ pub struct Config {
     pub kube_burst: u32,
     /// `--kubeconfig`: upstream kubeconfig; `None` = in-cluster configuration.
     pub kubeconfig: Option<PathBuf>,
-    /// `--master`: upstream URL overriding the kubeconfig's `server:` (http:// or https://).
+    /// `--master`: upstream URL overriding the kubeconfig's `server:` (http:// or https://), or
+    /// several, comma-separated, in order of preference (validated: no empty item, no server
+    /// twice, at most 8); `upstream::kubeconfig::load` splits it, the first is the primary.
     pub master: Option<String>,
     /// `--bind-address`: `host:port` to serve kube-proxy on.
     pub bind_address: String,

@@ -64,7 +64,8 @@
 //!
 //! Pure (no sockets, threads or clocks; unit-tested and fuzzable): [`http`], [`api`],
 //! [`cache`] (with the snapshot format and the edge-health map), [`k8s`], [`config`],
-//! [`upstream::decode`], [`upstream::kubeconfig::parse`], [`upstream::stats`].
+//! [`upstream::decode`], [`upstream::kubeconfig::parse`], [`upstream::stats`],
+//! [`upstream::failover::Selection`] (which of several apiservers to use).
 //! I/O shell: `server`, `upstream::client`, `upstream::reflector`, `upstream::edge_health`,
 //! `persist` (the disk), `app` (startup wiring), `preflight` (`grid-wrapper check`: one pass
 //! against the upstream and a report; its report building is pure) —

@@ -75,3 +75,44 @@ pub(super) fn check_url(s: &str) -> Result<(), &'static str> {
         None => Ok(()),
     }
 }
+
+/// Most URLs `--master` accepts.
+pub(super) const MAX_MASTERS: usize = 8;
+
+/// The scheme and authority of an http(s) URL in lower case, the rest as given, without trailing
+/// `/`: two `--master` items with the same key name the same server.
+fn url_key(url: &str) -> String {
+    let url = url.trim_end_matches('/');
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let end = url
+        .get(after_scheme..)
+        .and_then(|rest| rest.find(['/', '?', '#']))
+        .map_or(url.len(), |i| after_scheme + i);
+    let (head, tail) = url.split_at(end);
+    format!("{}{tail}", head.to_ascii_lowercase())
+}
+
+/// A comma-separated list of http(s) URLs (`--master`): each item checked by [`check_url`], no
+/// empty item, no URL twice (scheme and host compared case-insensitively, a trailing `/`
+/// ignored), at most [`MAX_MASTERS`]. On error: the offending item and why.
+pub(super) fn check_url_list(s: &str) -> Result<(), (String, &'static str)> {
+    let mut seen: Vec<String> = Vec::new();
+    for item in s.split(',') {
+        if item.is_empty() {
+            return Err((
+                s.to_string(),
+                "an item of the comma-separated list is empty",
+            ));
+        }
+        check_url(item).map_err(|reason| (item.to_string(), reason))?;
+        let key = url_key(item);
+        if seen.contains(&key) {
+            return Err((item.to_string(), "the list names this server twice"));
+        }
+        seen.push(key);
+    }
+    if seen.len() > MAX_MASTERS {
+        return Err((s.to_string(), "at most 8 URLs"));
+    }
+    Ok(())
+}

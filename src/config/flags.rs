@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::check::{check_host_port, check_url};
+use super::check::{check_host_port, check_url_list};
 use super::{
     Autonomy, Config, ConfigError, ConfigErrorKind, AUTONOMY_FLAG, DEFAULT_AUTONOMY,
     DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_NOTIFY_CHANNEL_SIZE, MAX_VERBOSITY,
@@ -83,9 +83,10 @@ pub(super) const FLAGS: &[Flag] = &[
     flag(
         Id::Master,
         "--master",
-        Some("URL"),
+        Some("URL[,URL...]"),
         "",
-        "upstream apiserver URL (http:// or https://), overrides the kubeconfig's server",
+        "upstream apiserver URL (http:// or https://), overrides the kubeconfig's server; \
+         several, comma-separated, in order of preference: failover to the first healthy one",
     ),
     flag(
         Id::KubeQps,
@@ -373,7 +374,8 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
             cfg.master = match value.as_str() {
                 "" => None,
                 v => {
-                    check_url(v).map_err(bad)?;
+                    check_url_list(v)
+                        .map_err(|(item, reason)| invalid(flag.long, &item, reason))?;
                     Some(value)
                 }
             }

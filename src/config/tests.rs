@@ -133,6 +133,29 @@ fn value_flag_forms() {
     ]);
     assert_eq!((c.kubeconfig, c.master, c.ca_file), (None, None, None));
     assert_eq!(c.cache_dir, None);
+    // Several upstreams, in order of preference; validated, kept as given.
+    let list = "https://10.0.0.1:6443,http://[fd00::2]:8080/prefix,https://cp.example";
+    assert_eq!(
+        run(&[&format!("--master={list}")]).master.as_deref(),
+        Some(list)
+    );
+    // A path differs: another server as far as the list goes.
+    let two = "https://a:6443/x,https://a:6443/y";
+    assert_eq!(
+        run(&[&format!("--master={two}")]).master.as_deref(),
+        Some(two)
+    );
+    let eight: Vec<String> = (1..=8).map(|i| format!("https://cp{i}")).collect();
+    assert!(run(&[&format!("--master={}", eight.join(","))])
+        .master
+        .is_some());
+    let nine = format!("--master={},https://cp9", eight.join(","));
+    let e = fail(&["--hostname=x", &nine]);
+    assert!(e.to_string().contains("at most 8 URLs"), "{e}");
+    // The error names the offending item.
+    let e = fail(&["--hostname=x", "--master=https://a,https://b,https://A/"]);
+    assert!(e.to_string().contains("\"https://A/\""), "{e}");
+    assert!(e.to_string().contains("twice"), "{e}");
     // A value may look like a flag; it is still the value, as in pflag.
     assert_eq!(run(&["--hostname", "--debug"]).hostname, "--debug");
     assert!(!run(&["--hostname", "--debug"]).debug);
@@ -343,6 +366,16 @@ fn errors_name_the_flag() {
         (&[h, "--master=https://:6443"], "invalid", "--master"),
         (&[h, "--master=https://a:0"], "invalid", "--master"),
         (&[h, "--master=https://a b"], "invalid", "--master"),
+        (&[h, "--master=https://a,"], "invalid", "--master"),
+        (&[h, "--master=,https://a"], "invalid", "--master"),
+        (&[h, "--master=https://a,,https://b"], "invalid", "--master"),
+        (&[h, "--master=https://a, https://b"], "invalid", "--master"),
+        (&[h, "--master=https://a,ftp://b"], "invalid", "--master"),
+        (
+            &[h, "--master=https://a:6443,https://A:6443/"],
+            "invalid",
+            "--master",
+        ),
         (&[h, "--insecure=yes"], "invalid", "--insecure"),
         (&[h, "--debug="], "invalid", "--debug"),
         (

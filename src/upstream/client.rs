@@ -2,10 +2,15 @@
 //! with the ring provider, kubeconfig CA / insecure flag, client certificate, bearer token) and
 //! cloned into every reflector and proxy worker. Owns the timeouts, the list size limit, the
 //! `--kube-qps`/`--kube-burst` token bucket and the translation of ureq errors and `Status`
-//! bodies into [`UpstreamError`]. It never decodes objects beyond the list envelope.
+//! bodies into [`UpstreamError`]. It never decodes objects beyond the list envelope. With
+//! several servers (`--master=A,B,…`) every request goes through
+//! [`crate::upstream::failover`], which picks the server; each attempt is counted in
+//! [`crate::upstream::stats::RequestStats`].
 
 use crate::upstream::decode::{self, DecodeError, ListResult};
+use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
+use crate::upstream::stats::{self, RequestStats, Stats, Verb};
 use crate::upstream::throttle::TokenBucket;
 use crate::upstream::tls;
 use std::fmt;
@@ -278,13 +283,16 @@ impl TokenSource {
 
 struct Inner {
     agent: Agent,
-    base: String,
+    /// The servers and which one is selected.
+    failover: Arc<Failover>,
     token: TokenSource,
     bucket: Mutex<TokenBucket>,
     timeouts: Timeouts,
+    requests: Arc<RequestStats>,
 }
 
-/// Handle to the upstream apiserver; cheap to clone (one shared agent and connection pool).
+/// Handle to the upstream apiserver(s); cheap to clone (one shared agent and connection pool,
+/// one failover state).
 #[derive(Clone)]
 pub struct Upstream {
     inner: Arc<Inner>,
@@ -293,7 +301,7 @@ pub struct Upstream {
 impl fmt::Debug for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Upstream")
-            .field("server", &self.inner.base)
+            .field("failover", &self.inner.failover)
             .finish()
     }
 }
@@ -321,9 +329,11 @@ fn connection_tokens<'a>(headers: impl Iterator<Item = (&'a str, &'a [u8])>) -> 
 
 impl Upstream {
     /// Builds the agent once. `qps`/`burst` pace LIST, WATCH and discovery requests (not
-    /// forwarded ones); `qps <= 0` means unlimited.
+    /// forwarded ones); `qps <= 0` means unlimited. Every server of
+    /// [`UpstreamConfig::server_list`] is checked; with several, a probe thread starts (see
+    /// [`crate::upstream::failover`]). Records into [`stats::global`].
     pub fn new(cfg: &UpstreamConfig, qps: f64, burst: u32) -> Result<Self, UpstreamError> {
-        Self::with_timeouts(cfg, qps, burst, Timeouts::default())
+        Self::build(cfg, qps, burst, Timeouts::default(), stats::global())
     }
 
     /// [`Upstream::new`] with other time limits.
@@ -333,25 +343,33 @@ impl Upstream {
         burst: u32,
         timeouts: Timeouts,
     ) -> Result<Self, UpstreamError> {
-        let base = cfg.server.trim_end_matches('/').to_string();
-        let uri: http::Uri = base
-            .parse()
-            .map_err(|e| UpstreamError::Config(format!("server {:?}: {e}", cfg.server)))?;
-        let https = match uri.scheme_str() {
-            Some(s) if s.eq_ignore_ascii_case("https") => true,
-            Some(s) if s.eq_ignore_ascii_case("http") => false,
-            _ => {
-                return Err(UpstreamError::Config(format!(
-                    "server {:?}: scheme must be http or https",
-                    cfg.server
-                )))
-            }
-        };
-        if uri.host().is_none_or(str::is_empty) || uri.query().is_some() {
-            return Err(UpstreamError::Config(format!(
-                "server {:?}: needs a host and no query",
-                cfg.server
-            )));
+        Self::build(cfg, qps, burst, timeouts, stats::global())
+    }
+
+    /// [`Upstream::new`] recording into `stats` (tests).
+    #[cfg(test)]
+    pub(crate) fn with_stats(
+        cfg: &UpstreamConfig,
+        qps: f64,
+        burst: u32,
+        stats: &Stats,
+    ) -> Result<Self, UpstreamError> {
+        Self::build(cfg, qps, burst, Timeouts::default(), stats)
+    }
+
+    fn build(
+        cfg: &UpstreamConfig,
+        qps: f64,
+        burst: u32,
+        timeouts: Timeouts,
+        stats: &Stats,
+    ) -> Result<Self, UpstreamError> {
+        let mut bases = Vec::new();
+        let mut https = false;
+        for server in cfg.server_list() {
+            let (base, tls) = check_server(server)?;
+            https |= tls;
+            bases.push(base);
         }
         let agent: Agent = Agent::config_builder()
             .tls_config(tls::tls_config(cfg, https)?)
@@ -370,24 +388,54 @@ impl Upstream {
             TOKEN_REREAD_INTERVAL,
         );
         let bucket = Mutex::new(TokenBucket::new(qps, burst, Instant::now()));
-        Ok(Upstream {
-            inner: Arc::new(Inner {
-                agent,
-                base,
-                token,
-                bucket,
-                timeouts,
-            }),
-        })
+        let several = bases.len() > 1;
+        let inner = Arc::new(Inner {
+            agent,
+            failover: Arc::new(Failover::new(bases, stats.servers().clone())),
+            token,
+            bucket,
+            timeouts,
+            requests: stats.requests().clone(),
+        });
+        if several {
+            let weak = Arc::downgrade(&inner);
+            failover::spawn_prober(move || weak.upgrade().map(|inner| Upstream { inner }));
+        }
+        Ok(Upstream { inner })
     }
 
-    /// The configured server URL (without trailing `/`).
+    /// The primary (first configured) server's URL, without trailing `/`.
     pub fn server(&self) -> &str {
-        &self.inner.base
+        self.inner.failover.base(0)
     }
 
-    fn url(&self, path_and_query: &str) -> String {
-        format!("{}{}", self.inner.base, path_and_query)
+    /// The URL of the server requests go to now, without trailing `/`.
+    pub fn current_server(&self) -> &str {
+        let f = &self.inner.failover;
+        f.base(f.selected())
+    }
+
+    pub(crate) fn failover(&self) -> &Arc<Failover> {
+        &self.inner.failover
+    }
+
+    /// One probe of server `i` (`GET` [`failover::PROBE_PATH`], bounded by
+    /// [`failover::PROBE_TIMEOUT`], not paced, not counted): its HTTP status.
+    pub(crate) fn probe(&self, i: usize) -> Result<u16, UpstreamError> {
+        let resp = self
+            .authorized_get(self.inner.failover.base(i), failover::PROBE_PATH)
+            .config()
+            .timeout_global(Some(failover::PROBE_TIMEOUT))
+            .build()
+            .call()?;
+        let status = resp.status().as_u16();
+        // Drain a little so the connection can be reused; the verdict is the status.
+        let _ = resp
+            .into_body()
+            .into_with_config()
+            .limit(4096)
+            .read_to_vec();
+        Ok(status)
     }
 
     fn pace(&self) {
@@ -404,12 +452,13 @@ impl Upstream {
 
     fn authorized_get(
         &self,
+        base: &str,
         path_and_query: &str,
     ) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
         let mut req = self
             .inner
             .agent
-            .get(self.url(path_and_query))
+            .get(format!("{base}{path_and_query}"))
             .header("Accept", "application/json");
         if let Some(tok) = self.inner.token.current(Instant::now()) {
             req = req.header("Authorization", format!("Bearer {tok}"));
@@ -443,55 +492,74 @@ impl Upstream {
 
     /// GET a JSON document (discovery), body bounded by [`MAX_ERROR_BODY_BYTES`]×16.
     pub fn get_json(&self, path_and_query: &str) -> Result<serde_json::Value, UpstreamError> {
-        self.pace();
-        let resp = self
-            .authorized_get(path_and_query)
-            .config()
-            .timeout_global(Some(self.inner.timeouts.response_head))
-            .build()
-            .call()?;
-        let body = Self::check_status(resp)?
-            .into_body()
-            .into_with_config()
-            .limit(MAX_ERROR_BODY_BYTES * 16)
-            .read_to_vec()?;
-        serde_json::from_slice(&body)
-            .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))
+        let f = &self.inner.failover;
+        f.call(Verb::Get, &self.inner.requests, |_, base| {
+            self.pace();
+            let resp = self
+                .authorized_get(base, path_and_query)
+                .config()
+                .timeout_global(Some(self.inner.timeouts.response_head))
+                .build()
+                .call()?;
+            let resp = Self::check_status(resp)?;
+            let code = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .into_with_config()
+                .limit(MAX_ERROR_BODY_BYTES * 16)
+                .read_to_vec()?;
+            let json = serde_json::from_slice(&body)
+                .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))?;
+            Ok((json, code))
+        })
     }
 
     /// LIST: GET with a [`Timeouts::list`] limit (default [`LIST_TIMEOUT`]) and a body of at most [`MAX_LIST_BYTES`], decoded.
     pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
-        self.pace();
-        let resp = self
-            .authorized_get(path_and_query)
-            .config()
-            .timeout_global(Some(self.inner.timeouts.list))
-            .build()
-            .call()?;
-        let body = Self::check_status(resp)?
-            .into_body()
-            .into_with_config()
-            .limit(MAX_LIST_BYTES)
-            .read_to_vec()?;
-        Ok(decode::decode_list(&body)?)
+        let f = &self.inner.failover;
+        f.call(Verb::List, &self.inner.requests, |_, base| {
+            self.pace();
+            let resp = self
+                .authorized_get(base, path_and_query)
+                .config()
+                .timeout_global(Some(self.inner.timeouts.list))
+                .build()
+                .call()?;
+            let resp = Self::check_status(resp)?;
+            let code = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .into_with_config()
+                .limit(MAX_LIST_BYTES)
+                .read_to_vec()?;
+            let list = decode::decode_list(&body).map_err(UpstreamError::from)?;
+            Ok((list, code))
+        })
     }
 
     /// WATCH: the response body as a line source. No global timeout; a read idle for
     /// [`Timeouts::idle`] (default [`WATCH_IDLE_TIMEOUT`]) fails with an I/O error. Non-2xx → [`UpstreamError::Status`].
+    /// With several servers the stream ends once another server is selected (see
+    /// [`crate::upstream::failover`]).
     pub fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
-        self.pace();
-        let resp = Self::check_status(self.authorized_get(path_and_query).call()?)?;
-        Ok(Box::new(BufReader::with_capacity(
-            WATCH_BUF_BYTES,
-            resp.into_body().into_reader(),
-        )))
+        let f = &self.inner.failover;
+        f.call(Verb::Watch, &self.inner.requests, |i, base| {
+            self.pace();
+            let resp = Self::check_status(self.authorized_get(base, path_and_query).call()?)?;
+            let code = resp.status().as_u16();
+            let lines = BufReader::with_capacity(WATCH_BUF_BYTES, resp.into_body().into_reader());
+            let lines: Box<dyn BufRead + Send> =
+                Box::new(FollowSelection::new(lines, f.clone(), i));
+            Ok((lines, code))
+        })
     }
 
     /// Proxy one client request (PROTOCOL.md §12): the client's own headers (its
     /// `Authorization` only if it sent one — the server's token is never added), minus hop-by-hop
     /// ones; `Host` is the upstream's; body and `Content-Type` byte for byte; redirects are
     /// relayed, not followed; no read timeout on the response body. Connect failure or timeout →
-    /// [`UpstreamError::Unreachable`]. Never retried.
+    /// [`UpstreamError::Unreachable`]. Sent to the selected server; retried on the next one
+    /// only when no connection could be made (nothing was sent).
     pub fn forward(&self, req: ForwardRequest) -> Result<ForwardResponse, UpstreamError> {
         if !req.path_and_query.starts_with('/') {
             return Err(UpstreamError::InvalidRequest(format!(
@@ -502,9 +570,7 @@ impl Upstream {
         let method = http::Method::from_bytes(req.method.as_bytes())
             .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
         let tokens = connection_tokens(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
-        let mut builder = http::Request::builder()
-            .method(method.clone())
-            .uri(self.url(&req.path_and_query));
+        let mut headers = Vec::with_capacity(req.headers.len());
         for (name, value) in &req.headers {
             if drop_header(name, &DROP_REQUEST_HEADERS, &tokens) {
                 continue;
@@ -513,7 +579,7 @@ impl Upstream {
                 .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
             let value = http::HeaderValue::from_bytes(value)
                 .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-            builder = builder.header(name, value);
+            headers.push((name, value));
         }
         let bodiless = req.body.is_empty()
             && matches!(
@@ -524,17 +590,25 @@ impl Upstream {
                     | http::Method::OPTIONS
             );
         let agent = &self.inner.agent;
-        let resp = if bodiless {
-            let r = builder
-                .body(())
-                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-            agent.run(agent.configure_request(r).timeout_per_read(None).build())?
-        } else {
-            let r = builder
-                .body(req.body.as_slice())
-                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-            agent.run(agent.configure_request(r).timeout_per_read(None).build())?
-        };
+        let f = &self.inner.failover;
+        let resp = f.call(Verb::Forward, &self.inner.requests, |_, base| {
+            let mut builder = http::Request::builder()
+                .method(method.clone())
+                .uri(format!("{base}{}", req.path_and_query));
+            for (name, value) in &headers {
+                builder = builder.header(name, value);
+            }
+            let invalid = |e: http::Error| UpstreamError::InvalidRequest(e.to_string());
+            let resp = if bodiless {
+                let r = builder.body(()).map_err(invalid)?;
+                agent.run(agent.configure_request(r).timeout_per_read(None).build())?
+            } else {
+                let r = builder.body(req.body.as_slice()).map_err(invalid)?;
+                agent.run(agent.configure_request(r).timeout_per_read(None).build())?
+            };
+            let code = resp.status().as_u16();
+            Ok::<_, Failed>((resp, code))
+        })?;
         let status = resp.status().as_u16();
         let rtokens = connection_tokens(
             resp.headers()
@@ -557,4 +631,4 @@ impl Upstream {
 
 #[cfg(test)]
 #[path = "client_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -7,10 +7,10 @@ use std::thread::JoinHandle;
 
 /// One request as the fake server saw it.
 #[derive(Debug)]
-struct Seen {
-    request_line: String,
+pub(crate) struct Seen {
+    pub(crate) request_line: String,
     headers: Vec<(String, Vec<u8>)>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Seen {
@@ -57,12 +57,12 @@ fn read_request(s: &mut TcpStream) -> Seen {
 }
 
 /// A `Connection: close` response with a computed Content-Length.
-fn canned(status: &str, body: &str) -> Vec<u8> {
+pub(crate) fn canned(status: &str, body: &str) -> Vec<u8> {
     format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
 }
 
 /// Serves one canned response per connection (each closes after answering).
-fn serve(responses: Vec<Vec<u8>>) -> (String, JoinHandle<Vec<Seen>>) {
+pub(crate) fn serve(responses: Vec<Vec<u8>>) -> (String, JoinHandle<Vec<Seen>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
     let h = std::thread::spawn(move || {

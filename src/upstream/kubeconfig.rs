@@ -14,11 +14,16 @@ pub const MAX_KUBECONFIG_BYTES: u64 = 4 * 1024 * 1024;
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Everything the upstream client needs, files already read (except the token file, which the
-/// client re-reads periodically).
+/// client re-reads periodically). The credentials and TLS settings apply to every server.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct UpstreamConfig {
-    /// Base URL, e.g. `https://10.0.0.1:6443` (may carry a path prefix).
+    /// Base URL of the primary (first, preferred) server, e.g. `https://10.0.0.1:6443` (may
+    /// carry a path prefix). It alone names the upstream in logs and in the `--cache-dir`
+    /// snapshot identity.
     pub server: String,
+    /// Every server in order of preference, `server` first (`--master=A,B,…`); empty means
+    /// `server` alone (see [`UpstreamConfig::server_list`]). All of them serve one cluster.
+    pub servers: Vec<String>,
     /// PEM bundle of trusted CAs; `None` means the system bundle.
     pub ca_pem: Option<Vec<u8>>,
     /// Skip server certificate verification (kubeconfig `insecure-skip-tls-verify`).
@@ -38,6 +43,7 @@ impl fmt::Debug for UpstreamConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UpstreamConfig")
             .field("server", &self.server)
+            .field("servers", &self.servers)
             .field("ca_pem", &self.ca_pem.as_ref().map(|_| "<pem>"))
             .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
@@ -52,6 +58,27 @@ impl fmt::Debug for UpstreamConfig {
             )
             .finish()
     }
+}
+
+impl UpstreamConfig {
+    /// The servers in order of preference: [`UpstreamConfig::servers`], or `server` alone when
+    /// that list is empty.
+    pub fn server_list(&self) -> Vec<&str> {
+        if self.servers.is_empty() {
+            vec![self.server.as_str()]
+        } else {
+            self.servers.iter().map(String::as_str).collect()
+        }
+    }
+}
+
+/// Splits `--master` (`A` or `A,B,…`; empty items dropped) into its URLs, preferred first.
+pub fn split_masters(master: &str) -> Vec<String> {
+    master
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// The parts of a kubeconfig grid-wrapper uses, as written: `*-data` decoded, paths joined to
@@ -317,10 +344,16 @@ fn data_or_file(
     }
 }
 
-/// Reads a parsed kubeconfig's files into an [`UpstreamConfig`]; `master` overrides `server`.
+/// Reads a parsed kubeconfig's files into an [`UpstreamConfig`]; `master` (one URL, or several
+/// comma-separated) overrides `server`.
 pub fn resolve(kc: Kubeconfig, master: Option<&str>) -> Result<UpstreamConfig, KubeconfigError> {
+    let servers = match master.map(split_masters) {
+        Some(list) if !list.is_empty() => list,
+        _ => vec![kc.server],
+    };
     Ok(UpstreamConfig {
-        server: master.map_or(kc.server, str::to_string),
+        server: servers.first().cloned().unwrap_or_default(),
+        servers,
         ca_pem: data_or_file(kc.certificate_authority_data, kc.certificate_authority)?,
         insecure_skip_tls_verify: kc.insecure_skip_tls_verify,
         token: kc.token,
@@ -357,8 +390,10 @@ pub fn in_cluster(
     let token_file = sa_dir.join("token");
     // Fail early (and clearly) if the token is unreadable; the client re-reads it later.
     read_bounded(&token_file)?;
+    let server = format!("https://{host}:{port}");
     Ok(UpstreamConfig {
-        server: format!("https://{host}:{port}"),
+        servers: vec![server.clone()],
+        server,
         ca_pem: Some(read_bounded(&sa_dir.join("ca.crt"))?),
         token_file: Some(token_file),
         ..UpstreamConfig::default()
@@ -367,7 +402,8 @@ pub fn in_cluster(
 
 /// Builds the upstream settings the way `clientcmd.BuildConfigFromFlags` does: a kubeconfig
 /// (with `master` overriding its server), else `master` alone without credentials, else
-/// in-cluster.
+/// in-cluster. `master` may list several servers, comma-separated, preferred first (see
+/// [`split_masters`]); they share the kubeconfig's credentials and TLS settings.
 pub fn load(
     kubeconfig: Option<&Path>,
     master: Option<&str>,
@@ -386,10 +422,14 @@ pub fn load(
             let kc = parse(text, base).map_err(wrap)?;
             resolve(kc, master).map_err(wrap)
         }
-        (None, Some(m)) => Ok(UpstreamConfig {
-            server: m.to_string(),
-            ..UpstreamConfig::default()
-        }),
+        (None, Some(m)) => {
+            let servers = split_masters(m);
+            Ok(UpstreamConfig {
+                server: servers.first().cloned().unwrap_or_default(),
+                servers,
+                ..UpstreamConfig::default()
+            })
+        }
         (None, None) => in_cluster(&|k| std::env::var(k).ok(), Path::new(SERVICE_ACCOUNT_DIR)),
     }
 }

@@ -107,6 +107,7 @@ fn load_reads_files_and_master_overrides_server() {
     std::fs::write(d.join("config"), y).unwrap();
     let cfg = load(Some(&d.join("config")), None).unwrap();
     assert_eq!(cfg.server, "https://10.0.0.1:6443");
+    assert_eq!(cfg.server_list(), ["https://10.0.0.1:6443"]);
     assert_eq!(cfg.ca_pem.as_deref(), Some(&b"CA"[..]));
     assert_eq!(cfg.client_cert_pem.as_deref(), Some(&b"CERT"[..]));
     assert_eq!(
@@ -116,6 +117,16 @@ fn load_reads_files_and_master_overrides_server() {
     assert_eq!(cfg.token_file, Some(d.join("t")));
     let cfg = load(Some(&d.join("config")), Some("https://lb:443")).unwrap();
     assert_eq!(cfg.server, "https://lb:443");
+    // Several: the kubeconfig's credentials and CA apply to each; the first is the primary.
+    let cfg = load(
+        Some(&d.join("config")),
+        Some("https://cp1:6443,https://cp2:6443"),
+    )
+    .unwrap();
+    assert_eq!(cfg.server, "https://cp1:6443");
+    assert_eq!(cfg.server_list(), ["https://cp1:6443", "https://cp2:6443"]);
+    assert_eq!(cfg.ca_pem.as_deref(), Some(&b"CA"[..]));
+    assert_eq!(cfg.token_file, Some(d.join("t")));
     assert!(
         !format!("{cfg:?}").contains("BEGIN"),
         "Debug must not print key material"
@@ -143,9 +154,25 @@ fn master_alone_has_no_credentials() {
         cfg,
         UpstreamConfig {
             server: "http://127.0.0.1:8080".into(),
+            servers: vec!["http://127.0.0.1:8080".into()],
             ..Default::default()
         }
     );
+    let cfg = load(None, Some("http://127.0.0.1:8080,https://cp2:6443")).unwrap();
+    assert_eq!(
+        cfg.server, "http://127.0.0.1:8080",
+        "the first is the primary"
+    );
+    assert_eq!(
+        cfg.server_list(),
+        ["http://127.0.0.1:8080", "https://cp2:6443"]
+    );
+    // A config built by hand (tests, edge-health) has no list: the server alone.
+    let bare = UpstreamConfig {
+        server: "https://x".into(),
+        ..Default::default()
+    };
+    assert_eq!(bare.server_list(), ["https://x"]);
 }
 
 #[test]
@@ -160,6 +187,7 @@ fn in_cluster_uses_env_and_service_account() {
     };
     let cfg = in_cluster(&env, &d).unwrap();
     assert_eq!(cfg.server, "https://[fd00::1]:443");
+    assert_eq!(cfg.server_list(), ["https://[fd00::1]:443"]);
     assert_eq!(cfg.token_file, Some(d.join("token")));
     assert_eq!(cfg.token, None);
     assert_eq!(cfg.ca_pem.as_deref(), Some(&b"CA"[..]));

@@ -3,7 +3,8 @@
 //! ([`decode`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
 //! their health counters ([`stats`], pure), and the optional edge-health poller
-//! ([`edge_health`], `--service-autonomy-enhancement`). Private: `episode` (the reflectors'
+//! ([`edge_health`], `--service-autonomy-enhancement`), and the choice among several apiservers
+//! (`--master=A,B,…`) with its health probes ([`failover`]). Private: `episode` (the reflectors'
 //! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
 //! bucket).
 //! Nothing here touches the mio loop or the served view.
@@ -18,6 +19,7 @@ pub mod discovery;
 pub mod edge_health;
 #[cfg(feature = "io")]
 mod episode;
+pub mod failover;
 pub mod kind;
 pub mod kubeconfig;
 #[cfg(feature = "io")]

@@ -16,6 +16,7 @@
 //! | watch start fails otherwise / ERROR other      | `Listed`                        | backoff |
 //! | ADDED/MODIFIED/DELETED/BOOKMARK                | `Watching` (RV advances)        | —       |
 //! | stream ends (EOF, or a truncated last line)    | `Listed` (rewatch at RV)        | —       |
+//! | the stream's server is no longer the selected one (`--master=A,B,…`, [`crate::upstream::failover`]): it ends at its next data | `Listed` (rewatch at RV on the selected server) | — |
 //! | stream ends < 1 s after start with no event    | `Listed`                        | backoff |
 //! | read error / idle timeout                      | `Listed`                        | backoff |
 //! | undecodable or over-long line                  | `Empty` (relist at RV)          | backoff |

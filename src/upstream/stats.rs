@@ -1,6 +1,8 @@
-//! Reflector health counters per upstream resource, and their Prometheus text exposition. Pure:
-//! atomics and one `Mutex<String>`, no clock (the reflector passes wall-clock seconds in), so it
-//! builds without the `io` feature.
+//! Reflector health counters per upstream resource, the upstream servers' failover state and
+//! the upstream requests by code and latency (`stats_servers.rs`: [`ServerStats`],
+//! [`RequestStats`]), and their Prometheus text exposition. Pure: atomics and mutexes, no clock
+//! (the callers pass wall-clock seconds and durations in), so it builds without the `io`
+//! feature.
 //!
 //! The reflectors started by `upstream::reflector::spawn` record into the process-wide [`global`]
 //! registry; tests give each reflector a [`KindStats`] of its own.
@@ -9,6 +11,10 @@ use crate::upstream::kind::UpstreamKind;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+#[path = "stats_servers.rs"]
+mod servers;
+pub use servers::{RequestStats, ServerStats, Verb, LATENCY_BUCKETS};
 
 /// Longest error text kept by [`KindStats::record_error`] (bytes; cut at a char boundary).
 pub const MAX_ERROR_TEXT: usize = 1024;
@@ -202,10 +208,13 @@ pub fn resource_label(kind: UpstreamKind) -> &'static str {
     }
 }
 
-/// The counters of every upstream resource.
+/// The counters of every upstream resource, of the upstream servers and of the upstream
+/// requests.
 #[derive(Debug, Default)]
 pub struct Stats {
     kinds: [Arc<KindStats>; 5],
+    servers: Arc<ServerStats>,
+    requests: Arc<RequestStats>,
 }
 
 impl Stats {
@@ -220,11 +229,23 @@ impl Stats {
         &self.kinds[kind_index(kind)]
     }
 
+    /// The upstream servers' failover state (recorded by the upstream client).
+    pub fn servers(&self) -> &Arc<ServerStats> {
+        &self.servers
+    }
+
+    /// The upstream requests by code and latency (recorded by the upstream client).
+    pub fn requests(&self) -> &Arc<RequestStats> {
+        &self.requests
+    }
+
     /// Appends the Prometheus text exposition of the running reflectors' counters to `out`:
     /// `grid_wrapper_upstream_relists_total`, `grid_wrapper_upstream_watch_errors_total`
     /// (counters), `grid_wrapper_upstream_last_contact_timestamp_seconds` (0 = never) and
     /// `grid_wrapper_upstream_failing` (0/1), each with a `resource` label
-    /// ([`resource_label`]). Kinds without a running reflector are left out.
+    /// ([`resource_label`]). Kinds without a running reflector are left out. Then the servers'
+    /// failover state ([`ServerStats::render`], once an upstream client exists) and the
+    /// upstream requests ([`RequestStats::render`]).
     pub fn render_prometheus(&self, out: &mut String) {
         type Metric = (
             &'static str,
@@ -273,6 +294,8 @@ impl Stats {
                 }
             }
         }
+        self.servers.render(out);
+        self.requests.render(out);
     }
 }
 
@@ -354,9 +377,27 @@ mod tests {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
         assert!(!out.contains("services"), "{out}");
-        // Every sample line is `name{labels} value`, preceded by its HELP and TYPE.
-        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 4);
-        assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 8);
+        // Every sample line is `name{labels} value`, preceded by its HELP and TYPE: 4 reflector
+        // metrics (8 samples), then the request counter (no sample yet) and the latency
+        // histogram (4 verbs × (9 buckets + sum + count)); no server metrics before an upstream
+        // client registers its servers.
+        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 6);
+        assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 8 + 44);
+        assert!(
+            !out.contains("grid_wrapper_upstream_switches_total"),
+            "{out}"
+        );
+        st.servers()
+            .set_servers(&["http://a".into(), "http://b".into()]);
+        st.requests()
+            .record(Verb::Watch, Some(200), std::time::Duration::ZERO);
+        let mut out = String::new();
+        st.render_prometheus(&mut out);
+        assert!(out.contains("grid_wrapper_upstream_switches_total{direction=\"failover\"} 0\n"));
+        assert!(out.contains("grid_wrapper_upstream_current_server_index 0\n"));
+        assert!(
+            out.contains("grid_wrapper_upstream_requests_total{verb=\"watch\",code=\"200\"} 1\n")
+        );
         // The global registry is one instance.
         assert!(std::ptr::eq(global(), global()));
     }

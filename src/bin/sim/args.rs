@@ -14,7 +14,10 @@ grid-wrapper-sim: a simulated Kubernetes apiserver for grid-wrapper demos, tests
 USAGE: grid-wrapper-sim [FLAGS]
 
   --listen ADDR              bind address (default 127.0.0.1:0); prints
-                             'grid-wrapper-sim listening on http(s)://127.0.0.1:<port>'
+                             'grid-wrapper-sim listening on http(s)://127.0.0.1:<port>'.
+                             Repeat it to serve the same store (same objects, same RVs) on
+                             several addresses, like apiservers of one cluster: one such line
+                             per address, in order, all written before serving
   --fixture demo|empty|scale initial objects (default demo)
   --nodes N                  scale: nodes (default 500)
   --services N               scale: services, one Endpoints + one EndpointSlice each (default 2000)
@@ -32,16 +35,18 @@ USAGE: grid-wrapper-sim [FLAGS]
                              LIST: HTTP 504), and the default form of /sim/reset-rv (default:
                              off until a reset, future RVs get 410; reset form http)
   --start-refusing S         print the listening line, then refuse connections for S seconds
-                             (1..=600) before serving; use a fixed --listen port
+                             (1..=600) before serving, on every address; use fixed --listen ports
   -h, --help                 this text
 
 The listener sets SO_REUSEADDR: a restarted or re-listening simulator can take the same
 --listen port at once.
 
-CONTROL API (JSON, never recorded): POST /sim/apply, /sim/delete, /sim/label-node,
-/sim/compact, /sim/close-watches, /sim/requests/clear; GET /sim/requests, /sim/state
-(resourceVersion, horizon, counts, openWatches, served, recorded, too_large,
-edge_health_polls, refusals). Fault injection:
+CONTROL API (JSON, never recorded; on any address): POST /sim/apply, /sim/delete,
+/sim/label-node, /sim/compact, /sim/close-watches, /sim/requests/clear; GET /sim/requests
+(each with the 'listen' address it arrived on), /sim/state (resourceVersion, horizon, counts,
+openWatches, served, recorded, too_large, edge_health_polls, refusals, and listens: per
+address {listen, refusing, refusals, openWatches, requests}). GET /readyz, /livez and
+/healthz answer 200 'ok' (not recorded). Fault injection:
   POST /sim/reset-rv {\"rv\": N, \"too_large\": \"http\"|\"event\"}
       the upstream restarts its RV counter at N: objects are re-stamped N+1..=N+k in key
       order (k objects; N >= 1 and N+k below the current RV, else 400), history is cleared
@@ -54,18 +59,23 @@ edge_health_polls, refusals). Fault injection:
   POST /sim/edge-health {\"status\": 200, \"body\": <JSON, or a string sent verbatim>}
       sets what GET /sim/edge-health answers (default 200 {}); status 200..=599 except
       204/304. GET /sim/edge-health is counted in /sim/state edge_health_polls.
-  POST /sim/refuse {\"seconds\": S}   (1..=600)
-      closes the listener (new connections: ECONNREFUSED), cuts every open connection
-      (watches end without their last chunk, keep-alive connections close), answers
-      {refusing, listen, closedConnections, closedWatches} and closes; after S seconds it
-      listens again on the same address and port with the same store. 409 if not possible.
+  POST /sim/refuse {\"seconds\": S, \"listen\": \"HOST:PORT\"}   (S in 1..=600; listen optional)
+      closes the listener of that --listen address, or every listener without 'listen'
+      (new connections: ECONNREFUSED), cuts its open connections (watches end without
+      their last chunk, keep-alive connections close), answers {refusing, listen (the
+      first refused), listens, closedConnections, closedWatches} and closes; after S
+      seconds it listens again on the same address and port with the same store. The
+      other addresses keep serving. 400 for an unknown address, 409 if already refusing.
 ";
+
+/// Most `--listen` addresses.
+pub const MAX_LISTEN: usize = 8;
 
 /// Parsed flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Flags {
-    /// `--listen`.
-    pub listen: String,
+    /// `--listen`, in order (at least one).
+    pub listen: Vec<String>,
     /// `--fixture` (with scale sizes).
     pub fixture: Fixture,
     /// `--slice-version`.
@@ -91,7 +101,7 @@ pub struct Flags {
 impl Default for Flags {
     fn default() -> Self {
         Flags {
-            listen: "127.0.0.1:0".into(),
+            listen: vec!["127.0.0.1:0".into()],
             fixture: Fixture::Demo,
             slices: SliceVersions::V1,
             history: DEFAULT_HISTORY,
@@ -125,6 +135,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
     let mut f = Flags::default();
     let mut scale = ScaleParams::default();
     let mut fixture = "demo".to_string();
+    let mut listen = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         if arg == "-h" || arg == "--help" {
@@ -141,7 +152,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                 .ok_or_else(|| format!("{flag} needs a value"))
         };
         match flag {
-            "--listen" => f.listen = value()?,
+            "--listen" => listen.push(value()?),
             "--fixture" => fixture = value()?,
             "--nodes" => scale.nodes = num(flag, &value()?)?,
             "--services" => scale.services = num(flag, &value()?)?,
@@ -177,6 +188,12 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             }
             other => return Err(format!("unknown argument {other:?} (see --help)")),
         }
+    }
+    if !listen.is_empty() {
+        f.listen = listen;
+    }
+    if f.listen.len() > MAX_LISTEN {
+        return Err(format!("--listen: at most {MAX_LISTEN} addresses"));
     }
     f.fixture = match fixture.as_str() {
         "demo" => Fixture::Demo,
@@ -231,7 +248,9 @@ mod tests {
             "3",
         ])
         .expect("parse");
-        assert_eq!(f.listen, "127.0.0.1:8080");
+        assert_eq!(f.listen, ["127.0.0.1:8080"]);
+        let two = run(&["--listen", "127.0.0.1:1", "--listen=127.0.0.1:2"]).expect("two");
+        assert_eq!(two.listen, ["127.0.0.1:1", "127.0.0.1:2"]);
         assert_eq!(
             f.fixture,
             Fixture::Scale(ScaleParams {
@@ -265,5 +284,7 @@ mod tests {
             assert!(run(bad).is_err(), "{bad:?}");
         }
         assert_eq!(parse(&["--help".to_string()]), Ok(Parsed::Help));
+        let nine: Vec<String> = (1..=9).map(|p| format!("--listen=127.0.0.1:{p}")).collect();
+        assert!(parse(&nine).is_err(), "at most 8 addresses");
     }
 }

@@ -159,6 +159,18 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .len();
+            let listens: Vec<Value> = shared
+                .listens()
+                .map(|l| {
+                    json!({
+                        "listen": l.addr().map(|a| a.to_string()),
+                        "refusing": l.refusing(),
+                        "refusals": l.outages(),
+                        "openWatches": l.open_watches.load(Ordering::SeqCst),
+                        "requests": l.requests.load(Ordering::Relaxed),
+                    })
+                })
+                .collect();
             Ok(json!({
                 "resourceVersion": store.rv().to_string(),
                 "rv": store.rv(),
@@ -174,7 +186,8 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                 "recorded": recorded,
                 "too_large": store.too_large().map(|m| m.as_str()),
                 "edge_health_polls": shared.edge_health.polls(),
-                "refusals": shared.listen.outages(),
+                "refusals": shared.outages(),
+                "listens": listens,
             }))
         }
     }

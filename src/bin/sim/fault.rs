@@ -1,6 +1,6 @@
 //! Fault-injection vocabulary of the simulator (the parts that are not sockets): how a too-large
 //! `resourceVersion` is answered (`--too-large`, `/sim/reset-rv`), the Status such an answer
-//! carries, the bodies of `/sim/reset-rv` and `/sim/refuse`, and the `/sim/edge-health` stub
+//! carries, the bodies of `/sim/reset-rv` and `/sim/refuse` (all listeners, or one), and the `/sim/edge-health` stub
 //! (a canned answer plus a poll counter). Pure apart from the stub's `Mutex` and counter.
 
 use grid_wrapper::k8s::status::ApiError;
@@ -103,15 +103,36 @@ impl ResetRv {
     }
 }
 
-/// Parses a `/sim/refuse` body `{"seconds": S}` (1..=[`MAX_REFUSE_SECS`]).
-pub fn parse_refuse(body: &[u8]) -> Result<Duration, ApiError> {
+/// A parsed `/sim/refuse` body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refuse {
+    /// How long (`seconds`, 1..=[`MAX_REFUSE_SECS`]).
+    pub duration: Duration,
+    /// `listen`: the one listener address (`host:port`) to take down; `None` = every listener.
+    pub listen: Option<String>,
+}
+
+/// Parses a `/sim/refuse` body `{"seconds": S, "listen": "HOST:PORT"}` (`listen` optional).
+pub fn parse_refuse(body: &[u8]) -> Result<Refuse, ApiError> {
     let m = parse_object(body)?;
-    match u64_field(&m, "seconds")? {
-        Some(s) if (1..=MAX_REFUSE_SECS).contains(&s) => Ok(Duration::from_secs(s)),
-        _ => Err(ApiError::bad_request(format!(
-            "field \"seconds\" must be an integer in 1..={MAX_REFUSE_SECS}"
-        ))),
-    }
+    let duration = match u64_field(&m, "seconds")? {
+        Some(s) if (1..=MAX_REFUSE_SECS).contains(&s) => Duration::from_secs(s),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "field \"seconds\" must be an integer in 1..={MAX_REFUSE_SECS}"
+            )))
+        }
+    };
+    let listen = match m.get("listen") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "field \"listen\" must be a listen address (HOST:PORT)",
+            ))
+        }
+    };
+    Ok(Refuse { duration, listen })
 }
 
 /// What `GET /sim/edge-health` answers: a status code and the body as set.
@@ -220,9 +241,25 @@ mod tests {
         }
         assert_eq!(
             parse_refuse(br#"{"seconds": 2}"#).expect("ok"),
-            Duration::from_secs(2)
+            Refuse {
+                duration: Duration::from_secs(2),
+                listen: None
+            }
         );
-        for bad in [&b"{}"[..], b"{\"seconds\": 0}", b"{\"seconds\": 601}"] {
+        assert_eq!(
+            parse_refuse(br#"{"seconds": "3", "listen": "127.0.0.1:8080"}"#).expect("ok"),
+            Refuse {
+                duration: Duration::from_secs(3),
+                listen: Some("127.0.0.1:8080".into())
+            }
+        );
+        for bad in [
+            &b"{}"[..],
+            b"{\"seconds\": 0}",
+            b"{\"seconds\": 601}",
+            b"{\"seconds\": 1, \"listen\": 8080}",
+            b"{\"seconds\": 1, \"listen\": \"\"}",
+        ] {
             assert_eq!(parse_refuse(bad).expect_err("bad").code, 400);
         }
     }

@@ -1,5 +1,6 @@
-//! The listening socket's life and the registry of accepted connections, for `/sim/refuse` and
-//! `--start-refusing`: an outage closes the listener (new connections get ECONNREFUSED), cuts
+//! One listening socket's life and the registry of its accepted connections, for `/sim/refuse`
+//! and `--start-refusing` (the simulator may listen on several addresses, `--listen A --listen
+//! B`, one [`Listen`] each, all serving the same store): an outage closes the listener (new connections get ECONNREFUSED), cuts
 //! every accepted connection (watch streams end without their terminating chunk, idle
 //! keep-alive connections are closed), waits, then listens again on the same address and port
 //! (`TcpListener::bind` sets `SO_REUSEADDR` on Unix, so connections left in TIME_WAIT do not
@@ -9,7 +10,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -32,13 +33,21 @@ struct State {
     outages: u64,
 }
 
+/// Registry ids, unique across every listener of the process.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
 /// Listener state shared by the accept loop and the connection threads.
 #[derive(Debug, Default)]
 pub struct Listen {
     state: Mutex<State>,
     changed: Condvar,
     conns: Mutex<HashMap<u64, TcpStream>>,
-    next_id: AtomicU64,
+    /// Bumped when an outage starts: watches served from this listener end.
+    generation: AtomicU64,
+    /// Watch streams open on connections of this listener.
+    pub open_watches: AtomicUsize,
+    /// Requests answered on connections of this listener (`/sim/` control requests excepted).
+    pub requests: AtomicU64,
 }
 
 /// A registered connection; deregistered on drop.
@@ -79,6 +88,22 @@ impl Listen {
         self.lock().addr = Some(addr);
     }
 
+    /// The listener's address, once serving.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.lock().addr
+    }
+
+    /// Whether an outage is requested or running.
+    pub fn refusing(&self) -> bool {
+        let st = self.lock();
+        st.closed || st.refuse_until.is_some()
+    }
+
+    /// Outages started so far; a watch that sees it change ends.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
     /// Asks for an outage ending at `until` (taken up by the accept loop at its next turn; a
     /// refusal in progress keeps its own end).
     pub fn schedule(&self, until: Instant) {
@@ -101,7 +126,7 @@ impl Listen {
     /// Registers an accepted connection (a clone of its socket, to cut it in an outage).
     /// Without a clone (fd exhaustion) the connection is served but cannot be cut.
     pub fn register(&self, sock: &TcpStream) -> u64 {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         if let Ok(clone) = sock.try_clone() {
             self.lock_conns().insert(id, clone);
         }
@@ -164,6 +189,7 @@ impl Listen {
             let mut st = self.lock();
             st.closed = true;
             st.outages += 1;
+            self.generation.fetch_add(1, Ordering::SeqCst);
         }
         self.changed.notify_all();
         log::info!(

@@ -11,8 +11,13 @@
 //!   (or from the start with `--too-large`) an RV above the current one is "too large": HTTP 504
 //!   or one ERROR 504 event for a watch, HTTP 504 for a LIST (`store`, `fault`, `watch`).
 //! - `GET`/`POST /sim/edge-health`: a canned edge-health answer, polls counted (`fault`).
-//! - `POST /sim/refuse {"seconds": S}` and `--start-refusing S`: the listener is closed and every
-//!   connection cut for S seconds, then the same port listens again (`listen`, `server`).
+//! - `POST /sim/refuse {"seconds": S, "listen": "HOST:PORT"}` and `--start-refusing S`: the
+//!   listener (of that address; all without `listen`) is closed and its connections cut for S
+//!   seconds, then the same port listens again (`listen`, `server`).
+//!
+//! Failover tests: `--listen A --listen B` serves one store on both addresses (the same objects
+//! and RVs, like two apiservers of one cluster); `/sim/refuse` with `listen` takes one down;
+//! recorded requests and `/sim/state` `listens` say which address served what.
 
 #![forbid(unsafe_code)]
 
@@ -36,6 +41,8 @@ mod watch;
 mod tests;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_listen;
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -96,13 +103,24 @@ fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
         (Some(c), Some(k)) => Some(conn::server_config(c, k, flags.client_ca.as_deref())?),
         _ => None,
     };
-    let shared = Arc::new(build(flags)?);
-    let listener = TcpListener::bind(&flags.listen)?;
-    let addr = listener.local_addr()?;
+    let shared = Arc::new(build(flags)?.with_listeners(flags.listen.len()));
+    let mut listeners = Vec::new();
+    for addr in &flags.listen {
+        listeners.push(TcpListener::bind(addr)?);
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // Every line in one write: a reader that stops after the first line cannot make a later
+    // write fail.
+    let mut banner = String::new();
+    for l in &listeners {
+        banner.push_str(&format!(
+            "grid-wrapper-sim listening on {scheme}://{}\n",
+            l.local_addr()?
+        ));
+    }
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "grid-wrapper-sim listening on {scheme}://{addr}")?;
+        out.write_all(banner.as_bytes())?;
         out.flush()?;
     }
     log::info!(
@@ -110,11 +128,27 @@ fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
         shared.store.lock().map(|s| s.rv()).unwrap_or_default()
     );
     if let Some(secs) = flags.start_refusing {
-        shared
-            .listen
-            .schedule(std::time::Instant::now() + Duration::from_secs(secs));
+        let until = std::time::Instant::now() + Duration::from_secs(secs);
+        for l in shared.listens() {
+            l.schedule(until);
+        }
     }
-    server::serve(listener, shared, tls)?;
+    let mut listeners = listeners.into_iter().enumerate();
+    let Some((_, first)) = listeners.next() else {
+        return Err("no --listen address".into());
+    };
+    for (i, listener) in listeners {
+        let (shared, tls) = (Arc::clone(&shared), tls.clone());
+        std::thread::Builder::new()
+            .name(format!("sim-accept-{i}"))
+            .spawn(move || {
+                if let Err(e) = server::serve_on(listener, shared, tls, i) {
+                    eprintln!("grid-wrapper-sim: listener {i}: {e}");
+                    std::process::exit(1);
+                }
+            })?;
+    }
+    server::serve(first, shared, tls)?;
     Ok(())
 }
 

@@ -106,6 +106,8 @@ pub enum Route {
     Sim(SimOp),
     /// `/sim/...` with an unknown path or wrong method.
     SimBad,
+    /// `GET /readyz`, `/livez` or `/healthz`: `ok` (failover probes).
+    Health,
     /// Anything else: recorded and answered generically.
     Other,
 }
@@ -152,6 +154,7 @@ pub fn route(method: &str, path: &str, slices: SliceVersions) -> Route {
         ["apis"] => Route::Discovery(Discovery::Groups),
         ["apis", "discovery.k8s.io"] => Route::Discovery(Discovery::SliceGroup),
         ["version"] => Route::Discovery(Discovery::Version),
+        ["readyz" | "livez" | "healthz"] => Route::Health,
         ["apis", "discovery.k8s.io", "v1"] if slices.serves(Resource::SlicesV1) => {
             Route::Discovery(Discovery::SliceVersion("v1"))
         }
@@ -407,6 +410,11 @@ mod tests {
             ),
             ("POST", "/sim/refuse", both, Route::Sim(SimOp::Refuse)),
             ("GET", "/sim/refuse", both, Route::SimBad),
+            ("GET", "/readyz", both, Route::Health),
+            ("GET", "/livez", both, Route::Health),
+            ("GET", "/healthz", both, Route::Health),
+            ("POST", "/readyz", both, Route::Other),
+            ("GET", "/readyz/etcd", both, Route::Other),
         ];
         for (m, p, v, want) in cases {
             assert_eq!(route(m, p, v), want, "{m} {p}");

@@ -1,5 +1,6 @@
 //! The simulator's network shell: shared state (store + `Condvar`, request recorder, counters),
-//! the accept loop with one thread per connection (closing and reopening the listener for
+//! the accept loop of each listener (`--listen A --listen B`: one store, the same RVs on every
+//! address) with one thread per connection (closing and reopening a listener for
 //! `/sim/refuse`, see `listen`), the keep-alive request loop, bearer-token checking and dispatch
 //! of each routed request to lists/gets/watches, discovery, the control API (including the
 //! edge-health stub and refusals, which need the connection) or the generic "record and echo"
@@ -42,6 +43,8 @@ pub struct Recorded {
     pub headers: Vec<(String, Vec<u8>)>,
     /// Body bytes.
     pub body: Vec<u8>,
+    /// The listen address it arrived on (`HOST:PORT`).
+    pub listen: String,
 }
 
 impl Recorded {
@@ -65,6 +68,7 @@ impl Recorded {
             "authorization": header("authorization"),
             "body": b64::encode(&self.body),
             "bodyLength": self.body.len(),
+            "listen": self.listen,
         })
     }
 }
@@ -94,8 +98,10 @@ pub struct Shared {
     pub served_gets: AtomicU64,
     /// The `/sim/edge-health` stub.
     pub edge_health: EdgeHealthStub,
-    /// The listener's state and the accepted connections (for refusals).
-    pub listen: Listen,
+    /// The first listener's state and accepted connections (for refusals).
+    first_listen: Listen,
+    /// The other listeners', in `--listen` order.
+    more_listens: Vec<Listen>,
 }
 
 impl Shared {
@@ -118,11 +124,41 @@ impl Shared {
             served_watches: AtomicU64::new(0),
             served_gets: AtomicU64::new(0),
             edge_health: EdgeHealthStub::default(),
-            listen: Listen::default(),
+            first_listen: Listen::default(),
+            more_listens: Vec::new(),
         }
     }
 
-    fn record(&self, req: &Request) {
+    /// The same with `n` listeners (at least one).
+    pub fn with_listeners(mut self, n: usize) -> Self {
+        self.more_listens
+            .resize_with(n.saturating_sub(1), Listen::default);
+        self
+    }
+
+    /// Listener `i` (the first if there is no such listener).
+    pub fn listen(&self, i: usize) -> &Listen {
+        i.checked_sub(1)
+            .and_then(|j| self.more_listens.get(j))
+            .unwrap_or(&self.first_listen)
+    }
+
+    /// Every listener, in `--listen` order.
+    pub fn listens(&self) -> impl Iterator<Item = &Listen> {
+        std::iter::once(&self.first_listen).chain(&self.more_listens)
+    }
+
+    /// Outages of every listener so far.
+    pub fn outages(&self) -> u64 {
+        self.listens().map(Listen::outages).sum()
+    }
+
+    fn record(&self, req: &Request, listener: usize) {
+        let listen = self
+            .listen(listener)
+            .addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         let mut rec = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
         if rec.len() >= MAX_RECORDED {
             rec.pop_front();
@@ -133,24 +169,37 @@ impl Shared {
             query: req.query.clone(),
             headers: req.headers.clone(),
             body: req.body.clone(),
+            listen,
         });
     }
 }
 
-/// Accepts connections forever, one thread each. A pending refusal (`/sim/refuse`, or one
-/// scheduled before the call for `--start-refusing`) closes the listener for its duration,
-/// then listens again on the same address; `Err` only if that rebind keeps failing.
+/// [`serve_on`] for the first listener.
 pub fn serve(
-    mut listener: TcpListener,
+    listener: TcpListener,
     shared: Arc<Shared>,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> io::Result<()> {
+    serve_on(listener, shared, tls, 0)
+}
+
+/// Accepts connections of listener `index` forever, one thread each. A pending refusal
+/// (`/sim/refuse`, or one scheduled before the call for `--start-refusing`) closes the listener
+/// for its duration, then listens again on the same address; `Err` only if that rebind keeps
+/// failing.
+pub fn serve_on(
+    mut listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    index: usize,
+) -> io::Result<()> {
     let addr = listener.local_addr()?;
-    shared.listen.set_addr(addr);
+    let listen = shared.listen(index);
+    listen.set_addr(addr);
     loop {
-        if let Some(until) = shared.listen.pending() {
+        if let Some(until) = listen.pending() {
             drop(listener);
-            listener = shared.listen.outage(addr, until)?;
+            listener = listen.outage(addr, until)?;
             continue;
         }
         let sock = match listener.accept() {
@@ -160,25 +209,43 @@ pub fn serve(
                 continue;
             }
         };
-        if shared.listen.pending().is_some() {
+        if listen.pending().is_some() {
             continue; // the refusal's wake-up, or a client racing it: dropped
         }
         // Registered here, before the thread runs, so a refusal cuts every accepted connection.
-        let id = shared.listen.register(&sock);
+        let id = listen.register(&sock);
         let shared2 = Arc::clone(&shared);
         let tls = tls.clone();
+        let origin = Origin {
+            id,
+            listener: index,
+        };
         let spawned = std::thread::Builder::new()
             .name("sim-conn".into())
-            .spawn(move || handle_conn(sock, &shared2, tls.as_ref(), id));
+            .spawn(move || handle_conn(sock, &shared2, tls.as_ref(), origin));
         if let Err(e) = spawned {
-            drop(shared.listen.guard(id));
+            drop(listen.guard(id));
             log::warn!("cannot spawn connection thread: {e}");
         }
     }
 }
 
-fn handle_conn(sock: TcpStream, shared: &Shared, tls: Option<&Arc<rustls::ServerConfig>>, id: u64) {
-    let _registered = shared.listen.guard(id);
+/// Where a request came from: its connection's registry id and listener index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// Registry id of the connection (see `listen`).
+    pub id: u64,
+    /// Index of the listener that accepted it.
+    pub listener: usize,
+}
+
+fn handle_conn(
+    sock: TcpStream,
+    shared: &Shared,
+    tls: Option<&Arc<rustls::ServerConfig>>,
+    origin: Origin,
+) {
+    let _registered = shared.listen(origin.listener).guard(origin.id);
     let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let _ = sock.set_nodelay(true);
     let _ = sock.set_read_timeout(Some(IDLE_TIMEOUT));
@@ -204,7 +271,7 @@ fn handle_conn(sock: TcpStream, shared: &Shared, tls: Option<&Arc<rustls::Server
             }
         };
         log::debug!("{peer}: {} {}?{}", req.method, req.path, req.query);
-        match handle(&mut conn, shared, &req, id) {
+        match handle(&mut conn, shared, &req, origin) {
             Ok(true) => {}
             Ok(false) => break,
             Err(e) => {
@@ -226,10 +293,17 @@ fn authorized(shared: &Shared, req: &Request) -> bool {
     }
 }
 
-/// Answers one request on connection `id`; `Ok(true)` when the connection stays open.
-pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, id: u64) -> io::Result<bool> {
-    match route(&req.method, &req.path, shared.slices) {
-        Route::Sim(SimOp::Refuse) => match refuse(shared, &req.body, id) {
+/// Answers one request from `origin`; `Ok(true)` when the connection stays open.
+pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, origin: Origin) -> io::Result<bool> {
+    let r = route(&req.method, &req.path, shared.slices);
+    if !matches!(r, Route::Sim(_) | Route::SimBad) {
+        shared
+            .listen(origin.listener)
+            .requests
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    match r {
+        Route::Sim(SimOp::Refuse) => match refuse(shared, &req.body, origin) {
             Ok(v) => write_json(conn, 200, &v, true).map(|()| false),
             Err(e) => write_status(conn, &e, req.close).map(|()| !req.close),
         },
@@ -238,36 +312,64 @@ pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, id: u64) -> io::R
             write_response(conn, code, "application/json", &body, req.close)?;
             Ok(!req.close)
         }
-        r => answer(conn, shared, req, r).map(|()| !req.close),
+        r => answer(conn, shared, req, r, origin.listener).map(|()| !req.close),
     }
 }
 
-/// `/sim/refuse`: closes the listener (waiting until it is), cuts every other connection (open
-/// watches end abruptly, keep-alive connections close), ends the watch threads, and returns the
-/// answer for this connection, which the caller then closes.
-fn refuse(shared: &Shared, body: &[u8], own: u64) -> Result<Value, ApiError> {
-    let dur = fault::parse_refuse(body)?;
-    let open = shared.open_watches.load(Ordering::SeqCst);
-    let addr = shared
-        .listen
-        .refuse(Instant::now() + dur)
-        .map_err(|m| ApiError::new(409, "Conflict", m))?;
-    let cut = shared.listen.cut_others(own);
-    shared
-        .store
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .close_watches();
+/// `/sim/refuse`: closes the listener named by `listen` (every listener without it), waiting
+/// until it is closed, cuts its connections but the caller's own (open watches end abruptly,
+/// keep-alive connections close) and ends its watch threads; returns the answer for this
+/// connection, which the caller then closes. The other listeners keep serving the same store.
+fn refuse(shared: &Shared, body: &[u8], origin: Origin) -> Result<Value, ApiError> {
+    let req = fault::parse_refuse(body)?;
+    let targets: Vec<usize> = match &req.listen {
+        None => (0..shared.listens().count()).collect(),
+        Some(want) => {
+            let found = shared.listens().position(|l| {
+                l.addr()
+                    .is_some_and(|a| a.to_string() == *want || Some(a) == want.parse().ok())
+            });
+            let known: Vec<String> = shared
+                .listens()
+                .filter_map(|l| l.addr().map(|a| a.to_string()))
+                .collect();
+            vec![found.ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "no listener {want:?} (listening on {})",
+                    known.join(", ")
+                ))
+            })?]
+        }
+    };
+    let conflict = |m: String| ApiError::new(409, "Conflict", m);
+    if targets.iter().any(|&i| shared.listen(i).refusing()) {
+        return Err(conflict("a refusal is already in progress".into()));
+    }
+    let until = Instant::now() + req.duration;
+    let (mut addrs, mut cut, mut watches) = (Vec::new(), 0, 0);
+    for &i in &targets {
+        let listen = shared.listen(i);
+        watches += listen.open_watches.load(Ordering::SeqCst);
+        addrs.push(listen.refuse(until).map_err(conflict)?.to_string());
+        cut += listen.cut_others(origin.id);
+    }
+    // Watch threads of the refused listeners see the new generation and end.
     shared.changed.notify_all();
-    Ok(
-        json!({"refusing": dur.as_secs(), "listen": addr.to_string(),
-              "closedConnections": cut, "closedWatches": open}),
-    )
+    Ok(json!({"refusing": req.duration.as_secs(),
+              "listen": addrs.first().cloned().unwrap_or_default(), "listens": addrs,
+              "closedConnections": cut, "closedWatches": watches}))
 }
 
-fn answer(conn: &mut Conn, shared: &Shared, req: &Request, r: Route) -> io::Result<()> {
+fn answer(
+    conn: &mut Conn,
+    shared: &Shared,
+    req: &Request,
+    r: Route,
+    listener: usize,
+) -> io::Result<()> {
     let close = req.close;
-    if !matches!(r, Route::Sim(_) | Route::SimBad) && !authorized(shared, req) {
+    // Health endpoints are public, as on an apiserver (system:public-info-viewer).
+    if !matches!(r, Route::Sim(_) | Route::SimBad | Route::Health) && !authorized(shared, req) {
         let e = ApiError::new(401, "Unauthorized", "Unauthorized");
         return write_status(conn, &e, close);
     }
@@ -311,7 +413,7 @@ fn answer(conn: &mut Conn, shared: &Shared, req: &Request, r: Route) -> io::Resu
                     bookmarks: q.get("allowWatchBookmarks") == Some("true"),
                     timeout,
                 };
-                return watch::run(conn, shared, &spec, close);
+                return watch::run(conn, shared, &spec, close, listener);
             }
             shared.served_lists.fetch_add(1, Ordering::Relaxed);
             let (objs, rv) = {
@@ -338,6 +440,7 @@ fn answer(conn: &mut Conn, shared: &Shared, req: &Request, r: Route) -> io::Resu
             }
         }
         Route::Discovery(d) => write_json(conn, 200, &api::discovery(&d, shared.slices), close),
+        Route::Health => write_response(conn, 200, "text/plain; charset=utf-8", b"ok", close),
         Route::Sim(op) => match control::handle(shared, op, &req.body) {
             Ok(v) => write_json(conn, 200, &v, close),
             Err(e) => write_status(conn, &e, close),
@@ -351,7 +454,7 @@ fn answer(conn: &mut Conn, shared: &Shared, req: &Request, r: Route) -> io::Resu
             write_status(conn, &e, close)
         }
         Route::Other => {
-            shared.record(req);
+            shared.record(req, listener);
             other(conn, req)
         }
     }

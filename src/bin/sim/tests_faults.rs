@@ -293,7 +293,7 @@ fn a_refusal_scheduled_before_serving_binds_later() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     let t0 = Instant::now();
-    shared.listen.schedule(t0 + Duration::from_secs(1));
+    shared.listen(0).schedule(t0 + Duration::from_secs(1));
     std::thread::spawn(move || server::serve(listener, shared, None));
     let deadline = t0 + Duration::from_millis(800);
     while !refused(addr) {

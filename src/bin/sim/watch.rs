@@ -2,14 +2,15 @@
 //! ERROR 410 event; a too-large RV, once enabled, gets HTTP 504 or one ERROR 504 event), then
 //! follow the store's history under the shared `Condvar`, translating each change through the
 //! watcher's filter (enter → ADDED, stay → MODIFIED, leave → DELETED with the old object), with
-//! periodic BOOKMARKs, the `timeoutSeconds` deadline, `/sim/close-watches`, `/sim/reset-rv`,
-//! lagging (history evicted under the watcher) and client disconnects ending the stream
+//! periodic BOOKMARKs, the `timeoutSeconds` deadline, `/sim/close-watches`, `/sim/reset-rv`, a
+//! refusal of its listener (`/sim/refuse`), lagging (history evicted under the watcher) and client disconnects ending the stream
 //! cleanly. The framing helpers are pure; `run` owns the blocking I/O.
 
 use crate::api::{served, Filter};
 use crate::conn::Conn;
 use crate::fault::TooLarge;
 use crate::httpio::{end_chunked, start_chunked, write_chunk, write_response};
+use crate::listen::Listen;
 use crate::server::Shared;
 use crate::store::{Event, EventType, Kind, WatchStart};
 use grid_wrapper::k8s::Resource;
@@ -88,20 +89,31 @@ enum Step {
     End,
 }
 
-struct OpenGuard<'a>(&'a Shared);
+struct OpenGuard<'a>(&'a Shared, &'a Listen);
 
 impl Drop for OpenGuard<'_> {
     fn drop(&mut self) {
         self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
+        self.1.open_watches.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// Serves one watch on `conn` until it ends; `Err` only for socket errors. `close` is the
-/// request's `Connection: close` (only a non-streamed answer, the HTTP 504, needs it).
-pub fn run(conn: &mut Conn, shared: &Shared, spec: &WatchSpec, close: bool) -> io::Result<()> {
+/// Serves one watch on `conn`, accepted by listener `listener`, until it ends; `Err` only for
+/// socket errors. `close` is the request's `Connection: close` (only a non-streamed answer, the
+/// HTTP 504, needs it).
+pub fn run(
+    conn: &mut Conn,
+    shared: &Shared,
+    spec: &WatchSpec,
+    close: bool,
+    listener: usize,
+) -> io::Result<()> {
+    let listen = shared.listen(listener);
+    let generation = listen.generation();
     shared.served_watches.fetch_add(1, Ordering::Relaxed);
     shared.open_watches.fetch_add(1, Ordering::SeqCst);
-    let _guard = OpenGuard(shared);
+    listen.open_watches.fetch_add(1, Ordering::SeqCst);
+    let _guard = OpenGuard(shared, listen);
     let kind = Kind::of(spec.res);
     let (start, epoch) = {
         let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
@@ -143,7 +155,7 @@ pub fn run(conn: &mut Conn, shared: &Shared, spec: &WatchSpec, close: bool) -> i
         let step = {
             let mut store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
             loop {
-                if store.epoch() != epoch {
+                if store.epoch() != epoch || listen.generation() != generation {
                     break Step::End;
                 }
                 match store.events_after(cursor) {

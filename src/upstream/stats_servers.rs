@@ -1,0 +1,349 @@
+//! Part of [`crate::upstream::stats`]: the upstream servers' failover state ([`ServerStats`]) and
+//! the upstream requests by status code and latency ([`RequestStats`]), with their Prometheus
+//! text. Pure: atomics and mutexes; callers pass durations in.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The kind of an upstream request, the `verb` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    /// A LIST (reflectors, EndpointSlice probing); timed until the body is read and decoded.
+    List,
+    /// A WATCH start; timed until the response head.
+    Watch,
+    /// A JSON GET (API discovery); timed until the body is read.
+    Get,
+    /// A proxied client request; timed until the response head.
+    Forward,
+}
+
+impl Verb {
+    /// Every verb, in rendering order.
+    pub const ALL: [Verb; 4] = [Verb::List, Verb::Watch, Verb::Get, Verb::Forward];
+
+    /// The label value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Get => "get",
+            Verb::Forward => "forward",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Verb::List => 0,
+            Verb::Watch => 1,
+            Verb::Get => 2,
+            Verb::Forward => 3,
+        }
+    }
+}
+
+/// Upper bounds, in seconds, of the latency histogram's buckets (`+Inf` follows).
+pub const LATENCY_BUCKETS: [f64; 8] = [0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 10.0, 60.0];
+
+/// One histogram: per-bucket counts (the last slot is above every bound) and the sum.
+#[derive(Debug, Default)]
+struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        let slot = LATENCY_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        if let Some(b) = self.buckets.get(slot) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts per bound, then the total (`+Inf`).
+    fn cumulative(&self) -> Vec<u64> {
+        let mut total = 0;
+        self.buckets
+            .iter()
+            .map(|b| {
+                total += b.load(Ordering::Relaxed);
+                total
+            })
+            .collect()
+    }
+}
+
+/// Upstream requests by verb and HTTP status code, and their latency by verb.
+#[derive(Debug, Default)]
+pub struct RequestStats {
+    /// `(verb, code)` → count; code 0 = no HTTP answer.
+    codes: Mutex<BTreeMap<(Verb, u16), u64>>,
+    latency: [Histogram; 4],
+}
+
+impl RequestStats {
+    /// Records one request (one attempt on one server): `code` is the HTTP status, `None` when
+    /// no answer came (connect failure, timeout, broken connection).
+    pub fn record(&self, verb: Verb, code: Option<u16>, took: Duration) {
+        // HTTP codes are three digits; anything else would only grow the map.
+        let code = code.filter(|c| (100..=999).contains(c)).unwrap_or(0);
+        *self
+            .codes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((verb, code))
+            .or_insert(0) += 1;
+        if let Some(h) = self.latency.get(verb.index()) {
+            h.observe(took);
+        }
+    }
+
+    /// Requests recorded for `verb` with `code` (`None`: without an answer).
+    pub fn count(&self, verb: Verb, code: Option<u16>) -> u64 {
+        let key = (verb, code.unwrap_or(0));
+        let codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
+        codes.get(&key).copied().unwrap_or(0)
+    }
+
+    /// Appends `grid_wrapper_upstream_requests_total{verb,code}` (counter; `code="error"` when
+    /// no HTTP answer came) and `grid_wrapper_upstream_request_duration_seconds{verb}`
+    /// (histogram, buckets [`LATENCY_BUCKETS`]).
+    pub fn render(&self, out: &mut String) {
+        let name = "grid_wrapper_upstream_requests_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Upstream requests (each attempt on each server) by verb (list, watch, get, forward) and HTTP status code; code=\"error\" when no answer came."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let codes = self.codes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for ((verb, code), n) in codes {
+            let code = match code {
+                0 => "error".to_string(),
+                c => c.to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{verb=\"{}\",code=\"{code}\"}} {n}",
+                verb.name()
+            );
+        }
+        let name = "grid_wrapper_upstream_request_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Upstream request latency by verb: list and get until the body is read, watch and forward until the response head."
+        );
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        for verb in Verb::ALL {
+            let Some(h) = self.latency.get(verb.index()) else {
+                continue;
+            };
+            let v = verb.name();
+            let cumulative = h.cumulative();
+            for (le, n) in LATENCY_BUCKETS.iter().zip(&cumulative) {
+                let _ = writeln!(out, "{name}_bucket{{verb=\"{v}\",le=\"{le}\"}} {n}");
+            }
+            let total = cumulative.last().copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{verb=\"{v}\",le=\"+Inf\"}} {total}");
+            let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(out, "{name}_sum{{verb=\"{v}\"}} {sum}");
+            let _ = writeln!(out, "{name}_count{{verb=\"{v}\"}} {total}");
+        }
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped (Prometheus text format).
+fn label_value(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The failover state of the upstream servers (`--master=A,B,…`), mirrored here by
+/// `upstream::failover` on every change.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// `(URL as shown, healthy)`, in order of preference; empty until an upstream client exists.
+    servers: Mutex<Vec<(String, bool)>>,
+    selected: AtomicUsize,
+    /// Switches to a less preferred server, then back to a more preferred one.
+    switches: [AtomicU64; 2],
+}
+
+impl ServerStats {
+    /// Registers the servers (URLs as shown, in order of preference), all healthy, the first
+    /// selected. Switch counts are kept.
+    pub fn set_servers(&self, urls: &[String]) {
+        let mut s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        *s = urls.iter().map(|u| (u.clone(), true)).collect();
+        self.selected.store(0, Ordering::Relaxed);
+    }
+
+    /// Records whether server `index` is healthy.
+    pub fn set_healthy(&self, index: usize, healthy: bool) {
+        let mut s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = s.get_mut(index) {
+            entry.1 = healthy;
+        }
+    }
+
+    /// Whether server `index` is healthy (`false` if there is no such server).
+    pub fn healthy(&self, index: usize) -> bool {
+        let s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        s.get(index).is_some_and(|e| e.1)
+    }
+
+    /// Records a switch to server `to`: `back` when it is more preferred than the previous one.
+    pub fn record_switch(&self, to: usize, back: bool) {
+        self.selected.store(to, Ordering::Relaxed);
+        if let Some(c) = self.switches.get(usize::from(back)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The selected server's index (0 = primary).
+    pub fn selected(&self) -> usize {
+        self.selected.load(Ordering::Relaxed)
+    }
+
+    /// Switches so far: to a less preferred server (`back == false`) or back to a more
+    /// preferred one.
+    pub fn switches(&self, back: bool) -> u64 {
+        self.switches
+            .get(usize::from(back))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Appends `grid_wrapper_upstream_switches_total{direction="failover"|"failback"}`
+    /// (counter), `grid_wrapper_upstream_server_healthy{server,index}` (gauge 0/1) and
+    /// `grid_wrapper_upstream_current_server_index` (gauge, 0 = the primary); nothing before
+    /// the servers are registered.
+    pub fn render(&self, out: &mut String) {
+        let servers = self
+            .servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if servers.is_empty() {
+            return;
+        }
+        let name = "grid_wrapper_upstream_switches_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Upstream server switches: failover = to a less preferred server, failback = back to a more preferred one."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (direction, back) in [("failover", false), ("failback", true)] {
+            let n = self.switches(back);
+            let _ = writeln!(out, "{name}{{direction=\"{direction}\"}} {n}");
+        }
+        let name = "grid_wrapper_upstream_server_healthy";
+        let _ = writeln!(
+            out,
+            "# HELP {name} 1 while the upstream server is considered healthy (index = position in --master, 0 = primary)."
+        );
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (i, (url, healthy)) in servers.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}{{server=\"{}\",index=\"{i}\"}} {}",
+                label_value(url),
+                u8::from(*healthy)
+            );
+        }
+        let name = "grid_wrapper_upstream_current_server_index";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Index in --master of the upstream server requests go to (0 = primary)."
+        );
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {}", self.selected());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_by_code_and_a_cumulative_latency_histogram() {
+        let r = RequestStats::default();
+        let ms = Duration::from_millis;
+        r.record(Verb::List, Some(200), ms(3));
+        r.record(Verb::List, Some(200), ms(30));
+        r.record(Verb::List, Some(410), ms(200));
+        r.record(Verb::Forward, None, ms(70_000));
+        r.record(Verb::Watch, Some(65535), ms(1)); // not an HTTP code: counted as "error"
+        assert_eq!(r.count(Verb::List, Some(200)), 2);
+        assert_eq!(r.count(Verb::Forward, None), 1);
+        assert_eq!(r.count(Verb::Watch, None), 1);
+        let mut out = String::new();
+        r.render(&mut out);
+        for line in [
+            "# TYPE grid_wrapper_upstream_requests_total counter\n",
+            "grid_wrapper_upstream_requests_total{verb=\"list\",code=\"200\"} 2\n",
+            "grid_wrapper_upstream_requests_total{verb=\"list\",code=\"410\"} 1\n",
+            "grid_wrapper_upstream_requests_total{verb=\"forward\",code=\"error\"} 1\n",
+            "# TYPE grid_wrapper_upstream_request_duration_seconds histogram\n",
+            "grid_wrapper_upstream_request_duration_seconds_bucket{verb=\"list\",le=\"0.005\"} 1\n",
+            "grid_wrapper_upstream_request_duration_seconds_bucket{verb=\"list\",le=\"0.025\"} 1\n",
+            "grid_wrapper_upstream_request_duration_seconds_bucket{verb=\"list\",le=\"0.1\"} 2\n",
+            "grid_wrapper_upstream_request_duration_seconds_bucket{verb=\"list\",le=\"0.25\"} 3\n",
+            "grid_wrapper_upstream_request_duration_seconds_bucket{verb=\"list\",le=\"+Inf\"} 3\n",
+            "grid_wrapper_upstream_request_duration_seconds_sum{verb=\"list\"} 0.233\n",
+            "grid_wrapper_upstream_request_duration_seconds_count{verb=\"list\"} 3\n",
+            "grid_wrapper_upstream_request_duration_seconds_bucket{verb=\"forward\",le=\"60\"} 0\n",
+            "grid_wrapper_upstream_request_duration_seconds_bucket{verb=\"forward\",le=\"+Inf\"} 1\n",
+            "grid_wrapper_upstream_request_duration_seconds_count{verb=\"get\"} 0\n",
+        ] {
+            assert!(out.contains(line), "missing {line:?} in\n{out}");
+        }
+        // Codes render in a stable order: verb, then code.
+        let list_200 = out.find("verb=\"list\",code=\"200\"").unwrap();
+        let list_410 = out.find("verb=\"list\",code=\"410\"").unwrap();
+        assert!(list_200 < list_410);
+    }
+
+    #[test]
+    fn servers_render_once_registered() {
+        let s = ServerStats::default();
+        let mut out = String::new();
+        s.render(&mut out);
+        assert!(out.is_empty(), "no upstream client yet: {out}");
+        s.set_servers(&["https://a:6443".into(), "https://b\"x:6443".into()]);
+        assert!(s.healthy(0) && s.healthy(1) && !s.healthy(2));
+        s.set_healthy(0, false);
+        s.record_switch(1, false);
+        s.record_switch(0, true);
+        s.record_switch(1, false);
+        assert_eq!(
+            (s.switches(false), s.switches(true), s.selected()),
+            (2, 1, 1)
+        );
+        s.render(&mut out);
+        for line in [
+            "# TYPE grid_wrapper_upstream_switches_total counter\n",
+            "grid_wrapper_upstream_switches_total{direction=\"failover\"} 2\n",
+            "grid_wrapper_upstream_switches_total{direction=\"failback\"} 1\n",
+            "# TYPE grid_wrapper_upstream_server_healthy gauge\n",
+            "grid_wrapper_upstream_server_healthy{server=\"https://a:6443\",index=\"0\"} 0\n",
+            "grid_wrapper_upstream_server_healthy{server=\"https://b\\\"x:6443\",index=\"1\"} 1\n",
+            "# TYPE grid_wrapper_upstream_current_server_index gauge\n",
+            "grid_wrapper_upstream_current_server_index 1\n",
+        ] {
+            assert!(out.contains(line), "missing {line:?} in\n{out}");
+        }
+        // Re-registering resets health and selection, not the counters.
+        s.set_servers(&["https://a:6443".into()]);
+        assert!(s.healthy(0));
+        assert_eq!((s.selected(), s.switches(false)), (0, 2));
+    }
+}
