@@ -7,6 +7,7 @@ pub mod counters;
 pub mod debug_state;
 pub mod debug_topology;
 pub mod event_loop;
+pub mod exposition;
 pub mod health;
 pub mod metrics;
 pub mod outbound;

@@ -9,13 +9,13 @@
 
 use crate::upstream::decode::{self, DecodeError, ListResult};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
-use crate::upstream::kubeconfig::{self, UpstreamConfig};
+use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::stats::{self, RequestStats, Stats, Verb};
 use crate::upstream::throttle::TokenBucket;
 use crate::upstream::tls;
+use crate::upstream::token::TokenSource;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use ureq::http;
@@ -229,55 +229,6 @@ impl fmt::Debug for ForwardResponse {
             .field("status", &self.status)
             .field("headers", &self.headers)
             .finish()
-    }
-}
-
-/// Bearer token: static, or read from a file at most every [`TOKEN_REREAD_INTERVAL`]; the last
-/// successfully read file content wins over the static value (client-go semantics). No `Debug`:
-/// it holds a secret.
-struct TokenSource {
-    fixed: Option<String>,
-    file: Option<PathBuf>,
-    interval: Duration,
-    /// Last good file content, and when the file was last tried.
-    cached: Mutex<(Option<String>, Option<Instant>)>,
-}
-
-impl TokenSource {
-    fn new(fixed: Option<String>, file: Option<PathBuf>, interval: Duration) -> Self {
-        let fixed = fixed.filter(|t| !t.is_empty());
-        TokenSource {
-            fixed,
-            file,
-            interval,
-            cached: Mutex::new((None, None)),
-        }
-    }
-
-    fn current(&self, now: Instant) -> Option<String> {
-        let Some(path) = &self.file else {
-            return self.fixed.clone();
-        };
-        let mut guard = self.cached.lock().unwrap_or_else(|p| p.into_inner());
-        let (value, tried) = &mut *guard;
-        if tried.is_none_or(|at| now.saturating_duration_since(at) >= self.interval) {
-            *tried = Some(now);
-            match kubeconfig::read_bounded(path) {
-                Ok(bytes) => {
-                    let tok = String::from_utf8_lossy(&bytes).trim().to_string();
-                    if tok.is_empty() {
-                        log::warn!(
-                            "token file {} is empty; keeping the previous token",
-                            path.display()
-                        );
-                    } else {
-                        *value = Some(tok);
-                    }
-                }
-                Err(e) => log::warn!("keeping the previous bearer token: {e}"),
-            }
-        }
-        value.clone().or_else(|| self.fixed.clone())
     }
 }
 

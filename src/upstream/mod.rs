@@ -29,6 +29,8 @@ pub mod stats;
 mod throttle;
 #[cfg(feature = "io")]
 mod tls;
+#[cfg(feature = "io")]
+mod token;
 
 #[cfg(feature = "io")]
 pub use client::{ForwardRequest, ForwardResponse, Timeouts, Upstream, UpstreamError};
