@@ -78,10 +78,10 @@ use std::time::Duration;
 
 use crate::config::{Config, OutputFormat};
 use crate::upstream::client::{Timeouts, Upstream, UpstreamError};
-use crate::upstream::decode::{DecodeError, ListResult};
 use crate::upstream::discovery;
 use crate::upstream::kind::{with_query, UpstreamKind};
 use crate::upstream::kubeconfig;
+use crate::upstream::reflector;
 
 pub use model::{Fetched, Problem, Reached, Report, ResourceFetch, SliceFinding, SliceSource, Tag};
 pub use report::build;
@@ -96,8 +96,6 @@ pub const CHECK_TIMEOUTS: Timeouts = Timeouts {
 };
 /// `timeoutSeconds` of the access-check WATCH.
 pub const WATCH_PROBE_SECONDS: &str = "1";
-/// Most pages followed in one list (only if the upstream paginates unasked).
-const MAX_LIST_PAGES: usize = 10_000;
 
 /// Runs the check: fetch, build the report, render it in `format`. Returns the text to print
 /// and whether the node is ready.
@@ -196,7 +194,7 @@ fn find_slices(upstream: &Upstream) -> SliceFinding {
 /// WATCH from its resourceVersion.
 fn fetch_resource(upstream: &Upstream, kind: UpstreamKind) -> ResourceFetch {
     let sel = kind.label_selector().unwrap_or("");
-    let list = list_all(upstream, kind, sel);
+    let list = reflector::list_all(upstream, kind, "0");
     let rv = list
         .as_ref()
         .map(|l| l.resource_version.clone())
@@ -214,32 +212,4 @@ fn fetch_resource(upstream: &Upstream, kind: UpstreamKind) -> ResourceFetch {
     // The head is enough: dropping the body closes the connection.
     let watch = upstream.watch(&query).map(drop);
     ResourceFetch { kind, list, watch }
-}
-
-fn list_all(
-    upstream: &Upstream,
-    kind: UpstreamKind,
-    sel: &str,
-) -> Result<ListResult, UpstreamError> {
-    let mut all = upstream.list(&with_query(
-        kind.path(),
-        &[("labelSelector", sel), ("resourceVersion", "0")],
-    ))?;
-    let mut pages = 1;
-    while let Some(token) = all.continue_token.take() {
-        if pages >= MAX_LIST_PAGES {
-            return Err(UpstreamError::Decode(DecodeError::Missing(
-                "end of paginated list",
-            )));
-        }
-        let page = upstream.list(&with_query(
-            kind.path(),
-            &[("continue", &token), ("labelSelector", sel)],
-        ))?;
-        all.items.extend(page.items);
-        all.resource_version = page.resource_version;
-        all.continue_token = page.continue_token;
-        pages += 1;
-    }
-    Ok(all)
 }

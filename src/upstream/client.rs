@@ -441,15 +441,22 @@ impl Upstream {
         })
     }
 
-    /// GET a JSON document (discovery), body bounded by [`MAX_ERROR_BODY_BYTES`]×16.
-    pub fn get_json(&self, path_and_query: &str) -> Result<serde_json::Value, UpstreamError> {
+    /// GET with a `timeout` for the whole exchange and a body of at most `limit` bytes, through
+    /// the failover selection; a non-2xx answer is an [`UpstreamError::Status`].
+    fn get_bounded(
+        &self,
+        verb: Verb,
+        path_and_query: &str,
+        timeout: Duration,
+        limit: u64,
+    ) -> Result<Vec<u8>, UpstreamError> {
         let f = &self.inner.failover;
-        f.call(Verb::Get, &self.inner.requests, |_, base| {
+        f.call(verb, &self.inner.requests, |_, base| {
             self.pace();
             let resp = self
                 .authorized_get(base, path_and_query)
                 .config()
-                .timeout_global(Some(self.inner.timeouts.response_head))
+                .timeout_global(Some(timeout))
                 .build()
                 .call()?;
             let resp = Self::check_status(resp)?;
@@ -457,35 +464,30 @@ impl Upstream {
             let body = resp
                 .into_body()
                 .into_with_config()
-                .limit(MAX_ERROR_BODY_BYTES * 16)
+                .limit(limit)
                 .read_to_vec()?;
-            let json = serde_json::from_slice(&body)
-                .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))?;
-            Ok((json, code))
+            Ok((body, code))
         })
+    }
+
+    /// GET a JSON document (discovery), body bounded by [`MAX_ERROR_BODY_BYTES`]×16.
+    pub fn get_json(&self, path_and_query: &str) -> Result<serde_json::Value, UpstreamError> {
+        let timeout = self.inner.timeouts.response_head;
+        let body = self.get_bounded(
+            Verb::Get,
+            path_and_query,
+            timeout,
+            MAX_ERROR_BODY_BYTES * 16,
+        )?;
+        serde_json::from_slice(&body)
+            .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))
     }
 
     /// LIST: GET with a [`Timeouts::list`] limit (default [`LIST_TIMEOUT`]) and a body of at most [`MAX_LIST_BYTES`], decoded.
     pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
-        let f = &self.inner.failover;
-        f.call(Verb::List, &self.inner.requests, |_, base| {
-            self.pace();
-            let resp = self
-                .authorized_get(base, path_and_query)
-                .config()
-                .timeout_global(Some(self.inner.timeouts.list))
-                .build()
-                .call()?;
-            let resp = Self::check_status(resp)?;
-            let code = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .into_with_config()
-                .limit(MAX_LIST_BYTES)
-                .read_to_vec()?;
-            let list = decode::decode_list(&body).map_err(UpstreamError::from)?;
-            Ok((list, code))
-        })
+        let timeout = self.inner.timeouts.list;
+        let body = self.get_bounded(Verb::List, path_and_query, timeout, MAX_LIST_BYTES)?;
+        Ok(decode::decode_list(&body)?)
     }
 
     /// WATCH: the response body as a line source. No global timeout; a read idle for

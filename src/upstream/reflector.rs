@@ -244,33 +244,12 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     fn list_all(&mut self) -> Result<ListResult, UpstreamError> {
-        let sel = self.kind.label_selector().unwrap_or("");
         let rv = match &self.list_from {
             ListFrom::Any => "0".to_string(),
             ListFrom::NotOlderThan(rv) => rv.clone(),
             ListFrom::Latest => String::new(),
         };
-        let mut all = self.lw.list(&with_query(
-            self.kind.path(),
-            &[("labelSelector", sel), ("resourceVersion", &rv)],
-        ))?;
-        let mut pages = 1;
-        while let Some(token) = all.continue_token.take() {
-            if pages >= MAX_LIST_PAGES {
-                return Err(UpstreamError::Decode(DecodeError::Missing(
-                    "end of paginated list",
-                )));
-            }
-            let page = self.lw.list(&with_query(
-                self.kind.path(),
-                &[("continue", &token), ("labelSelector", sel)],
-            ))?;
-            all.items.extend(page.items);
-            all.resource_version = page.resource_version;
-            all.continue_token = page.continue_token;
-            pages += 1;
-        }
-        Ok(all)
+        list_all(&self.lw, self.kind, &rv)
     }
 
     fn step_list(&mut self) -> (State, Option<Duration>) {
@@ -561,6 +540,38 @@ impl<L: ListWatch> Reflector<L> {
         self.stats.set_failing(false);
         log::debug!("{:?}: reflector stopped", self.kind);
     }
+}
+
+/// A full LIST of `kind` as the reflectors make it (kube-proxy's selector where it applies;
+/// `resourceVersion=rv`, omitted when empty), following `continue` pages (at most
+/// `MAX_LIST_PAGES`) if the upstream paginates unasked. Also used by `grid-wrapper check`.
+pub fn list_all<L: ListWatch + ?Sized>(
+    lw: &L,
+    kind: UpstreamKind,
+    rv: &str,
+) -> Result<ListResult, UpstreamError> {
+    let sel = kind.label_selector().unwrap_or("");
+    let mut all = lw.list(&with_query(
+        kind.path(),
+        &[("labelSelector", sel), ("resourceVersion", rv)],
+    ))?;
+    let mut pages = 1;
+    while let Some(token) = all.continue_token.take() {
+        if pages >= MAX_LIST_PAGES {
+            return Err(UpstreamError::Decode(DecodeError::Missing(
+                "end of paginated list",
+            )));
+        }
+        let page = lw.list(&with_query(
+            kind.path(),
+            &[("continue", &token), ("labelSelector", sel)],
+        ))?;
+        all.items.extend(page.items);
+        all.resource_version = page.resource_version;
+        all.continue_token = page.continue_token;
+        pages += 1;
+    }
+    Ok(all)
 }
 
 /// Starts a reflector thread for `kind`; it runs until `stop` is set. It records into [`stats::global`].
