@@ -252,21 +252,6 @@ fn metrics_count_requests_watches_traffic_and_the_process() {
     drop(other);
 }
 
-fn big_slice(round: usize) -> Value {
-    let eps: Vec<Value> = (0..400)
-        .map(|i| {
-            json!({"addresses": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)],
-                "conditions": {"ready": true}, "nodeName": "edge-b1", "zone": "zone-b",
-                "targetRef": {"kind": "Pod", "namespace": "default", "name": format!("big-{i}")}})
-        })
-        .collect();
-    json!({"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
-        "metadata": {"name": "big-1", "namespace": "default",
-            "labels": {"kubernetes.io/service-name": "big", "round": round.to_string()}},
-        "addressType": "IPv4", "endpoints": eps,
-        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]})
-}
-
 #[test]
 fn a_watch_ended_for_being_too_slow_is_counted() {
     // As in protocol_slow.rs: a watcher that does not read while large changes pile up.
@@ -275,7 +260,7 @@ fn a_watch_ended_for_being_too_slow_is_counted() {
     sim.apply(&json!({"kind": "Service", "apiVersion": "v1",
         "metadata": {"name": "big", "namespace": "default"},
         "spec": {"clusterIP": "10.96.8.8", "ports": [{"port": 80, "protocol": "TCP"}]}}));
-    sim.apply(&big_slice(0));
+    sim.apply(&big_slice(0, 400));
     wait_for("the big slice", || {
         names(&w.get_json(V1)).contains(&"big-1".to_string())
     });
@@ -289,7 +274,7 @@ fn a_watch_ended_for_being_too_slow_is_counted() {
             t.elapsed() < Duration::from_secs(30),
             "never ended as too slow"
         );
-        let batch: Vec<Value> = (round..round + 5).map(big_slice).collect();
+        let batch: Vec<Value> = (round..round + 5).map(|r| big_slice(r, 400)).collect();
         sim.apply(&Value::Array(batch));
         round += 5;
         // Its backlog (unsent bytes, pending entries) shows in /debug/state while it lasts.

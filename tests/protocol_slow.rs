@@ -15,22 +15,6 @@ const ENDPOINTS: usize = 400;
 /// Upper bound on the bytes pushed through the slow watch (far above the socket buffers).
 const MAX_PUSH_BYTES: usize = 12 << 20;
 
-fn big_slice(round: usize) -> Value {
-    let eps: Vec<Value> = (0..ENDPOINTS)
-        .map(|i| {
-            json!({"addresses": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)],
-                "conditions": {"ready": true, "serving": true, "terminating": false},
-                "nodeName": "edge-b1", "zone": "zone-b",
-                "targetRef": {"kind": "Pod", "namespace": "default", "name": format!("big-{i}")}})
-        })
-        .collect();
-    json!({"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
-        "metadata": {"name": "big-1", "namespace": "default",
-            "labels": {"kubernetes.io/service-name": "big", "round": round.to_string()}},
-        "addressType": "IPv4", "endpoints": eps,
-        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]})
-}
-
 #[test]
 fn c24_slow_watcher_is_ended_never_thinned_and_fast_watcher_keeps_working() {
     let sim = Sim::start(&["--history", "100000"]);
@@ -38,7 +22,7 @@ fn c24_slow_watcher_is_ended_never_thinned_and_fast_watcher_keeps_working() {
     sim.apply(&json!({"kind": "Service", "apiVersion": "v1",
         "metadata": {"name": "big", "namespace": "default"},
         "spec": {"clusterIP": "10.96.8.8", "ports": [{"port": 80, "protocol": "TCP"}]}}));
-    sim.apply(&big_slice(0));
+    sim.apply(&big_slice(0, ENDPOINTS));
     wait_for("the big slice", || {
         names(&w.get_json(V1)).contains(&"big-1".to_string())
     });
@@ -67,11 +51,13 @@ fn c24_slow_watcher_is_ended_never_thinned_and_fast_watcher_keeps_working() {
             }
             rvs
         });
-        let one = serde_json::to_vec(&big_slice(1)).unwrap().len();
+        let one = serde_json::to_vec(&big_slice(1, ENDPOINTS)).unwrap().len();
         let t = Instant::now();
         let mut round = 1;
         while round * one < MAX_PUSH_BYTES && t.elapsed() < Duration::from_secs(8) {
-            let batch: Vec<Value> = (round..round + 5).map(big_slice).collect();
+            let batch: Vec<Value> = (round..round + 5)
+                .map(|r| big_slice(r, ENDPOINTS))
+                .collect();
             sim.apply(&Value::Array(batch));
             round += 5;
         }
@@ -140,7 +126,7 @@ fn c24_slow_watcher_is_ended_never_thinned_and_fast_watcher_keeps_working() {
         "the rest, after resuming"
     );
     // Other watchers keep working.
-    sim.apply(&big_slice(0));
+    sim.apply(&big_slice(0, ENDPOINTS));
     assert_eq!(
         resumed.expect()["object"]["metadata"]["labels"]["round"],
         "0"

@@ -877,3 +877,21 @@ pub fn ev_name(ev: &Value) -> (String, String) {
             .to_string(),
     )
 }
+
+/// A slice `default/big-1` of Service `big` with `endpoints` endpoints on edge-b1, labelled
+/// `round` (each round is a new version): large changes that pile up for a slow watcher.
+pub fn big_slice(round: usize, endpoints: usize) -> Value {
+    let eps: Vec<Value> = (0..endpoints)
+        .map(|i| {
+            serde_json::json!({"addresses": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "nodeName": "edge-b1", "zone": "zone-b",
+                "targetRef": {"kind": "Pod", "namespace": "default", "name": format!("big-{i}")}})
+        })
+        .collect();
+    serde_json::json!({"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+        "metadata": {"name": "big-1", "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "big", "round": round.to_string()}},
+        "addressType": "IPv4", "endpoints": eps,
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]})
+}
