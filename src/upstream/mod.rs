@@ -23,6 +23,8 @@ pub mod failover;
 pub mod kind;
 pub mod kubeconfig;
 #[cfg(feature = "io")]
+pub mod list;
+#[cfg(feature = "io")]
 pub mod reflector;
 pub mod stats;
 #[cfg(feature = "io")]

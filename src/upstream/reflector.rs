@@ -49,7 +49,7 @@
 
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{Upstream, UpstreamError};
-use crate::upstream::decode::{self, DecodeError, Line, ListResult, WatchEvent};
+use crate::upstream::decode::{self, Line, ListResult, WatchEvent};
 pub use crate::upstream::discovery::{
     discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
 };
@@ -57,6 +57,7 @@ pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
 use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::{Change, Sink, UpstreamKind, SERVICE_PROXY_SELECTOR};
+pub use crate::upstream::list::list_all;
 use crate::upstream::stats::{self, KindStats, RelistReason};
 use serde_json::Value;
 use std::io::BufRead;
@@ -68,8 +69,6 @@ use std::time::{Duration, Instant, SystemTime};
 pub const WATCH_TIMEOUT_SECONDS: (u64, u64) = (300, 600);
 /// A watch that ends sooner than this without any event counts as a failure (backoff).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
-/// Most pages followed in one list (only if the upstream paginates unasked).
-const MAX_LIST_PAGES: usize = 10_000;
 /// Serializes LIST + decode + apply across reflectors (see `step_list`).
 static LIST_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Granularity of the interruptible backoff sleep.
@@ -540,38 +539,6 @@ impl<L: ListWatch> Reflector<L> {
         self.stats.set_failing(false);
         log::debug!("{:?}: reflector stopped", self.kind);
     }
-}
-
-/// A full LIST of `kind` as the reflectors make it (kube-proxy's selector where it applies;
-/// `resourceVersion=rv`, omitted when empty), following `continue` pages (at most
-/// `MAX_LIST_PAGES`) if the upstream paginates unasked. Also used by `grid-wrapper check`.
-pub fn list_all<L: ListWatch + ?Sized>(
-    lw: &L,
-    kind: UpstreamKind,
-    rv: &str,
-) -> Result<ListResult, UpstreamError> {
-    let sel = kind.label_selector().unwrap_or("");
-    let mut all = lw.list(&with_query(
-        kind.path(),
-        &[("labelSelector", sel), ("resourceVersion", rv)],
-    ))?;
-    let mut pages = 1;
-    while let Some(token) = all.continue_token.take() {
-        if pages >= MAX_LIST_PAGES {
-            return Err(UpstreamError::Decode(DecodeError::Missing(
-                "end of paginated list",
-            )));
-        }
-        let page = lw.list(&with_query(
-            kind.path(),
-            &[("continue", &token), ("labelSelector", sel)],
-        ))?;
-        all.items.extend(page.items);
-        all.resource_version = page.resource_version;
-        all.continue_token = page.continue_token;
-        pages += 1;
-    }
-    Ok(all)
 }
 
 /// Starts a reflector thread for `kind`; it runs until `stop` is set. It records into [`stats::global`].

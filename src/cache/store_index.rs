@@ -1,0 +1,59 @@
+//! The cache's indexes: which Service each slice belongs to, and which endpoint objects have an
+//! endpoint on which node (so that a node change recomputes only what it can affect).
+
+use std::collections::BTreeSet;
+
+use super::{State, Target};
+use crate::k8s::ObjectKey;
+
+impl State {
+    pub(super) fn index_slice(&mut self, slice: &ObjectKey, owner: Option<ObjectKey>) {
+        if let Some(previous) = self.slice_owner.remove(slice) {
+            if let Some(set) = self.slices_by_service.get_mut(&previous) {
+                set.remove(slice);
+                if set.is_empty() {
+                    self.slices_by_service.remove(&previous);
+                }
+            }
+        }
+        if let Some(owner) = owner {
+            self.slices_by_service
+                .entry(owner.clone())
+                .or_default()
+                .insert(slice.clone());
+            self.slice_owner.insert(slice.clone(), owner);
+        }
+    }
+
+    /// A node's labels or existence changed: the local node affects every topology Service,
+    /// any other node only the objects with an endpoint on it.
+    pub(super) fn mark_node(&mut self, name: &str) {
+        if name == self.settings.hostname {
+            self.dirty_all = true;
+        } else {
+            self.dirty_nodes.insert(name.to_string());
+        }
+    }
+
+    pub(super) fn index_nodes(&mut self, target: Target, nodes: BTreeSet<String>) {
+        if let Some(old) = self.nodes_of.remove(&target) {
+            for n in old {
+                if let Some(set) = self.by_node.get_mut(&n) {
+                    set.remove(&target);
+                    if set.is_empty() {
+                        self.by_node.remove(&n);
+                    }
+                }
+            }
+        }
+        for n in &nodes {
+            self.by_node
+                .entry(n.clone())
+                .or_default()
+                .insert(target.clone());
+        }
+        if !nodes.is_empty() {
+            self.nodes_of.insert(target, nodes);
+        }
+    }
+}
