@@ -271,6 +271,13 @@ fn list_and_watch_send_the_token_and_decode_status_errors() {
 fn token_file_is_reread_at_most_every_interval_and_wins_over_token() {
     let dir = std::env::temp_dir().join(format!("gw-token-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
     let path = dir.join("token");
     std::fs::write(&path, "one\n").unwrap();
     let src = TokenSource::new(

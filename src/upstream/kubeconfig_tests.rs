@@ -87,10 +87,26 @@ fn malformed_kubeconfigs_are_errors_naming_the_field() {
     }
 }
 
-fn tmp(name: &str) -> PathBuf {
+/// A temporary directory, removed when dropped.
+struct Tmp(PathBuf);
+
+impl std::ops::Deref for Tmp {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmp(name: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!("gw-kubeconfig-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Tmp(d)
 }
 
 #[test]
