@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::http::Client;
 use crate::listclient::{Floor, RawClient};
 use crate::phases::{get_ok, item_count, machine, slices_path, Machine};
-use crate::procs::Children;
+use crate::procs::{cpu_ticks, Children};
 use crate::stats::{bytes, dur, pct};
 use crate::{nginx, start_sim, start_wrapper, BenchResult, Opts, SCALE, SIM_HISTORY};
 
@@ -43,8 +43,13 @@ impl Run {
 pub struct Load {
     /// 1-minute load average before and after.
     pub loadavg: (f64, f64),
-    /// Machine-wide CPU busy over the phase, % of all CPUs.
-    pub busy_pct: f64,
+    /// Machine-wide CPU busy over the phase, in cores.
+    pub busy_cores: f64,
+    /// Of that, the processes not of this bench (busy − bench, its children, grid-wrapper, the
+    /// simulator, nginx), in cores.
+    pub others_cores: f64,
+    /// CPUs.
+    pub nproc: usize,
     /// Wall time of the phase.
     pub secs: f64,
 }
@@ -98,6 +103,40 @@ fn cpu_jiffies() -> (u64, u64) {
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
     (total - idle, total)
+}
+
+/// Fields after the parenthesised command name of /proc/`pid`/stat (state first).
+fn stat_fields(pid: &str) -> Vec<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = s.rfind(')').map_or("", |i| &s[i + 1..]);
+    rest.split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect()
+}
+
+/// CPU ticks of this bench (with its reaped children, e.g. curl) and of `pids` and their
+/// direct children (nginx's worker).
+fn bench_ticks(pids: &[u32]) -> u64 {
+    let me = stat_fields("self");
+    // After the state: ppid is [0], utime [10], stime [11], cutime [12], cstime [13].
+    let mut t: u64 = me.iter().skip(10).take(4).sum();
+    let mut all = pids.to_vec();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Ok(pid) = name.parse::<u32>() {
+                let f = stat_fields(&name);
+                if f.first().is_some_and(|&pp| pids.contains(&(pp as u32))) {
+                    all.push(pid);
+                }
+            }
+        }
+    }
+    for pid in all {
+        t += cpu_ticks(pid).unwrap_or(0);
+    }
+    t
 }
 
 fn loadavg1() -> f64 {
@@ -185,7 +224,14 @@ fn curl_series(url: &str, n: usize, len: usize) -> BenchResult<(Run, u64)> {
 }
 
 /// Runs the LIST phase against a ready wrapper at `addr`.
-pub fn list_bench(children: &Children, opts: &Opts, addr: SocketAddr) -> BenchResult<ListBench> {
+/// `pids`: the other processes of the bench (grid-wrapper, simulator), whose CPU is not counted
+/// as the machine's other load.
+pub fn list_bench(
+    children: &Children,
+    opts: &Opts,
+    addr: SocketAddr,
+    pids: &[u32],
+) -> BenchResult<ListBench> {
     let path = slices_path();
     let reference = get_ok(&mut Client::new(addr), &path)?;
     let len = reference.body.len();
@@ -222,7 +268,12 @@ pub fn list_bench(children: &Children, opts: &Opts, addr: SocketAddr) -> BenchRe
     let floor = Floor::start(&reference.body)?;
     let n = opts.list_requests;
     let wrapper_url = format!("http://{addr}{path}");
+    let mut pids = pids.to_vec();
+    if let Ok(ng) = &ng {
+        pids.push(ng.pid);
+    }
     let (busy0, total0) = cpu_jiffies();
+    let ours0 = bench_ticks(&pids);
     let load0 = loadavg1();
     let t0 = Instant::now();
     for run in 0..opts.list_runs {
@@ -257,9 +308,14 @@ pub fn list_bench(children: &Children, opts: &Opts, addr: SocketAddr) -> BenchRe
         }
     }
     let (busy1, total1) = cpu_jiffies();
+    let ours1 = bench_ticks(&pids);
+    let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = |ticks: u64| ticks as f64 / (total1 - total0).max(1) as f64 * nproc as f64;
     b.load = Load {
         loadavg: (load0, loadavg1()),
-        busy_pct: 100.0 * (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64,
+        busy_cores: cores(busy1 - busy0),
+        others_cores: cores((busy1 - busy0).saturating_sub(ours1.saturating_sub(ours0))),
+        nproc,
         secs: t0.elapsed().as_secs_f64(),
     };
     if let Ok(ng) = &ng {
@@ -354,7 +410,9 @@ pub fn rows(out: &mut String, l: &ListBench) {
         let (r50, r99, rs) = ratios(&l.wrapper, &l.nginx);
         let _ = writeln!(
             out,
-            "| 2 | **ratio grid-wrapper ÷ nginx** | **p50 {r50:.2}×, p99 {r99:.2}×** | median of the per-run ratios; {rs} |"
+            "| 2 | **ratio grid-wrapper ÷ nginx** | **p50 {r50:.2}×, p99 {r99:.2}×** | median of the per-run ratios (ratio of the medians above: p50 {:.2}×, p99 {:.2}×); {rs} |",
+            w50 as f64 / n50.max(1) as f64,
+            w99 as f64 / n99.max(1) as f64,
         );
     }
     match &l.curl_error {
@@ -368,22 +426,29 @@ pub fn rows(out: &mut String, l: &ListBench) {
                 let (r50, _, rs) = ratios(&l.nginx, &l.curl_nginx);
                 let _ = writeln!(
                     out,
-                    "| 2 | client check: curl reading nginx's copy, `time_total` p50 / p99 | {} / {} | one curl process, {} URLs on one connection ({} new connections in the timed requests); spread {cs}; **raw client ÷ curl, nginx p50: {r50:.2}×** ({} vs {}; {rs}) |",
+                    "| 2 | client check: curl reading nginx's copy, `time_total` p50 / p99 | {} / {} | one curl process, {} URLs on one connection ({} new connections in the timed requests); spread {cs}; **raw client ÷ curl on nginx, p50: {:.2}×** ({} vs {}; median of the per-run ratios {r50:.2}×, {rs}) |",
                     dur(c50),
                     dur(c99),
                     WARMUP + l.requests,
                     l.curl_connects,
+                    n50 as f64 / c50.max(1) as f64,
                     dur(n50),
                     dur(c50),
                 );
             }
             let (c50, c99, cs) = summary(&l.curl_wrapper);
-            let (r50, _, _) = ratios(&l.wrapper, &l.curl_wrapper);
             let _ = writeln!(
                 out,
-                "| 2 | client check: curl reading grid-wrapper's copy p50 / p99 | {} / {} | as above; spread {cs}; raw client ÷ curl p50 {r50:.2}× |",
+                "| 2 | client check: curl reading grid-wrapper's copy p50 / p99 | {} / {} | as above; spread {cs}; raw client ÷ curl p50 {:.2}×{} |",
                 dur(c50),
                 dur(c99),
+                w50 as f64 / c50.max(1) as f64,
+                if l.curl_nginx.is_empty() {
+                    String::new()
+                } else {
+                    let cn = summary(&l.curl_nginx).0;
+                    format!("; **curl: grid-wrapper ÷ nginx p50 {:.2}×**", c50 as f64 / cn.max(1) as f64)
+                },
             );
         }
     }
@@ -407,8 +472,14 @@ pub fn rows(out: &mut String, l: &ListBench) {
     let ld = &l.load;
     let _ = writeln!(
         out,
-        "| 2 | machine load during the LIST phase | busy {:.0} % of all CPUs | over {:.1} s (/proc/stat, every process incl. the bench's own); 1-min loadavg {:.2} → {:.2} |",
-        ld.busy_pct, ld.secs, ld.loadavg.0, ld.loadavg.1,
+        "| 2 | machine load during the LIST phase: CPU of processes not of the bench | {:.2} of {} cores | over {:.1} s: all processes {:.2} cores (/proc/stat), of which the bench, curl, grid-wrapper, the simulator and nginx {:.2}; 1-min loadavg {:.2} → {:.2} |",
+        ld.others_cores,
+        ld.nproc,
+        ld.secs,
+        ld.busy_cores,
+        ld.busy_cores - ld.others_cores,
+        ld.loadavg.0,
+        ld.loadavg.1,
     );
 }
 
@@ -417,11 +488,11 @@ pub fn run_only(children: &Children, opts: &Opts) -> BenchResult<String> {
     let began = Instant::now();
     let m: Machine = machine(opts);
     eprintln!("loadbench: starting grid-wrapper-sim at scale S");
-    let (_sim_pid, sim_url, _sim) = start_sim(children, opts)?;
+    let (sim_pid, sim_url, _sim) = start_sim(children, opts)?;
     eprintln!("loadbench: starting grid-wrapper");
     let (w, _ready) = start_wrapper(children, opts, &sim_url)?;
     eprintln!("loadbench: ready; LIST latency ({} runs)", opts.list_runs);
-    let l = list_bench(children, opts, w.addr)?;
+    let l = list_bench(children, opts, w.addr, &[w.pid, sim_pid])?;
     let mut sim_args = format!("--fixture scale --history {SIM_HISTORY}");
     for (k, v) in SCALE {
         sim_args.push_str(&format!(" {k} {v}"));

@@ -311,3 +311,59 @@ fn serve(s: &mut TcpStream, resp: &[u8]) -> io::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves `responses` in order, one per request head, on one connection.
+    fn server(responses: Vec<Vec<u8>>) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            for r in responses {
+                let mut have = Vec::new();
+                while !have.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = s.read(&mut buf).unwrap();
+                    have.extend_from_slice(&buf[..n]);
+                }
+                // Split writes so that framing straddles reads.
+                for part in r.chunks(7) {
+                    s.write_all(part).unwrap();
+                }
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn content_length_chunked_and_keep_alive() {
+        let big = vec![b'x'; BUF + 12345];
+        let mut cl =
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", big.len()).into_bytes();
+        cl.extend_from_slice(&big);
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\na;x=1\r\n0123456789\r\n0\r\n\r\n"
+                .to_vec();
+        let small = b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\n\r\nno".to_vec();
+        let mut c = RawClient::new(server(vec![cl, chunked, small]));
+        let r = c.get("/a").unwrap();
+        assert_eq!((r.code, r.body_len), (200, BUF + 12345));
+        let r = c.get("/b").unwrap();
+        assert_eq!((r.code, r.body_len), (200, 13));
+        let r = c.get("/c").unwrap();
+        assert_eq!((r.code, r.body_len), (404, 2));
+    }
+
+    #[test]
+    fn floor_serves_the_body_repeatedly() {
+        let f = Floor::start(&[b'y'; 100_000]).unwrap();
+        let mut c = RawClient::new(f.addr);
+        for _ in 0..3 {
+            let r = c.get("/").unwrap();
+            assert_eq!((r.code, r.body_len), (200, 100_000));
+        }
+    }
+}

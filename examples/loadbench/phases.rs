@@ -387,7 +387,7 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
     let (w, first_ready) = start_wrapper(children, opts, &sim_url)?;
     eprintln!("loadbench: ready; memory and LIST latency");
     let mut mem = memory(&w, sim_pid)?;
-    let list = crate::listbench::list_bench(children, opts, w.addr)?;
+    let list = crate::listbench::list_bench(children, opts, w.addr, &[w.pid, sim_pid])?;
     if let Some(e) = &list.nginx_error {
         notes.push(format!("nginx column n/a: {e}"));
     }
