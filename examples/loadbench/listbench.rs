@@ -1,7 +1,7 @@
 //! Phase 2, LIST latency, with a client that is not the bottleneck: kube-proxy's EndpointSlice
 //! LIST (selector L) from grid-wrapper and the identical bytes from nginx, read by
-//! [`RawClient`]; cross-checked with `curl` on one keep-alive connection; next to the loopback
-//! floor ([`Floor`]) and the old `BufReader` client. Several runs, series interleaved, each on a
+//! [`RawClient`]; cross-checked with `curl` on one keep-alive connection; next to a loopback
+//! reference ([`Floor`]) and the old `BufReader` client. Several runs, series interleaved, each on a
 //! fresh connection; the table gives the median over runs with the spread. `--only list` runs
 //! this phase alone.
 
@@ -73,7 +73,7 @@ pub struct ListBench {
     pub nginx_version: String,
     /// Why there is no nginx series, if there is none.
     pub nginx_error: Option<String>,
-    /// The in-process memory server, raw client.
+    /// The in-process memory server ([`Floor`]), raw client.
     pub floor: Vec<Run>,
     /// nginx read by the old `BufReader` client.
     pub nginx_old: Vec<Run>,
@@ -455,7 +455,7 @@ pub fn rows(out: &mut String, l: &ListBench) {
     let (f50, f99, fs) = summary(&l.floor);
     let _ = writeln!(
         out,
-        "| 2 | loopback floor: same bytes written from memory by a thread of the bench, raw client p50 / p99 | {} / {} | one `write_all` of the prebuilt response (Content-Length); spread {fs}; **{:.2} GiB/s at p50** |",
+        "| 2 | loopback reference: same bytes written from memory by a thread of the bench, raw client p50 / p99 | {} / {} | one `write_all` of the prebuilt response (Content-Length), copied into the socket (nginx's sendfile avoids that copy and can be faster); spread {fs}; **{:.2} GiB/s at p50** |",
         dur(f50),
         dur(f99),
         gibs(l.body_len, f50),

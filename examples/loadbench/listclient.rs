@@ -2,7 +2,8 @@
 //! connection, one 4 MiB buffer reused for every response and read in big chunks, only the head
 //! and the body framing (Content-Length or chunked) parsed; body bytes are counted and skipped,
 //! never copied, scanned or allocated. Plus [`Floor`]: an in-process server that writes a
-//! prebuilt response from memory with one `write_all`, the loopback floor for the same bytes.
+//! prebuilt response from memory with one `write_all`: what loopback costs for the same bytes
+//! with one copy into the socket.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

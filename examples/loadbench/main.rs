@@ -66,7 +66,7 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --list-requests N           timed LIST requests per series (default 200)
   --list-runs N               LIST runs, series interleaved, fresh connections (default 5)
   --only list                 run only the LIST phase (sim, one grid-wrapper, nginx, curl,
-                              loopback floor); table in out/listbench.md unless --out
+                              loopback reference); table in out/listbench.md unless --out
   --ready-runs N              fresh starts timed to /readyz (default 3)
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
 
