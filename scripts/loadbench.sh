@@ -3,9 +3,15 @@
 # skipped otherwise: that column then says n/a), then runs the loadbench example against the
 # release binaries. The example runs in its own process group, killed on any exit, and under a
 # hard timeout, so nothing it started (simulator, grid-wrapper, nginx) outlives this script.
+# Arguments after the binary directory go to the example, e.g. only the LIST phase (~30 s):
+#   bash scripts/loadbench.sh target/release --only list [--list-runs 5] [--list-requests 200]
+# which writes out/listbench.md (LOADBENCH_OUT overrides either default).
 set -euo pipefail
 BIN=${1:-target/release}
-OUT=${LOADBENCH_OUT:-out/loadbench.md}
+case " ${*:2} " in
+  *" --only list "*) OUT=${LOADBENCH_OUT:-out/listbench.md} ;;
+  *) OUT=${LOADBENCH_OUT:-out/loadbench.md} ;;
+esac
 LIMIT=${LOADBENCH_TIMEOUT:-300}
 
 nginx_bin() { command -v nginx 2>/dev/null || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true; }

@@ -7,6 +7,8 @@
 
 mod driver;
 mod http;
+mod listbench;
+mod listclient;
 mod nginx;
 mod phases;
 mod procs;
@@ -61,7 +63,10 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --rate R                    fan-out apply rate per second (default 200)
   --ramp R1,R2,...            sustained-rate steps per second (default 200,500,1000,2000,3000,4000,8000)
   --step-secs S               seconds per ramp step (default 4)
-  --list-requests N           timed LIST requests per server (default 30)
+  --list-requests N           timed LIST requests per series (default 200)
+  --list-runs N               LIST runs, series interleaved, fresh connections (default 5)
+  --only list                 run only the LIST phase (sim, one grid-wrapper, nginx, curl,
+                              loopback reference); table in out/listbench.md unless --out
   --ready-runs N              fresh starts timed to /readyz (default 3)
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
 
@@ -97,8 +102,12 @@ pub struct Opts {
     pub ramp: Vec<f64>,
     /// Seconds per step.
     pub step_secs: f64,
-    /// Timed LIST requests.
+    /// Timed LIST requests per series.
     pub list_requests: usize,
+    /// LIST runs.
+    pub list_runs: usize,
+    /// `--only list`: run only the LIST phase.
+    pub only_list: bool,
     /// Readiness runs.
     pub ready_runs: usize,
     /// `--notify-channel-size` for grid-wrapper.
@@ -127,7 +136,9 @@ fn parse_opts() -> BenchResult<Opts> {
         rate: 200.0,
         ramp: vec![200.0, 500.0, 1000.0, 2000.0, 3000.0, 4000.0, 8000.0],
         step_secs: 4.0,
-        list_requests: 30,
+        list_requests: 200,
+        list_runs: 5,
+        only_list: false,
         ready_runs: 3,
         channel: None,
         snapshot: false,
@@ -163,6 +174,11 @@ fn parse_opts() -> BenchResult<Opts> {
             }
             "--step-secs" => o.step_secs = val()?.parse()?,
             "--list-requests" => o.list_requests = val()?.parse()?,
+            "--list-runs" => o.list_runs = val()?.parse()?,
+            "--only" => match val()?.as_str() {
+                "list" => o.only_list = true,
+                other => return Err(format!("--only {other:?}: only `list` is known").into()),
+            },
             "--ready-runs" => o.ready_runs = val()?.parse()?,
             "--notify-channel-size" => o.channel = Some(val()?.parse()?),
             "--snapshot" => o.snapshot = true,
@@ -176,6 +192,12 @@ fn parse_opts() -> BenchResult<Opts> {
     }
     if o.watchers == 0 || o.changes == 0 || o.rate <= 0.0 || o.list_requests < 20 {
         return Err("--watchers, --changes, --rate must be positive; --list-requests ≥ 20".into());
+    }
+    if o.list_runs < 3 {
+        return Err("--list-runs must be at least 3 (the table gives the median over runs)".into());
+    }
+    if o.only_list && !out_given {
+        o.out = "out/listbench.md".into();
     }
     if o.snapshot && !out_given {
         o.out = "out/snapbench.md".into();
@@ -372,6 +394,8 @@ fn main() {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if opts.snapshot {
             snapshot::run_all(&children, &opts)
+        } else if opts.only_list {
+            listbench::run_only(&children, &opts)
         } else {
             phases::run_all(&children, &opts)
         }

@@ -14,11 +14,9 @@ use crate::http::{Client, Response};
 use crate::procs::{clk_tck, cpu_secs, cpu_ticks, hwm_kib, rss_kib, wait_until, Children};
 use crate::stats::{analyze, Delivery};
 use crate::watchers::WatchSet;
-use crate::{nginx, start_sim, start_wrapper, BenchResult, Opts, ReadySample, Wrapper};
+use crate::{start_sim, start_wrapper, BenchResult, Opts, ReadySample, Wrapper};
 use crate::{SCALE, SELECTOR_L, SIM_HISTORY};
 
-/// Untimed requests before each timed LIST series.
-const LIST_WARMUP: usize = 3;
 /// How long the fan-out phase waits for the last deliveries.
 const FANOUT_DRAIN: Duration = Duration::from_secs(15);
 /// How long a ramp step waits for the last deliveries.
@@ -65,21 +63,6 @@ impl Mem {
     pub fn json_bytes(&self) -> u64 {
         self.lists.iter().map(|l| l.1).sum()
     }
-}
-
-/// LIST latency of the wrapper and of nginx serving the same bytes.
-#[derive(Debug)]
-pub struct ListBench {
-    /// Body bytes.
-    pub body_len: usize,
-    /// Items in the list.
-    pub items: usize,
-    /// Whether the wrapper answered chunked.
-    pub chunked: bool,
-    /// Wrapper latencies, ns.
-    pub wrapper: Vec<u64>,
-    /// nginx latencies and version, or why there are none.
-    pub nginx: Result<(Vec<u64>, String), String>,
 }
 
 /// One paced round of changes with the watchers attached.
@@ -132,7 +115,7 @@ pub struct Results {
     /// Memory.
     pub mem: Mem,
     /// LIST latency.
-    pub list: ListBench,
+    pub list: crate::listbench::ListBench,
     /// Watch fan-out.
     pub fanout: Round,
     /// Ramp steps, in order (stops after the first that did not keep up).
@@ -244,57 +227,6 @@ fn memory(w: &Wrapper, sim_pid: u32) -> BenchResult<Mem> {
     }
     m.rss_after_lists = rss_kib(w.pid).unwrap_or(0);
     Ok(m)
-}
-
-fn time_gets(addr: SocketAddr, path: &str, n: usize) -> BenchResult<(Vec<u64>, Response)> {
-    let mut c = Client::new(addr);
-    let mut last = get_ok(&mut c, path)?;
-    for _ in 1..LIST_WARMUP {
-        last = get_ok(&mut c, path)?;
-    }
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t = Instant::now();
-        let r = get_ok(&mut c, path)?;
-        times.push(t.elapsed().as_nanos() as u64);
-        if r.body.len() != last.body.len() {
-            return Err(format!("GET {path}: body changed size between requests").into());
-        }
-        last = r;
-    }
-    Ok((times, last))
-}
-
-fn list_bench(children: &Children, opts: &Opts, w: &Wrapper) -> BenchResult<ListBench> {
-    let (wrapper, resp) = time_gets(w.addr, &slices_path(), opts.list_requests)?;
-    let nginx_bin = match opts.nginx.as_deref() {
-        Some("none") => Err("nginx not installed (or disabled with --nginx none)".to_string()),
-        other => nginx::find(other).ok_or_else(|| "nginx not found".to_string()),
-    };
-    let nginx = match nginx_bin {
-        Err(e) => Err(e),
-        Ok(bin) => match nginx::start(children, &bin, &resp.body) {
-            Err(e) => Err(e),
-            Ok(ng) => {
-                let r = time_gets(ng.addr, nginx::PATH, opts.list_requests);
-                children.terminate(ng.pid, Duration::from_secs(3));
-                match r {
-                    Ok((_, nr)) if nr.body != resp.body => {
-                        Err("nginx served different bytes".to_string())
-                    }
-                    Ok((t, _)) => Ok((t, ng.version.clone())),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-        },
-    };
-    Ok(ListBench {
-        body_len: resp.body.len(),
-        items: item_count(&resp.body),
-        chunked: resp.chunked,
-        wrapper,
-        nginx,
-    })
 }
 
 /// Upstream slices of non-topology Services (odd-numbered), as apply templates.
@@ -455,8 +387,8 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
     let (w, first_ready) = start_wrapper(children, opts, &sim_url)?;
     eprintln!("loadbench: ready; memory and LIST latency");
     let mut mem = memory(&w, sim_pid)?;
-    let list = list_bench(children, opts, &w)?;
-    if let Err(e) = &list.nginx {
+    let list = crate::listbench::list_bench(children, opts, w.addr, &[w.pid, sim_pid])?;
+    if let Some(e) = &list.nginx_error {
         notes.push(format!("nginx column n/a: {e}"));
     }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::phases::{Results, Round, KEEP_UP_P99};
-use crate::stats::{bytes, dur, pct};
+use crate::stats::{bytes, dur};
 use crate::ReadySample;
 
 fn ms(ns: i64) -> String {
@@ -196,42 +196,7 @@ pub fn table(r: &Results) -> String {
         bytes(mem.sim_rss * 1024),
     );
 
-    let l = &r.list;
-    let (w50, w99) = (
-        pct(&mut l.wrapper.clone(), 50.0),
-        pct(&mut l.wrapper.clone(), 99.0),
-    );
-    let _ = writeln!(
-        out,
-        "| 2 | LIST all endpointslices (selector L), grid-wrapper p50 / p99 | {} / {} | {} sequential requests on one keep-alive connection, full body read; {}, {} items, {} |",
-        dur(w50),
-        dur(w99),
-        l.wrapper.len(),
-        bytes(l.body_len as u64),
-        l.items,
-        if l.chunked { "chunked" } else { "Content-Length" },
-    );
-    match &l.nginx {
-        Ok((t, version)) => {
-            let (n50, n99) = (pct(&mut t.clone(), 50.0), pct(&mut t.clone(), 99.0));
-            let _ = writeln!(
-                out,
-                "| 2 | same bytes from nginx p50 / p99 | {} / {} | {version}, 1 worker, sendfile, same client and request count |",
-                dur(n50),
-                dur(n99)
-            );
-            let _ = writeln!(
-                out,
-                "| 2 | ratio grid-wrapper ÷ nginx | p50 {:.2}×, p99 {:.2}× | |",
-                w50 as f64 / n50.max(1) as f64,
-                w99 as f64 / n99.max(1) as f64
-            );
-        }
-        Err(e) => {
-            let _ = writeln!(out, "| 2 | same bytes from nginx p50 / p99 | n/a | {e} |");
-            let _ = writeln!(out, "| 2 | ratio grid-wrapper ÷ nginx | n/a | |");
-        }
-    }
+    crate::listbench::rows(&mut out, &r.list);
 
     let f = &r.fanout;
     let d = &f.delivery;
