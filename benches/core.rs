@@ -181,6 +181,14 @@ fn list_and_fanout(c: &mut Criterion) {
         })
     });
 
+    // kube-proxy's LIST (selector L): the reply as the socket gets it (vectored segments), no copy.
+    c.bench_function("list_selector_L/all_slices_scale_S", |b| {
+        b.iter(|| match handlers::handle(&route, q, None, &st, 0.5) {
+            Answer::Reply(r) => black_box(r.len()),
+            _ => 0,
+        })
+    });
+
     // One upstream change fanned out to 100 in-process watchers.
     let st = std::cell::RefCell::new(scale_state());
     c.bench_function("fanout/one_event_100_watchers", |b| {
