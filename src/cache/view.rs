@@ -4,6 +4,7 @@
 //! Owns no lock and does no I/O; [`crate::cache::store::State`] is its only writer.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -231,15 +232,19 @@ impl Collection {
                     .objects
                     .values()
                     .map(|o| o.bytes.len() + 1)
-                    .sum::<usize>();
-                let mut items = Vec::with_capacity(len);
-                for (i, obj) in self.objects.values().enumerate() {
-                    if i > 0 {
-                        items.push(b',');
+                    .sum::<usize>()
+                    .saturating_sub(1);
+                // One allocation of the exact size, filled in place (a `Vec` then `into()` would
+                // allocate and copy twice).
+                let mut items: Arc<[u8]> = std::iter::repeat_n(0, len).collect();
+                if let Some(mut buf) = Arc::get_mut(&mut items) {
+                    for (i, obj) in self.objects.values().enumerate() {
+                        let sep: &[u8] = if i > 0 { b"," } else { b"" };
+                        // Cannot fail: `len` is the exact total.
+                        let _ = buf.write_all(sep).and_then(|()| buf.write_all(&obj.bytes));
                     }
-                    items.extend_from_slice(&obj.bytes);
                 }
-                items.into()
+                items
             })
             .clone()
     }
