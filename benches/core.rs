@@ -181,6 +181,36 @@ fn list_and_fanout(c: &mut Criterion) {
         })
     });
 
+    // kube-proxy's LIST (selector L): the reply as the socket gets it (vectored segments), no copy.
+    c.bench_function("list_selector_L/all_slices_scale_S", |b| {
+        b.iter(|| match handlers::handle(&route, q, None, &st, 0.5) {
+            Answer::Reply(r) => black_box(r.len()),
+            _ => 0,
+        })
+    });
+
+    // The same LIST right after a change of one slice: the ready items are rebuilt.
+    let changing = std::cell::RefCell::new(scale_state());
+    c.bench_function("list_selector_L/after_a_change_scale_S", |b| {
+        let mut gen = 0u64;
+        b.iter_batched(
+            || {
+                gen += 1;
+                let mut s = slice(3, EPS);
+                s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
+                changing
+                    .borrow_mut()
+                    .apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0);
+            },
+            |()| match handlers::handle(&route, q, None, &changing.borrow(), 0.5) {
+                Answer::Reply(r) => black_box(r.len()),
+                _ => 0,
+            },
+            // One change before every LIST (a batch would share one rebuild).
+            BatchSize::PerIteration,
+        )
+    });
+
     // One upstream change fanned out to 100 in-process watchers.
     let st = std::cell::RefCell::new(scale_state());
     c.bench_function("fanout/one_event_100_watchers", |b| {

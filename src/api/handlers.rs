@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::api::filter::Filter;
+use crate::api::filter::{Filter, Selection};
 use crate::api::query::{self, ListOptions, RvMatch};
 use crate::api::route::Route;
 use crate::cache::store::State;
@@ -169,6 +169,14 @@ pub fn not_ready() -> ApiError {
 
 /// Objects of `res` selected by `filter`, in key order.
 pub fn select(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>> {
+    match filter.selection(res) {
+        Selection::Everything => state.collection(res).objects().cloned().collect(),
+        Selection::PerItem => select_per_item(res, filter, state),
+    }
+}
+
+/// [`select`] matching every candidate object against `filter`.
+fn select_per_item(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>> {
     let coll = state.collection(res);
     // Fast path for `metadata.name=<n>` (kube-proxy's node informer).
     if let Some(name) = filter.fields.required("metadata.name") {
@@ -208,15 +216,40 @@ fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &State) -> Re
             return Reply::error(&ApiError::expired(requested, current));
         }
     }
-    let items = select(res, filter, state);
-    let head = format!(
-        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
-        res.list_kind(),
-        res.api_version(),
-        current
-    );
+    let head = list_head(res, current);
+    let body = match filter.selection(res) {
+        // The whole collection: its ready items, one `Arc` clone (no per-item work).
+        Selection::Everything => vec![
+            head,
+            Segment::Shared(state.collection(res).list_items()),
+            Segment::Owned(b"]}".to_vec()),
+        ],
+        Selection::PerItem => item_body(head, select_per_item(res, filter, state)),
+    };
+    Reply {
+        code: 200,
+        retry_after: None,
+        body,
+    }
+}
+
+/// A list's envelope up to the first item; `current` is the list's resourceVersion.
+fn list_head(res: Resource, current: u64) -> Segment {
+    Segment::Owned(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            res.list_kind(),
+            res.api_version(),
+            current
+        )
+        .into_bytes(),
+    )
+}
+
+/// A list body of the given items, each shared, joined by `,` segments.
+fn item_body(head: Segment, items: Vec<Arc<Served>>) -> Vec<Segment> {
     let mut body = Vec::with_capacity(items.len() * 2 + 2);
-    body.push(Segment::Owned(head.into_bytes()));
+    body.push(head);
     for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             body.push(Segment::Owned(b",".to_vec()));
@@ -224,11 +257,7 @@ fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &State) -> Re
         body.push(Segment::Shared(item.bytes.clone()));
     }
     body.push(Segment::Owned(b"]}".to_vec()));
-    Reply {
-        code: 200,
-        retry_after: None,
-        body,
-    }
+    body
 }
 
 fn watch(
@@ -280,3 +309,7 @@ fn watch(
     }
     plan
 }
+
+#[cfg(test)]
+#[path = "handlers_tests.rs"]
+mod tests;

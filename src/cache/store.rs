@@ -99,6 +99,12 @@ pub const EXCLUDING_LABELS: [&str; 2] = [
     "service.kubernetes.io/service-proxy-name",
 ];
 
+/// Whether the served objects of `res` went through the admission filter, so that none of them
+/// carries an [`EXCLUDING_LABELS`] label: every resource but Nodes (see `excluded`).
+pub fn admission_filtered(res: Resource) -> bool {
+    res != Resource::Nodes
+}
+
 /// Whether `obj` is outside selector L. The reflectors already list+watch with L; this guard
 /// keeps such objects out even from an upstream that ignores label selectors.
 fn excluded(kind: UpstreamKind, obj: &Value) -> bool {
@@ -525,6 +531,14 @@ impl State {
             coll.record(key, None, self.rv, now);
             return true;
         };
+        // The LIST fast path (`api::filter::Selection`) relies on this.
+        debug_assert!(
+            !admission_filtered(res)
+                || !EXCLUDING_LABELS
+                    .iter()
+                    .any(|k| labels_of(&value).contains_key(*k)),
+            "an admitted object carries an excluding label"
+        );
         if let Some(obj) = value.as_object_mut() {
             obj.insert("kind".into(), Value::String(res.kind().into()));
             obj.insert("apiVersion".into(), Value::String(res.api_version().into()));

@@ -4,7 +4,8 @@
 //! Owns no lock and does no I/O; [`crate::cache::store::State`] is its only writer.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::io::Write;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -180,6 +181,9 @@ pub struct Collection {
     /// Bytes of the objects the log holds (old and new of every entry).
     log_bytes: usize,
     horizon: u64,
+    /// The items of the whole list, ready to serve: built by the first [`Collection::list_items`]
+    /// after a change, dropped by [`Collection::record`] (at most one per collection).
+    list_items: OnceLock<Arc<[u8]>>,
 }
 
 fn entry_bytes(e: &Entry) -> usize {
@@ -194,6 +198,7 @@ impl Collection {
             log: VecDeque::new(),
             log_bytes: 0,
             horizon,
+            list_items: OnceLock::new(),
         }
     }
 
@@ -215,6 +220,38 @@ impl Collection {
     /// One served object.
     pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Served>> {
         self.objects.get(key)
+    }
+
+    /// Every served object's bytes in key order, joined by `,`: the items of a list of the whole
+    /// collection. Shared; built once after each change (copy-on-write), so a LIST of everything
+    /// costs one `Arc` clone.
+    pub fn list_items(&self) -> Arc<[u8]> {
+        self.list_items
+            .get_or_init(|| {
+                let len = self
+                    .objects
+                    .values()
+                    .map(|o| o.bytes.len() + 1)
+                    .sum::<usize>()
+                    .saturating_sub(1);
+                // One allocation of the exact size, filled in place (a `Vec` then `into()` would
+                // allocate and copy twice).
+                let mut items: Arc<[u8]> = std::iter::repeat_n(0, len).collect();
+                if let Some(mut buf) = Arc::get_mut(&mut items) {
+                    for (i, obj) in self.objects.values().enumerate() {
+                        let sep: &[u8] = if i > 0 { b"," } else { b"" };
+                        // Cannot fail: `len` is the exact total.
+                        let _ = buf.write_all(sep).and_then(|()| buf.write_all(&obj.bytes));
+                    }
+                }
+                items
+            })
+            .clone()
+    }
+
+    /// Bytes held by the ready list items (0 when not built since the last change).
+    pub fn list_items_bytes(&self) -> usize {
+        self.list_items.get().map_or(0, |b| b.len())
     }
 
     /// Oldest resourceVersion a watch may resume from.
@@ -243,6 +280,7 @@ impl Collection {
         rv: u64,
         now: u64,
     ) -> Entry {
+        self.list_items.take();
         let old = match &new {
             Some(served) => self.objects.insert(key.clone(), served.clone()),
             None => self
@@ -331,6 +369,32 @@ mod tests {
         assert_eq!(old, Some(15));
         assert!(del[0].new.is_none());
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn list_items_are_rebuilt_after_each_change() {
+        let mut c = Collection::new(0);
+        assert_eq!(&*c.list_items(), b"");
+        c.record(&ObjectKey::new("", "b"), Some(served("b", 1)), 1, 0);
+        c.record(&ObjectKey::new("", "a"), Some(served("a", 2)), 2, 0);
+        let joined = |c: &Collection| {
+            let parts: Vec<&[u8]> = c.objects().map(|o| &o.bytes[..]).collect();
+            parts.join(&b","[..])
+        };
+        let first = c.list_items();
+        assert_eq!(&*first, &joined(&c)[..]);
+        assert!(
+            Arc::ptr_eq(&first, &c.list_items()),
+            "shared until a change"
+        );
+        assert_eq!(c.list_items_bytes(), first.len());
+        c.record(&ObjectKey::new("", "a"), None, 3, 0);
+        assert_eq!(c.list_items_bytes(), 0, "a change drops the ready items");
+        assert_eq!(&*c.list_items(), &joined(&c)[..]);
+        assert!(
+            first.len() > c.list_items().len(),
+            "a reply in flight keeps its bytes"
+        );
     }
 
     #[test]

@@ -87,6 +87,14 @@ impl LabelSelector {
     pub fn is_empty(&self) -> bool {
         self.reqs.is_empty()
     }
+
+    /// Whether every requirement is `!key` (DoesNotExist) for a key in `keys` (true for the
+    /// empty selector): then the selector selects exactly the objects that carry none of `keys`.
+    pub fn only_absence_of(&self, keys: &[&str]) -> bool {
+        self.reqs
+            .iter()
+            .all(|r| r.op == Op::DoesNotExist && keys.contains(&r.key.as_str()))
+    }
 }
 
 impl Requirement {

@@ -283,3 +283,32 @@ fn kube_proxy_selector_parses_to_two_absence_requirements() {
     assert_eq!(s.reqs[0].key, "service.kubernetes.io/headless");
     assert_eq!(s.reqs[1].key, "service.kubernetes.io/service-proxy-name");
 }
+
+#[test]
+fn only_absence_of_accepts_absences_of_the_given_keys_only() {
+    const KEYS: [&str; 2] = [
+        "service.kubernetes.io/headless",
+        "service.kubernetes.io/service-proxy-name",
+    ];
+    let only = |s: &str| {
+        LabelSelector::parse(s)
+            .map(|l| l.only_absence_of(&KEYS))
+            .unwrap_or(false)
+    };
+    assert!(only(KUBE_PROXY));
+    assert!(only(""), "the empty selector: vacuously");
+    assert!(only("!service.kubernetes.io/headless"));
+    assert!(only(
+        "!service.kubernetes.io/headless, !service.kubernetes.io/headless"
+    ));
+    assert!(!only("!service.kubernetes.io/other"));
+    assert!(!only("!SERVICE.kubernetes.io/headless"), "keys are exact");
+    assert!(
+        !only("service.kubernetes.io/headless"),
+        "exists is not absence"
+    );
+    assert!(!only("service.kubernetes.io/headless notin (a)"));
+    assert!(!only("service.kubernetes.io/headless!=a"));
+    assert!(!only(&format!("{KUBE_PROXY},app=web")));
+    assert!(!only(&format!("{KUBE_PROXY},!app")));
+}

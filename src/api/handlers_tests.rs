@@ -1,0 +1,240 @@
+//! LIST answers: the ready whole-list body (selection "everything") is byte-identical to the
+//! per-item body, stays fresh after changes, and watch starts select the same objects.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cache::store::Settings;
+use crate::cache::view::Retention;
+use crate::upstream::kind::{Change, UpstreamKind};
+
+/// kube-proxy's label selector L, URL-encoded.
+const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+
+fn node(name: &str, labels: Value) -> Value {
+    json!({"apiVersion":"v1","kind":"Node","metadata":{"name":name,"labels":labels},
+        "status":{"addresses":[{"type":"InternalIP","address":"192.168.0.1"}]}})
+}
+
+fn service(ns: &str, name: &str, labels: Value) -> Value {
+    json!({"apiVersion":"v1","kind":"Service","metadata":{"namespace":ns,"name":name,"labels":labels},
+        "spec":{"clusterIP":"10.96.0.10","ports":[{"name":"http","port":80,"protocol":"TCP"}]}})
+}
+
+fn endpoints(ns: &str, name: &str) -> Value {
+    json!({"apiVersion":"v1","kind":"Endpoints","metadata":{"namespace":ns,"name":name},
+        "subsets":[{"addresses":[{"ip":"10.0.0.1","nodeName":"edge-1"}],"ports":[{"port":80}]}]})
+}
+
+fn slice(ns: &str, name: &str, gen: u32) -> Value {
+    json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+        "metadata":{"namespace":ns,"name":name,"labels":{"kubernetes.io/service-name":"web"},
+            "annotations":{"gen":gen.to_string()}},
+        "addressType":"IPv4","ports":[{"name":"http","port":80,"protocol":"TCP"}],
+        "endpoints":[{"addresses":["10.0.0.1"],"conditions":{"ready":true},"nodeName":"edge-1"}]})
+}
+
+/// A ready cache with objects of every resource, including nodes that carry the excluding
+/// labels (nodes are not admission-filtered) and objects the admission filter keeps out.
+fn state() -> State {
+    let mut st = State::new(
+        Settings {
+            hostname: "edge-1".into(),
+            wrapper_in_cluster: true,
+            retention: Retention::for_queue(100),
+        },
+        1,
+    );
+    let nodes = vec![
+        node("edge-1", json!({"zone":"a"})),
+        node("edge-2", json!({"service.kubernetes.io/headless":""})),
+        node(
+            "edge-3",
+            json!({"service.kubernetes.io/service-proxy-name":"x"}),
+        ),
+    ];
+    st.apply(UpstreamKind::Nodes, Change::Replace(nodes), 0);
+    let services = vec![
+        service("default", "web", json!({"app":"web"})),
+        service("kube-system", "dns", json!({})),
+        service(
+            "default",
+            "hl",
+            json!({"service.kubernetes.io/headless":""}),
+        ),
+    ];
+    st.apply(UpstreamKind::Services, Change::Replace(services), 0);
+    let eps = vec![endpoints("default", "web"), endpoints("kube-system", "dns")];
+    st.apply(UpstreamKind::Endpoints, Change::Replace(eps), 0);
+    let mut other = slice("default", "other", 0);
+    other["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("x");
+    let slices = vec![
+        slice("default", "web-a", 0),
+        slice("default", "web-b", 0),
+        other,
+    ];
+    st.apply(UpstreamKind::SlicesV1, Change::Replace(slices), 0);
+    assert!(st.is_ready());
+    st
+}
+
+fn concat(body: &[Segment]) -> Vec<u8> {
+    body.iter()
+        .flat_map(|s| s.as_bytes().iter().copied())
+        .collect()
+}
+
+/// The LIST body served for `query` on the cluster-wide collection of `res`.
+fn list_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
+    let route = Route::Collection {
+        res,
+        namespace: None,
+    };
+    match handle(&route, query, None, st, 0.0) {
+        Answer::Reply(r) => {
+            assert_eq!(r.code, 200, "{res:?} {query}");
+            concat(&r.body)
+        }
+        other => panic!("{res:?} {query}: not a reply: {other:?}"),
+    }
+}
+
+fn filter_of(res: Resource, query: &str) -> Filter {
+    let opts = query::parse(query, res.selectable_fields()).unwrap_or_else(|e| panic!("{e:?}"));
+    Filter {
+        namespace: None,
+        labels: opts.label_selector,
+        fields: opts.field_selector,
+    }
+}
+
+/// The body the per-item path builds for the same request on the same state.
+fn per_item_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
+    let head = list_head(res, st.current_rv());
+    concat(&item_body(
+        head,
+        select_per_item(res, &filter_of(res, query), st),
+    ))
+}
+
+fn item_names(body: &[u8]) -> Vec<String> {
+    let v: Value = serde_json::from_slice(body).unwrap_or_default();
+    let items = v["items"].as_array().cloned().unwrap_or_default();
+    items
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn ready_list_bodies_equal_per_item_bodies_for_every_resource() {
+    let st = state();
+    for res in Resource::ALL {
+        for q in [
+            L,
+            "",
+            "labelSelector=%21service.kubernetes.io%2Fheadless&limit=500&resourceVersion=0",
+        ] {
+            let served = list_bytes(&st, res, q);
+            assert_eq!(served, per_item_bytes(&st, res, q), "{res:?} {q}");
+            // Twice: the second LIST is served from the ready items.
+            assert_eq!(list_bytes(&st, res, q), served, "{res:?} {q}");
+            let everything = filter_of(res, q).selection(res) == Selection::Everything;
+            assert_eq!(
+                everything,
+                res != Resource::Nodes || q.is_empty(),
+                "{res:?} {q}"
+            );
+        }
+        assert!(
+            st.collection(res).list_items_bytes() > 0,
+            "{res:?}: the items are ready after a LIST of everything"
+        );
+    }
+    // Nodes carrying the excluding labels are served; L still excludes them, per item.
+    assert_eq!(item_names(&list_bytes(&st, Resource::Nodes, "")).len(), 3);
+    assert_eq!(
+        item_names(&list_bytes(&st, Resource::Nodes, L)),
+        vec!["edge-1"]
+    );
+    assert_eq!(
+        item_names(&list_bytes(&st, Resource::SlicesV1, L)),
+        vec!["web-a", "web-b"]
+    );
+    assert_eq!(
+        item_names(&list_bytes(&st, Resource::Services, L)),
+        vec!["web", "dns"]
+    );
+}
+
+#[test]
+fn a_list_after_a_change_reflects_it() {
+    let mut st = state();
+    let res = Resource::SlicesV1;
+    let before = list_bytes(&st, res, L);
+    assert_eq!(item_names(&before), vec!["web-a", "web-b"]);
+    let rv = st.current_rv();
+
+    st.apply(
+        UpstreamKind::SlicesV1,
+        Change::Upsert(slice("default", "web-c", 0)),
+        0,
+    );
+    let after = list_bytes(&st, res, L);
+    assert_eq!(item_names(&after), vec!["web-a", "web-b", "web-c"]);
+    assert_eq!(after, per_item_bytes(&st, res, L));
+    let v: Value = serde_json::from_slice(&after).unwrap_or_default();
+    assert_eq!(
+        v["metadata"]["resourceVersion"],
+        st.current_rv().to_string()
+    );
+    assert!(st.current_rv() > rv);
+
+    // A modification, then an object leaving the view by gaining an excluding label.
+    st.apply(
+        UpstreamKind::SlicesV1,
+        Change::Upsert(slice("default", "web-a", 1)),
+        0,
+    );
+    let modified = list_bytes(&st, res, L);
+    assert_eq!(modified, per_item_bytes(&st, res, L));
+    assert!(String::from_utf8_lossy(&modified).contains("\"gen\":\"1\""));
+    let mut hl = slice("default", "web-b", 0);
+    hl["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
+    st.apply(UpstreamKind::SlicesV1, Change::Upsert(hl), 0);
+    let left = list_bytes(&st, res, L);
+    assert_eq!(item_names(&left), vec!["web-a", "web-c"]);
+    assert_eq!(left, per_item_bytes(&st, res, L));
+
+    // A change elsewhere moves only the envelope's RV.
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(service("default", "new", json!({}))),
+        0,
+    );
+    assert_eq!(list_bytes(&st, res, L), per_item_bytes(&st, res, L));
+}
+
+#[test]
+fn watch_starts_select_the_same_objects() {
+    let st = state();
+    let route = |res| Route::Collection {
+        res,
+        namespace: None,
+    };
+    for res in Resource::ALL {
+        for q in [
+            format!("{L}&watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"),
+            format!("{L}&watch=true&resourceVersion=0"),
+            "watch=true".to_string(),
+        ] {
+            let Answer::Watch(plan) = handle(&route(res), &q, None, &st, 0.0) else {
+                panic!("{res:?} {q}: not a watch");
+            };
+            let keys = |v: &[Arc<Served>]| v.iter().map(|o| o.key.clone()).collect::<Vec<_>>();
+            let expected = select_per_item(res, &plan.filter, &st);
+            assert_eq!(keys(&plan.initial), keys(&expected), "{res:?} {q}");
+            assert_eq!(plan.cursor, st.current_rv());
+        }
+    }
+}
