@@ -106,7 +106,7 @@ fn overlap(w: &Window) -> (Vec<u64>, Vec<u64>) {
 fn window_row(out: &mut String, w: &Window, what: &str) {
     let v = lat_ns(w);
     let mut notes = format!(
-        "{} LISTs back to back on one keep-alive connection in {:.1} s; body {} ({} items); {} relabels sent; snapshot writes during the window (`/metrics` delta): {}; VmRSS after {}; spawn → `/readyz` {}",
+        "{} LISTs back to back on one keep-alive connection (raw client, 4 MiB reused buffer) in {:.1} s; body {} ({} items); {} relabels sent; snapshot writes during the window (`/metrics` delta): {}; VmRSS after {}; spawn → `/readyz` {}",
         v.len(),
         w.elapsed.as_secs_f64(),
         bytes(w.body.0 as u64),
