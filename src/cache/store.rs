@@ -571,5 +571,8 @@ mod index;
 #[path = "store_persist.rs"]
 mod persist;
 #[cfg(test)]
+#[path = "store_test_support.rs"]
+pub(crate) mod test_support;
+#[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;

@@ -6,34 +6,11 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::cache::health::HealthMap;
-use crate::cache::store::Settings;
 use crate::cache::topology::fixtures::*;
-use crate::cache::view::Retention;
 use crate::upstream::kind::Change;
 
 fn load(fx: &Fixture, slices: Vec<Value>, kind: UpstreamKind) -> State {
-    let mut st = State::new(
-        Settings {
-            hostname: fx.hostname.clone(),
-            wrapper_in_cluster: true,
-            retention: Retention::for_queue(100),
-        },
-        1_000,
-    );
-    st.expect_slices(kind);
-    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
-    st.apply(
-        UpstreamKind::Services,
-        Change::Replace(fx.services.clone()),
-        0,
-    );
-    st.apply(
-        UpstreamKind::Endpoints,
-        Change::Replace(fx.endpoints.clone()),
-        0,
-    );
-    assert!(st.apply(kind, Change::Replace(slices), 0).became_ready);
-    st
+    crate::cache::store::test_support::loaded(fx, 1_000, kind, slices)
 }
 
 fn f_slices() -> Vec<Value> {

@@ -6,22 +6,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::super::{Settings, State};
+use super::super::State;
 use crate::cache::topology::fixtures::*;
-use crate::cache::view::Retention;
 use crate::k8s::Resource;
 use crate::upstream::kind::{Change, UpstreamKind};
 
-fn state(host: &str, seed: u64) -> State {
-    State::new(
-        Settings {
-            hostname: host.to_string(),
-            wrapper_in_cluster: true,
-            retention: Retention::for_queue(100),
-        },
-        seed,
-    )
-}
+use crate::cache::store::test_support::state;
 
 /// Fixture T plus slices for both Services (one of them on nodes of both regions).
 fn world() -> (Fixture, Vec<Value>) {
@@ -47,20 +37,13 @@ fn world() -> (Fixture, Vec<Value>) {
 }
 
 fn listed(fx: &Fixture, slices: &[Value], seed: u64) -> State {
-    let mut st = state(&fx.hostname, seed);
-    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
-    st.apply(
-        UpstreamKind::Services,
-        Change::Replace(fx.services.clone()),
-        0,
+    let st = crate::cache::store::test_support::loaded(
+        fx,
+        seed,
+        UpstreamKind::SlicesV1,
+        slices.to_vec(),
     );
-    st.apply(
-        UpstreamKind::Endpoints,
-        Change::Replace(fx.endpoints.clone()),
-        0,
-    );
-    st.apply(UpstreamKind::SlicesV1, Change::Replace(slices.to_vec()), 0);
-    assert!(st.is_ready() && !st.serving_snapshot());
+    assert!(!st.serving_snapshot());
     st
 }
 

@@ -5,38 +5,16 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::cache::topology::fixtures::*;
-use crate::cache::view::Retention;
 
 const SEED: u64 = 1_000;
 
 fn state_for(host: &str) -> State {
-    State::new(
-        Settings {
-            hostname: host.to_string(),
-            wrapper_in_cluster: true,
-            retention: Retention::for_queue(100),
-        },
-        SEED,
-    )
+    test_support::state(host, SEED)
 }
 
 /// A ready cache loaded with a fixture's nodes, services and endpoints.
 fn load(fx: &Fixture) -> State {
-    let mut st = state_for(&fx.hostname);
-    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
-    st.apply(
-        UpstreamKind::Services,
-        Change::Replace(fx.services.clone()),
-        0,
-    );
-    st.apply(
-        UpstreamKind::Endpoints,
-        Change::Replace(fx.endpoints.clone()),
-        0,
-    );
-    let done = st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![]), 0);
-    assert!(done.became_ready && st.is_ready());
-    st
+    test_support::loaded(fx, SEED, UpstreamKind::SlicesV1, vec![])
 }
 
 /// (type, name, rv, served JSON) of every log entry of `res` after `cursor`.

@@ -1,0 +1,40 @@
+//! Test-only: a cache loaded from a fixture, shared by the store's test modules.
+
+use serde_json::Value;
+
+use super::{Settings, State};
+use crate::cache::topology::fixtures::Fixture;
+use crate::cache::view::Retention;
+use crate::upstream::kind::{Change, UpstreamKind};
+
+/// A cache for `host` whose RVs start above `seed` (retention of 100 entries).
+pub(crate) fn state(host: &str, seed: u64) -> State {
+    State::new(
+        Settings {
+            hostname: host.to_string(),
+            wrapper_in_cluster: true,
+            retention: Retention::for_queue(100),
+        },
+        seed,
+    )
+}
+
+/// A ready cache: the fixture's nodes, Services and Endpoints listed, then `slices` as the
+/// `kind` slice list (not pinned: a later list of the other version switches, as upstream).
+pub(crate) fn loaded(fx: &Fixture, seed: u64, kind: UpstreamKind, slices: Vec<Value>) -> State {
+    let mut st = state(&fx.hostname, seed);
+    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Replace(fx.services.clone()),
+        0,
+    );
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Replace(fx.endpoints.clone()),
+        0,
+    );
+    let done = st.apply(kind, Change::Replace(slices), 0);
+    assert!(done.became_ready && st.is_ready());
+    st
+}
