@@ -26,15 +26,5 @@ if [ -z "$(nginx_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null;
 fi
 NGINX=$(nginx_bin); NGINX=${NGINX:-none}
 
-set -m  # the example gets a process group of its own
-"$BIN/examples/loadbench" --bin-dir "$BIN" --out "$OUT" --nginx "$NGINX" "${@:2}" &
-PID=$!
-trap 'kill -TERM -- -"$PID" 2>/dev/null || true' EXIT INT TERM
-( sleep "$LIMIT"; echo "loadbench: hard timeout of ${LIMIT}s" >&2; kill -KILL -- -"$PID" 2>/dev/null ) &
-GUARD=$!
-disown "$GUARD"
-rc=0; wait "$PID" || rc=$?
-kill -- -"$GUARD" 2>/dev/null || true
-trap - EXIT
-kill -KILL -- -"$PID" 2>/dev/null || true  # anything left in its group
-exit "$rc"
+exec bash "$(dirname "$0")/bounded.sh" loadbench "$LIMIT" \
+  "$BIN/examples/loadbench" --bin-dir "$BIN" --out "$OUT" --nginx "$NGINX" "${@:2}"

@@ -9,15 +9,5 @@ BIN=${1:-target/release}
 OUT=${SNAPBENCH_OUT:-out/snapbench.md}
 LIMIT=${SNAPBENCH_TIMEOUT:-240}
 
-set -m  # the example gets a process group of its own
-"$BIN/examples/loadbench" --snapshot --bin-dir "$BIN" --out "$OUT" "${@:2}" &
-PID=$!
-trap 'kill -TERM -- -"$PID" 2>/dev/null || true' EXIT INT TERM
-( sleep "$LIMIT"; echo "snapbench: hard timeout of ${LIMIT}s" >&2; kill -KILL -- -"$PID" 2>/dev/null ) &
-GUARD=$!
-disown "$GUARD"
-rc=0; wait "$PID" || rc=$?
-kill -- -"$GUARD" 2>/dev/null || true
-trap - EXIT
-kill -KILL -- -"$PID" 2>/dev/null || true  # anything left in its group
-exit "$rc"
+exec bash "$(dirname "$0")/bounded.sh" snapbench "$LIMIT" \
+  "$BIN/examples/loadbench" --snapshot --bin-dir "$BIN" --out "$OUT" "${@:2}"
