@@ -119,6 +119,7 @@ fn value_flag_forms() {
     assert_eq!(c.key_file, Some(PathBuf::from("/k.pem")));
     assert_eq!(c.ca_file, Some(PathBuf::from("/ca.pem")));
     assert_eq!(c.cache_dir, Some(PathBuf::from("/var/lib/gw")));
+    assert_eq!(c.cache_write_interval_secs, 30, "default");
     assert_eq!(c.notify_channel_size, 1);
     assert!(c.autonomy.enabled);
     assert_eq!(c.autonomy.interval_secs, 5);
@@ -294,6 +295,21 @@ fn errors_name_the_flag() {
             &[h, "--notify-channel-size=0"],
             "invalid",
             "--notify-channel-size",
+        ),
+        (
+            &[h, "--cache-write-interval=3601"],
+            "invalid",
+            "--cache-write-interval",
+        ),
+        (
+            &[h, "--cache-write-interval=-1"],
+            "invalid",
+            "--cache-write-interval",
+        ),
+        (
+            &[h, "--cache-write-interval=soon"],
+            "invalid",
+            "--cache-write-interval",
         ),
         (
             &[h, "--notify-channel-size=-1"],
