@@ -1,18 +1,24 @@
 //! `loadbench` (`make loadbench`): drives the release `grid-wrapper` over loopback against
 //! `grid-wrapper-sim` at scale S and prints one Markdown table (also written to
 //! `out/loadbench.md`): RSS per cached byte, LIST latency next to nginx serving the same bytes,
-//! watch fan-out latency and CPU per delivered event, the sustained change rate kept up with,
-//! and the time from the last upstream list to `/readyz` 200. Bounded: fixed request counts, a
-//! watchdog that kills every child and exits after [`BUDGET`], loopback only.
+//! watch fan-out latency and CPU per delivered event, LIST and fan-out latency at rest and while
+//! grid-wrapper relabels or relists (the writer phase), the sustained change rate kept up with,
+//! the time from the last upstream list to `/readyz` 200, and the idle RSS of the demo cluster.
+//! `--scale x10` runs the ×10 bench instead. Bounded: fixed request counts, a watchdog that
+//! kills every child and exits after [`BUDGET`] ([`X10_BUDGET`]), loopback only.
 
 mod driver;
 mod http;
+mod idle;
 mod listbench;
 mod listclient;
 mod nginx;
 mod phases;
 mod procs;
+mod relist;
 mod report;
+mod scale;
+mod scalereport;
 mod snapprobe;
 mod snapreport;
 mod snapshot;
@@ -22,7 +28,7 @@ mod watchers;
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
@@ -33,8 +39,11 @@ use procs::{Children, LineLog};
 /// Result of the bench's fallible steps.
 pub type BenchResult<T> = Result<T, Box<dyn Error>>;
 
-/// Whole-run bound: the watchdog kills every child and exits past it.
+/// Whole-run bound: the watchdog kills every child and exits past it (`scripts/loadbench.sh`
+/// allows 300 s).
 pub const BUDGET: Duration = Duration::from_secs(290);
+/// Whole-run bound of `--scale x10` (`scripts/loadbench.sh` allows 360 s for it).
+pub const X10_BUDGET: Duration = Duration::from_secs(340);
 /// Whole-run bound of `--snapshot` (`make snapbench` allows 4 minutes in all).
 pub const SNAPSHOT_BUDGET: Duration = Duration::from_secs(225);
 /// kube-proxy's label selector L, percent-encoded as it sends it.
@@ -69,6 +78,17 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
                               loopback reference); table in out/listbench.md unless --out
   --ready-runs N              fresh starts timed to /readyz (default 3)
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
+  --writer-secs S             writer phase: seconds per window (at rest, during relabels, during
+                              relists; default 12)
+  --idle-bin PATH             grid-wrapper binary of the idle-RSS row (demo cluster); default
+                              out/edge/x86_64-unknown-linux-musl/grid-wrapper if it exists, else
+                              the one in --bin-dir
+
+  --scale x10                 instead: scale ×10 (5,000 nodes, 20,000 Services, 200 zones): sync
+                              time, RSS ÷ JSON, LIST p50/p99, local-node relabel time, fan-out
+                              with 20 watchers, sync CPU; table in out/loadbench-x10.md unless
+                              --out; bounded to 340 s. Run it with
+                              bash scripts/loadbench.sh target/release --scale x10
 
   --snapshot                  instead: measure the --cache-dir snapshot (make snapbench): size,
                               write time and CPU, LIST latency with and without writes, offline
@@ -124,6 +144,12 @@ pub struct Opts {
     pub churn_ms: u64,
     /// Offline starts.
     pub offline_runs: usize,
+    /// Writer phase: seconds per window.
+    pub writer_secs: f64,
+    /// `--idle-bin`: grid-wrapper binary of the idle-RSS row.
+    pub idle_bin: Option<PathBuf>,
+    /// `--scale x10`: run the ×10 bench instead.
+    pub x10: bool,
 }
 
 fn parse_opts() -> BenchResult<Opts> {
@@ -147,6 +173,9 @@ fn parse_opts() -> BenchResult<Opts> {
         min_requests: 300,
         churn_ms: 1200,
         offline_runs: 3,
+        writer_secs: 12.0,
+        idle_bin: None,
+        x10: false,
     };
     let mut out_given = false;
     let mut args = std::env::args().skip(1);
@@ -187,6 +216,12 @@ fn parse_opts() -> BenchResult<Opts> {
             "--min-requests" => o.min_requests = val()?.parse()?,
             "--churn-ms" => o.churn_ms = val()?.parse()?,
             "--offline-runs" => o.offline_runs = val()?.parse()?,
+            "--writer-secs" => o.writer_secs = val()?.parse()?,
+            "--idle-bin" => o.idle_bin = Some(val()?.into()),
+            "--scale" => match val()?.as_str() {
+                "x10" => o.x10 = true,
+                other => return Err(format!("--scale {other:?}: only `x10` is known").into()),
+            },
             _ => return Err(format!("unknown argument {a:?}\n{USAGE}").into()),
         }
     }
@@ -201,6 +236,12 @@ fn parse_opts() -> BenchResult<Opts> {
     }
     if o.snapshot && !out_given {
         o.out = "out/snapbench.md".into();
+    }
+    if o.x10 && !out_given {
+        o.out = "out/loadbench-x10.md".into();
+    }
+    if !(1.0..=60.0).contains(&o.writer_secs) {
+        return Err("--writer-secs must be within 1..=60".into());
     }
     if o.window_secs <= 0.0 || o.min_requests == 0 || o.churn_ms == 0 || o.offline_runs == 0 {
         return Err(
@@ -264,15 +305,45 @@ pub fn start_wrapper_with(
     master: &str,
     extra: &[&str],
 ) -> BenchResult<(Wrapper, ReadySample)> {
-    let bin = opts.bin_dir.join("grid-wrapper");
+    let spec = WrapperSpec {
+        bin: &opts.bin_dir.join("grid-wrapper"),
+        hostname: HOSTNAME,
+        extra,
+        ready_within: Duration::from_secs(60),
+    };
+    start_wrapper_spec(children, opts, master, &spec)
+}
+
+/// Which grid-wrapper to start and how long it may take to become ready.
+#[derive(Debug)]
+pub struct WrapperSpec<'a> {
+    /// The binary.
+    pub bin: &'a Path,
+    /// `--hostname`.
+    pub hostname: &'a str,
+    /// Further arguments.
+    pub extra: &'a [&'a str],
+    /// `/readyz` must answer 200 within this.
+    pub ready_within: Duration,
+}
+
+/// Starts `spec.bin` against `master` and polls `/readyz` every 5 ms until 200 (bounded by
+/// `spec.ready_within`).
+pub fn start_wrapper_spec(
+    children: &Children,
+    opts: &Opts,
+    master: &str,
+    spec: &WrapperSpec<'_>,
+) -> BenchResult<(Wrapper, ReadySample)> {
+    let (bin, hostname, extra) = (spec.bin, spec.hostname, spec.extra);
     for _attempt in 0..3 {
         let (port, health) = (http::free_port()?, http::free_port()?);
         if port == health {
             continue;
         }
-        let mut cmd = Command::new(&bin);
+        let mut cmd = Command::new(bin);
         cmd.arg(format!("--master={master}"))
-            .arg(format!("--hostname={HOSTNAME}"))
+            .arg(format!("--hostname={hostname}"))
             .arg(format!("--bind-address=127.0.0.1:{port}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{health}"))
             .args(extra);
@@ -288,7 +359,7 @@ pub fn start_wrapper_with(
             log: sp.log,
         };
         let mut ready_at = None;
-        let deadline = spawned_at + Duration::from_secs(60);
+        let deadline = spawned_at + spec.ready_within;
         while Instant::now() < deadline && children.alive(w.pid) {
             if let Ok(r) = http::get_once(w.health, "/readyz", Duration::from_secs(1)) {
                 if r.code == 200 {
@@ -304,7 +375,11 @@ pub fn start_wrapper_with(
             if tail.contains("cannot listen") {
                 continue; // a port race: retry with fresh ports
             }
-            return Err(format!("grid-wrapper did not become ready within 60 s:\n{tail}").into());
+            return Err(format!(
+                "grid-wrapper did not become ready within {} s:\n{tail}",
+                spec.ready_within.as_secs()
+            )
+            .into());
         };
         thread::sleep(Duration::from_millis(100)); // let the log reader catch up
         let lines = w.log.lines();
@@ -338,11 +413,21 @@ pub fn start_wrapper_with(
 
 /// Starts the simulator at scale S; returns (pid, URL, address).
 fn start_sim(children: &Children, opts: &Opts) -> BenchResult<(u32, String, SocketAddr)> {
-    let mut cmd = Command::new(opts.bin_dir.join("grid-wrapper-sim"));
-    cmd.args(["--fixture", "scale", "--history", SIM_HISTORY]);
+    let mut args = vec!["--fixture", "scale", "--history", SIM_HISTORY];
     for (k, v) in SCALE {
-        cmd.args([k, v]);
+        args.extend([k, v]);
     }
+    start_sim_args(children, opts, &args)
+}
+
+/// Starts the simulator with `args`; returns (pid, URL, address).
+pub fn start_sim_args(
+    children: &Children,
+    opts: &Opts,
+    args: &[&str],
+) -> BenchResult<(u32, String, SocketAddr)> {
+    let mut cmd = Command::new(opts.bin_dir.join("grid-wrapper-sim"));
+    cmd.args(args);
     let sp = children.spawn(&mut cmd, true)?;
     let out = sp.stdout.ok_or("sim stdout not piped")?;
     let (tx, rx) = mpsc::channel();
@@ -379,6 +464,8 @@ fn main() {
     let watchdog = children.clone();
     let budget = if opts.snapshot {
         SNAPSHOT_BUDGET
+    } else if opts.x10 {
+        X10_BUDGET
     } else {
         BUDGET
     };
@@ -394,6 +481,8 @@ fn main() {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if opts.snapshot {
             snapshot::run_all(&children, &opts)
+        } else if opts.x10 {
+            scale::run_x10(&children, &opts)
         } else if opts.only_list {
             listbench::run_only(&children, &opts)
         } else {

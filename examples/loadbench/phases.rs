@@ -40,7 +40,7 @@ pub struct Machine {
 }
 
 /// Memory after sync against the bytes of the cached collections.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Mem {
     /// VmRSS after sync, KiB.
     pub rss_sync: u64,
@@ -63,6 +63,11 @@ impl Mem {
     pub fn json_bytes(&self) -> u64 {
         self.lists.iter().map(|l| l.1).sum()
     }
+
+    /// `kib` KiB ÷ the cached JSON bytes.
+    pub fn per_json(&self, kib: u64) -> f64 {
+        (kib * 1024) as f64 / self.json_bytes().max(1) as f64
+    }
 }
 
 /// One paced round of changes with the watchers attached.
@@ -82,6 +87,8 @@ pub struct Round {
     pub self_cpu: f64,
     /// That window.
     pub window: Duration,
+    /// Its start (the first apply), ns since the bench's base instant.
+    pub start_ns: u64,
     /// "too slow" lines the wrapper logged during the round.
     pub too_slow: usize,
     /// The same changes as seen by one watch opened directly on the simulator (a control:
@@ -118,6 +125,10 @@ pub struct Results {
     pub list: crate::listbench::ListBench,
     /// Watch fan-out.
     pub fanout: Round,
+    /// LIST and fan-out at rest and during writer work (relabels, relists).
+    pub writer: crate::relist::Writer,
+    /// Idle RSS of the demo cluster.
+    pub idle: Result<crate::idle::Idle, String>,
     /// Ramp steps, in order (stops after the first that did not keep up).
     pub ramp: Vec<Round>,
     /// The first start (against a freshly started simulator).
@@ -205,7 +216,8 @@ pub fn item_count(body: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-fn memory(w: &Wrapper, sim_pid: u32) -> BenchResult<Mem> {
+/// VmRSS/VmHWM 1 s after sync and the four LIST bodies (the cached JSON bytes).
+pub fn memory(w: &Wrapper, sim_pid: u32) -> BenchResult<Mem> {
     thread::sleep(Duration::from_secs(1)); // let start-up allocations settle
     let mut m = Mem {
         rss_sync: rss_kib(w.pid).ok_or("no VmRSS")?,
@@ -230,7 +242,7 @@ fn memory(w: &Wrapper, sim_pid: u32) -> BenchResult<Mem> {
 }
 
 /// Upstream slices of non-topology Services (odd-numbered), as apply templates.
-fn slice_templates(sim: SocketAddr) -> BenchResult<Vec<Template>> {
+pub fn slice_templates(sim: SocketAddr) -> BenchResult<Vec<Template>> {
     let r = get_ok(
         &mut Client::new(sim),
         "/apis/discovery.k8s.io/v1/endpointslices",
@@ -262,38 +274,67 @@ fn slice_templates(sim: SocketAddr) -> BenchResult<Vec<Template>> {
 }
 
 /// Shared state of the watch rounds.
-struct Rounds<'a> {
-    wrapper: &'a Wrapper,
-    sim: SocketAddr,
-    sim_pid: u32,
-    templates: Vec<Template>,
-    watchers: usize,
-    next_seq: u64,
-    base: Instant,
-    tck: u64,
+pub struct Rounds<'a> {
+    /// The wrapper watched.
+    pub wrapper: &'a Wrapper,
+    /// The simulator changes are applied to.
+    pub sim: SocketAddr,
+    /// Its pid.
+    pub sim_pid: u32,
+    /// What the driver applies.
+    pub templates: Vec<Template>,
+    /// Watchers per round.
+    pub watchers: usize,
+    /// Next sequence number.
+    pub next_seq: u64,
+    /// Time base of every ns figure.
+    pub base: Instant,
+    /// Clock ticks per second.
+    pub tck: u64,
+    /// Whether a control watch is opened on the simulator too.
+    pub control: bool,
 }
 
 impl Rounds<'_> {
-    fn round(&mut self, rate: f64, count: usize, drain: Duration) -> BenchResult<Round> {
+    /// One paced round: `count` changes at `rate`, then up to `drain` for the last deliveries.
+    pub fn round(&mut self, rate: f64, count: usize, drain: Duration) -> BenchResult<Round> {
+        Ok(self.round_with(rate, count, drain, || ())?.0)
+    }
+
+    /// [`Rounds::round`], calling `during` once the watches are open, just before the first
+    /// apply; what it returns is handed back with the round (stop it then).
+    pub fn round_with<B>(
+        &mut self,
+        rate: f64,
+        count: usize,
+        drain: Duration,
+        during: impl FnOnce() -> B,
+    ) -> BenchResult<(Round, B)> {
         let rv = list_rv(self.wrapper.addr)?;
         let path = format!(
             "{}&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=456&watch=true",
             slices_path()
         );
         let set = WatchSet::open(self.wrapper.addr, &path, self.watchers, self.base)?;
-        let sim_rv = sim_rv(self.sim)?;
-        let control = WatchSet::open(
-            self.sim,
-            &format!("{}&resourceVersion={sim_rv}&watch=true", slices_path()),
-            1,
-            self.base,
-        )?;
+        let control = if self.control {
+            let sim_rv = sim_rv(self.sim)?;
+            Some(WatchSet::open(
+                self.sim,
+                &format!("{}&resourceVersion={sim_rv}&watch=true", slices_path()),
+                1,
+                self.base,
+            )?)
+        } else {
+            None
+        };
         let log0 = self.wrapper.log.lines().len();
         let slow0 = self.wrapper.log.count("too slow");
         let w0 = cpu_ticks(self.wrapper.pid).unwrap_or(0);
         let s0 = cpu_ticks(self.sim_pid).unwrap_or(0);
         let me0 = cpu_ticks(std::process::id()).unwrap_or(0);
+        let bg = during();
         let t0 = Instant::now();
+        let start_ns = self.base.elapsed().as_nanos() as u64;
         let run = apply_paced(
             self.sim,
             &self.templates,
@@ -312,7 +353,11 @@ impl Rounds<'_> {
         let s1 = cpu_ticks(self.sim_pid).unwrap_or(0);
         let me1 = cpu_ticks(std::process::id()).unwrap_or(0);
         let results = set.finish();
-        let upstream = analyze(&run, &control.finish());
+        let upstream = match control {
+            Some(c) => analyze(&run, &c.finish()),
+            // No control watch: as if it had received everything.
+            None => analyze(&run, &[]),
+        };
         if std::env::var_os("LOADBENCH_DEBUG").is_some() {
             debug_missing(&run, &results);
         }
@@ -322,7 +367,7 @@ impl Rounds<'_> {
             .take(3)
             .map(|(_, l)| l.clone())
             .collect();
-        Ok(Round {
+        let round = Round {
             upstream,
             wrapper_warnings,
             rate,
@@ -332,8 +377,10 @@ impl Rounds<'_> {
             sim_cpu: cpu_secs(s0, s1, self.tck),
             self_cpu: cpu_secs(me0, me1, self.tck),
             window,
+            start_ns,
             too_slow: self.wrapper.log.count("too slow").saturating_sub(slow0),
-        })
+        };
+        Ok((round, bg))
     }
 }
 
@@ -402,8 +449,12 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
         next_seq: 1,
         base: Instant::now(),
         tck: clk_tck(),
+        control: true,
     };
     let fanout = rounds.round(opts.rate, opts.changes, FANOUT_DRAIN)?;
+
+    eprintln!("loadbench: LIST and fan-out at rest, during relabels, during relists");
+    let writer = crate::relist::run(&mut rounds, opts)?;
 
     let mut ramp = Vec::new();
     for &rate in &opts.ramp {
@@ -434,12 +485,17 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
         ready.push(s);
     }
     children.kill(sim_pid);
+
+    eprintln!("loadbench: idle RSS of the demo cluster");
+    let idle = crate::idle::run(children, opts).map_err(|e| e.to_string());
     let results = Results {
         machine,
         sim_args,
         mem,
         list,
         fanout,
+        writer,
+        idle,
         ramp,
         first_ready,
         ready,

@@ -17,7 +17,8 @@ fn median_i(v: &[i64]) -> i64 {
     v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
 }
 
-fn round_detail(r: &Round, watchers: usize) -> String {
+/// The detail text of one paced round.
+pub fn round_detail(r: &Round, watchers: usize) -> String {
     let d = &r.delivery;
     let mut s = format!(
         "achieved {:.0}/s ({} changes, {} requests); delivered {}/{}; all-watcher lag p50 {} / p99 {}",
@@ -189,11 +190,28 @@ pub fn table(r: &Results) -> String {
     );
     let _ = writeln!(
         out,
-        "| 1 | RSS ÷ cached JSON bytes | {:.2}× | cached JSON {} = {}; for scale, the simulator holding the same objects as `serde_json::Value`s: VmRSS {} |",
-        (mem.rss_sync * 1024) as f64 / json.max(1) as f64,
+        "| 1 | RSS ÷ JSON after sync | {:.2}× | VmRSS 1 s after `/readyz` 200 ({}) ÷ cached JSON {} = {}; for scale, the simulator holding the same objects as `serde_json::Value`s: VmRSS {} |",
+        mem.per_json(mem.rss_sync),
+        bytes(mem.rss_sync * 1024),
         bytes(json),
         parts.join(" + "),
         bytes(mem.sim_rss * 1024),
+    );
+    let _ = writeln!(
+        out,
+        "| 1 | peak (VmHWM) ÷ JSON | {:.2}× | VmHWM at the end of the watch phases {} ÷ {}; at sync {:.2}× ({}) |",
+        mem.per_json(mem.hwm_end),
+        bytes(mem.hwm_end * 1024),
+        bytes(json),
+        mem.per_json(mem.hwm_sync),
+        bytes(mem.hwm_sync * 1024),
+    );
+    let _ = writeln!(
+        out,
+        "| 1 | after churn ÷ JSON | {:.2}× | VmRSS {} after every watch phase (fan-out, the writer phase's relabels and relists, the ramp) ÷ {} |",
+        mem.per_json(mem.rss_end),
+        bytes(mem.rss_end * 1024),
+        bytes(json),
     );
 
     crate::listbench::rows(&mut out, &r.list);
@@ -260,6 +278,8 @@ pub fn table(r: &Results) -> String {
         );
     }
     ready_rows(&mut out, &r.first_ready, &r.ready);
+    crate::relist::rows(&mut out, &r.writer);
+    crate::idle::row(&mut out, &r.idle);
     if !r.notes.is_empty() {
         let _ = writeln!(out, "\nNotes:");
         for n in &r.notes {

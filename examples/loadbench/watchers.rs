@@ -31,6 +31,10 @@ pub struct WatchResult {
     pub unmarked: u64,
     /// BOOKMARK events.
     pub bookmarks: u64,
+    /// Receive instant (ns since the base) of the first event that was not a BOOKMARK (0: none).
+    pub first_ns: u64,
+    /// Receive instant (ns since the base) of the last event that was not a BOOKMARK (0: none).
+    pub last_ns: u64,
     /// Why the stream ended early (ERROR event, end of stream, I/O error), if it did.
     pub ended: Option<String>,
 }
@@ -42,6 +46,10 @@ pub struct WatchSet {
     handles: Vec<JoinHandle<WatchResult>>,
     counts: Vec<Arc<AtomicU64>>,
     dead: Arc<AtomicUsize>,
+    /// Events other than BOOKMARKs (marked or not), summed over watchers.
+    events: Arc<AtomicU64>,
+    /// Latest receive instant (ns since the base) of such an event, over watchers.
+    last_event: Arc<AtomicU64>,
 }
 
 impl WatchSet {
@@ -51,6 +59,8 @@ impl WatchSet {
         let stop = Arc::new(AtomicBool::new(false));
         let started = Arc::new(AtomicUsize::new(0));
         let dead = Arc::new(AtomicUsize::new(0));
+        let events = Arc::new(AtomicU64::new(0));
+        let last_event = Arc::new(AtomicU64::new(0));
         let mut handles = Vec::with_capacity(n);
         let mut counts = Vec::with_capacity(n);
         for _ in 0..n {
@@ -58,11 +68,15 @@ impl WatchSet {
             counts.push(Arc::clone(&count));
             let (stop, started, dead) =
                 (Arc::clone(&stop), Arc::clone(&started), Arc::clone(&dead));
+            let any = Progress {
+                events: Arc::clone(&events),
+                last: Arc::clone(&last_event),
+            };
             let path = path.to_string();
             let h = thread::Builder::new()
                 .stack_size(256 << 10)
                 .spawn(move || {
-                    let r = run(addr, &path, base, &stop, &started, &count);
+                    let r = run(addr, &path, base, &stop, &started, (&count, &any));
                     if r.ended.is_some() {
                         dead.fetch_add(1, Ordering::SeqCst);
                     }
@@ -79,6 +93,8 @@ impl WatchSet {
             handles,
             counts,
             dead,
+            events,
+            last_event,
         };
         if !ok || set.dead.load(Ordering::SeqCst) > 0 {
             let results = set.finish();
@@ -94,6 +110,16 @@ impl WatchSet {
     /// Marked events received so far, summed over watchers.
     pub fn received(&self) -> u64 {
         self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Events other than BOOKMARKs so far (marked or not), summed over watchers.
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
+    }
+
+    /// Receive instant (ns since the base) of the latest such event (0: none yet).
+    pub fn last_event_ns(&self) -> u64 {
+        self.last_event.load(Ordering::Relaxed)
     }
 
     /// Watchers whose stream ended.
@@ -116,13 +142,19 @@ impl WatchSet {
     }
 }
 
+/// Set-wide counters of every event that is not a BOOKMARK.
+struct Progress {
+    events: Arc<AtomicU64>,
+    last: Arc<AtomicU64>,
+}
+
 fn run(
     addr: SocketAddr,
     path: &str,
     base: Instant,
     stop: &AtomicBool,
     started: &AtomicUsize,
-    count: &AtomicU64,
+    (count, any): (&AtomicU64, &Progress),
 ) -> WatchResult {
     let mut res = WatchResult::default();
     let mut r = match connect(addr, path) {
@@ -171,10 +203,21 @@ fn run(
         };
         let now = base.elapsed().as_nanos() as u64;
         let before = res.recv.len();
+        let other_before = res.unmarked;
         if let Err(e) = dec.feed(&buf[..n], |line| on_line(line, now, &mut res)) {
             res.ended = Some(e);
         }
-        count.fetch_add((res.recv.len() - before) as u64, Ordering::Relaxed);
+        let marked = (res.recv.len() - before) as u64;
+        let all = marked + (res.unmarked - other_before);
+        count.fetch_add(marked, Ordering::Relaxed);
+        if all > 0 {
+            if res.first_ns == 0 {
+                res.first_ns = now;
+            }
+            res.last_ns = now;
+            any.events.fetch_add(all, Ordering::Relaxed);
+            any.last.fetch_max(now, Ordering::Relaxed);
+        }
     }
     res
 }
