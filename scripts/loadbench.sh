@@ -5,14 +5,17 @@
 # hard timeout, so nothing it started (simulator, grid-wrapper, nginx) outlives this script.
 # Arguments after the binary directory go to the example, e.g. only the LIST phase (~30 s):
 #   bash scripts/loadbench.sh target/release --only list [--list-runs 5] [--list-requests 200]
-# which writes out/listbench.md (LOADBENCH_OUT overrides either default).
+# which writes out/listbench.md, or scale ×10 (opt-in, ≤ 6 min, hard timeout 360 s):
+#   bash scripts/loadbench.sh target/release --scale x10
+# which writes out/loadbench-x10.md (LOADBENCH_OUT overrides any default).
 set -euo pipefail
 BIN=${1:-target/release}
+LIMIT=${LOADBENCH_TIMEOUT:-300}
 case " ${*:2} " in
   *" --only list "*) OUT=${LOADBENCH_OUT:-out/listbench.md} ;;
+  *" --scale x10 "*) OUT=${LOADBENCH_OUT:-out/loadbench-x10.md}; LIMIT=${LOADBENCH_TIMEOUT:-360} ;;
   *) OUT=${LOADBENCH_OUT:-out/loadbench.md} ;;
 esac
-LIMIT=${LOADBENCH_TIMEOUT:-300}
 
 nginx_bin() { command -v nginx 2>/dev/null || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true; }
 if [ -z "$(nginx_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
