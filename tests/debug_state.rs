@@ -197,6 +197,11 @@ fn metrics_count_requests_watches_traffic_and_the_process() {
     sim.label_node("edge-b1", json!({"debug-state": "1"}));
     assert_eq!(watch.expect()["type"], "MODIFIED");
     assert_eq!(metric(&w, events), Some(e0 + 1.0));
+    // Bytes are counted when the write returns, which can be just after the client read them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while metric(&w, bytes).unwrap() <= b0 + 100.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert!(metric(&w, bytes).unwrap() > b0 + 100.0);
     assert!(metric(&w, "grid_wrapper_sent_bytes_total{route=\"list\"}").unwrap() > 1000.0);
 

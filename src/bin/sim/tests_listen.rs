@@ -20,7 +20,7 @@ fn start_n(n: usize) -> Vec<SocketAddr> {
         st.apply(o).expect("fixture");
     }
     let shared = Arc::new(Shared::new(st, SliceVersions::V1, None, None).with_listeners(n));
-    (0..n)
+    let addrs: Vec<SocketAddr> = (0..n)
         .map(|i| {
             let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
             let addr = listener.local_addr().expect("addr");
@@ -28,7 +28,18 @@ fn start_n(n: usize) -> Vec<SocketAddr> {
             std::thread::spawn(move || server::serve_on(listener, shared, None, i));
             addr
         })
-        .collect()
+        .collect();
+    // Every accept loop has registered its address (a control request to one address acts on
+    // all of them; one not yet registered answered "not listening").
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while (0..n).any(|i| shared.listen(i).addr().is_none()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "accept loops did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    addrs
 }
 
 fn refused(addr: SocketAddr) -> bool {
