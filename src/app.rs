@@ -13,7 +13,7 @@ use mio::Waker;
 
 use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
-use crate::cache::store::{Settings, State};
+use crate::cache::store::{prepare, Settings, State};
 use crate::cache::view::Retention;
 use crate::config::Config;
 use crate::persist::{self, CacheDir, Writer};
@@ -70,9 +70,12 @@ struct CacheSink {
 
 impl Sink for CacheSink {
     fn apply(&self, kind: UpstreamKind, change: Change) {
+        // Decoding a list happens here, before the lock: readers wait only for the comparison
+        // and for what really changed.
+        let prepared = prepare(kind, change);
         let now = self.started.elapsed().as_secs();
         let mut state = lock(&self.shared);
-        let applied = state.apply(kind, change, now);
+        let applied = state.apply_prepared(kind, prepared, now);
         if applied.became_ready {
             info!(
                 "cache ready at resourceVersion {}: {} nodes, {} services, {} endpoints, {} endpointslices ({:?} upstream)",

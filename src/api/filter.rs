@@ -29,7 +29,7 @@ impl Filter {
     /// Whether `obj` is selected.
     pub fn matches(&self, obj: &Served) -> bool {
         if let Some(ns) = &self.namespace {
-            if &obj.key.namespace != ns {
+            if *obj.key.namespace != **ns {
                 return false;
             }
         }
@@ -117,9 +117,10 @@ mod tests {
         }
         // Such a selector still rejects an object per item.
         let f = filter(&format!("{L},app=web"), "", None, Resource::Services);
-        let labels = [("app".to_string(), "db".to_string())]
-            .into_iter()
-            .collect();
+        let labels: std::collections::BTreeMap<String, String> =
+            [("app".to_string(), "db".to_string())]
+                .into_iter()
+                .collect();
         assert!(!f.labels.matches(&labels));
     }
 

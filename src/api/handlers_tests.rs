@@ -45,6 +45,7 @@ fn state() -> State {
         },
         1,
     );
+    st.serve_v1beta1();
     let nodes = vec![
         node("edge-1", json!({"zone":"a"})),
         node("edge-2", json!({"service.kubernetes.io/headless":""})),

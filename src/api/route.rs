@@ -26,6 +26,16 @@ pub enum Route {
     Proxy,
 }
 
+impl Route {
+    /// The served resource of a cache-backed route.
+    pub fn resource(&self) -> Option<Resource> {
+        match self {
+            Route::Collection { res, .. } | Route::Object { res, .. } => Some(*res),
+            Route::Proxy => None,
+        }
+    }
+}
+
 /// Decodes `%XX` escapes of one path segment; `None` on a bad escape, non-UTF-8 or `/` inside.
 pub fn segment(raw: &str) -> Option<String> {
     let bytes = raw.as_bytes();

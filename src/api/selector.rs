@@ -10,7 +10,7 @@ mod field;
 mod label;
 
 pub use field::FieldSelector;
-pub use label::LabelSelector;
+pub use label::{LabelLookup, LabelSelector};
 
 use std::fmt;
 

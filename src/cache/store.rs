@@ -59,10 +59,15 @@ pub struct State {
     dirty_nodes: BTreeSet<String>,
     // Which endpoint objects have an endpoint on which node, so that a change of a node other
     // than the local one recomputes only the objects it can affect (TOPOLOGY.md §9).
-    by_node: BTreeMap<String, BTreeSet<Target>>,
-    nodes_of: BTreeMap<Target, BTreeSet<String>>,
+    // Node names are shared between the two (`Arc<str>`), and each object's nodes are one
+    // sorted slice: at S there are ~4,000 such objects with ~10 nodes each.
+    by_node: BTreeMap<Arc<str>, BTreeSet<Target>>,
+    nodes_of: BTreeMap<Target, Box<[Arc<str>]>>,
     /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
     health: health_filter::Health,
+    /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on
+    /// ([`State::serve_v1beta1`]); until then no served copy, RV or log entry is spent on them.
+    v1beta1: bool,
 }
 
 /// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
@@ -140,6 +145,47 @@ fn clean(mut obj: Value) -> Option<(ObjectKey, Value)> {
     Some((key, obj))
 }
 
+/// An upstream change reduced to what the cache compares, done by the reflector thread before
+/// it takes the cache lock ([`prepare`]): a list's items decoded, cleaned and re-serialized, so
+/// that applying a relist under the lock only compares bytes and recomputes what changed.
+#[derive(Debug)]
+pub enum Prepared {
+    /// A full list (initial or relist) as compact bytes by key, excluded objects dropped.
+    Listed(BTreeMap<ObjectKey, Raw>),
+    /// A single upsert or deletion, applied as it is.
+    One(Change),
+}
+
+/// The admitted, cleaned objects of a full list as compact bytes by key.
+fn fresh(kind: UpstreamKind, items: impl Iterator<Item = Value>) -> BTreeMap<ObjectKey, Raw> {
+    items
+        .filter(|o| !excluded(kind, o))
+        .filter_map(clean)
+        .map(|(key, obj)| (key, raw(&obj)))
+        .collect()
+}
+
+/// Prepares `change` for [`State::apply_prepared`]. Pure and lock-free. Items are reduced to
+/// compact bytes as they are decoded, so the whole list never exists as `Value`s at once.
+pub fn prepare(kind: UpstreamKind, change: Change) -> Prepared {
+    match change {
+        Change::Replace(items) => Prepared::Listed(fresh(kind, items.into_iter())),
+        Change::List(texts) => Prepared::Listed(fresh(
+            kind,
+            texts
+                .into_iter()
+                .filter_map(|t| match serde_json::from_str(&t) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        warn!("{kind:?}: skipping an undecodable list item: {e}");
+                        None
+                    }
+                }),
+        )),
+        other => Prepared::One(other),
+    }
+}
+
 impl State {
     /// An empty, not yet ready cache whose RVs start above `seed` (PROTOCOL.md §8.1).
     pub fn new(settings: Settings, seed: u64) -> State {
@@ -166,6 +212,7 @@ impl State {
             by_node: BTreeMap::new(),
             nodes_of: BTreeMap::new(),
             health: health_filter::Health::default(),
+            v1beta1: false,
         }
     }
 
@@ -208,6 +255,11 @@ impl State {
     /// Applies one upstream change, recomputes what it affects, and logs every change of served
     /// content with a new RV. `now` is monotonic seconds (for the log's time window).
     pub fn apply(&mut self, kind: UpstreamKind, change: Change, now: u64) -> Applied {
+        self.apply_prepared(kind, prepare(kind, change), now)
+    }
+
+    /// [`State::apply`] of a change already [`prepare`]d (outside the lock).
+    pub fn apply_prepared(&mut self, kind: UpstreamKind, change: Prepared, now: u64) -> Applied {
         let before = self.rv;
         if matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1)
             && kind != self.slice_kind
@@ -222,9 +274,9 @@ impl State {
             // Unpinned: the upstream switched versions; its full list replaces every slice.
             self.slice_kind = kind;
         }
-        let listed = matches!(change, Change::Replace(_) | Change::List(_));
+        let listed = matches!(change, Prepared::Listed(_));
         match change {
-            Change::Upsert(obj) => {
+            Prepared::One(Change::Upsert(obj)) => {
                 let out_of_view = excluded(kind, &obj);
                 if let Some((key, obj)) = clean(obj) {
                     if out_of_view {
@@ -235,24 +287,14 @@ impl State {
                     }
                 }
             }
-            Change::Delete(obj) => {
+            Prepared::One(Change::Delete(obj)) => {
                 if let Some((key, _)) = clean(obj) {
                     self.delete(kind, &key, now);
                 }
             }
-            Change::Replace(items) => self.replace(kind, items.into_iter(), now),
-            Change::List(texts) => {
-                let items = texts
-                    .into_iter()
-                    .filter_map(|t| match serde_json::from_str(&t) {
-                        Ok(v) => Some(v),
-                        Err(e) => {
-                            warn!("{kind:?}: skipping an undecodable list item: {e}");
-                            None
-                        }
-                    });
-                self.replace(kind, items, now)
-            }
+            // `prepare` turns every list into `Listed`.
+            Prepared::One(Change::Replace(_) | Change::List(_)) => {}
+            Prepared::Listed(fresh) => self.replace(kind, fresh, now),
         }
         self.flush_derived(now);
         let mut applied = Applied {
@@ -278,14 +320,8 @@ impl State {
         applied
     }
 
-    /// A full list: objects gone from it are deleted, the others upserted. Items are reduced to
-    /// compact bytes as they arrive, so the whole list never exists as `Value`s at once.
-    fn replace(&mut self, kind: UpstreamKind, items: impl Iterator<Item = Value>, now: u64) {
-        let fresh: BTreeMap<ObjectKey, Raw> = items
-            .filter(|o| !excluded(kind, o))
-            .filter_map(clean)
-            .map(|(key, obj)| (key, raw(&obj)))
-            .collect();
+    /// A full list: objects gone from it are deleted, the others upserted.
+    fn replace(&mut self, kind: UpstreamKind, fresh: BTreeMap<ObjectKey, Raw>, now: u64) {
         let gone: Vec<ObjectKey> = self
             .keys_of(kind)
             .into_iter()
@@ -296,7 +332,7 @@ impl State {
         }
         for (key, bytes) in fresh {
             let stored = match kind {
-                UpstreamKind::Nodes => self.nodes.get(&key.name),
+                UpstreamKind::Nodes => self.nodes.get(&*key.name),
                 UpstreamKind::Services => self.services.get(&key),
                 UpstreamKind::Endpoints => self.endpoints.get(&key),
                 UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => self.slices.get(&key),
@@ -326,16 +362,16 @@ impl State {
         let same = |stored: Option<&Raw>| stored.is_some_and(|b| b[..] == bytes[..]);
         match kind {
             UpstreamKind::Nodes => {
-                if same(self.nodes.get(&key.name)) {
+                if same(self.nodes.get(&*key.name)) {
                     return;
                 }
                 self.health_node_changed(&key.name, Some(&obj));
                 let labels = labels_of(&obj);
-                if self.node_labels.get(&key.name) != Some(&labels) {
+                if self.node_labels.get(&*key.name) != Some(&labels) {
                     self.mark_node(&key.name);
                 }
-                self.node_labels.insert(key.name.clone(), labels);
-                self.nodes.insert(key.name.clone(), bytes);
+                self.node_labels.insert(key.name.to_string(), labels);
+                self.nodes.insert(key.name.to_string(), bytes);
                 self.publish(Resource::Nodes, &key, Some(obj), now);
             }
             UpstreamKind::Services => {
@@ -381,8 +417,8 @@ impl State {
     fn delete(&mut self, kind: UpstreamKind, key: &ObjectKey, now: u64) {
         match kind {
             UpstreamKind::Nodes => {
-                if self.nodes.remove(&key.name).is_some() {
-                    self.node_labels.remove(&key.name);
+                if self.nodes.remove(&*key.name).is_some() {
+                    self.node_labels.remove(&*key.name);
                     self.mark_node(&key.name);
                     self.health_node_changed(&key.name, None);
                     self.publish(Resource::Nodes, key, None, now);
@@ -406,7 +442,9 @@ impl State {
                     self.index_slice(key, None);
                     self.index_nodes(Target::Slice(key.clone()), BTreeSet::new());
                     self.publish(Resource::SlicesV1, key, None, now);
-                    self.publish(Resource::SlicesV1beta1, key, None, now);
+                    if self.v1beta1 {
+                        self.publish(Resource::SlicesV1beta1, key, None, now);
+                    }
                 }
             }
         }
@@ -428,7 +466,7 @@ impl State {
             }
         }
         for node in std::mem::take(&mut self.dirty_nodes) {
-            let Some(on_node) = self.by_node.get(&node) else {
+            let Some(on_node) = self.by_node.get(node.as_str()) else {
                 continue;
             };
             // Only topology Services filter by node labels.
@@ -510,9 +548,15 @@ impl State {
         }
     }
 
-    /// Publishes both served versions of a slice (a change reaches the v1 and v1beta1 streams).
+    /// Publishes the served versions of a slice (a change reaches the v1 stream, and the
+    /// v1beta1 stream once v1beta1 is served).
     fn publish_slice(&mut self, key: &ObjectKey, obj: &Value, now: u64) {
-        for res in [Resource::SlicesV1, Resource::SlicesV1beta1] {
+        let versions: &[Resource] = if self.v1beta1 {
+            &[Resource::SlicesV1, Resource::SlicesV1beta1]
+        } else {
+            &[Resource::SlicesV1]
+        };
+        for &res in versions {
             let served = self.serve_slice(key, obj, res);
             self.publish(res, key, Some(served), now);
         }
@@ -539,16 +583,10 @@ impl State {
                     .any(|k| labels_of(&value).contains_key(*k)),
             "an admitted object carries an excluding label"
         );
-        if let Some(obj) = value.as_object_mut() {
-            obj.insert("kind".into(), Value::String(res.kind().into()));
-            obj.insert("apiVersion".into(), Value::String(res.api_version().into()));
-        }
         // Serialize once, stamped with the RV this change would get; compare with the old bytes
         // ignoring the stamp. Only a real change consumes the RV.
         let next = self.rv + 1;
-        stamp_rv(&mut value, next);
-        // Serializing a Value cannot fail.
-        let bytes = serde_json::to_vec(&value).unwrap_or_default();
+        let bytes = finish(res, &mut value, next);
         if old
             .as_ref()
             .is_some_and(|o| same_but_rv(&bytes, next, &o.bytes, o.rv))
@@ -560,6 +598,18 @@ impl State {
         coll.record(key, Some(served), next, now);
         true
     }
+}
+
+/// Gives served content its `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`, and
+/// serializes it.
+fn finish(res: Resource, value: &mut Value, rv: u64) -> Vec<u8> {
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("kind".into(), Value::String(res.kind().into()));
+        obj.insert("apiVersion".into(), Value::String(res.api_version().into()));
+    }
+    stamp_rv(value, rv);
+    // Serializing a Value cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
 }
 
 #[path = "store_explain.rs"]
@@ -576,3 +626,5 @@ pub(crate) mod test_support;
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+#[path = "store_v1beta1.rs"]
+mod v1beta1;

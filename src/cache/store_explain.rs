@@ -224,9 +224,9 @@ impl State {
                     Target::Slice(k) => (Resource::SlicesV1, k),
                 };
                 let served_rv = self.served[res.index()].get(key).map(|s| s.rv);
-                let name = key.name.clone();
+                let name = key.name.to_string();
                 let on = self.nodes_of.get(&target).into_iter().flatten();
-                node_names.extend(on.map(String::as_str));
+                node_names.extend(on.map(|n| &**n));
                 ObjectInput {
                     name,
                     raw: raw.clone(),
@@ -309,8 +309,8 @@ impl ExplainInput {
                 });
                 let (_, source, _) = svc.annotations();
                 ServiceSummary {
-                    namespace: svc.key.namespace.clone(),
-                    name: svc.key.name.clone(),
+                    namespace: svc.key.namespace.to_string(),
+                    name: svc.key.name.to_string(),
                     keys: key_list(svc.keys.as_ref()),
                     source: source.unwrap_or_default(),
                     local_values: self.values_of(&self.hostname, svc.keys.as_ref()),
@@ -398,8 +398,8 @@ impl ExplainInput {
             notes.push("no such Service cached: its endpoint objects are served without topology filtering".into());
         }
         ServiceExplanation {
-            namespace: svc.map(|s| s.key.namespace.clone()).unwrap_or_default(),
-            name: svc.map(|s| s.key.name.clone()).unwrap_or_default(),
+            namespace: svc.map(|s| s.key.namespace.to_string()).unwrap_or_default(),
+            name: svc.map(|s| s.key.name.to_string()).unwrap_or_default(),
             local_node: self.hostname.clone(),
             local_node_known: self.nodes.contains_key(&self.hostname),
             class: class_name,

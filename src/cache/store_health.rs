@@ -111,7 +111,7 @@ impl State {
     pub(super) fn take_health_targets(&mut self) -> BTreeSet<Target> {
         std::mem::take(&mut self.health.dirty)
             .iter()
-            .filter_map(|node| self.by_node.get(node))
+            .filter_map(|node| self.by_node.get(node.as_str()))
             .flatten()
             .cloned()
             .collect()

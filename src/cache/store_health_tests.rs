@@ -54,6 +54,7 @@ fn world() -> State {
         ],
     ));
     let mut st = load(&fx);
+    st.serve_v1beta1();
     let nodes = vec![
         node_ips("h", &[("zone", "a")], &["192.168.0.1"]),
         node_ips("n1", &[("zone", "a")], &["192.168.0.11"]),

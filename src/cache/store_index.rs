@@ -2,6 +2,7 @@
 //! endpoint on which node (so that a node change recomputes only what it can affect).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::{State, Target};
 use crate::k8s::ObjectKey;
@@ -37,23 +38,32 @@ impl State {
 
     pub(super) fn index_nodes(&mut self, target: Target, nodes: BTreeSet<String>) {
         if let Some(old) = self.nodes_of.remove(&target) {
-            for n in old {
-                if let Some(set) = self.by_node.get_mut(&n) {
+            for n in old.iter() {
+                if let Some(set) = self.by_node.get_mut(n) {
                     set.remove(&target);
                     if set.is_empty() {
-                        self.by_node.remove(&n);
+                        self.by_node.remove(n);
                     }
                 }
             }
         }
-        for n in &nodes {
+        if nodes.is_empty() {
+            return;
+        }
+        let mut names: Vec<Arc<str>> = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            // One shared copy of each node name: the `by_node` key.
+            let name = match self.by_node.get_key_value(n.as_str()) {
+                Some((name, _)) => name.clone(),
+                None => Arc::from(n),
+            };
             self.by_node
-                .entry(n.clone())
+                .entry(name.clone())
                 .or_default()
                 .insert(target.clone());
+            names.push(name);
         }
-        if !nodes.is_empty() {
-            self.nodes_of.insert(target, nodes);
-        }
+        // `nodes` iterated in order, so `names` is sorted.
+        self.nodes_of.insert(target, names.into_boxed_slice());
     }
 }

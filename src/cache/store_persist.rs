@@ -3,7 +3,7 @@
 
 use log::warn;
 
-use super::{parse, State};
+use super::{fresh, parse, State};
 use crate::cache::snapshot::Objects;
 use crate::upstream::kind::UpstreamKind;
 
@@ -40,8 +40,7 @@ impl State {
             (UpstreamKind::Endpoints, objects.endpoints),
             (slices, objects.slices),
         ] {
-            let values = items.iter().filter_map(parse);
-            self.replace(kind, values, now);
+            self.replace(kind, fresh(kind, items.iter().filter_map(parse)), now);
         }
         // Nodes, then Services, then the endpoint objects: each endpoint object was served with
         // every node and Service already in place, so the recomputation those upserts asked for

@@ -101,6 +101,7 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
     let online = listed(&fx, &slices, 1_000);
     let mut st = state(&fx.hostname, 5_000);
     st.restore(online.export(), UpstreamKind::SlicesV1, 0);
+    st.serve_v1beta1();
     let at = st.current_rv();
 
     // Meanwhile upstream: no-region deleted (Service, Endpoints, slice); node-2 joined region 1.
@@ -149,7 +150,7 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
                     .old
                     .as_ref()
                     .or(e.new.as_ref())
-                    .map(|o| o.key.name.clone());
+                    .map(|o| o.key.name.to_string());
                 (key.unwrap_or_default(), e.new.is_none())
             })
             .collect()

@@ -33,7 +33,7 @@ fn events(st: &State, res: Resource, cursor: u64) -> Vec<(&'static str, String, 
                 (None, None) => unreachable!("an entry always has an object"),
             };
             let v: Value = serde_json::from_slice(&obj.bytes).unwrap_or_default();
-            (kind, obj.key.name.clone(), e.rv, v)
+            (kind, obj.key.name.to_string(), e.rv, v)
         })
         .collect()
 }
@@ -410,6 +410,7 @@ fn case_24_25_key_set_semantics() {
 fn case_39_every_slice_of_the_service_gets_a_new_rv() {
     let fx = fixture_f();
     let mut st = load(&fx);
+    st.serve_v1beta1();
     let a = slice_v1(
         "default",
         "s-aaaaa",
@@ -461,6 +462,7 @@ fn case_39_every_slice_of_the_service_gets_a_new_rv() {
 #[test]
 fn v1beta1_upstream_serves_both_versions() {
     let mut st = load(&fixture_f());
+    st.serve_v1beta1();
     let b = json!({
         "apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
         "metadata": {"namespace": "default", "name": "s-x", "labels": {"kubernetes.io/service-name": "s"}},
@@ -653,7 +655,7 @@ fn case_37_headless_endpoints_never_served_headless_service_only_without_field_s
         };
         select(Resource::Services, &filter, &st)
             .iter()
-            .map(|o| o.key.name.clone())
+            .map(|o| o.key.name.to_string())
             .collect::<Vec<_>>()
     };
     assert_eq!(all(""), strs(&["hl", "s"]));
@@ -699,7 +701,7 @@ fn list_texts_are_decoded_one_by_one_and_garbage_items_are_skipped() {
     let names: Vec<String> = st
         .collection(Resource::Services)
         .objects()
-        .map(|o| o.key.name.clone())
+        .map(|o| o.key.name.to_string())
         .collect();
     assert_eq!(names, strs(&["s", "t"]));
 }
@@ -732,7 +734,7 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
     let names: Vec<String> = st
         .collection(Resource::SlicesV1)
         .objects()
-        .map(|o| o.key.name.clone())
+        .map(|o| o.key.name.to_string())
         .collect();
     assert_eq!(names, strs(&["s-x"]));
     assert_eq!(

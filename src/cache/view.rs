@@ -9,10 +9,66 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use crate::api::selector::LabelLookup;
 use crate::k8s::ObjectKey;
 
-/// Label map of a served object.
+/// Label map of an object, as topology and the selectors' tests use it.
 pub type Labels = BTreeMap<String, String>;
+
+/// `metadata.labels` of a served object, compact: one sorted slice of pairs (a `BTreeMap`
+/// allocates a whole ~0.5 KiB node even for one label, and there is one per served object).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSet(Box<[(Box<str>, Box<str>)]>);
+
+impl LabelSet {
+    /// The labels of a JSON object (non-string values ignored).
+    pub fn of(obj: &Value) -> LabelSet {
+        let Some(map) = obj.pointer("/metadata/labels").and_then(Value::as_object) else {
+            return LabelSet::default();
+        };
+        // serde_json's map iterates in key order (no `preserve_order` feature).
+        let mut pairs: Vec<(Box<str>, Box<str>)> = map
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .collect();
+        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        LabelSet(pairs.into_boxed_slice())
+    }
+
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    /// Whether the object has label `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The pairs in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// Number of labels.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there is no label.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl LabelLookup for LabelSet {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
 
 /// One served object version: serialized once, shared by every list and watcher.
 #[derive(Debug)]
@@ -24,7 +80,7 @@ pub struct Served {
     /// The JSON object with `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`.
     pub bytes: Arc<[u8]>,
     /// `metadata.labels`, for label selectors.
-    pub labels: Labels,
+    pub labels: LabelSet,
     /// `spec.clusterIP` (Services), for field selectors.
     pub cluster_ip: Option<String>,
     /// `spec.type` (Services), for field selectors.
@@ -46,7 +102,7 @@ impl Served {
             key,
             rv,
             bytes: bytes.into(),
-            labels: labels_of(value),
+            labels: LabelSet::of(value),
             cluster_ip: text("/spec/clusterIP"),
             service_type: text("/spec/type"),
         }
@@ -160,15 +216,18 @@ pub struct Retention {
 }
 
 impl Retention {
-    /// Retention for a given `--notify-channel-size`: at least that many entries; beyond them,
-    /// up to 3 minutes of history within 4096 entries and 16 MiB of logged objects.
+    /// Retention for a given `--notify-channel-size`: at least that many entries (a watch ended
+    /// as too slow after that many piled up can resume); beyond them, what a resuming client
+    /// needs, bounded the way the apiserver's watch cache is: entries younger than 75 s (its
+    /// `eventFreshDuration`), at most 1,024 entries (or the minimum, if larger) and 4 MiB of
+    /// logged objects per resource. A watch resuming from before that gets 410 and relists.
     pub fn for_queue(size: usize) -> Retention {
         let min_entries = size.max(1);
         Retention {
             min_entries,
-            max_entries: min_entries.max(4096),
-            window_secs: 180,
-            max_bytes: 16 << 20,
+            max_entries: min_entries.max(1024),
+            window_secs: 75,
+            max_bytes: 4 << 20,
         }
     }
 }
@@ -269,6 +328,13 @@ impl Collection {
     /// Number of logged entries.
     pub fn log_len(&self) -> usize {
         self.log.len()
+    }
+
+    /// Adds a served object without logging it (building a view that has no history yet; see
+    /// `State::serve_v1beta1`).
+    pub fn seed(&mut self, served: Arc<Served>) {
+        self.list_items.take();
+        self.objects.insert(served.key.clone(), served);
     }
 
     /// Replaces (or removes, with `None`) the served object at `key` and logs the change.

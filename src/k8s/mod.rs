@@ -5,23 +5,26 @@ pub mod convert;
 pub mod status;
 
 use std::fmt;
+use std::sync::Arc;
 
 /// `namespace/name` of an object; cluster-scoped objects (Nodes) have an empty namespace.
 /// Ordering is by namespace, then name — the order lists and WatchList initial events use.
+/// The strings are shared (`Arc<str>`): a key is copied into several maps and indexes, and a
+/// copy costs a reference count, not two allocations.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ObjectKey {
     /// Namespace, `""` for cluster-scoped objects.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// `metadata.name`.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
     /// Builds a key.
     pub fn new(namespace: &str, name: &str) -> Self {
         ObjectKey {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
+            namespace: namespace.into(),
+            name: name.into(),
         }
     }
 

@@ -206,7 +206,7 @@ fn reached_part(
     // The local node and its labels, as the cache reads them.
     let local = nodes.as_ref().map(|ns| {
         ns.iter()
-            .find(|n| ObjectKey::of(n).is_some_and(|k| k.name == hostname))
+            .find(|n| ObjectKey::of(n).is_some_and(|k| &*k.name == hostname))
             .map(labels_of)
     });
     report.node.found = local.as_ref().map(Option::is_some);
@@ -302,8 +302,8 @@ fn reached_part(
             totals_addresses.add(c);
         }
         out.push(ServiceReport {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
+            namespace: key.namespace.to_string(),
+            name: key.name.to_string(),
             topology_keys: keys.iter().cloned().collect(),
             missing_keys: missing,
             fully_pruned,

@@ -73,6 +73,9 @@ pub(super) fn compute<'k>(
     };
     let mut state = State::new(settings, 0);
     state.expect_slices(slice_kind);
+    if slice_kind == UpstreamKind::SlicesV1beta1 {
+        state.serve_v1beta1();
+    }
     let [nodes, services, endpoints, slices] = lists;
     for (kind, items) in [
         (UpstreamKind::Nodes, nodes),

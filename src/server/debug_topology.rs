@@ -159,7 +159,7 @@ fn respond(
                     format!("service {key} is not cached (no Service, Endpoints or EndpointSlice)"),
                 );
                 e.kind = Some("services".into());
-                e.name = Some(key.name.clone());
+                e.name = Some(key.name.to_string());
                 return Err(e);
             };
             let explanation = input.explain(opts.limit);

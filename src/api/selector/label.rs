@@ -22,6 +22,19 @@ const NAME_CHARSET: &str = "name part must consist of alphanumeric characters, '
 const VALUE_CHARSET: &str = "must consist of alphanumeric characters, '-', '_' or '.', \
                              and must start and end with an alphanumeric character";
 
+/// Read access to an object's labels, for matching: a `BTreeMap` or the compact
+/// [`crate::cache::view::LabelSet`] of a served object.
+pub trait LabelLookup {
+    /// The value of label `key`, if the object has it.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 /// A parsed label selector. The default (and `parse("")`) has no requirement and matches
 /// every object.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -79,7 +92,7 @@ impl LabelSelector {
     }
 
     /// Whether an object with these labels is selected (every requirement holds).
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
         self.reqs.iter().all(|r| r.matches(labels))
     }
 
@@ -98,13 +111,14 @@ impl LabelSelector {
 }
 
 impl Requirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+    fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
+        let value = labels.label(&self.key);
+        let among = |vals: &[String], v: &str| vals.binary_search_by(|x| x.as_str().cmp(v)).is_ok();
         match &self.op {
             Op::Exists => value.is_some(),
             Op::DoesNotExist => value.is_none(),
-            Op::In(vals) => value.is_some_and(|v| vals.binary_search(v).is_ok()),
-            Op::NotIn(vals) => value.is_none_or(|v| vals.binary_search(v).is_err()),
+            Op::In(vals) => value.is_some_and(|v| among(vals, v)),
+            Op::NotIn(vals) => value.is_none_or(|v| !among(vals, v)),
             Op::Gt(n) => int_value(value).is_some_and(|v| v > *n),
             Op::Lt(n) => int_value(value).is_some_and(|v| v < *n),
         }
@@ -112,7 +126,7 @@ impl Requirement {
 }
 
 /// A label value read as a decimal integer, as `strconv.ParseInt(v, 10, 64)` would.
-fn int_value(value: Option<&String>) -> Option<i64> {
+fn int_value(value: Option<&str>) -> Option<i64> {
     value.and_then(|v| v.parse::<i64>().ok())
 }
 

@@ -21,7 +21,7 @@ fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
 fn summary(ev: &Event) -> Value {
     json!({
         "type": ev.etype.as_str(), "kind": ev.kind.name(),
-        "namespace": ev.key.namespace, "name": ev.key.name,
+        "namespace": &*ev.key.namespace, "name": &*ev.key.name,
         "resourceVersion": ev.rv.to_string(),
     })
 }

@@ -449,7 +449,7 @@ fn fixture_node_objects_match_labels() {
         assert_eq!(objects.len(), f.nodes.len());
         for obj in objects {
             let key = ObjectKey::of(&obj).expect("node has a name");
-            let want = f.nodes.get(&key.name).expect("node in map");
+            let want = f.nodes.get(&*key.name).expect("node in map");
             assert_eq!(obj["metadata"]["labels"], json!(want), "{key}");
         }
         assert!(f.nodes.contains_key(&f.hostname));
