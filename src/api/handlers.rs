@@ -22,6 +22,8 @@ pub enum Segment {
     Owned(Vec<u8>),
     /// A served object's bytes, shared with every other list and watcher.
     Shared(Arc<[u8]>),
+    /// Constant framing bytes.
+    Static(&'static [u8]),
 }
 
 impl Segment {
@@ -30,6 +32,7 @@ impl Segment {
         match self {
             Segment::Owned(v) => v,
             Segment::Shared(b) => b,
+            Segment::Static(b) => b,
         }
     }
 }

@@ -108,9 +108,18 @@ pub struct Conn {
     last_active: Instant,
     registered: Option<Interest>,
     eof: bool,
+    /// A watch stopped after its share of this round ([`STREAM_FILLS_PER_ROUND`]) with more
+    /// events to send and an empty socket queue: the loop must come round again at once.
+    backlog: bool,
     /// Route kind and resource of the request being answered (for the counters).
     label: (RouteKind, Option<Resource>),
 }
+
+/// How many times one round refills a watch's output (up to `HIGH_WATER` each). A burst of
+/// thousands of events per watcher (a relabel of the local node at scale S) is then sent in
+/// turns across all connections, so a LIST or a new request waits for one round, not for every
+/// watcher's whole backlog.
+const STREAM_FILLS_PER_ROUND: usize = 1;
 
 impl Conn {
     /// Wraps an accepted socket.
@@ -125,6 +134,7 @@ impl Conn {
             last_active: now,
             registered: None,
             eof: false,
+            backlog: false,
             label: (RouteKind::Invalid, None),
         }
     }
@@ -152,6 +162,12 @@ impl Conn {
         } else {
             Interest::READABLE | Interest::WRITABLE
         }
+    }
+
+    /// Whether a watch has events left after its share of the round while its socket took
+    /// everything: the loop must drive it again without sleeping.
+    pub fn has_backlog(&self) -> bool {
+        self.backlog
     }
 
     /// Whether the connection waits on the loop (wakes, timers) rather than on its socket.
@@ -231,11 +247,14 @@ impl Conn {
         if self.eof && matches!(self.phase, Phase::Streaming(_) | Phase::Proxying { .. }) {
             return false;
         }
+        self.backlog = false;
+        let mut fills = 0;
         loop {
             // `full`: a stream stopped filling at HIGH_WATER with more to come. Nothing will
             // wake this connection for that backlog (the log entries are already published,
             // a proxy worker waits on its full channel), so once the socket takes everything,
-            // go round again instead of waiting for the next wake or timer.
+            // go round again instead of waiting for the next wake or timer — a watch only up to
+            // its share of the round, then the loop comes back (`backlog`).
             let mut full = false;
             let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
                 Phase::Idle => self.next_request(ctx),
@@ -250,7 +269,15 @@ impl Conn {
                 }
                 Phase::Streaming(w) => {
                     self.stream(w, ctx);
+                    fills += 1;
                     full = self.out.len() >= HIGH_WATER;
+                    if full && fills >= STREAM_FILLS_PER_ROUND {
+                        if !self.write() {
+                            return false;
+                        }
+                        self.backlog = self.out.is_empty();
+                        break;
+                    }
                     false
                 }
                 Phase::Proxying {
@@ -343,7 +370,10 @@ impl Conn {
             }
             return;
         }
-        let state = lock(ctx.shared);
+        let mut state = lock(ctx.shared);
+        if r.resource() == Some(Resource::SlicesV1beta1) {
+            state.serve_v1beta1();
+        }
         if !state.is_ready() && may_hold {
             drop(state);
             self.phase = Phase::Held {

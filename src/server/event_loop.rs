@@ -179,10 +179,13 @@ impl Server {
             .min()
             .map_or(max_sleep, |t| t.saturating_duration_since(now))
             .min(max_sleep);
-        match self
-            .poll
-            .poll(events, Some(next + Duration::from_millis(1)))
-        {
+        // A watch with a backlog left over from the last round: look at sockets, do not sleep.
+        let timeout = if self.conns.values().any(Conn::has_backlog) {
+            Duration::ZERO
+        } else {
+            next + Duration::from_millis(1)
+        };
+        match self.poll.poll(events, Some(timeout)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(e),

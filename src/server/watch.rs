@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::api::filter::Filter;
+use crate::api::filter::{Filter, Selection};
 use crate::api::handlers::{InitialEnd, Segment, WatchPlan};
 use crate::cache::store::State;
 use crate::cache::view::{Entry, Served};
@@ -49,6 +49,8 @@ impl End {
 pub struct Watcher {
     res: Resource,
     filter: Filter,
+    /// `filter` selects every served object of `res`: events need no matching.
+    everything: bool,
     cursor: u64,
     bookmarks: bool,
     deadline: Instant,
@@ -71,7 +73,7 @@ pub fn push_event(out: &mut Outbound, kind: &str, object: Segment) {
     head.extend_from_slice(prefix.as_bytes());
     out.push_owned(head);
     out.push(object);
-    out.push_owned(b"}\n\r\n".to_vec());
+    out.push(Segment::Static(b"}\n\r\n"));
 }
 
 /// A BOOKMARK object of the watched kind at `rv`, optionally marking the end of initial events.
@@ -90,8 +92,16 @@ pub fn bookmark_object(res: Resource, rv: u64, initial_end: bool) -> Vec<u8> {
 }
 
 /// The event a watcher with `filter` gets for `entry` (PROTOCOL.md §9), if any.
-pub fn transition(entry: &Entry, filter: &Filter) -> Option<(&'static str, Segment)> {
-    let matches = |o: &Option<Arc<Served>>| o.as_ref().is_some_and(|s| filter.matches(s));
+///
+/// `everything`: the filter selects every served object ([`Selection::Everything`], e.g.
+/// kube-proxy's selector), so no object is matched.
+pub fn transition(
+    entry: &Entry,
+    filter: &Filter,
+    everything: bool,
+) -> Option<(&'static str, Segment)> {
+    let matches =
+        |o: &Option<Arc<Served>>| o.as_ref().is_some_and(|s| everything || filter.matches(s));
     match (
         matches(&entry.old),
         matches(&entry.new),
@@ -138,6 +148,7 @@ impl Watcher {
         }
         Some(Watcher {
             res: plan.res,
+            everything: plan.filter.selection(plan.res) == Selection::Everything,
             filter: plan.filter,
             cursor: plan.cursor,
             bookmarks: plan.bookmarks,
@@ -248,7 +259,7 @@ impl Watcher {
                 }
             };
             for entry in &entries {
-                if let Some((kind, obj)) = transition(entry, &self.filter) {
+                if let Some((kind, obj)) = transition(entry, &self.filter, self.everything) {
                     push_event(out, kind, obj);
                     sent += 1;
                     self.next_bookmark = now + BOOKMARK_EVERY;
@@ -290,5 +301,76 @@ impl Watcher {
             self.final_bookmark_sent |= final_due;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::query;
+    use crate::cache::store::test_support;
+    use crate::upstream::kind::{Change, UpstreamKind};
+
+    const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+
+    fn slice(name: &str, gen: u32, extra: Option<(&str, &str)>) -> serde_json::Value {
+        let mut labels = json!({"kubernetes.io/service-name": "web", "gen": gen.to_string()});
+        if let Some((k, v)) = extra {
+            labels[k] = json!(v);
+        }
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"namespace": "default", "name": name, "labels": labels},
+            "addressType": "IPv4", "endpoints": []})
+    }
+
+    #[test]
+    fn events_for_everything_selections_skip_matching_but_are_the_same() {
+        let mut st = test_support::state("edge-1", 1);
+        let res = Resource::SlicesV1;
+        let kind = UpstreamKind::SlicesV1;
+        for k in [
+            UpstreamKind::Nodes,
+            UpstreamKind::Services,
+            UpstreamKind::Endpoints,
+        ] {
+            st.apply(k, Change::Replace(vec![]), 0);
+        }
+        st.apply(kind, Change::Replace(vec![slice("a", 0, None)]), 0);
+        let ready_at = st.current_rv();
+        for change in [
+            Change::Upsert(slice("b", 0, None)),
+            Change::Upsert(slice("a", 1, None)),
+            // Gains an excluding label: leaves the view (a deletion).
+            Change::Upsert(slice("b", 1, Some(("service.kubernetes.io/headless", "")))),
+            Change::Delete(slice("a", 1, None)),
+        ] {
+            st.apply(kind, change, 0);
+        }
+        let entries = st.collection(res).after(ready_at, 100).unwrap_or_default();
+        assert_eq!(entries.len(), 4);
+        for q in [
+            L,
+            "",
+            "labelSelector=gen%3D1",
+            "fieldSelector=metadata.name%3Da",
+        ] {
+            let opts = query::parse(q, res.selectable_fields()).unwrap_or_else(|e| panic!("{e:?}"));
+            let filter = Filter {
+                namespace: None,
+                labels: opts.label_selector,
+                fields: opts.field_selector,
+            };
+            let everything = filter.selection(res) == Selection::Everything;
+            assert_eq!(everything, q == L || q.is_empty(), "{q}");
+            let events = |skip: bool| -> Vec<Option<(&'static str, Vec<u8>)>> {
+                entries
+                    .iter()
+                    .map(|e| transition(e, &filter, skip).map(|(t, s)| (t, s.as_bytes().to_vec())))
+                    .collect()
+            };
+            assert_eq!(events(everything), events(false), "{q}");
+        }
     }
 }
