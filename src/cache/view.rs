@@ -219,15 +219,16 @@ impl Retention {
     /// Retention for a given `--notify-channel-size`: at least that many entries (a watch ended
     /// as too slow after that many piled up can resume); beyond them, what a resuming client
     /// needs, bounded the way the apiserver's watch cache is: entries younger than 75 s (its
-    /// `eventFreshDuration`), at most 1,024 entries (or the minimum, if larger) and 4 MiB of
-    /// logged objects per resource. A watch resuming from before that gets 410 and relists.
+    /// `eventFreshDuration`), at most 1,024 entries (or the minimum, if larger) and 16 MiB of
+    /// logged objects per resource (binding only for very large objects: 1,024 slices of ten
+    /// endpoints are ~3.5 MiB). A watch resuming from before that gets 410 and relists.
     pub fn for_queue(size: usize) -> Retention {
         let min_entries = size.max(1);
         Retention {
             min_entries,
             max_entries: min_entries.max(1024),
             window_secs: 75,
-            max_bytes: 4 << 20,
+            max_bytes: 16 << 20,
         }
     }
 }
@@ -484,6 +485,36 @@ mod tests {
         assert_eq!(c.horizon(), 7);
         assert!(c.after(6, 10).is_err());
         assert_eq!(c.after(7, 10).map(|v| v.len()), Ok(3));
+    }
+
+    #[test]
+    fn default_retention_is_bounded_like_the_apiserver_watch_cache() {
+        let mut c = Collection::new(0);
+        let k = ObjectKey::new("", "n");
+        let one = served("n", 1);
+        for rv in 1..=2_000 {
+            c.record(&k, Some(one.clone()), rv, 0);
+        }
+        let r = Retention::for_queue(100);
+        c.trim(&r, 0);
+        assert_eq!(c.log_len(), 1_024, "at most 1,024 entries");
+        c.trim(&r, 75);
+        assert_eq!(c.log_len(), 1_024, "75 s old entries are still kept");
+        c.trim(&r, 76);
+        assert_eq!(
+            c.log_len(),
+            100,
+            "older ones beyond --notify-channel-size go"
+        );
+        assert_eq!(c.horizon(), 1_900);
+        // A larger --notify-channel-size is the floor, whatever the age.
+        let big = Retention::for_queue(1_500);
+        let mut c = Collection::new(0);
+        for rv in 1..=2_000 {
+            c.record(&k, Some(one.clone()), rv, 0);
+        }
+        c.trim(&big, 1_000);
+        assert_eq!(c.log_len(), 1_500);
     }
 
     #[test]
