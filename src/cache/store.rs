@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use log::{debug, warn};
+use log::debug;
 use serde_json::Value;
 
 use crate::cache::topology::{self, Class, Labels, Locality, TopologyKeys};
@@ -143,47 +143,6 @@ fn clean(mut obj: Value) -> Option<(ObjectKey, Value)> {
         meta.remove("managedFields");
     }
     Some((key, obj))
-}
-
-/// An upstream change reduced to what the cache compares, done by the reflector thread before
-/// it takes the cache lock ([`prepare`]): a list's items decoded, cleaned and re-serialized, so
-/// that applying a relist under the lock only compares bytes and recomputes what changed.
-#[derive(Debug)]
-pub enum Prepared {
-    /// A full list (initial or relist) as compact bytes by key, excluded objects dropped.
-    Listed(BTreeMap<ObjectKey, Raw>),
-    /// A single upsert or deletion, applied as it is.
-    One(Change),
-}
-
-/// The admitted, cleaned objects of a full list as compact bytes by key.
-fn fresh(kind: UpstreamKind, items: impl Iterator<Item = Value>) -> BTreeMap<ObjectKey, Raw> {
-    items
-        .filter(|o| !excluded(kind, o))
-        .filter_map(clean)
-        .map(|(key, obj)| (key, raw(&obj)))
-        .collect()
-}
-
-/// Prepares `change` for [`State::apply_prepared`]. Pure and lock-free. Items are reduced to
-/// compact bytes as they are decoded, so the whole list never exists as `Value`s at once.
-pub fn prepare(kind: UpstreamKind, change: Change) -> Prepared {
-    match change {
-        Change::Replace(items) => Prepared::Listed(fresh(kind, items.into_iter())),
-        Change::List(texts) => Prepared::Listed(fresh(
-            kind,
-            texts
-                .into_iter()
-                .filter_map(|t| match serde_json::from_str(&t) {
-                    Ok(v) => Some(v),
-                    Err(e) => {
-                        warn!("{kind:?}: skipping an undecodable list item: {e}");
-                        None
-                    }
-                }),
-        )),
-        other => Prepared::One(other),
-    }
 }
 
 impl State {
@@ -611,6 +570,11 @@ fn finish(res: Resource, value: &mut Value, rv: u64) -> Vec<u8> {
     // Serializing a Value cannot fail.
     serde_json::to_vec(value).unwrap_or_default()
 }
+
+#[path = "store_prepare.rs"]
+mod prepare;
+use prepare::fresh;
+pub use prepare::{prepare, Prepared};
 
 #[path = "store_explain.rs"]
 pub mod explain;
