@@ -168,25 +168,29 @@ fn list_and_fanout(c: &mut Criterion) {
     };
     let q = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0";
     c.bench_function("list/encode_all_slices_scale_S", |b| {
-        b.iter(|| match handlers::handle(&route, q, None, &st, 0.5) {
-            Answer::Reply(r) => {
-                // What the socket would get: the concatenated body.
-                let mut body = Vec::with_capacity(r.len());
-                for s in &r.body {
-                    body.extend_from_slice(s.as_bytes());
+        b.iter(
+            || match st.with_view(|v| handlers::handle(&route, q, None, v, 0.5)) {
+                Answer::Reply(r) => {
+                    // What the socket would get: the concatenated body.
+                    let mut body = Vec::with_capacity(r.len());
+                    for s in &r.body {
+                        body.extend_from_slice(s.as_bytes());
+                    }
+                    black_box(body.len())
                 }
-                black_box(body.len())
-            }
-            _ => 0,
-        })
+                _ => 0,
+            },
+        )
     });
 
     // kube-proxy's LIST (selector L): the reply as the socket gets it (vectored segments), no copy.
     c.bench_function("list_selector_L/all_slices_scale_S", |b| {
-        b.iter(|| match handlers::handle(&route, q, None, &st, 0.5) {
-            Answer::Reply(r) => black_box(r.len()),
-            _ => 0,
-        })
+        b.iter(
+            || match st.with_view(|v| handlers::handle(&route, q, None, v, 0.5)) {
+                Answer::Reply(r) => black_box(r.len()),
+                _ => 0,
+            },
+        )
     });
 
     // The same LIST right after a change of one slice: the ready items are rebuilt.
@@ -202,7 +206,10 @@ fn list_and_fanout(c: &mut Criterion) {
                     .borrow_mut()
                     .apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0);
             },
-            |()| match handlers::handle(&route, q, None, &changing.borrow(), 0.5) {
+            |()| match changing
+                .borrow()
+                .with_view(|v| handlers::handle(&route, q, None, v, 0.5))
+            {
                 Answer::Reply(r) => black_box(r.len()),
                 _ => 0,
             },
@@ -244,10 +251,11 @@ fn list_and_fanout(c: &mut Criterion) {
             },
             |mut watchers| {
                 let now = Instant::now();
-                let st = st.borrow();
-                for (w, out) in watchers.iter_mut() {
-                    let _ = w.pump(&st, out, 10_000, now);
-                }
+                st.borrow().with_view(|v| {
+                    for (w, out) in watchers.iter_mut() {
+                        let _ = w.pump(v, out, 10_000, now);
+                    }
+                });
                 black_box(watchers.iter().map(|(_, o)| o.len()).sum::<usize>())
             },
             BatchSize::SmallInput,
@@ -275,9 +283,24 @@ fn relabel(c: &mut Criterion) {
     });
 }
 
+/// Publication: one upstream slice change through the writer (decode-free `Change::Upsert`,
+/// topology, serialization) into the readers' view.
+fn publish(c: &mut Criterion) {
+    let mut st = scale_state();
+    let mut gen = 0u64;
+    c.bench_function("publish/one_slice_change_scale_S", |b| {
+        b.iter(|| {
+            gen += 1;
+            let mut s = slice(3, EPS);
+            s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
+            black_box(st.apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0))
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = request_parse, selectors, prune, list_and_fanout, relabel
+    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish
 }
 criterion_main!(benches);

@@ -77,13 +77,10 @@ impl Sink for CacheSink {
         let mut state = lock(&self.shared);
         let applied = state.apply_prepared(kind, prepared, now);
         if applied.became_ready {
+            let [nodes, services, endpoints, slices] = state.served_counts();
             info!(
-                "cache ready at resourceVersion {}: {} nodes, {} services, {} endpoints, {} endpointslices ({:?} upstream)",
+                "cache ready at resourceVersion {}: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices ({:?} upstream)",
                 state.current_rv(),
-                state.collection(crate::k8s::Resource::Nodes).len(),
-                state.collection(crate::k8s::Resource::Services).len(),
-                state.collection(crate::k8s::Resource::Endpoints).len(),
-                state.collection(crate::k8s::Resource::SlicesV1).len(),
                 state.slice_kind(),
             );
         }
@@ -213,13 +210,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         let (objects, written) = (snap.objects.len(), snap.meta.written_unix_secs);
         if state.restore(snap.objects, snap.meta.slice_kind, 0) {
             extras.snapshot_written = Some(written);
+            let [nodes, services, endpoints, slices] = state.served_counts();
             info!(
-                "serving the snapshot from {} written {age} s ago ({objects} objects: {} nodes, {} services, {} endpoints, {} endpointslices) at resourceVersion {} until the upstream answers",
+                "serving the snapshot from {} written {age} s ago ({objects} objects: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices) at resourceVersion {} until the upstream answers",
                 cache.as_ref().map_or(String::new(), |c| c.path().display().to_string()),
-                state.collection(crate::k8s::Resource::Nodes).len(),
-                state.collection(crate::k8s::Resource::Services).len(),
-                state.collection(crate::k8s::Resource::Endpoints).len(),
-                state.collection(crate::k8s::Resource::SlicesV1).len(),
                 state.current_rv(),
             );
         }

@@ -16,27 +16,33 @@
 //!  kube-proxy ─TCP─▶ server::event_loop ─▶ server::conn ─▶ http::request (parse)
 //!                         ▲                                 │
 //!                         │ Waker                           ▼
-//!                         │                        api::route ─▶ api::handlers ─▶ cache (read, under the lock)
+//!                         │                        api::route ─▶ api::handlers ─▶ cache::published (read, own lock)
 //!                         │                                 │                     server::watch (streams)
 //!                         │                                 └▶ server::proxy ─▶ upstream::client (worker thread)
-//!  apiserver ─ureq─▶ upstream::reflector ─▶ cache::store::State::apply
+//!  apiserver ─ureq─▶ upstream::reflector ─▶ cache::store::prepare (decode, off every lock)
+//!                                              ─▶ cache::store::State::apply (writer lock)
 //!                                              ├─ cache::topology (pure pruning) + k8s::convert
-//!                                              └─ cache::view (new RV, shared bytes, event log) ─▶ wake the loop
+//!                                              └─ cache::published / cache::view (new RV, shared
+//!                                                 bytes, event log; one record per lock) ─▶ wake the loop
 //! ```
 //!
 //! **A request:** [`server::event_loop::Server`] accepts and polls; [`server::conn::Conn`] reads
 //! bytes into [`http::request::RequestReader`], which yields a [`http::request::Request`];
 //! [`api::route::route`] maps (method, path) to a [`api::route::Route`]; [`api::handlers::handle`]
-//! answers from the [`cache::store::State`] with a list/get [`api::handlers::Reply`] or a
+//! answers from the [`cache::published::Published`] view with a list/get [`api::handlers::Reply`] or a
 //! [`api::handlers::WatchPlan`], which [`server::watch::Watcher`] streams from the event log.
 //! Everything else goes to [`server::proxy`], which forwards it upstream on a worker thread.
 //!
 //! **An upstream change:** a [`upstream::reflector`] thread lists, then watches, and hands each
-//! change to [`cache::store::State::apply`] under the one lock (the single writer). The store
-//! keeps upstream objects, recomputes the affected served objects with the pure
-//! [`cache::topology`] functions, and [`cache::view::Collection::record`]s each real change with
-//! a new resourceVersion in the per-resource event log; then the loop is woken and every watcher
-//! pulls the entries after its cursor.
+//! change to the cache: a list is first decoded and re-serialized off every lock
+//! ([`cache::store::prepare`]), then [`cache::store::State::apply_prepared`] runs under the
+//! writer's lock (the single writer). The store keeps upstream objects, recomputes the affected
+//! served objects with the pure [`cache::topology`] functions, and
+//! [`cache::view::Collection::record`]s each real change with a new resourceVersion in the
+//! per-resource event log of the [`cache::published::Published`] view, which has its own lock,
+//! taken once per recorded object: the event loop reads only that view, so a relist or a relabel
+//! never holds it for longer than one record. Then the loop is woken and every watcher pulls the
+//! entries after its cursor.
 //!
 //! # Edge autonomy: the disk, signals, edge-health
 //!

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::api::filter::{Filter, Selection};
 use crate::api::query::{self, ListOptions, RvMatch};
 use crate::api::route::Route;
-use crate::cache::store::State;
+use crate::cache::published::Published;
 use crate::cache::view::Served;
 use crate::http::response::accepts_json;
 use crate::k8s::status::ApiError;
@@ -117,7 +117,7 @@ pub fn handle(
     route: &Route,
     query: &str,
     accept: Option<&str>,
-    state: &State,
+    state: &Published,
     jitter: f64,
 ) -> Answer {
     let (res, namespace, name) = match route {
@@ -171,7 +171,7 @@ pub fn not_ready() -> ApiError {
 }
 
 /// Objects of `res` selected by `filter`, in key order.
-pub fn select(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>> {
+pub fn select(res: Resource, filter: &Filter, state: &Published) -> Vec<Arc<Served>> {
     match filter.selection(res) {
         Selection::Everything => state.collection(res).objects().cloned().collect(),
         Selection::PerItem => select_per_item(res, filter, state),
@@ -179,7 +179,7 @@ pub fn select(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>>
 }
 
 /// [`select`] matching every candidate object against `filter`.
-fn select_per_item(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Served>> {
+fn select_per_item(res: Resource, filter: &Filter, state: &Published) -> Vec<Arc<Served>> {
     let coll = state.collection(res);
     // Fast path for `metadata.name=<n>` (kube-proxy's node informer).
     if let Some(name) = filter.fields.required("metadata.name") {
@@ -211,7 +211,7 @@ fn select_per_item(res: Resource, filter: &Filter, state: &State) -> Vec<Arc<Ser
         .collect()
 }
 
-fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &State) -> Reply {
+fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &Published) -> Reply {
     let current = state.current_rv();
     if opts.resource_version_match == Some(RvMatch::Exact) {
         let requested = opts.resource_version.as_deref().unwrap_or("");
@@ -267,7 +267,7 @@ fn watch(
     res: Resource,
     filter: Filter,
     opts: &ListOptions,
-    state: &State,
+    state: &Published,
     jitter: f64,
 ) -> WatchPlan {
     let current = state.current_rv();

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::cache::store::Settings;
+use crate::cache::store::{Settings, State};
 use crate::cache::view::Retention;
 use crate::upstream::kind::{Change, UpstreamKind};
 
@@ -91,7 +91,7 @@ fn list_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
         res,
         namespace: None,
     };
-    match handle(&route, query, None, st, 0.0) {
+    match st.with_view(|v| handle(&route, query, None, v, 0.0)) {
         Answer::Reply(r) => {
             assert_eq!(r.code, 200, "{res:?} {query}");
             concat(&r.body)
@@ -114,7 +114,7 @@ fn per_item_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
     let head = list_head(res, st.current_rv());
     concat(&item_body(
         head,
-        select_per_item(res, &filter_of(res, query), st),
+        st.with_view(|v| select_per_item(res, &filter_of(res, query), v)),
     ))
 }
 
@@ -229,11 +229,11 @@ fn watch_starts_select_the_same_objects() {
             format!("{L}&watch=true&resourceVersion=0"),
             "watch=true".to_string(),
         ] {
-            let Answer::Watch(plan) = handle(&route(res), &q, None, &st, 0.0) else {
+            let Answer::Watch(plan) = st.with_view(|v| handle(&route(res), &q, None, v, 0.0)) else {
                 panic!("{res:?} {q}: not a watch");
             };
             let keys = |v: &[Arc<Served>]| v.iter().map(|o| o.key.clone()).collect::<Vec<_>>();
-            let expected = select_per_item(res, &plan.filter, &st);
+            let expected = st.with_view(|v| select_per_item(res, &plan.filter, v));
             assert_eq!(keys(&plan.initial), keys(&expected), "{res:?} {q}");
             assert_eq!(plan.cursor, st.current_rv());
         }

@@ -2,6 +2,7 @@
 
 pub mod epoch;
 pub mod health;
+pub mod published;
 pub mod snapshot;
 pub mod store;
 pub mod topology;

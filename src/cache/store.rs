@@ -1,20 +1,23 @@
 //! The cache's state machine: upstream objects in, topology-pruned served objects, RVs and
 //! event-log entries out (PROTOCOL.md §8, TOPOLOGY.md §9).
 //!
-//! [`State`] is pure: the reflector threads call [`State::apply`] under one lock (the single
-//! writer); the event loop reads [`State::collection`] under the same lock. `now` is passed in
+//! [`State`] is pure (no I/O; its only synchronization is the readers' [`View`] lock): the
+//! reflector threads call [`State::apply`] under the writer's lock (the single writer); the
+//! event loop reads the [`View`] ([`State::view`]), which the writer locks only to read an old
+//! served object and to record a new one (`crate::cache::published`). `now` is passed in
 //! (monotonic seconds) so the log's time window needs no clock here. The edge-health map
 //! (TOPOLOGY.md §10) comes in the same way, through [`State::set_edge_health`] (in
 //! `store_health.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use log::debug;
 use serde_json::Value;
 
+use crate::cache::published::{self, CollectionRef, Published, View};
 use crate::cache::topology::{self, Class, Labels, Locality, TopologyKeys};
-use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Collection, Retention, Served};
+use crate::cache::view::{labels_of, Retention};
 use crate::k8s::{convert, ObjectKey, Resource};
 use crate::upstream::kind::{Change, UpstreamKind};
 
@@ -33,8 +36,10 @@ pub struct Settings {
 #[derive(Debug)]
 pub struct State {
     settings: Settings,
+    /// The last resourceVersion handed out (recorded into `view` with each change).
     rv: u64,
-    served: [Collection; 5],
+    /// What readers see; locked only to read an old served object and record a new one.
+    view: View,
     // Upstream objects are kept as compact JSON bytes (a `Value` costs ~10× its JSON size) and
     // parsed only when a topology change recomputes them.
     nodes: BTreeMap<String, Raw>,
@@ -151,7 +156,7 @@ impl State {
         State {
             settings,
             rv: seed,
-            served: std::array::from_fn(|_| Collection::new(seed)),
+            view: Arc::new(Mutex::new(Published::new(seed))),
             nodes: BTreeMap::new(),
             node_labels: BTreeMap::new(),
             services: BTreeMap::new(),
@@ -192,9 +197,32 @@ impl State {
         self.from_snapshot
     }
 
-    /// The served objects and event log of one resource.
-    pub fn collection(&self, res: Resource) -> &Collection {
-        &self.served[res.index()]
+    /// The served objects and event log of one resource, locked for as long as the returned
+    /// reference lives (do not hold it across a call that changes the cache).
+    pub fn collection(&self, res: Resource) -> CollectionRef<'_> {
+        CollectionRef::new(published::lock(&self.view), res)
+    }
+
+    /// Served Nodes, Services, Endpoints and v1 EndpointSlices (one lock, for log lines).
+    pub fn served_counts(&self) -> [usize; 4] {
+        let view = published::lock(&self.view);
+        [
+            Resource::Nodes,
+            Resource::Services,
+            Resource::Endpoints,
+            Resource::SlicesV1,
+        ]
+        .map(|r| view.collection(r).len())
+    }
+
+    /// Runs `f` on the locked served view (one lock for several collections).
+    pub fn with_view<R>(&self, f: impl FnOnce(&Published) -> R) -> R {
+        f(&published::lock(&self.view))
+    }
+
+    /// The readers' handle on the served view (the event loop reads only through it).
+    pub fn view(&self) -> View {
+        Arc::clone(&self.view)
     }
 
     /// The EndpointSlice version the upstream provides.
@@ -268,14 +296,14 @@ impl State {
             } else {
                 self.ready = true;
                 applied.became_ready = true;
-                for coll in self.served.iter_mut() {
+                let mut view = published::lock(&self.view);
+                view.set_ready();
+                for coll in view.collections_mut() {
                     coll.reset_history(self.rv);
                 }
             }
         }
-        for coll in self.served.iter_mut() {
-            coll.trim(&self.settings.retention, now);
-        }
+        self.trim(now);
         applied
     }
 
@@ -520,56 +548,11 @@ impl State {
             self.publish(res, key, Some(served), now);
         }
     }
-
-    /// Makes `value` the served content of `key`: no change, no RV, no event; otherwise a new
-    /// RV, a new shared serialization and one log entry. Returns whether anything changed.
-    fn publish(&mut self, res: Resource, key: &ObjectKey, value: Option<Value>, now: u64) -> bool {
-        let coll = &mut self.served[res.index()];
-        let old = coll.get(key).cloned();
-        let Some(mut value) = value else {
-            if old.is_none() {
-                return false;
-            }
-            self.rv += 1;
-            coll.record(key, None, self.rv, now);
-            return true;
-        };
-        // The LIST fast path (`api::filter::Selection`) relies on this.
-        debug_assert!(
-            !admission_filtered(res)
-                || !EXCLUDING_LABELS
-                    .iter()
-                    .any(|k| labels_of(&value).contains_key(*k)),
-            "an admitted object carries an excluding label"
-        );
-        // Serialize once, stamped with the RV this change would get; compare with the old bytes
-        // ignoring the stamp. Only a real change consumes the RV.
-        let next = self.rv + 1;
-        let bytes = finish(res, &mut value, next);
-        if old
-            .as_ref()
-            .is_some_and(|o| same_but_rv(&bytes, next, &o.bytes, o.rv))
-        {
-            return false;
-        }
-        self.rv = next;
-        let served = Arc::new(Served::with_bytes(key.clone(), next, &value, bytes));
-        coll.record(key, Some(served), next, now);
-        true
-    }
 }
 
-/// Gives served content its `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`, and
-/// serializes it.
-fn finish(res: Resource, value: &mut Value, rv: u64) -> Vec<u8> {
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("kind".into(), Value::String(res.kind().into()));
-        obj.insert("apiVersion".into(), Value::String(res.api_version().into()));
-    }
-    stamp_rv(value, rv);
-    // Serializing a Value cannot fail.
-    serde_json::to_vec(value).unwrap_or_default()
-}
+#[path = "store_publish.rs"]
+mod publish;
+use publish::finish;
 
 #[path = "store_prepare.rs"]
 mod prepare;

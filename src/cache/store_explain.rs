@@ -223,7 +223,7 @@ impl State {
                     Target::Endpoints(k) => (Resource::Endpoints, k),
                     Target::Slice(k) => (Resource::SlicesV1, k),
                 };
-                let served_rv = self.served[res.index()].get(key).map(|s| s.rv);
+                let served_rv = self.collection(res).get(key).map(|s| s.rv);
                 let name = key.name.to_string();
                 let on = self.nodes_of.get(&target).into_iter().flatten();
                 node_names.extend(on.map(|n| &**n));

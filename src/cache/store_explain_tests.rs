@@ -38,6 +38,7 @@ fn served(st: &State, res: Resource, name: &str) -> Value {
     let s = st
         .collection(res)
         .get(&ObjectKey::new("default", name))
+        .cloned()
         .expect("served");
     serde_json::from_slice(&s.bytes).expect("JSON")
 }

@@ -64,9 +64,7 @@ impl State {
             log_abnormal(&h.abnormal);
         }
         self.flush_derived(now);
-        for coll in self.served.iter_mut() {
-            coll.trim(&self.settings.retention, now);
-        }
+        self.trim(now);
         Applied {
             events: (self.rv - before) as usize,
             ..Applied::default()

@@ -4,6 +4,7 @@
 use log::warn;
 
 use super::{fresh, parse, State};
+use crate::cache::published;
 use crate::cache::snapshot::Objects;
 use crate::upstream::kind::UpstreamKind;
 
@@ -51,7 +52,9 @@ impl State {
         let _ = self.take_health_targets();
         self.ready = true;
         self.from_snapshot = true;
-        for coll in self.served.iter_mut() {
+        let mut view = published::lock(&self.view);
+        view.set_ready();
+        for coll in view.collections_mut() {
             coll.reset_history(self.rv);
         }
         true

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::cache::topology::fixtures::*;
+use crate::cache::view::Served;
 
 const SEED: u64 = 1_000;
 
@@ -597,10 +598,9 @@ fn incremental_view_equals_from_scratch_recompute() {
     }
     // Every logged change is a real change of content.
     for res in Resource::ALL {
-        let entries = st
-            .collection(res)
-            .after(st.collection(res).horizon(), usize::MAX)
-            .unwrap_or_default();
+        let coll = st.collection(res);
+        let entries = coll.after(coll.horizon(), usize::MAX).unwrap_or_default();
+        drop(coll);
         for e in entries {
             if let (Some(o), Some(n)) = (&e.old, &e.new) {
                 let strip = |s: &Served| {
@@ -653,7 +653,7 @@ fn case_37_headless_endpoints_never_served_headless_service_only_without_field_s
                 .unwrap_or_default(),
             ..Filter::default()
         };
-        select(Resource::Services, &filter, &st)
+        st.with_view(|v| select(Resource::Services, &filter, v))
             .iter()
             .map(|o| o.key.name.to_string())
             .collect::<Vec<_>>()

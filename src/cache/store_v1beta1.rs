@@ -8,6 +8,7 @@ use std::sync::Arc;
 use log::info;
 
 use super::{finish, parse, State};
+use crate::cache::published;
 use crate::cache::view::Served;
 use crate::k8s::Resource;
 
@@ -30,8 +31,10 @@ impl State {
             let bytes = finish(res, &mut value, rv);
             built.push(Arc::new(Served::with_bytes(key.clone(), rv, &value, bytes)));
         }
-        let coll = &mut self.served[res.index()];
         let count = built.len();
+        let mut view = published::lock(&self.view);
+        view.set_v1beta1();
+        let coll = view.collection_mut(res);
         for served in built {
             coll.seed(served);
         }
@@ -152,6 +155,7 @@ mod tests {
         // A v1beta1 watch from before the build cannot be resumed; one from its RV can.
         assert!(coll.after(before - 1, 10).is_err());
         assert_eq!(coll.after(before, 10).map(|v| v.len()), Ok(0));
+        drop(coll);
 
         // From now on both versions follow every change, as if served all along.
         assert_eq!(relabel_local(&mut lazy, "a"), 1 + 1 + 2 * 2);

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::cache::published;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology;
 use crate::cache::view::Retention;
@@ -86,8 +87,10 @@ pub(super) fn compute<'k>(
         state.apply(kind, Change::Replace(items.clone()), 0);
     }
     let slice_res = slice_kind.resource();
-    let served_slices = state.collection(slice_res);
-    let served_endpoints = state.collection(Resource::Endpoints);
+    let view = state.view();
+    let view = published::lock(&view);
+    let served_slices = view.collection(slice_res);
+    let served_endpoints = view.collection(Resource::Endpoints);
 
     let mut per_service: BTreeMap<ObjectKey, (Count, Count)> = services_of_interest
         .map(|k| (k.clone(), (Count::default(), Count::default())))
@@ -120,8 +123,8 @@ pub(super) fn compute<'k>(
     Computed {
         per_service,
         served: ServedCounts {
-            nodes: state.collection(Resource::Nodes).len(),
-            services: state.collection(Resource::Services).len(),
+            nodes: view.collection(Resource::Nodes).len(),
+            services: view.collection(Resource::Services).len(),
             endpoints: served_endpoints.len(),
             endpointslices: served_slices.len(),
         },

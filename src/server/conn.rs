@@ -14,6 +14,7 @@ use mio::Interest;
 
 use crate::api::handlers::{self, Answer, Reply};
 use crate::api::route::{route, Route};
+use crate::cache::published::{self, Published};
 use crate::cache::store::State;
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
@@ -62,8 +63,11 @@ impl Default for ServerOptions {
 /// What a connection needs from the server while it is driven.
 #[derive(Debug)]
 pub struct Ctx<'a> {
-    /// The cache.
+    /// The cache's writer state: locked by the loop only to build v1beta1 EndpointSlices at
+    /// the first request for them.
     pub shared: &'a Mutex<State>,
+    /// What the loop reads: the served view, never held by the writer while it computes.
+    pub view: &'a Mutex<Published>,
     /// Proxy workers.
     pub proxy: &'a Proxy,
     /// Settings.
@@ -259,7 +263,7 @@ impl Conn {
             let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
                 Phase::Idle => self.next_request(ctx),
                 Phase::Held { req, until } => {
-                    if lock(ctx.shared).is_ready() || ctx.now >= until {
+                    if published::lock(ctx.view).is_ready() || ctx.now >= until {
                         self.dispatch(req, ctx, false);
                         true
                     } else {
@@ -370,10 +374,13 @@ impl Conn {
             }
             return;
         }
-        let mut state = lock(ctx.shared);
-        if r.resource() == Some(Resource::SlicesV1beta1) {
-            state.serve_v1beta1();
+        if r.resource() == Some(Resource::SlicesV1beta1)
+            && !published::lock(ctx.view).serves_v1beta1()
+        {
+            // Once per process: waits for the writer if it is busy.
+            lock(ctx.shared).serve_v1beta1();
         }
+        let state = published::lock(ctx.view);
         if !state.is_ready() && may_hold {
             drop(state);
             self.phase = Phase::Held {
@@ -488,7 +495,7 @@ impl Conn {
     }
 
     fn stream(&mut self, mut w: Box<Watcher>, ctx: &Ctx<'_>) {
-        let state = lock(ctx.shared);
+        let state = published::lock(ctx.view);
         let result = w
             .pump(&state, &mut self.out, ctx.opts.queue, ctx.now)
             .and_then(|()| w.tick(&state, &mut self.out, ctx.now));

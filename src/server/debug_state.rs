@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
+use crate::cache::published;
 use crate::cache::store::State;
 use crate::k8s::Resource;
 use crate::server::conn::lock;
@@ -79,10 +80,12 @@ pub struct CacheFacts {
 impl CacheFacts {
     /// Reads the facts (call it under the cache lock; it allocates nothing per object).
     pub fn of(state: &State, streams: &[Arc<WatcherStatus>]) -> CacheFacts {
+        let view = state.view();
+        let view = published::lock(&view);
         let resources = Resource::ALL
             .iter()
             .map(|&r| {
-                let c = state.collection(r);
+                let c = view.collection(r);
                 ResourceFacts {
                     resource: r,
                     objects: c.len(),
@@ -102,7 +105,7 @@ impl CacheFacts {
             abnormal_total: abnormal.len(),
             pending: streams
                 .iter()
-                .map(|s| state.collection(s.info.resource).pending(s.cursor()))
+                .map(|s| view.collection(s.info.resource).pending(s.cursor()))
                 .collect(),
         }
     }

@@ -12,8 +12,9 @@ use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::cache::published::View;
 use crate::cache::store::State;
-use crate::server::conn::{Conn, Ctx, ServerOptions};
+use crate::server::conn::{self, Conn, Ctx, ServerOptions};
 use crate::server::proxy::Proxy;
 use crate::server::transport::Transport;
 use crate::upstream::client::Upstream;
@@ -41,6 +42,8 @@ pub struct Server {
     conns: HashMap<Token, Conn>,
     next_token: usize,
     shared: Arc<Mutex<State>>,
+    /// The served view (taken from `shared` at bind time): what the loop reads.
+    view: View,
     proxy: Proxy,
     opts: ServerOptions,
     seed: u64,
@@ -60,6 +63,7 @@ impl Server {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let proxy = Proxy::new(upstream, waker.clone());
+        let view = conn::lock(&shared).view();
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -71,6 +75,7 @@ impl Server {
             conns: HashMap::new(),
             next_token: FIRST_CONN,
             shared,
+            view,
             proxy,
             opts,
             seed: seed | 1,
@@ -231,6 +236,7 @@ impl Server {
         );
         let ctx = Ctx {
             shared: &self.shared,
+            view: &self.view,
             proxy: &self.proxy,
             opts: &self.opts,
             now,

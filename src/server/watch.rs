@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::filter::{Filter, Selection};
 use crate::api::handlers::{InitialEnd, Segment, WatchPlan};
-use crate::cache::store::State;
+use crate::cache::published::Published;
 use crate::cache::view::{Entry, Served};
 use crate::k8s::Resource;
 use crate::server::counters::{self, EndReason};
@@ -228,7 +228,7 @@ impl Watcher {
     /// more entries than that wait, the watch ends.
     pub fn pump(
         &mut self,
-        state: &State,
+        state: &Published,
         out: &mut Outbound,
         queue: usize,
         now: Instant,
@@ -279,7 +279,7 @@ impl Watcher {
 
     /// Bookmarks and the deadline. Call after [`Watcher::pump`]; bookmarks are only sent when
     /// the watcher has consumed every entry (so the bookmark RV is true for it).
-    pub fn tick(&mut self, state: &State, out: &mut Outbound, now: Instant) -> Result<(), End> {
+    pub fn tick(&mut self, state: &Published, out: &mut Outbound, now: Instant) -> Result<(), End> {
         if now >= self.deadline {
             return Err(End::Deadline);
         }

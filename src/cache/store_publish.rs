@@ -1,0 +1,88 @@
+//! Publication: a recomputed object becomes served content with a new RV, recorded into the
+//! readers' view one object at a time (the view is locked only to read the old version and to
+//! record the new one; the serialization in between runs unlocked).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{admission_filtered, State, EXCLUDING_LABELS};
+use crate::cache::published;
+use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Served};
+use crate::k8s::{ObjectKey, Resource};
+
+impl State {
+    /// Makes `value` the served content of `key`: no change, no RV, no event; otherwise a new
+    /// RV, a new shared serialization and one log entry. Returns whether anything changed.
+    pub(super) fn publish(
+        &mut self,
+        res: Resource,
+        key: &ObjectKey,
+        value: Option<Value>,
+        now: u64,
+    ) -> bool {
+        // The view is locked twice, briefly: to read the old version, and to record the new one
+        // (the serialization in between runs unlocked; this thread is the only writer).
+        let old = published::lock(&self.view)
+            .collection(res)
+            .get(key)
+            .cloned();
+        let Some(mut value) = value else {
+            if old.is_none() {
+                return false;
+            }
+            self.rv += 1;
+            self.record(res, key, None, now);
+            return true;
+        };
+        // The LIST fast path (`api::filter::Selection`) relies on this.
+        debug_assert!(
+            !admission_filtered(res)
+                || !EXCLUDING_LABELS
+                    .iter()
+                    .any(|k| labels_of(&value).contains_key(*k)),
+            "an admitted object carries an excluding label"
+        );
+        // Serialize once, stamped with the RV this change would get; compare with the old bytes
+        // ignoring the stamp. Only a real change consumes the RV.
+        let next = self.rv + 1;
+        let bytes = finish(res, &mut value, next);
+        if old
+            .as_ref()
+            .is_some_and(|o| same_but_rv(&bytes, next, &o.bytes, o.rv))
+        {
+            return false;
+        }
+        self.rv = next;
+        let served = Arc::new(Served::with_bytes(key.clone(), next, &value, bytes));
+        self.record(res, key, Some(served), now);
+        true
+    }
+
+    /// Records a change of `key` at the current RV into the readers' view.
+    fn record(&mut self, res: Resource, key: &ObjectKey, new: Option<Arc<Served>>, now: u64) {
+        let mut view = published::lock(&self.view);
+        view.collection_mut(res).record(key, new, self.rv, now);
+        view.set_rv(self.rv);
+    }
+
+    /// Drops log entries beyond the retention, in every collection.
+    pub(super) fn trim(&mut self, now: u64) {
+        let mut view = published::lock(&self.view);
+        for coll in view.collections_mut() {
+            coll.trim(&self.settings.retention, now);
+        }
+    }
+}
+
+/// Gives served content its `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`, and
+/// serializes it.
+pub(super) fn finish(res: Resource, value: &mut Value, rv: u64) -> Vec<u8> {
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("kind".into(), Value::String(res.kind().into()));
+        obj.insert("apiVersion".into(), Value::String(res.api_version().into()));
+    }
+    stamp_rv(value, rv);
+    // Serializing a Value cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
