@@ -52,7 +52,8 @@ pub struct State {
     /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
     slice_kind_pinned: bool,
     slice_owner: BTreeMap<ObjectKey, ObjectKey>,
-    slices_by_service: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    /// Sorted (see `store_index.rs`).
+    slices_by_service: BTreeMap<ObjectKey, Vec<ObjectKey>>,
     synced: BTreeSet<u8>,
     ready: bool,
     /// Serving objects restored from the on-disk snapshot: set by [`State::restore`], cleared
@@ -66,7 +67,7 @@ pub struct State {
     // than the local one recomputes only the objects it can affect (TOPOLOGY.md §9).
     // Node names are shared between the two (`Arc<str>`), and each object's nodes are one
     // sorted slice: at S there are ~4,000 such objects with ~10 nodes each.
-    by_node: BTreeMap<Arc<str>, BTreeSet<Target>>,
+    by_node: BTreeMap<Arc<str>, Vec<Target>>,
     nodes_of: BTreeMap<Target, Box<[Arc<str>]>>,
     /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
     health: health_filter::Health,

@@ -11,17 +11,17 @@ impl State {
     pub(super) fn index_slice(&mut self, slice: &ObjectKey, owner: Option<ObjectKey>) {
         if let Some(previous) = self.slice_owner.remove(slice) {
             if let Some(set) = self.slices_by_service.get_mut(&previous) {
-                set.remove(slice);
+                remove_sorted(set, slice);
                 if set.is_empty() {
                     self.slices_by_service.remove(&previous);
                 }
             }
         }
         if let Some(owner) = owner {
-            self.slices_by_service
-                .entry(owner.clone())
-                .or_default()
-                .insert(slice.clone());
+            insert_sorted(
+                self.slices_by_service.entry(owner.clone()).or_default(),
+                slice.clone(),
+            );
             self.slice_owner.insert(slice.clone(), owner);
         }
     }
@@ -40,7 +40,7 @@ impl State {
         if let Some(old) = self.nodes_of.remove(&target) {
             for n in old.iter() {
                 if let Some(set) = self.by_node.get_mut(n) {
-                    set.remove(&target);
+                    remove_sorted(set, &target);
                     if set.is_empty() {
                         self.by_node.remove(n);
                     }
@@ -57,13 +57,30 @@ impl State {
                 Some((name, _)) => name.clone(),
                 None => Arc::from(n),
             };
-            self.by_node
-                .entry(name.clone())
-                .or_default()
-                .insert(target.clone());
+            insert_sorted(
+                self.by_node.entry(name.clone()).or_default(),
+                target.clone(),
+            );
             names.push(name);
         }
         // `nodes` iterated in order, so `names` is sorted.
         self.nodes_of.insert(target, names.into_boxed_slice());
+    }
+}
+
+/// Index sets are sorted vectors: a `BTreeSet` allocates a ~0.5 KiB node even for one element,
+/// and these sets are small (a Service's slices; the ~80 objects with an endpoint on a node).
+fn insert_sorted<T: Ord>(set: &mut Vec<T>, item: T) {
+    if let Err(at) = set.binary_search(&item) {
+        set.insert(at, item);
+    }
+}
+
+fn remove_sorted<T: Ord>(set: &mut Vec<T>, item: &T) {
+    if let Ok(at) = set.binary_search(item) {
+        set.remove(at);
+        if set.capacity() > 2 * set.len() + 4 {
+            set.shrink_to_fit();
+        }
     }
 }
