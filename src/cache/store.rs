@@ -41,13 +41,14 @@ pub struct State {
     /// What readers see; locked only to read an old served object and record a new one.
     view: View,
     // Upstream objects are kept as compact JSON bytes (a `Value` costs ~10× its JSON size) and
-    // parsed only when a topology change recomputes them.
-    nodes: BTreeMap<String, Raw>,
+    // parsed only when a topology change recomputes them — or not kept at all when the served
+    // object carries the same bytes (`store_upstream.rs`).
+    nodes: BTreeMap<String, Stored>,
     node_labels: BTreeMap<String, Labels>,
-    services: BTreeMap<ObjectKey, Raw>,
+    services: BTreeMap<ObjectKey, Stored>,
     service_keys: BTreeMap<ObjectKey, TopologyKeys>,
-    endpoints: BTreeMap<ObjectKey, Raw>,
-    slices: BTreeMap<ObjectKey, Raw>,
+    endpoints: BTreeMap<ObjectKey, Stored>,
+    slices: BTreeMap<ObjectKey, Stored>,
     slice_kind: UpstreamKind,
     /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
     slice_kind_pinned: bool,
@@ -319,13 +320,7 @@ impl State {
             self.delete(kind, &key, now);
         }
         for (key, bytes) in fresh {
-            let stored = match kind {
-                UpstreamKind::Nodes => self.nodes.get(&*key.name),
-                UpstreamKind::Services => self.services.get(&key),
-                UpstreamKind::Endpoints => self.endpoints.get(&key),
-                UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => self.slices.get(&key),
-            };
-            if stored.is_some_and(|s| s[..] == bytes[..]) {
+            if self.same_upstream(kind, &key, &bytes) {
                 continue; // unchanged: no need to decode it again
             }
             if let Some(obj) = parse(&bytes) {
@@ -347,12 +342,12 @@ impl State {
 
     fn upsert(&mut self, kind: UpstreamKind, key: ObjectKey, obj: Value, now: u64) {
         let bytes = raw(&obj);
-        let same = |stored: Option<&Raw>| stored.is_some_and(|b| b[..] == bytes[..]);
+        if self.same_upstream(kind, &key, &bytes) {
+            return;
+        }
+        let bytes = Stored::Own(bytes);
         match kind {
             UpstreamKind::Nodes => {
-                if same(self.nodes.get(&*key.name)) {
-                    return;
-                }
                 self.health_node_changed(&key.name, Some(&obj));
                 let labels = labels_of(&obj);
                 if self.node_labels.get(&*key.name) != Some(&labels) {
@@ -363,9 +358,6 @@ impl State {
                 self.publish(Resource::Nodes, &key, Some(obj), now);
             }
             UpstreamKind::Services => {
-                if same(self.services.get(&key)) {
-                    return;
-                }
                 let keys = topology::service_keys_logged(&key, &obj);
                 let is_new = !self.services.contains_key(&key);
                 if is_new || self.service_keys.get(&key) != keys.as_ref() {
@@ -379,9 +371,6 @@ impl State {
                 self.publish(Resource::Services, &key, Some(obj), now);
             }
             UpstreamKind::Endpoints => {
-                if same(self.endpoints.get(&key)) {
-                    return;
-                }
                 self.endpoints.insert(key.clone(), bytes);
                 self.index_nodes(
                     Target::Endpoints(key.clone()),
@@ -391,15 +380,13 @@ impl State {
                 self.publish(Resource::Endpoints, &key, Some(served), now);
             }
             UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
-                if same(self.slices.get(&key)) {
-                    return;
-                }
                 self.index_slice(&key, topology::slice_service(&obj));
                 self.index_nodes(Target::Slice(key.clone()), topology::endpoint_nodes(&obj));
                 self.slices.insert(key.clone(), bytes);
                 self.publish_slice(&key, &obj, now);
             }
         }
+        self.settle(kind, &key);
     }
 
     fn delete(&mut self, kind: UpstreamKind, key: &ObjectKey, now: u64) {
@@ -480,14 +467,20 @@ impl State {
         for target in targets {
             match target {
                 Target::Endpoints(key) => {
-                    if let Some(obj) = self.endpoints.get(&key).and_then(parse) {
+                    let kind = UpstreamKind::Endpoints;
+                    if let Some(obj) = self.upstream_value(kind, &key) {
+                        self.materialize(kind, &key);
                         let served = self.serve_endpoints(&key, &obj);
                         self.publish(Resource::Endpoints, &key, Some(served), now);
+                        self.settle(kind, &key);
                     }
                 }
                 Target::Slice(key) => {
-                    if let Some(obj) = self.slices.get(&key).and_then(parse) {
+                    let kind = self.slice_kind;
+                    if let Some(obj) = self.upstream_value(kind, &key) {
+                        self.materialize(kind, &key);
                         self.publish_slice(&key, &obj, now);
+                        self.settle(kind, &key);
                     }
                 }
             }
@@ -550,6 +543,10 @@ impl State {
         }
     }
 }
+
+#[path = "store_upstream.rs"]
+mod upstream;
+use upstream::Stored;
 
 #[path = "store_publish.rs"]
 mod publish;

@@ -233,13 +233,16 @@ impl State {
                     served_rv,
                 }
             };
-            let endpoints =
-                (self.endpoints.get(&key)).map(|raw| object(Target::Endpoints(key.clone()), raw));
+            let endpoints = (self.upstream_bytes(UpstreamKind::Endpoints, &key))
+                .map(|raw| object(Target::Endpoints(key.clone()), &raw));
             let slices = (self.slices_by_service.get(&key).into_iter().flatten())
-                .filter_map(|s| Some(object(Target::Slice(s.clone()), self.slices.get(s)?)))
+                .filter_map(|s| {
+                    let raw = self.upstream_bytes(self.slice_kind, s)?;
+                    Some(object(Target::Slice(s.clone()), &raw))
+                })
                 .collect();
             services.push(ServiceInput {
-                service: self.services.get(&key).cloned(),
+                service: self.upstream_bytes(UpstreamKind::Services, &key),
                 keys: filter.cloned(),
                 endpoints,
                 slices,

@@ -9,13 +9,20 @@ use crate::cache::snapshot::Objects;
 use crate::upstream::kind::UpstreamKind;
 
 impl State {
-    /// Every cached upstream object, shared (no copy). Taken under the lock, written off it.
+    /// Every cached upstream object: shared, or cut from its served bytes (a copy) when the
+    /// cache keeps it only as the served object. Taken under the lock, written off it.
     pub fn export(&self) -> Objects {
+        let all = |kind: UpstreamKind| -> Vec<_> {
+            self.keys_of(kind)
+                .iter()
+                .filter_map(|k| self.upstream_bytes(kind, k))
+                .collect()
+        };
         Objects {
-            nodes: self.nodes.values().cloned().collect(),
-            services: self.services.values().cloned().collect(),
-            endpoints: self.endpoints.values().cloned().collect(),
-            slices: self.slices.values().cloned().collect(),
+            nodes: all(UpstreamKind::Nodes),
+            services: all(UpstreamKind::Services),
+            endpoints: all(UpstreamKind::Endpoints),
+            slices: all(self.slice_kind),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use log::info;
 
-use super::{finish, parse, State};
+use super::{finish, State};
 use crate::cache::published;
 use crate::cache::view::Served;
 use crate::k8s::Resource;
@@ -25,8 +25,10 @@ impl State {
         let rv = self.rv;
         let res = Resource::SlicesV1beta1;
         let mut built = Vec::with_capacity(self.slices.len());
-        for (key, raw) in &self.slices {
-            let Some(obj) = parse(raw) else { continue };
+        for key in self.slices.keys() {
+            let Some(obj) = self.upstream_value(self.slice_kind, key) else {
+                continue;
+            };
             let mut value = self.serve_slice(key, &obj, res);
             let bytes = finish(res, &mut value, rv);
             built.push(Arc::new(Served::with_bytes(key.clone(), rv, &value, bytes)));

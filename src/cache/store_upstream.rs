@@ -1,0 +1,264 @@
+//! How the cache keeps upstream objects: as compact bytes, or — when they are the served bytes
+//! but for the resourceVersion stamp (Nodes, Services, and the endpoint objects that no
+//! topology key or edge-health status prunes) — not at all: they are read back from the served
+//! object. At scale S that is about half of the upstream bytes.
+
+use serde_json::Value;
+
+use super::{parse, Raw, State};
+use crate::cache::published;
+use crate::k8s::{ObjectKey, Resource};
+use crate::upstream::kind::UpstreamKind;
+
+/// An upstream object as the cache keeps it.
+#[derive(Clone, Debug)]
+pub(super) enum Stored {
+    /// Its compact JSON.
+    Own(Raw),
+    /// The served object of the same key, without its `metadata.resourceVersion`.
+    AsServed,
+}
+
+/// Where `publish`'s stamp `"resourceVersion":"<rv>"` sits in `served`, with one adjacent
+/// comma: the first occurrence of that exact text is the stamp (as `same_but_rv` relies on).
+fn stamp_span(served: &[u8], rv: u64) -> Option<(usize, usize)> {
+    let stamp = format!("\"resourceVersion\":\"{rv}\"");
+    let at = served
+        .windows(stamp.len())
+        .position(|w| w == stamp.as_bytes())?;
+    let end = at + stamp.len();
+    Some(if served.get(end) == Some(&b',') {
+        (at, end + 1)
+    } else if at > 0 && served[at - 1] == b',' {
+        (at - 1, end)
+    } else {
+        (at, end)
+    })
+}
+
+/// Whether `served` is `raw` with the stamp of `rv` added.
+pub(super) fn unstamped_eq(raw: &[u8], served: &[u8], rv: u64) -> bool {
+    stamp_span(served, rv).is_some_and(|(from, to)| {
+        served.len() - (to - from) == raw.len()
+            && served[..from] == raw[..from]
+            && served[to..] == raw[from..]
+    })
+}
+
+/// `served` with the stamp of `rv` cut out.
+fn unstamped(served: &[u8], rv: u64) -> Option<Raw> {
+    let (from, to) = stamp_span(served, rv)?;
+    Some(
+        served[..from]
+            .iter()
+            .chain(&served[to..])
+            .copied()
+            .collect(),
+    )
+}
+
+impl State {
+    /// The served resource whose objects may stand in for upstream objects of `kind`.
+    fn mirror(&self, kind: UpstreamKind) -> Option<Resource> {
+        match kind {
+            UpstreamKind::Nodes => Some(Resource::Nodes),
+            UpstreamKind::Services => Some(Resource::Services),
+            UpstreamKind::Endpoints => Some(Resource::Endpoints),
+            UpstreamKind::SlicesV1 if self.slice_kind == UpstreamKind::SlicesV1 => {
+                Some(Resource::SlicesV1)
+            }
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => None,
+        }
+    }
+
+    pub(super) fn stored(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<&Stored> {
+        match kind {
+            UpstreamKind::Nodes => self.nodes.get(&*key.name),
+            UpstreamKind::Services => self.services.get(key),
+            UpstreamKind::Endpoints => self.endpoints.get(key),
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => self.slices.get(key),
+        }
+    }
+
+    fn stored_mut(&mut self, kind: UpstreamKind, key: &ObjectKey) -> Option<&mut Stored> {
+        match kind {
+            UpstreamKind::Nodes => self.nodes.get_mut(&*key.name),
+            UpstreamKind::Services => self.services.get_mut(key),
+            UpstreamKind::Endpoints => self.endpoints.get_mut(key),
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => self.slices.get_mut(key),
+        }
+    }
+
+    /// The upstream object's compact JSON (a copy when it is kept as the served object).
+    pub(super) fn upstream_bytes(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Raw> {
+        match self.stored(kind, key)? {
+            Stored::Own(raw) => Some(raw.clone()),
+            Stored::AsServed => {
+                let res = self.mirror(kind)?;
+                let view = published::lock(&self.view);
+                let served = view.collection(res).get(key)?;
+                unstamped(&served.bytes, served.rv)
+            }
+        }
+    }
+
+    /// The upstream object, decoded.
+    pub(super) fn upstream_value(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Value> {
+        parse(&self.upstream_bytes(kind, key)?)
+    }
+
+    /// Whether the stored upstream object of `key` has exactly these bytes.
+    pub(super) fn same_upstream(&self, kind: UpstreamKind, key: &ObjectKey, bytes: &[u8]) -> bool {
+        match self.stored(kind, key) {
+            None => false,
+            Some(Stored::Own(raw)) => raw[..] == bytes[..],
+            Some(Stored::AsServed) => self.mirror(kind).is_some_and(|res| {
+                let view = published::lock(&self.view);
+                view.collection(res)
+                    .get(key)
+                    .is_some_and(|s| unstamped_eq(bytes, &s.bytes, s.rv))
+            }),
+        }
+    }
+
+    /// Before a recomputation may change the served object: keep the upstream bytes again.
+    pub(super) fn materialize(&mut self, kind: UpstreamKind, key: &ObjectKey) {
+        if matches!(self.stored(kind, key), Some(Stored::AsServed)) {
+            let bytes = self.upstream_bytes(kind, key);
+            if let (Some(bytes), Some(stored)) = (bytes, self.stored_mut(kind, key)) {
+                *stored = Stored::Own(bytes);
+            }
+        }
+    }
+
+    /// After a publication: drop the upstream bytes if the served object carries them.
+    pub(super) fn settle(&mut self, kind: UpstreamKind, key: &ObjectKey) {
+        let Some(res) = self.mirror(kind) else { return };
+        let Some(Stored::Own(raw)) = self.stored(kind, key) else {
+            return;
+        };
+        let same = published::lock(&self.view)
+            .collection(res)
+            .get(key)
+            .is_some_and(|s| unstamped_eq(raw, &s.bytes, s.rv));
+        if same {
+            if let Some(stored) = self.stored_mut(kind, key) {
+                *stored = Stored::AsServed;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stamp_is_cut_wherever_it_sits() {
+        let raw = br#"{"kind":"Node","metadata":{"labels":{"a":"b"},"name":"n"},"spec":{}}"#;
+        let mid = br#"{"kind":"Node","metadata":{"labels":{"a":"b"},"name":"n","resourceVersion":"77"},"spec":{}}"#;
+        assert!(unstamped_eq(raw, mid, 77));
+        assert!(!unstamped_eq(raw, mid, 78), "another RV");
+        let first = br#"{"metadata":{"resourceVersion":"5","name":"n"}}"#;
+        assert!(unstamped_eq(br#"{"metadata":{"name":"n"}}"#, first, 5));
+        let alone = br#"{"metadata":{"resourceVersion":"5"}}"#;
+        assert!(unstamped_eq(br#"{"metadata":{}}"#, alone, 5));
+        let changed = br#"{"kind":"Node","metadata":{"labels":{"a":"c"},"name":"n","resourceVersion":"77"},"spec":{}}"#;
+        assert!(!unstamped_eq(raw, changed, 77), "content differs");
+        assert_eq!(
+            unstamped(mid, 77).as_deref(),
+            Some(&raw[..]),
+            "the stamp removed by decoding gives the same bytes"
+        );
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::super::{fresh, test_support};
+    use super::*;
+    use crate::cache::topology::fixtures::*;
+    use crate::upstream::kind::Change;
+
+    #[test]
+    fn upstream_bytes_are_kept_only_where_served_content_differs() {
+        let mut fx = fixture_f();
+        fx.services.push(service("default", "plain", None));
+        fx.endpoints
+            .push(endpoints("default", "plain", f_addresses()));
+        let ep = |ip: &str, node: &str| slice_endpoint_v1(ip, Some(node), None);
+        let slices = vec![
+            slice_v1(
+                "default",
+                "s-a",
+                Some("s"),
+                vec![ep("10.0.0.1", "h"), ep("10.0.0.3", "n2")],
+            ),
+            slice_v1(
+                "default",
+                "plain-a",
+                Some("plain"),
+                vec![ep("10.0.0.3", "n2")],
+            ),
+        ];
+        let mut st = test_support::loaded(&fx, 1, UpstreamKind::SlicesV1, slices.clone());
+        let kept = |st: &State, kind, ns: &str, name: &str| {
+            matches!(
+                st.stored(kind, &ObjectKey::new(ns, name)),
+                Some(Stored::Own(_))
+            )
+        };
+        // Served as they came (but for the RV): not kept twice.
+        assert!(!kept(&st, UpstreamKind::Nodes, "", "n2"));
+        assert!(!kept(&st, UpstreamKind::Services, "default", "s"));
+        assert!(!kept(&st, UpstreamKind::SlicesV1, "default", "plain-a"));
+        // Pruned by topology: the upstream bytes are needed to recompute.
+        assert!(kept(&st, UpstreamKind::Endpoints, "default", "s"));
+        assert!(kept(&st, UpstreamKind::SlicesV1, "default", "s-a"));
+
+        // Whatever is kept where, the upstream objects read back are exactly the ones listed.
+        let expect = |kind, items: Vec<Value>| -> Vec<Raw> {
+            fresh(kind, items.into_iter()).into_values().collect()
+        };
+        let check = |st: &State| {
+            let out = st.export();
+            assert_eq!(out.nodes, expect(UpstreamKind::Nodes, fx.node_objects()));
+            assert_eq!(
+                out.services,
+                expect(UpstreamKind::Services, fx.services.clone())
+            );
+            assert_eq!(
+                out.endpoints,
+                expect(UpstreamKind::Endpoints, fx.endpoints.clone())
+            );
+            assert_eq!(out.slices, expect(UpstreamKind::SlicesV1, slices.clone()));
+        };
+        check(&st);
+
+        // n2 becomes abnormal (edge-health): `plain` is now pruned too, so its upstream bytes
+        // are kept again; once n2 is back they are dropped again, and nothing was lost.
+        st.set_edge_health([("n2".to_string(), false)].into_iter().collect(), 1);
+        assert!(kept(&st, UpstreamKind::SlicesV1, "default", "plain-a"));
+        assert!(kept(&st, UpstreamKind::Endpoints, "default", "plain"));
+        check(&st);
+        st.set_edge_health(BTreeMap::new(), 2);
+        assert!(!kept(&st, UpstreamKind::SlicesV1, "default", "plain-a"));
+        check(&st);
+        // An identical relist changes nothing; a real change is seen.
+        let rv = st.current_rv();
+        st.apply(
+            UpstreamKind::Services,
+            Change::Replace(fx.services.clone()),
+            3,
+        );
+        assert_eq!(st.current_rv(), rv);
+        let mut changed = service("default", "plain", None);
+        changed["spec"]["clusterIP"] = json!("10.96.9.9");
+        st.apply(UpstreamKind::Services, Change::Upsert(changed), 3);
+        assert_eq!(st.current_rv(), rv + 1);
+    }
+}
