@@ -290,6 +290,9 @@ impl State {
             events: (self.rv - before) as usize,
             ..Applied::default()
         };
+        if listed {
+            self.compact_indexes();
+        }
         if listed && self.synced.insert(sync_slot(kind)) && self.synced.len() == 4 {
             if self.from_snapshot {
                 // Ready since the restore; the history (and open watches) carry on.

@@ -68,6 +68,19 @@ impl State {
     }
 }
 
+impl State {
+    /// After a full list: the index vectors grew by doubling; give back the spare room (at S,
+    /// ~1 MiB of the by-node index).
+    pub(super) fn compact_indexes(&mut self) {
+        for set in self.by_node.values_mut() {
+            set.shrink_to_fit();
+        }
+        for set in self.slices_by_service.values_mut() {
+            set.shrink_to_fit();
+        }
+    }
+}
+
 /// Index sets are sorted vectors: a `BTreeSet` allocates a ~0.5 KiB node even for one element,
 /// and these sets are small (a Service's slices; the ~80 objects with an endpoint on a node).
 fn insert_sorted<T: Ord>(set: &mut Vec<T>, item: T) {
