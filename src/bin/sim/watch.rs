@@ -87,6 +87,9 @@ enum Step {
     Bookmark(u64),
     CheckPeer,
     End,
+    /// The listener went down (`/sim/refuse`): the connection is cut, not ended cleanly, even
+    /// when this thread notices before the socket is shut down.
+    Cut,
 }
 
 struct OpenGuard<'a>(&'a Shared, &'a Listen);
@@ -155,7 +158,10 @@ pub fn run(
         let step = {
             let mut store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
             loop {
-                if store.epoch() != epoch || listen.generation() != generation {
+                if listen.generation() != generation {
+                    break Step::Cut;
+                }
+                if store.epoch() != epoch {
                     break Step::End;
                 }
                 match store.events_after(cursor) {
@@ -191,6 +197,7 @@ pub fn run(
         };
         match step {
             Step::End => return end_chunked(conn),
+            Step::Cut => return Ok(()),
             Step::Events(evs) => {
                 for ev in &evs {
                     if let Some(f) = translate(spec.res, &spec.filter, ev) {
