@@ -327,7 +327,7 @@ impl State {
                 continue; // unchanged: no need to decode it again
             }
             if let Some(obj) = parse(&bytes) {
-                self.upsert(kind, key, obj, now);
+                self.upsert_raw(kind, key, obj, bytes, now);
             }
         }
     }
@@ -348,6 +348,11 @@ impl State {
         if self.same_upstream(kind, &key, &bytes) {
             return;
         }
+        self.upsert_raw(kind, key, obj, bytes, now);
+    }
+
+    /// [`State::upsert`] of a changed object whose compact bytes are already known (a list).
+    fn upsert_raw(&mut self, kind: UpstreamKind, key: ObjectKey, obj: Value, bytes: Raw, now: u64) {
         let bytes = Stored::Own(bytes);
         match kind {
             UpstreamKind::Nodes => {
