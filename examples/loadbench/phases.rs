@@ -64,6 +64,16 @@ impl Mem {
         self.lists.iter().map(|l| l.1).sum()
     }
 
+    /// The four LIST bodies, `resource size (n items)` joined by ` + `, sizes written by `fmt`.
+    pub fn json_parts(&self, fmt: impl Fn(u64) -> String) -> String {
+        let parts: Vec<String> = self
+            .lists
+            .iter()
+            .map(|(n, b, i)| format!("{n} {} ({i} items)", fmt(*b)))
+            .collect();
+        parts.join(" + ")
+    }
+
     /// `kib` KiB ÷ the cached JSON bytes.
     pub fn per_json(&self, kib: u64) -> f64 {
         (kib * 1024) as f64 / self.json_bytes().max(1) as f64

@@ -174,11 +174,6 @@ pub fn table(r: &Results) -> String {
 
     let mem = &r.mem;
     let json = mem.json_bytes();
-    let parts: Vec<String> = mem
-        .lists
-        .iter()
-        .map(|(n, b, i)| format!("{n} {} ({i} items)", bytes(*b)))
-        .collect();
     let _ = writeln!(
         out,
         "| 1 | grid-wrapper RSS after sync | {} | VmRSS 1 s after `/readyz` 200; VmHWM then {}; after the four LISTs {}; after the watch phases {} (VmHWM {}) |",
@@ -194,7 +189,7 @@ pub fn table(r: &Results) -> String {
         mem.per_json(mem.rss_sync),
         bytes(mem.rss_sync * 1024),
         bytes(json),
-        parts.join(" + "),
+        mem.json_parts(bytes),
         bytes(mem.sim_rss * 1024),
     );
     let _ = writeln!(

@@ -58,11 +58,6 @@ pub fn table(r: &X10Results) -> String {
     );
     let mem = &r.mem;
     let json = mem.json_bytes();
-    let parts: Vec<String> = mem
-        .lists
-        .iter()
-        .map(|(n, b, i)| format!("{n} {} ({i} items)", bytes(*b)))
-        .collect();
     let _ = writeln!(
         out,
         "| x2 | RSS after sync | {} | VmRSS 1 s after `/readyz` 200; VmHWM then {}; after the four LISTs {}; at the end of the run (after the relabels and the fan-out) {} (VmHWM {}); the simulator: VmRSS {} |",
@@ -78,7 +73,7 @@ pub fn table(r: &X10Results) -> String {
         "| x2 | RSS ÷ JSON after sync | {:.2}× | cached JSON {} = {}; peak (VmHWM at the end) ÷ JSON {:.2}×; end of run ÷ JSON {:.2}× |",
         mem.per_json(mem.rss_sync),
         bytes(json),
-        parts.join(" + "),
+        mem.json_parts(bytes),
         mem.per_json(mem.hwm_end),
         mem.per_json(mem.rss_end),
     );
