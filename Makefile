@@ -50,10 +50,14 @@ cross-test:
 	bash scripts/cross-test.sh
 
 ## loadbench: release grid-wrapper vs the simulator at scale S: memory, LIST vs nginx, watch
-## fan-out, sustained change rate, readiness; one table, also in out/loadbench.md (≤ 5 min).
+## fan-out, sustained change rate, readiness, the loop during writer work (out/loadbench.md),
+## then the same cluster ×10: sync, RSS, LIST, relabel, fan-out (out/loadbench-x10.md; a
+## 3.6 GiB simulator). Two tables, ≤ 7 min. LOADBENCH_X10=0 skips the ×10 table.
+LOADBENCH_X10 ?= 1
 loadbench:
 	$(CARGO) build --release --bins --example loadbench
 	bash scripts/loadbench.sh target/release
+	if [ "$(LOADBENCH_X10)" != 0 ]; then bash scripts/loadbench.sh target/release --scale x10; fi
 
 ## snapbench: the --cache-dir snapshot at scale S: file size, write time and writer CPU, LIST
 ## latency with and without snapshot writes, offline start from it; one table, also in

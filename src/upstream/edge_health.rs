@@ -27,6 +27,7 @@ use log::{debug, info, warn};
 use ureq::{http, Agent};
 
 use crate::cache::health::{self, HealthMap};
+use crate::upstream::client;
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::tls;
 
@@ -78,7 +79,7 @@ fn agent(address: &str, timeout: Duration) -> Result<Agent, String> {
     };
     let tls = tls::tls_config(&tls_settings, https)
         .map_err(|e| format!("edge-health address {address:?}: {e}"))?;
-    Ok(Agent::config_builder()
+    Ok(client::lean_buffers(Agent::config_builder())
         .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)
