@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{parse, Raw, State};
 use crate::cache::published;
+use crate::cache::view::{find_stamp, rv_stamp};
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::kind::UpstreamKind;
 
@@ -22,10 +23,8 @@ pub(super) enum Stored {
 /// Where `publish`'s stamp `"resourceVersion":"<rv>"` sits in `served`, with one adjacent
 /// comma: the first occurrence of that exact text is the stamp (as `same_but_rv` relies on).
 fn stamp_span(served: &[u8], rv: u64) -> Option<(usize, usize)> {
-    let stamp = format!("\"resourceVersion\":\"{rv}\"");
-    let at = served
-        .windows(stamp.len())
-        .position(|w| w == stamp.as_bytes())?;
+    let stamp = rv_stamp(rv);
+    let at = find_stamp(served, &stamp)?;
     let end = at + stamp.len();
     Some(if served.get(end) == Some(&b',') {
         (at, end + 1)

@@ -193,3 +193,36 @@ fn restamp_changes_only_the_rv() {
     assert_eq!(v["metadata"]["labels"]["zone"], "a");
     assert_eq!(r.field("metadata.name"), Some("n1"));
 }
+
+#[test]
+fn find_stamp_finds_the_first_stamp_like_a_plain_search() {
+    let naive =
+        |hay: &[u8], stamp: &str| hay.windows(stamp.len()).position(|w| w == stamp.as_bytes());
+    let stamp = rv_stamp(42);
+    let cases: Vec<Vec<u8>> = vec![
+        vec![],
+        b"V".to_vec(),
+        stamp.as_bytes().to_vec(),
+        format!("{stamp}{stamp}").into_bytes(),
+        format!(r#"{{"Vx":"VVV","metadata":{{"name":"n",{stamp}}}}}"#).into_bytes(),
+        format!(r#"{{"metadata":{},"x":"V"}}"#, rv_stamp(4)).into_bytes(),
+        format!(r#""resourceVersion":"4"{}"#, &stamp[..stamp.len() - 1]).into_bytes(),
+        format!(r#"VVVVVVVVVVVVVV"resourceVersionV{stamp}V"#).into_bytes(),
+    ];
+    for hay in &cases {
+        assert_eq!(
+            find_stamp(hay, &stamp),
+            naive(hay, &stamp),
+            "{}",
+            String::from_utf8_lossy(hay)
+        );
+    }
+    // Every cut of a real object, so the stamp sits at every offset relative to the start.
+    let obj = format!(
+        r#"{{"kind":"EndpointSlice","metadata":{{"name":"Vv",{stamp}}},"endpoints":[{{"addresses":["10.0.0.1"]}}]}}"#
+    );
+    for cut in 0..obj.len() {
+        let hay = &obj.as_bytes()[cut..];
+        assert_eq!(find_stamp(hay, &stamp), naive(hay, &stamp), "cut {cut}");
+    }
+}
