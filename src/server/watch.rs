@@ -67,13 +67,29 @@ pub struct Watcher {
 
 /// Queues one chunk-framed watch event: `{"type":T,"object":<bytes>}\n`.
 pub fn push_event(out: &mut Outbound, kind: &str, object: Segment) {
-    let prefix = format!("{{\"type\":\"{kind}\",\"object\":");
-    let len = prefix.len() + object.as_bytes().len() + 2;
-    let mut head = format!("{len:x}\r\n").into_bytes();
-    head.extend_from_slice(prefix.as_bytes());
+    const OPEN: &[u8] = b"{\"type\":\"";
+    const MID: &[u8] = b"\",\"object\":";
+    let prefix = OPEN.len() + kind.len() + MID.len();
+    let len = prefix + object.as_bytes().len() + 2;
+    // One allocation per event and watcher: the chunk size line and the event's opening.
+    let mut head = Vec::with_capacity(prefix + 18);
+    push_hex(&mut head, len);
+    head.extend_from_slice(b"\r\n");
+    head.extend_from_slice(OPEN);
+    head.extend_from_slice(kind.as_bytes());
+    head.extend_from_slice(MID);
     out.push_owned(head);
     out.push(object);
     out.push(Segment::Static(b"}\n\r\n"));
+}
+
+/// Appends `n` in lower-case hex (a chunk size), without the formatting machinery: this runs
+/// once per event and watcher.
+fn push_hex(out: &mut Vec<u8>, n: usize) {
+    let digits = (usize::BITS - n.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[(n >> (i * 4)) & 0xf]);
+    }
 }
 
 /// A BOOKMARK object of the watched kind at `rv`, optionally marking the end of initial events.
@@ -323,6 +339,37 @@ mod tests {
         json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"namespace": "default", "name": name, "labels": labels},
             "addressType": "IPv4", "endpoints": []})
+    }
+
+    #[test]
+    fn chunk_sizes_are_lower_case_hex() {
+        for n in [
+            0usize,
+            1,
+            9,
+            10,
+            15,
+            16,
+            255,
+            256,
+            4095,
+            65_536,
+            3_500_000,
+            usize::MAX,
+        ] {
+            let mut v = Vec::new();
+            push_hex(&mut v, n);
+            assert_eq!(String::from_utf8(v).ok(), Some(format!("{n:x}")), "{n}");
+        }
+        let mut out = Outbound::default();
+        push_event(&mut out, "MODIFIED", Segment::Static(b"{}"));
+        let mut bytes = Vec::new();
+        out.write_to(&mut bytes).unwrap_or_else(|e| panic!("{e}"));
+        let body = "{\"type\":\"MODIFIED\",\"object\":{}}\n";
+        assert_eq!(
+            String::from_utf8(bytes).ok(),
+            Some(format!("{:x}\r\n{body}\r\n", body.len()))
+        );
     }
 
     #[test]
