@@ -66,10 +66,14 @@ pub struct State {
     dirty_nodes: BTreeSet<String>,
     // Which endpoint objects have an endpoint on which node, so that a change of a node other
     // than the local one recomputes only the objects it can affect (TOPOLOGY.md §9).
-    // Node names are shared between the two (`Arc<str>`), and each object's nodes are one
-    // sorted slice: at S there are ~4,000 such objects with ~10 nodes each.
-    by_node: BTreeMap<Arc<str>, Vec<Target>>,
-    nodes_of: BTreeMap<Target, Box<[Arc<str>]>>,
+    // Node names are shared between the two (`Arc<str>`), each object's nodes are one sorted
+    // slice, and the by-node sets hold 4-byte ids of objects, not their 40-byte keys: at S
+    // there are ~4,000 such objects with ~10 nodes each (see `store_index.rs`).
+    by_node: BTreeMap<Arc<str>, Vec<u32>>,
+    nodes_of: BTreeMap<Target, index::Indexed>,
+    /// The object of each id in `by_node` (`None`: a free id, reused first).
+    target_of: Vec<Option<Target>>,
+    free_ids: Vec<u32>,
     /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
     health: health_filter::Health,
     /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on
@@ -177,6 +181,8 @@ impl State {
             dirty_nodes: BTreeSet::new(),
             by_node: BTreeMap::new(),
             nodes_of: BTreeMap::new(),
+            target_of: Vec::new(),
+            free_ids: Vec::new(),
             health: health_filter::Health::default(),
             v1beta1: false,
         }
@@ -449,13 +455,9 @@ impl State {
             }
         }
         for node in std::mem::take(&mut self.dirty_nodes) {
-            let Some(on_node) = self.by_node.get(node.as_str()) else {
-                continue;
-            };
             // Only topology Services filter by node labels.
             targets.extend(
-                on_node
-                    .iter()
+                self.on_node(&node)
                     .filter(|t| match t {
                         Target::Endpoints(k) => self.service_keys.contains_key(k),
                         Target::Slice(k) => self

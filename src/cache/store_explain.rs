@@ -225,7 +225,11 @@ impl State {
                 };
                 let served_rv = self.collection(res).get(key).map(|s| s.rv);
                 let name = key.name.to_string();
-                let on = self.nodes_of.get(&target).into_iter().flatten();
+                let on = self
+                    .nodes_of
+                    .get(&target)
+                    .into_iter()
+                    .flat_map(|i| i.nodes.iter());
                 node_names.extend(on.map(|n| &**n));
                 ObjectInput {
                     name,

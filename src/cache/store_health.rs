@@ -109,8 +109,7 @@ impl State {
     pub(super) fn take_health_targets(&mut self) -> BTreeSet<Target> {
         std::mem::take(&mut self.health.dirty)
             .iter()
-            .filter_map(|node| self.by_node.get(node.as_str()))
-            .flatten()
+            .flat_map(|node| self.on_node(node))
             .cloned()
             .collect()
     }

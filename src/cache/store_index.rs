@@ -1,5 +1,6 @@
 //! The cache's indexes: which Service each slice belongs to, and which endpoint objects have an
-//! endpoint on which node (so that a node change recomputes only what it can affect).
+//! endpoint on which node (so that a node change recomputes only what it can affect). The
+//! by-node sets hold small ids of objects ([`Indexed`]), resolved through `State::target_of`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -37,10 +38,11 @@ impl State {
     }
 
     pub(super) fn index_nodes(&mut self, target: Target, nodes: BTreeSet<String>) {
-        if let Some(old) = self.nodes_of.remove(&target) {
-            for n in old.iter() {
+        let old = self.nodes_of.remove(&target);
+        if let Some(old) = &old {
+            for n in old.nodes.iter() {
                 if let Some(set) = self.by_node.get_mut(n) {
-                    remove_sorted(set, &target);
+                    remove_sorted(set, &old.id);
                     if set.is_empty() {
                         self.by_node.remove(n);
                     }
@@ -48,8 +50,16 @@ impl State {
             }
         }
         if nodes.is_empty() {
+            if let Some(old) = old {
+                self.free_id(old.id);
+            }
             return;
         }
+        // The object keeps its id while it has endpoints on some node.
+        let id = match old {
+            Some(old) => old.id,
+            None => self.new_id(&target),
+        };
         let mut names: Vec<Arc<str>> = Vec::with_capacity(nodes.len());
         for n in nodes {
             // One shared copy of each node name: the `by_node` key.
@@ -57,15 +67,54 @@ impl State {
                 Some((name, _)) => name.clone(),
                 None => Arc::from(n),
             };
-            insert_sorted(
-                self.by_node.entry(name.clone()).or_default(),
-                target.clone(),
-            );
+            insert_sorted(self.by_node.entry(name.clone()).or_default(), id);
             names.push(name);
         }
         // `nodes` iterated in order, so `names` is sorted.
-        self.nodes_of.insert(target, names.into_boxed_slice());
+        let nodes = names.into_boxed_slice();
+        self.nodes_of.insert(target, Indexed { id, nodes });
     }
+
+    /// The endpoint objects with an endpoint on `node`.
+    pub(super) fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Target> + 'a {
+        self.by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|&id| self.target_of.get(id as usize)?.as_ref())
+    }
+
+    fn new_id(&mut self, target: &Target) -> u32 {
+        match self.free_ids.pop() {
+            Some(id) => {
+                if let Some(slot) = self.target_of.get_mut(id as usize) {
+                    *slot = Some(target.clone());
+                }
+                id
+            }
+            None => {
+                // More than 2^32 objects with endpoints cannot be held in memory anyway.
+                let id = u32::try_from(self.target_of.len()).unwrap_or(u32::MAX);
+                self.target_of.push(Some(target.clone()));
+                id
+            }
+        }
+    }
+
+    fn free_id(&mut self, id: u32) {
+        if let Some(slot) = self.target_of.get_mut(id as usize) {
+            *slot = None;
+            self.free_ids.push(id);
+        }
+    }
+}
+
+/// What the by-node index holds for one endpoint object: its id in the by-node sets, and the
+/// nodes it has endpoints on (sorted).
+#[derive(Debug)]
+pub(super) struct Indexed {
+    pub(super) id: u32,
+    pub(super) nodes: Box<[Arc<str>]>,
 }
 
 impl State {
@@ -75,6 +124,8 @@ impl State {
         for set in self.by_node.values_mut() {
             set.shrink_to_fit();
         }
+        self.target_of.shrink_to_fit();
+        self.free_ids.shrink_to_fit();
         for set in self.slices_by_service.values_mut() {
             set.shrink_to_fit();
         }
@@ -95,5 +146,61 @@ fn remove_sorted<T: Ord>(set: &mut Vec<T>, item: &T) {
         if set.capacity() > 2 * set.len() + 4 {
             set.shrink_to_fit();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::super::test_support;
+    use super::*;
+
+    /// Random re-indexing (objects gaining and losing nodes, leaving, coming back) keeps the
+    /// by-node sets equal to what each object's own node list says, and reuses freed ids.
+    #[test]
+    fn by_node_ids_follow_every_object_through_random_reindexing() {
+        let mut st = test_support::state("edge-1", 1);
+        let mut expect: BTreeMap<Target, BTreeSet<String>> = BTreeMap::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..3_000 {
+            let key = ObjectKey::new("default", &format!("o{}", next(40)));
+            let target = if next(2) == 0 {
+                Target::Endpoints(key)
+            } else {
+                Target::Slice(key)
+            };
+            let nodes: BTreeSet<String> = (0..next(5)).map(|_| format!("n{}", next(12))).collect();
+            st.index_nodes(target.clone(), nodes.clone());
+            if nodes.is_empty() {
+                expect.remove(&target);
+            } else {
+                expect.insert(target, nodes);
+            }
+            for n in 0..12 {
+                let node = format!("n{n}");
+                let got: BTreeSet<&Target> = st.on_node(&node).collect();
+                let want: BTreeSet<&Target> = expect
+                    .iter()
+                    .filter(|(_, ns)| ns.contains(&node))
+                    .map(|(t, _)| t)
+                    .collect();
+                assert_eq!(got, want, "step {step}, node {node}");
+                if want.is_empty() {
+                    assert!(!st.by_node.contains_key(node.as_str()), "empty set kept");
+                }
+            }
+            let live = st.target_of.iter().filter(|t| t.is_some()).count();
+            assert_eq!(live, expect.len(), "step {step}: one id per indexed object");
+            assert_eq!(st.nodes_of.len(), expect.len());
+        }
+        // 80 possible objects: ids were reused, not grown per step.
+        assert!(st.target_of.len() <= 80, "{} ids", st.target_of.len());
     }
 }
