@@ -1,0 +1,291 @@
+//! The cache's lifecycle: slice versions (v1beta1 upstream, pinning), readiness and where the
+//! history starts, admission (TOPOLOGY.md §11 cases 37–38), list decoding, and the oracle that
+//! compares the incremental view with a from-scratch recompute.
+
+use super::*;
+
+#[test]
+fn v1beta1_upstream_serves_both_versions() {
+    let mut st = load(&fixture_f());
+    st.serve_v1beta1();
+    let b = json!({
+        "apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
+        "metadata": {"namespace": "default", "name": "s-x", "labels": {"kubernetes.io/service-name": "s"}},
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": ["10.0.0.2"], "topology": {"kubernetes.io/hostname": "n1"}},
+            {"addresses": ["10.0.0.3"], "nodeName": "n2"}
+        ]
+    });
+    st.apply(UpstreamKind::SlicesV1beta1, Change::Replace(vec![b]), 1);
+    assert_eq!(st.slice_kind(), UpstreamKind::SlicesV1beta1);
+    assert_eq!(
+        slice_ips(&served(&st, Resource::SlicesV1beta1, "default", "s-x")),
+        strs(&["10.0.0.2"])
+    );
+    let v1 = served(&st, Resource::SlicesV1, "default", "s-x");
+    assert_eq!(v1["apiVersion"], "discovery.k8s.io/v1");
+    assert_eq!(slice_ips(&v1), strs(&["10.0.0.2"]));
+}
+
+#[test]
+fn not_ready_until_every_kind_listed_and_history_starts_at_ready() {
+    let fx = fixture_f();
+    let mut st = state_for("h");
+    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(fx.services[0].clone()),
+        0,
+    );
+    st.apply(
+        UpstreamKind::Services,
+        Change::Replace(fx.services.clone()),
+        0,
+    );
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Replace(fx.endpoints.clone()),
+        0,
+    );
+    assert!(!st.is_ready(), "slices have not listed yet");
+    let a = st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![]), 0);
+    assert!(a.became_ready && st.is_ready());
+    let c = st.collection(Resource::Endpoints);
+    assert_eq!(c.horizon(), st.current_rv());
+    assert_eq!(c.log_len(), 0);
+}
+
+/// A tiny deterministic generator for the oracle test.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// TOPOLOGY.md §9: the incrementally maintained view equals a from-scratch recomputation, and
+/// every served object's RV changes exactly when its content does.
+#[test]
+fn incremental_view_equals_from_scratch_recompute() {
+    let zones = ["a", "b", "c"];
+    let mut rng = Lcg(7);
+    let mut fx = fixture_f();
+    let mut st = load(&fx);
+    let mut slices: BTreeMap<String, Value> = BTreeMap::new();
+    for step in 0..400 {
+        match rng.next(6) {
+            0 => {
+                let name = ["h", "n1", "n2", "n3", "n4"][rng.next(5) as usize];
+                let l = labels(&[("zone", zones[rng.next(3) as usize])]);
+                fx.nodes.insert(name.into(), l.clone());
+                st.apply(UpstreamKind::Nodes, Change::Upsert(node(name, &l)), step);
+            }
+            1 => {
+                let name = ["n1", "n2", "n3", "n4"][rng.next(4) as usize];
+                fx.nodes.remove(name);
+                st.apply(
+                    UpstreamKind::Nodes,
+                    Change::Delete(node(name, &labels(&[]))),
+                    step,
+                );
+            }
+            2 => {
+                let keys =
+                    [None, Some(r#"["zone"]"#), Some("[]"), Some("bad")][rng.next(4) as usize];
+                let svc = service("default", ["s", "t"][rng.next(2) as usize], keys);
+                let key = ObjectKey::of(&svc).unwrap_or_default();
+                fx.services
+                    .retain(|s| ObjectKey::of(s).as_ref() != Some(&key));
+                fx.services.push(svc.clone());
+                st.apply(UpstreamKind::Services, Change::Upsert(svc), step);
+            }
+            3 => {
+                let name = ["s", "t"][rng.next(2) as usize];
+                fx.services
+                    .retain(|s| ObjectKey::of(s) != Some(ObjectKey::new("default", name)));
+                st.apply(
+                    UpstreamKind::Services,
+                    Change::Delete(service("default", name, None)),
+                    step,
+                );
+            }
+            _ => {
+                let name = format!("sl-{}", rng.next(4));
+                let svc = ["s", "t"][rng.next(2) as usize];
+                let eps = (0..rng.next(4))
+                    .map(|i| {
+                        let node = ["h", "n1", "n2", "n3", "n4", "ghost"][rng.next(6) as usize];
+                        slice_endpoint_v1(&format!("10.1.{step}.{i}"), Some(node), Some("a"))
+                    })
+                    .collect();
+                let s = slice_v1("default", &name, Some(svc), eps);
+                slices.insert(name, s.clone());
+                st.apply(UpstreamKind::SlicesV1, Change::Upsert(s), step);
+            }
+        }
+        for (name, upstream) in &slices {
+            let mut want = fx.serve_slice_v1(upstream);
+            let got = served(&st, Resource::SlicesV1, "default", name);
+            want["metadata"]["resourceVersion"] = got["metadata"]["resourceVersion"].clone();
+            want["kind"] = json!("EndpointSlice");
+            assert_eq!(got, want, "step {step}: slice {name}");
+        }
+        let mut want = fx.served("default", "s");
+        let got = served(&st, Resource::Endpoints, "default", "s");
+        want["metadata"]["resourceVersion"] = got["metadata"]["resourceVersion"].clone();
+        assert_eq!(got, want, "step {step}: endpoints s");
+    }
+    // Every logged change is a real change of content.
+    for res in Resource::ALL {
+        let coll = st.collection(res);
+        let entries = coll.after(coll.horizon(), usize::MAX).unwrap_or_default();
+        drop(coll);
+        for e in entries {
+            if let (Some(o), Some(n)) = (&e.old, &e.new) {
+                let strip = |s: &Served| {
+                    let mut v: Value = serde_json::from_slice(&s.bytes).unwrap_or_default();
+                    v["metadata"]["resourceVersion"] = Value::Null;
+                    v
+                };
+                assert_ne!(
+                    strip(o),
+                    strip(n),
+                    "{res:?} {} logged without a change",
+                    n.key
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn case_37_headless_endpoints_never_served_headless_service_only_without_field_selector() {
+    use crate::api::filter::Filter;
+    use crate::api::handlers::select;
+    use crate::api::selector::FieldSelector;
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let mut hl = service("default", "hl", None);
+    hl["spec"]["clusterIP"] = json!("None");
+    let mut hl_eps = endpoints("default", "hl", f_addresses());
+    hl_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
+    st.apply(UpstreamKind::Services, Change::Upsert(hl), 1);
+    st.apply(
+        UpstreamKind::Endpoints,
+        Change::Replace(vec![fx.endpoints[0].clone(), hl_eps.clone()]),
+        1,
+    );
+    assert!(st
+        .collection(Resource::Endpoints)
+        .get(&ObjectKey::new("default", "hl"))
+        .is_none());
+    // An Endpoints object that gains the label leaves the view (DELETED).
+    let cur = st.current_rv();
+    let mut s_eps = fx.endpoints[0].clone();
+    s_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
+    st.apply(UpstreamKind::Endpoints, Change::Upsert(s_eps), 1);
+    let ev = events(&st, Resource::Endpoints, cur);
+    assert_eq!((ev.len(), ev[0].0, ev[0].1.as_str()), (1, "DELETED", "s"));
+    let all = |fields: &str| {
+        let filter = Filter {
+            fields: FieldSelector::parse(fields, Resource::Services.selectable_fields())
+                .unwrap_or_default(),
+            ..Filter::default()
+        };
+        st.with_view(|v| select(Resource::Services, &filter, v))
+            .iter()
+            .map(|o| o.key.name.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(all(""), strs(&["hl", "s"]));
+    assert_eq!(all("spec.clusterIP!=None"), strs(&["s"]));
+}
+
+#[test]
+fn case_38_service_proxy_name_objects_never_served() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let mut svc = service("default", "other", None);
+    svc["metadata"]["labels"] = json!({"service.kubernetes.io/service-proxy-name": "foo"});
+    let mut sl = slice_v1(
+        "default",
+        "other-abcde",
+        Some("other"),
+        vec![slice_endpoint_v1("10.9.0.1", Some("n1"), None)],
+    );
+    sl["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("foo");
+    let cur = st.current_rv();
+    st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![sl]), 1);
+    assert_eq!(st.current_rv(), cur, "nothing entered the view");
+    assert!(st
+        .collection(Resource::Services)
+        .get(&ObjectKey::new("default", "other"))
+        .is_none());
+    assert!(st.collection(Resource::SlicesV1).is_empty());
+    assert!(st.collection(Resource::SlicesV1beta1).is_empty());
+}
+
+#[test]
+fn list_texts_are_decoded_one_by_one_and_garbage_items_are_skipped() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let good = fx.services[0].to_string().into_boxed_str();
+    let other = service("default", "t", None).to_string().into_boxed_str();
+    st.apply(
+        UpstreamKind::Services,
+        Change::List(vec![good, "{not json".into(), other]),
+        1,
+    );
+    let names: Vec<String> = st
+        .collection(Resource::Services)
+        .objects()
+        .map(|o| o.key.name.to_string())
+        .collect();
+    assert_eq!(names, strs(&["s", "t"]));
+}
+
+#[test]
+fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    let v1 = slice_v1(
+        "default",
+        "s-a",
+        Some("s"),
+        vec![slice_endpoint_v1("10.0.0.2", Some("n1"), None)],
+    );
+    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![v1.clone()]), 1);
+    st.expect_slices(UpstreamKind::SlicesV1beta1);
+    let cur = st.current_rv();
+    // A late change from the replaced v1 reflector: ignored.
+    st.apply(
+        UpstreamKind::SlicesV1,
+        Change::Upsert(slice_v1("default", "s-b", Some("s"), vec![])),
+        1,
+    );
+    assert_eq!(st.current_rv(), cur);
+    // The v1beta1 list replaces what the v1 reflector had stored.
+    let b = json!({"apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
+        "metadata": {"namespace": "default", "name": "s-x", "labels": {"kubernetes.io/service-name": "s"}},
+        "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": "h"}]});
+    st.apply(UpstreamKind::SlicesV1beta1, Change::Replace(vec![b]), 1);
+    let names: Vec<String> = st
+        .collection(Resource::SlicesV1)
+        .objects()
+        .map(|o| o.key.name.to_string())
+        .collect();
+    assert_eq!(names, strs(&["s-x"]));
+    assert_eq!(
+        slice_ips(&served(&st, Resource::SlicesV1, "default", "s-x")),
+        strs(&["10.0.0.1"])
+    );
+}
+
+#[path = "store_health_tests.rs"]
+mod health;
