@@ -150,7 +150,7 @@ impl Wrapper {
                 addr: format!("127.0.0.1:{port}").parse().unwrap(),
                 health: format!("127.0.0.1:{health}").parse().unwrap(),
             };
-            if wait_listening(&mut w.proc, w.addr) {
+            if wait_listening(&mut w.proc, w.addr) && wait_listening(&mut w.proc, w.health) {
                 return w;
             }
         }
