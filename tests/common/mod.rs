@@ -150,11 +150,17 @@ impl Wrapper {
                 addr: format!("127.0.0.1:{port}").parse().unwrap(),
                 health: format!("127.0.0.1:{health}").parse().unwrap(),
             };
-            if wait_listening(&mut w.proc, w.addr) && wait_listening(&mut w.proc, w.health) {
+            if w.listening() {
                 return w;
             }
         }
         panic!("grid-wrapper did not start listening (5 attempts)");
+    }
+
+    /// Waits (bounded) until both the API and the health listener accept connections; false
+    /// if the process exited first (a port taken by a parallel test).
+    fn listening(&mut self) -> bool {
+        wait_listening(&mut self.proc, self.addr) && wait_listening(&mut self.proc, self.health)
     }
 
     /// Starts grid-wrapper and waits for `/readyz` 200.
@@ -339,7 +345,7 @@ impl Sim {
 
 impl Wrapper {
     /// Starts grid-wrapper with exactly `args` plus free `--bind-address`/`--metrics-bind-address`
-    /// ports, capturing its output; waits (bounded) for the listener, not for readiness.
+    /// ports, capturing its output; waits (bounded) for both listeners, not for readiness.
     pub fn start_captured(args: &[&str]) -> (Wrapper, LogSink) {
         for _attempt in 0..5 {
             let port = free_port();
@@ -347,14 +353,18 @@ impl Wrapper {
             if port == health {
                 continue;
             }
-            let (mut proc, log) = spawn_captured(
+            let (proc, log) = spawn_captured(
                 Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
                     .args(args)
                     .arg(format!("--bind-address=127.0.0.1:{port}"))
                     .arg(format!("--metrics-bind-address=127.0.0.1:{health}")),
             );
-            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-            if !wait_listening(&mut proc, addr) {
+            let mut w = Wrapper {
+                proc,
+                addr: format!("127.0.0.1:{port}").parse().unwrap(),
+                health: format!("127.0.0.1:{health}").parse().unwrap(),
+            };
+            if !w.listening() {
                 // A port taken by a parallel test: retry; anything else is a real failure.
                 assert!(
                     log.text().contains("cannot listen"),
@@ -363,8 +373,7 @@ impl Wrapper {
                 );
                 continue;
             }
-            let health = format!("127.0.0.1:{health}").parse().unwrap();
-            return (Wrapper { proc, addr, health }, log);
+            return (w, log);
         }
         panic!("grid-wrapper did not start listening (5 attempts)");
     }
