@@ -13,7 +13,7 @@ use grid_wrapper::api::filter::Filter;
 use grid_wrapper::api::handlers::{self, Answer, InitialEnd, WatchPlan};
 use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
-use grid_wrapper::cache::store::{Settings, State};
+use grid_wrapper::cache::store::{prepare, Settings, State};
 use grid_wrapper::cache::topology::{self, Class, Locality, TopologyKeys};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::http::request::{Limits, RequestReader};
@@ -152,7 +152,7 @@ fn prune(c: &mut Criterion) {
     c.bench_function("prune/slice_1000_endpoints", |b| {
         b.iter(|| {
             black_box(topology::serve_slice_v1(
-                black_box(&big),
+                black_box(big.clone()),
                 Class::Topology(&keys),
                 &loc,
             ))
@@ -298,9 +298,68 @@ fn publish(c: &mut Criterion) {
     });
 }
 
+/// The upstream lists of scale S as a reflector hands them over: each item its JSON text.
+fn list_texts(items: impl Iterator<Item = Value>) -> Change {
+    Change::List(items.map(|v| v.to_string().into()).collect())
+}
+
+/// A state with every list of scale S applied but `last`'s, and `last`'s list as texts.
+fn all_but(last: UpstreamKind) -> (State, Change) {
+    let mut st = State::new(
+        Settings {
+            hostname: "node-00000".into(),
+            wrapper_in_cluster: true,
+            retention: Retention::for_queue(10_000),
+        },
+        1,
+    );
+    let list = |kind| match kind {
+        UpstreamKind::Nodes => list_texts((0..NODES).map(|i| node(i, i % ZONES))),
+        UpstreamKind::Services => list_texts((0..SERVICES).map(service)),
+        UpstreamKind::Endpoints => Change::List(vec![]),
+        _ => list_texts((0..SERVICES).map(|i| slice(i, EPS))),
+    };
+    for kind in [
+        UpstreamKind::Nodes,
+        UpstreamKind::Services,
+        UpstreamKind::Endpoints,
+        UpstreamKind::SlicesV1,
+    ] {
+        if kind != last {
+            st.apply(kind, list(kind), 0);
+        }
+    }
+    (st, list(last))
+}
+
+/// Last upstream list → ready: the reflector's prepare (decode off the lock) and the writer's
+/// apply of the list that completes the sync, for each kind arriving last.
+fn sync(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sync");
+    g.sample_size(10);
+    for (name, kind) in [
+        ("last_list_slices_scale_S", UpstreamKind::SlicesV1),
+        ("last_list_services_scale_S", UpstreamKind::Services),
+        ("last_list_nodes_scale_S", UpstreamKind::Nodes),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || all_but(kind),
+                |(mut st, list)| {
+                    let applied = st.apply_prepared(kind, prepare(kind, list), 0);
+                    assert!(applied.became_ready);
+                    (st, applied)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish
+    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync
 }
 criterion_main!(benches);

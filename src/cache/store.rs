@@ -390,14 +390,14 @@ impl State {
                     Target::Endpoints(key.clone()),
                     topology::endpoint_nodes(&obj),
                 );
-                let served = self.serve_endpoints(&key, &obj);
+                let served = self.serve_endpoints(&key, obj);
                 self.publish(Resource::Endpoints, &key, Some(served), now);
             }
             UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
                 self.index_slice(&key, topology::slice_service(&obj));
                 self.index_nodes(Target::Slice(key.clone()), topology::endpoint_nodes(&obj));
                 self.slices.insert(key.clone(), bytes);
-                self.publish_slice(&key, &obj, now);
+                self.publish_slice(&key, obj, now);
             }
         }
         self.settle(kind, &key);
@@ -480,7 +480,7 @@ impl State {
                     let kind = UpstreamKind::Endpoints;
                     if let Some(obj) = self.upstream_value(kind, &key) {
                         self.materialize(kind, &key);
-                        let served = self.serve_endpoints(&key, &obj);
+                        let served = self.serve_endpoints(&key, obj);
                         self.publish(Resource::Endpoints, &key, Some(served), now);
                         self.settle(kind, &key);
                     }
@@ -489,7 +489,7 @@ impl State {
                     let kind = self.slice_kind;
                     if let Some(obj) = self.upstream_value(kind, &key) {
                         self.materialize(kind, &key);
-                        self.publish_slice(&key, &obj, now);
+                        self.publish_slice(&key, obj, now);
                         self.settle(kind, &key);
                     }
                 }
@@ -518,22 +518,22 @@ impl State {
     }
 
     /// Served content of the Endpoints `obj` stored at `key`.
-    fn serve_endpoints(&self, key: &ObjectKey, obj: &Value) -> Value {
+    fn serve_endpoints(&self, key: &ObjectKey, obj: Value) -> Value {
         topology::serve_endpoints(obj, self.class_of(Some(key)), &self.locality())
     }
 
     /// Served content of the upstream slice `obj` (stored at `key`) in version `res`.
-    fn serve_slice(&self, key: &ObjectKey, obj: &Value, res: Resource) -> Value {
+    fn serve_slice(&self, key: &ObjectKey, obj: Value, res: Resource) -> Value {
         let class = self.class_of(self.slice_owner.get(key));
         let loc = self.locality();
         let v1_upstream = self.slice_kind == UpstreamKind::SlicesV1;
         match (res, v1_upstream) {
             (Resource::SlicesV1, true) => topology::serve_slice_v1(obj, class, &loc),
             (Resource::SlicesV1, false) => {
-                topology::serve_slice_v1(&convert::slice_v1beta1_to_v1(obj), class, &loc)
+                topology::serve_slice_v1(convert::slice_v1beta1_to_v1(&obj), class, &loc)
             }
             (_, true) => {
-                topology::serve_slice_v1beta1(&convert::slice_v1_to_v1beta1(obj), class, &loc)
+                topology::serve_slice_v1beta1(convert::slice_v1_to_v1beta1(&obj), class, &loc)
             }
             (_, false) => topology::serve_slice_v1beta1(obj, class, &loc),
         }
@@ -541,15 +541,14 @@ impl State {
 
     /// Publishes the served versions of a slice (a change reaches the v1 stream, and the
     /// v1beta1 stream once v1beta1 is served).
-    fn publish_slice(&mut self, key: &ObjectKey, obj: &Value, now: u64) {
-        let versions: &[Resource] = if self.v1beta1 {
-            &[Resource::SlicesV1, Resource::SlicesV1beta1]
-        } else {
-            &[Resource::SlicesV1]
-        };
-        for &res in versions {
-            let served = self.serve_slice(key, obj, res);
-            self.publish(res, key, Some(served), now);
+    fn publish_slice(&mut self, key: &ObjectKey, obj: Value, now: u64) {
+        // v1 first (the order RVs are drawn in); a copy only while v1beta1 is served too.
+        let beta = self.v1beta1.then(|| obj.clone());
+        let served = self.serve_slice(key, obj, Resource::SlicesV1);
+        self.publish(Resource::SlicesV1, key, Some(served), now);
+        if let Some(obj) = beta {
+            let served = self.serve_slice(key, obj, Resource::SlicesV1beta1);
+            self.publish(Resource::SlicesV1beta1, key, Some(served), now);
         }
     }
 }

@@ -29,7 +29,7 @@ impl State {
             let Some(obj) = self.upstream_value(self.slice_kind, key) else {
                 continue;
             };
-            let mut value = self.serve_slice(key, &obj, res);
+            let mut value = self.serve_slice(key, obj, res);
             let bytes = finish(res, &mut value, rv);
             built.push(Arc::new(Served::with_bytes(key.clone(), rv, &value, bytes)));
         }

@@ -87,7 +87,11 @@ impl Fixture {
     /// Classifies and serves an Endpoints object the way the cache does (§3).
     pub fn serve_endpoints(&self, obj: &Value) -> Value {
         let annotation = ObjectKey::of(obj).and_then(|k| self.annotation(&k));
-        serve_endpoints(obj, Class::of(annotation.as_ref()), &self.locality())
+        serve_endpoints(
+            obj.clone(),
+            Class::of(annotation.as_ref()),
+            &self.locality(),
+        )
     }
 
     /// Served content of the fixture's own Endpoints `namespace/name`.
@@ -98,13 +102,21 @@ impl Fixture {
     /// Classifies (by the service-name label) and serves a v1 slice.
     pub fn serve_slice_v1(&self, obj: &Value) -> Value {
         let annotation = slice_service(obj).and_then(|k| self.annotation(&k));
-        serve_slice_v1(obj, Class::of(annotation.as_ref()), &self.locality())
+        serve_slice_v1(
+            obj.clone(),
+            Class::of(annotation.as_ref()),
+            &self.locality(),
+        )
     }
 
     /// Classifies (by the service-name label) and serves a v1beta1 slice.
     pub fn serve_slice_v1beta1(&self, obj: &Value) -> Value {
         let annotation = slice_service(obj).and_then(|k| self.annotation(&k));
-        serve_slice_v1beta1(obj, Class::of(annotation.as_ref()), &self.locality())
+        serve_slice_v1beta1(
+            obj.clone(),
+            Class::of(annotation.as_ref()),
+            &self.locality(),
+        )
     }
 }
 

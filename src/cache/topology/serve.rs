@@ -3,7 +3,9 @@
 //! top of that, whatever the class, endpoints on nodes edge-health reports abnormal (§10) are
 //! dropped, except from `default/kubernetes`. Kept entries are copied unchanged and in order,
 //! except that topology services lose slice `hints`. Whether an endpoint is kept is decided by
-//! [`verdict`] alone (`explain.rs`), which the explanations of `/debug/topology` share.
+//! [`verdict`] alone (`explain.rs`), which the explanations of `/debug/topology` share. Each
+//! function takes the object by value: the cache hands over the one it just decoded, so
+//! serving never copies it.
 
 use serde_json::{Map, Value};
 
@@ -18,16 +20,16 @@ use crate::k8s::ObjectKey;
 /// `addresses` / `notReadyAddresses` emptied by a filter are removed (`omitempty`). A topology
 /// service removes an empty list even if it came empty; the §10 filter alone removes only a
 /// list it emptied, so an object with nothing on an abnormal node is served exactly as given.
-pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
-    if let Some(rewritten) = rewrite::endpoints(obj, loc) {
+pub fn serve_endpoints(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
+    if let Some(rewritten) = rewrite::endpoints(&obj, loc) {
         return rewritten;
     }
     let keys = class.keys();
-    let health = health_applies(obj, loc, false);
+    let health = health_applies(&obj, loc, false);
     if keys.is_none() && !health {
-        return obj.clone();
+        return obj;
     }
-    let mut out = obj.clone();
+    let mut out = obj;
     let subsets = out
         .get_mut("subsets")
         .and_then(Value::as_array_mut)
@@ -50,31 +52,31 @@ pub fn serve_endpoints(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Val
 }
 
 /// Served content of a discovery.k8s.io/v1 slice (§5.1, §7, §8, §10); input is a v1 object.
-pub fn serve_slice_v1(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
+pub fn serve_slice_v1(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
     serve_slice(obj, class, loc, "deprecatedTopology")
 }
 
 /// Served content of a v1beta1 slice (§5.2, §7, §8, §10); input is a v1beta1 object.
-pub fn serve_slice_v1beta1(obj: &Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
+pub fn serve_slice_v1beta1(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
     serve_slice(obj, class, loc, "topology")
 }
 
 /// Both slice versions: they differ only in where the hostname fallback lives.
-fn serve_slice(obj: &Value, class: Class<'_>, loc: &Locality<'_>, topology_field: &str) -> Value {
-    if let Some(rewritten) = rewrite::slice(obj, loc) {
+fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field: &str) -> Value {
+    if let Some(rewritten) = rewrite::slice(&obj, loc) {
         return rewritten;
     }
-    let health = health_applies(obj, loc, true);
+    let health = health_applies(&obj, loc, true);
     match class {
         Class::Topology(keys) => {
-            let mut out = obj.clone();
+            let mut out = obj;
             if let Some(map) = out.as_object_mut() {
                 filter_slice_endpoints(map, keys, loc, topology_field, health);
             }
             out
         }
         Class::Normal | Class::Dangling if health => {
-            let mut out = obj.clone();
+            let mut out = obj;
             // Only endpoints on abnormal nodes go; the rest (hints included) stays as given.
             if let Some(Value::Array(list)) = out.get_mut("endpoints") {
                 list.retain(|ep| {
@@ -84,7 +86,7 @@ fn serve_slice(obj: &Value, class: Class<'_>, loc: &Locality<'_>, topology_field
             }
             out
         }
-        Class::Normal | Class::Dangling => obj.clone(),
+        Class::Normal | Class::Dangling => obj,
     }
 }
 

@@ -300,13 +300,13 @@ fn case_26_kubernetes_rewrite() {
     // Exempt from topology filtering: the same result whatever the class.
     let keys = keyset(&["zone"]);
     for class in [Class::Dangling, Class::Normal, Class::Topology(&keys)] {
-        let served = serve_endpoints(&obj, class, &f.locality());
+        let served = serve_endpoints(obj.clone(), class, &f.locality());
         let mut expected = obj.clone();
         expected["subsets"] = rewritten_subsets("169.254.20.11", 51003);
         assert_eq!(served, expected, "{class:?}");
     }
     let v6 = kubernetes_endpoints("default", Some("fd00::1"), Some("443"));
-    let served = serve_endpoints(&v6, Class::Normal, &f.locality());
+    let served = serve_endpoints(v6.clone(), Class::Normal, &f.locality());
     assert_eq!(served["subsets"], rewritten_subsets("fd00::1", 443));
 }
 
@@ -336,12 +336,16 @@ fn case_27_kubernetes_rewrite_rejected() {
             wrapper_in_cluster: *in_cluster,
             ..f.locality()
         };
-        assert_eq!(serve_endpoints(&obj, Class::Normal, &loc), obj, "{what}");
+        assert_eq!(
+            serve_endpoints(obj.clone(), Class::Normal, &loc),
+            obj,
+            "{what}"
+        );
     }
     // "Served unchanged after normal classification": a topology class still filters.
     let obj = kubernetes_endpoints("default", Some("abc"), Some("51003"));
     let keys = keyset(&["zone"]);
-    let served = serve_endpoints(&obj, Class::Topology(&keys), &f.locality());
+    let served = serve_endpoints(obj.clone(), Class::Topology(&keys), &f.locality());
     assert!(ips(&served).is_empty());
 }
 
@@ -350,11 +354,11 @@ fn case_28_annotations_added_later() {
     let f = fixture_f();
     let before = kubernetes_endpoints("default", None, None);
     assert_eq!(
-        serve_endpoints(&before, Class::Normal, &f.locality()),
+        serve_endpoints(before.clone(), Class::Normal, &f.locality()),
         before
     );
     let after = kubernetes_endpoints("default", Some("169.254.20.11"), Some("51003"));
-    let served = serve_endpoints(&after, Class::Normal, &f.locality());
+    let served = serve_endpoints(after.clone(), Class::Normal, &f.locality());
     assert_eq!(served["subsets"], rewritten_subsets("169.254.20.11", 51003));
     assert_eq!(served["metadata"], after["metadata"]);
 }
@@ -406,7 +410,7 @@ fn malformed_endpoints_never_panic() {
         { "ip": "10.0.0.9", "nodeName": ["h"] },
     ]);
     weird_addrs["subsets"][0]["notReadyAddresses"] = json!({ "not": "a list" });
-    let served = serve_endpoints(&weird_addrs, Class::Topology(&keys), &f.locality());
+    let served = serve_endpoints(weird_addrs.clone(), Class::Topology(&keys), &f.locality());
     // Malformed entries have no node: dropped; malformed lists are left alone.
     assert_eq!(
         served["subsets"][0]["addresses"],
@@ -434,7 +438,7 @@ fn malformed_endpoints_never_panic() {
     ];
     for input in inputs {
         for class in [Class::Dangling, Class::Normal, Class::Topology(&keys)] {
-            let served = serve_endpoints(&input, class, &f.locality());
+            let served = serve_endpoints(input.clone(), class, &f.locality());
             assert_eq!(served, input, "{class:?} {input}");
         }
         let _ = endpoint_nodes(&input);

@@ -37,7 +37,7 @@ fn agree_endpoints<'f>(
 ) -> ObjectVerdicts<'f> {
     let class = Class::of(annotation.as_ref());
     let loc = f.locality();
-    let served = serve_endpoints(obj, class, &loc);
+    let served = serve_endpoints(obj.clone(), class, &loc);
     let verdicts = explain_endpoints(obj, class, &loc);
     assert_eq!(verdicts.endpoints.len(), endpoint_pairs(obj).len(), "{obj}");
     if verdicts.rewritten {
@@ -57,11 +57,11 @@ fn agree_slice(f: &Fixture, slice: &Value) {
     let beta = slice_v1_to_v1beta1(slice);
     for (served, verdicts) in [
         (
-            serve_slice_v1(slice, class, &loc),
+            serve_slice_v1(slice.clone(), class, &loc),
             explain_slice_v1(slice, class, &loc),
         ),
         (
-            serve_slice_v1beta1(&beta, class, &loc),
+            serve_slice_v1beta1(beta.clone(), class, &loc),
             explain_slice_v1beta1(&beta, class, &loc),
         ),
     ] {
@@ -359,7 +359,7 @@ fn slice_cases_agree() {
     let kept: Vec<String> = kept_pairs(&v).into_iter().map(|(_, ip)| ip).collect();
     assert_eq!(
         kept,
-        slice_ips(&serve_slice_v1beta1(&beta, class, &f.locality()))
+        slice_ips(&serve_slice_v1beta1(beta.clone(), class, &f.locality()))
     );
     assert_eq!(kept, strs(&["10.0.0.11", "10.0.0.12"]));
     assert_eq!(v.endpoints[0].node.as_deref(), Some("n1"));

@@ -70,7 +70,7 @@ fn case_29_kubernetes_slice_rewrite() {
     expected["ports"] = json!([{ "name": "https", "port": 51003, "protocol": "TCP" }]);
     for class in [Class::Normal, Class::Topology(&keys)] {
         assert_eq!(
-            serve_slice_v1(&obj, class, &f.locality()),
+            serve_slice_v1(obj.clone(), class, &f.locality()),
             expected,
             "{class:?}"
         );
@@ -79,17 +79,17 @@ fn case_29_kubernetes_slice_rewrite() {
         expected_beta["endpoints"] = expected["endpoints"].clone();
         expected_beta["ports"] = expected["ports"].clone();
         assert_eq!(
-            serve_slice_v1beta1(&beta, class, &f.locality()),
+            serve_slice_v1beta1(beta.clone(), class, &f.locality()),
             expected_beta
         );
     }
     // Family mismatch: served unchanged (after normal classification).
     let mut v6 = obj.clone();
     v6["metadata"]["annotations"]["superedge.io/local-endpoint"] = json!("fd00::1");
-    assert_eq!(serve_slice_v1(&v6, Class::Normal, &f.locality()), v6);
+    assert_eq!(serve_slice_v1(v6.clone(), Class::Normal, &f.locality()), v6);
     // ... but an IPv6 slice takes it.
     v6["addressType"] = json!("IPv6");
-    let served = serve_slice_v1(&v6, Class::Normal, &f.locality());
+    let served = serve_slice_v1(v6.clone(), Class::Normal, &f.locality());
     assert_eq!(served["endpoints"], json!([{ "addresses": ["fd00::1"] }]));
     // Only the slice named exactly `kubernetes`, in `default`.
     for (ns, name) in [
@@ -99,13 +99,19 @@ fn case_29_kubernetes_slice_rewrite() {
         let mut other = obj.clone();
         other["metadata"]["namespace"] = json!(ns);
         other["metadata"]["name"] = json!(name);
-        assert_eq!(serve_slice_v1(&other, Class::Normal, &f.locality()), other);
+        assert_eq!(
+            serve_slice_v1(other.clone(), Class::Normal, &f.locality()),
+            other
+        );
     }
     // FQDN or missing addressType never matches.
     for at in [json!("FQDN"), Value::Null] {
         let mut other = obj.clone();
         other["addressType"] = at;
-        assert_eq!(serve_slice_v1(&other, Class::Normal, &f.locality()), other);
+        assert_eq!(
+            serve_slice_v1(other.clone(), Class::Normal, &f.locality()),
+            other
+        );
     }
 }
 
@@ -284,8 +290,8 @@ fn malformed_slices_never_panic() {
         { "deprecatedTopology": { "kubernetes.io/hostname": 1 } },
     ]);
     for served in [
-        serve_slice_v1(&obj, Class::Topology(&keys), &f.locality()),
-        serve_slice_v1beta1(&obj, Class::Topology(&keys), &f.locality()),
+        serve_slice_v1(obj.clone(), Class::Topology(&keys), &f.locality()),
+        serve_slice_v1beta1(obj.clone(), Class::Topology(&keys), &f.locality()),
     ] {
         assert_eq!(
             served["endpoints"],
@@ -307,12 +313,12 @@ fn malformed_slices_never_panic() {
     for input in inputs {
         for class in [Class::Dangling, Class::Normal, Class::Topology(&keys)] {
             assert_eq!(
-                serve_slice_v1(&input, class, &f.locality()),
+                serve_slice_v1(input.clone(), class, &f.locality()),
                 input,
                 "{input}"
             );
             assert_eq!(
-                serve_slice_v1beta1(&input, class, &f.locality()),
+                serve_slice_v1beta1(input.clone(), class, &f.locality()),
                 input,
                 "{input}"
             );
