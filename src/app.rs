@@ -25,6 +25,7 @@ use crate::server::transport;
 use crate::upstream::client::Upstream;
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
+use crate::upstream::list_order::{self, ListOrder};
 use crate::upstream::reflector::{self, Change, Sink, UpstreamKind};
 
 /// How often an offline start re-checks the upstream's EndpointSlice version.
@@ -66,9 +67,15 @@ struct CacheSink {
     started: Instant,
     /// The snapshot writer, with `--cache-dir`.
     writer: Option<Arc<Writer>>,
+    /// Nodes and Services list first.
+    order: ListOrder,
 }
 
 impl Sink for CacheSink {
+    fn list_order(&self) -> Option<&ListOrder> {
+        Some(&self.order)
+    }
+
     fn apply(&self, kind: UpstreamKind, change: Change) {
         // Decoding a list happens here, before the lock: readers wait only for the comparison
         // and for what really changed.
@@ -299,6 +306,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         waker: server.waker(),
         started,
         writer: writer.clone(),
+        order: ListOrder::new(list_order::PATIENCE),
     });
     let stop = Arc::new(AtomicBool::new(false));
     signals::spawn(stop.clone(), server.waker(), tls_files).map_err(AppError::Thread)?;

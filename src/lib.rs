@@ -34,9 +34,11 @@
 //! Everything else goes to [`server::proxy`], which forwards it upstream on a worker thread.
 //!
 //! **An upstream change:** a [`upstream::reflector`] thread lists, then watches, and hands each
-//! change to the cache: a list is first decoded and re-serialized off every lock
-//! ([`cache::store::prepare`]), then [`cache::store::State::apply_prepared`] runs under the
-//! writer's lock (the single writer). The store keeps upstream objects, recomputes the affected
+//! change to the cache: a list is first reduced to canonical bytes per item off every lock
+//! ([`cache::store::prepare`], with [`cache::canonical`]: no `serde_json::Value` per item), then
+//! [`cache::store::State::apply_prepared`] runs under the writer's lock (the single writer).
+//! The first lists come in a fixed order ([`upstream::list_order`]: Nodes and Services before
+//! the endpoint objects, which are then served right the first time). The store keeps upstream objects, recomputes the affected
 //! served objects with the pure [`cache::topology`] functions, and
 //! [`cache::view::Collection::record`]s each real change with a new resourceVersion in the
 //! per-resource event log of the [`cache::published::Published`] view, which has its own lock,

@@ -1,5 +1,6 @@
 //! The cache: upstream objects, the topology-pruned served view, RVs and the event log.
 
+pub mod canonical;
 pub mod epoch;
 pub mod health;
 pub mod published;

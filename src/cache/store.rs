@@ -100,15 +100,6 @@ pub struct Applied {
     pub upstream_synced: bool,
 }
 
-fn sync_slot(kind: UpstreamKind) -> u8 {
-    match kind {
-        UpstreamKind::Nodes => 0,
-        UpstreamKind::Services => 1,
-        UpstreamKind::Endpoints => 2,
-        UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => 3,
-    }
-}
-
 /// Labels that keep an object out of kube-proxy's view (TOPOLOGY.md §6, selector L).
 pub const EXCLUDING_LABELS: [&str; 2] = [
     "service.kubernetes.io/headless",
@@ -124,11 +115,17 @@ pub fn admission_filtered(res: Resource) -> bool {
 /// Whether `obj` is outside selector L. The reflectors already list+watch with L; this guard
 /// keeps such objects out even from an upstream that ignores label selectors.
 fn excluded(kind: UpstreamKind, obj: &Value) -> bool {
-    kind != UpstreamKind::Nodes
-        && obj
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .is_some_and(|l| EXCLUDING_LABELS.iter().any(|k| l.contains_key(*k)))
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| excluding(kind).iter().any(|k| l.contains_key(*k)))
+}
+
+/// The labels that keep an object of `kind` out: [`EXCLUDING_LABELS`], none for Nodes.
+fn excluding(kind: UpstreamKind) -> &'static [&'static str] {
+    match kind {
+        UpstreamKind::Nodes => &[],
+        _ => &EXCLUDING_LABELS,
+    }
 }
 
 /// An upstream object as compact JSON (canonical: `Value` maps are sorted, so equal objects
@@ -146,12 +143,17 @@ fn parse(raw: &Raw) -> Option<Value> {
     serde_json::from_slice(raw).ok()
 }
 
-/// Drops what is never served (upstream RV, managedFields) and reads the key.
-fn clean(mut obj: Value) -> Option<(ObjectKey, Value)> {
+/// Drops what is never served (upstream RV, managedFields), fills in `kind`/`apiVersion` (so
+/// that a listed object compares equal to its served form) and reads the key.
+/// [`canonical::item`] does the same for list items without a `Value`.
+fn clean(kind: UpstreamKind, mut obj: Value) -> Option<(ObjectKey, Value)> {
     let key = ObjectKey::of(&obj)?;
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
         meta.remove("managedFields");
+    }
+    if let Some(map) = obj.as_object_mut() {
+        kind.resource().fill_type_meta(map);
     }
     Some((key, obj))
 }
@@ -273,7 +275,7 @@ impl State {
         match change {
             Prepared::One(Change::Upsert(obj)) => {
                 let out_of_view = excluded(kind, &obj);
-                if let Some((key, obj)) = clean(obj) {
+                if let Some((key, obj)) = clean(kind, obj) {
                     if out_of_view {
                         // An object that gained an excluding label left the view: a deletion.
                         self.delete(kind, &key, now);
@@ -283,7 +285,7 @@ impl State {
                 }
             }
             Prepared::One(Change::Delete(obj)) => {
-                if let Some((key, _)) = clean(obj) {
+                if let Some((key, _)) = clean(kind, obj) {
                     self.delete(kind, &key, now);
                 }
             }
@@ -299,7 +301,7 @@ impl State {
         if listed {
             self.compact_indexes();
         }
-        if listed && self.synced.insert(sync_slot(kind)) && self.synced.len() == 4 {
+        if listed && self.synced.insert(kind.slot()) && self.synced.len() == 4 {
             if self.from_snapshot {
                 // Ready since the restore; the history (and open watches) carry on.
                 self.from_snapshot = false;

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use log::warn;
 use serde_json::Value;
 
-use super::{clean, excluded, raw, Raw};
+use super::{clean, excluded, excluding, raw, Raw};
+use crate::cache::canonical::{self, Item};
 use crate::k8s::ObjectKey;
 use crate::upstream::kind::{Change, UpstreamKind};
 
@@ -27,30 +28,46 @@ pub(super) fn fresh(
     kind: UpstreamKind,
     items: impl Iterator<Item = Value>,
 ) -> BTreeMap<ObjectKey, Raw> {
-    items
-        .filter(|o| !excluded(kind, o))
-        .filter_map(clean)
-        .map(|(key, obj)| (key, raw(&obj)))
-        .collect()
+    items.filter_map(|o| admitted(kind, o)).collect()
+}
+
+/// An object of a list, cleaned, as compact bytes, unless it is dropped.
+fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
+    if excluded(kind, &obj) {
+        return None;
+    }
+    clean(kind, obj).map(|(key, obj)| (key, raw(&obj)))
+}
+
+/// [`fresh`] of a list whose items are still JSON texts: the same bytes, made without a
+/// `Value` ([`canonical::item`]) unless an item needs one.
+fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, Raw> {
+    let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
+    let mut out = BTreeMap::new();
+    for text in texts {
+        let kept = match canonical::item(&text, kind.resource(), excluding(kind)) {
+            Ok(Item::Kept(key, bytes)) => Some((key, bytes.into())),
+            Ok(Item::Dropped) => None,
+            Ok(Item::Slow) => serde_json::from_str(&text)
+                .map_err(skip)
+                .ok()
+                .and_then(|obj| admitted(kind, obj)),
+            Err(e) => {
+                skip(e);
+                None
+            }
+        };
+        out.extend(kept);
+    }
+    out
 }
 
 /// Prepares `change` for [`State::apply_prepared`]. Pure and lock-free. Items are reduced to
-/// compact bytes as they are decoded, so the whole list never exists as `Value`s at once.
+/// compact bytes one at a time, so the whole list never exists decoded at once.
 pub fn prepare(kind: UpstreamKind, change: Change) -> Prepared {
     match change {
         Change::Replace(items) => Prepared::Listed(fresh(kind, items.into_iter())),
-        Change::List(texts) => Prepared::Listed(fresh(
-            kind,
-            texts
-                .into_iter()
-                .filter_map(|t| match serde_json::from_str(&t) {
-                    Ok(v) => Some(v),
-                    Err(e) => {
-                        warn!("{kind:?}: skipping an undecodable list item: {e}");
-                        None
-                    }
-                }),
-        )),
+        Change::List(texts) => Prepared::Listed(fresh_texts(kind, texts)),
         other => Prepared::One(other),
     }
 }

@@ -260,4 +260,53 @@ mod state_tests {
         st.apply(UpstreamKind::Services, Change::Upsert(changed), 3);
         assert_eq!(st.current_rv(), rv + 1);
     }
+
+    /// An apiserver sends list items without `kind`/`apiVersion` (kubernetes/kubernetes#63676):
+    /// they are filled in before comparing, so a listed object served as it came is not kept
+    /// a second time, and a later watch event of the same object (which carries them) is no
+    /// change.
+    #[test]
+    fn list_items_without_type_meta_are_not_kept_twice() {
+        let fx = fixture_f();
+        let bare = |objs: Vec<Value>| -> Change {
+            Change::List(
+                objs.into_iter()
+                    .map(|mut o| {
+                        let map = o.as_object_mut().expect("fixture objects are objects");
+                        map.remove("kind");
+                        map.remove("apiVersion");
+                        o.to_string().into()
+                    })
+                    .collect(),
+            )
+        };
+        let mut st = test_support::state(&fx.hostname, 1);
+        st.apply(UpstreamKind::Nodes, bare(fx.node_objects()), 0);
+        st.apply(UpstreamKind::Services, bare(fx.services.clone()), 0);
+        st.apply(UpstreamKind::Endpoints, bare(fx.endpoints.clone()), 0);
+        st.apply(UpstreamKind::SlicesV1, Change::List(vec![]), 0);
+        assert!(st.is_ready());
+        for node in fx.node_objects() {
+            let key = ObjectKey::of(&node).expect("named");
+            assert!(
+                matches!(st.stored(UpstreamKind::Nodes, &key), Some(Stored::AsServed)),
+                "node {key} is kept as well as served"
+            );
+        }
+        let svc = fx.services[0].clone();
+        let key = ObjectKey::of(&svc).expect("named");
+        assert!(matches!(
+            st.stored(UpstreamKind::Services, &key),
+            Some(Stored::AsServed)
+        ));
+        // The same object from a watch (with its type meta): nothing changed, no new RV.
+        let rv = st.current_rv();
+        st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+        assert_eq!(st.current_rv(), rv);
+        // What is exported for the disk carries them too.
+        let out = st.export();
+        let first: Value = serde_json::from_slice(&out.services[0]).expect("exported JSON");
+        assert_eq!(first["kind"], "Service");
+        assert_eq!(first["apiVersion"], "v1");
+    }
 }

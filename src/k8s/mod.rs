@@ -97,6 +97,14 @@ impl Resource {
         }
     }
 
+    /// Fills in an object's `kind` and `apiVersion` where absent: an apiserver omits them from
+    /// list items (kubernetes/kubernetes#63676), watch events carry them.
+    pub fn fill_type_meta(self, obj: &mut serde_json::Map<String, serde_json::Value>) {
+        obj.entry("kind").or_insert_with(|| self.kind().into());
+        obj.entry("apiVersion")
+            .or_insert_with(|| self.api_version().into());
+    }
+
     /// List kind, e.g. `EndpointSliceList`.
     pub fn list_kind(self) -> &'static str {
         match self {

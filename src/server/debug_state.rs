@@ -34,15 +34,6 @@ pub const MAX_WATCHERS: usize = crate::server::event_loop::MAX_CONNECTIONS;
 /// Most abnormal nodes listed.
 pub const MAX_NODES: usize = 100;
 
-/// Every upstream resource, in rendering order.
-const KINDS: [UpstreamKind; 5] = [
-    UpstreamKind::Nodes,
-    UpstreamKind::Services,
-    UpstreamKind::Endpoints,
-    UpstreamKind::SlicesV1,
-    UpstreamKind::SlicesV1beta1,
-];
-
 /// One served resource, as counted under the cache lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResourceFacts {
@@ -180,7 +171,7 @@ pub fn document(
             })
         })
         .collect();
-    let reflectors: Vec<Value> = KINDS
+    let reflectors: Vec<Value> = UpstreamKind::ALL
         .iter()
         .map(|&k| (k, reflectors.kind(k)))
         .filter(|(_, s)| s.active())

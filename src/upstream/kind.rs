@@ -4,6 +4,8 @@
 use crate::k8s::Resource;
 use serde_json::Value;
 
+use super::list_order::ListOrder;
+
 /// kube-proxy's selector for Services, Endpoints and EndpointSlices (TOPOLOGY.md §6).
 pub const SERVICE_PROXY_SELECTOR: &str =
     "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
@@ -23,6 +25,26 @@ pub enum UpstreamKind {
 }
 
 impl UpstreamKind {
+    /// Every upstream resource, in rendering order.
+    pub const ALL: [UpstreamKind; 5] = [
+        UpstreamKind::Nodes,
+        UpstreamKind::Services,
+        UpstreamKind::Endpoints,
+        UpstreamKind::SlicesV1,
+        UpstreamKind::SlicesV1beta1,
+    ];
+
+    /// Which of the cache's four collections the kind fills, 0..=3 (slices of either version
+    /// fill the same one).
+    pub fn slot(self) -> u8 {
+        match self {
+            UpstreamKind::Nodes => 0,
+            UpstreamKind::Services => 1,
+            UpstreamKind::Endpoints => 2,
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => 3,
+        }
+    }
+
     /// The matching served resource (its kind, apiVersion, plural).
     pub fn resource(self) -> Resource {
         match self {
@@ -148,9 +170,16 @@ pub enum Change {
     List(Vec<Box<str>>),
 }
 
-/// Receiver of a reflector's changes. Objects always carry `kind`, `apiVersion` and a
-/// `metadata.name` (list items get `kind`/`apiVersion` filled in; nameless objects are dropped).
+/// Receiver of a reflector's changes. Watched objects carry `kind`, `apiVersion` and a
+/// `metadata.name` (filled in; nameless objects are dropped); list items stay JSON texts,
+/// which the cache cleans and types itself.
 pub trait Sink: Send + Sync + 'static {
     /// Applies one change for `kind`.
     fn apply(&self, kind: UpstreamKind, change: Change);
+
+    /// The order the first lists should come in, if the sink has one (the cache's does:
+    /// [`ListOrder`]); `None` lists in any order.
+    fn list_order(&self) -> Option<&ListOrder> {
+        None
+    }
 }

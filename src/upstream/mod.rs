@@ -2,7 +2,7 @@
 //! agent every thread clones ([`client`]), pure decoding of list bodies and watch lines
 //! ([`decode`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
-//! their health counters ([`stats`], pure), and the optional edge-health poller
+//! their health counters ([`stats`], pure), the order of the first lists ([`list_order`]), and the optional edge-health poller
 //! ([`edge_health`], `--service-autonomy-enhancement`), and the choice among several apiservers
 //! (`--master=A,B,…`) with its health probes ([`failover`]). Private: `episode` (the reflectors'
 //! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
@@ -24,6 +24,7 @@ pub mod kind;
 pub mod kubeconfig;
 #[cfg(feature = "io")]
 pub mod list;
+pub mod list_order;
 #[cfg(feature = "io")]
 pub mod reflector;
 pub mod stats;

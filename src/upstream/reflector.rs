@@ -235,10 +235,7 @@ impl<L: ListWatch> Reflector<L> {
             );
             return None;
         };
-        let r = self.kind.resource();
-        map.entry("kind").or_insert_with(|| Value::from(r.kind()));
-        map.entry("apiVersion")
-            .or_insert_with(|| Value::from(r.api_version()));
+        self.kind.resource().fill_type_meta(map);
         Some(obj)
     }
 
@@ -252,11 +249,25 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     fn step_list(&mut self) -> (State, Option<Duration>) {
+        // Endpoint objects after Nodes and Services the first time (`list_order`: each is then
+        // served right at once, not recomputed when its Service arrives).
+        let sink = self.sink.clone();
+        let order = sink.list_order();
+        if let Some(o) = order.filter(|o| o.wait_turn(self.kind)) {
+            log::warn!(
+                "{:?}: listing before Nodes and Services: they did not try a list within {:.0?}",
+                self.kind,
+                o.patience()
+            );
+        }
         // One full list in memory at a time, process-wide: a decoded list costs several times
         // its JSON size, and four reflectors listing at once set the process's peak memory.
         let gate = LIST_GATE.lock().unwrap_or_else(|p| p.into_inner());
         let result = self.step_list_gated();
         drop(gate);
+        if let Some(o) = order {
+            o.tried(self.kind);
+        }
         result
     }
 

@@ -177,15 +177,6 @@ impl KindStats {
     }
 }
 
-/// Every upstream resource, in rendering order.
-const KINDS: [UpstreamKind; 5] = [
-    UpstreamKind::Nodes,
-    UpstreamKind::Services,
-    UpstreamKind::Endpoints,
-    UpstreamKind::SlicesV1,
-    UpstreamKind::SlicesV1beta1,
-];
-
 fn kind_index(kind: UpstreamKind) -> usize {
     match kind {
         UpstreamKind::Nodes => 0,
@@ -282,7 +273,7 @@ impl Stats {
         for (name, kind, help, value) in metrics {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} {kind}");
-            for k in KINDS {
+            for k in UpstreamKind::ALL {
                 let s = self.kind(k);
                 if s.active() {
                     let _ = writeln!(

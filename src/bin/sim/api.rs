@@ -60,11 +60,20 @@ pub fn served(res: Resource, obj: &Value) -> Value {
 }
 
 /// A LIST body: `{"kind":"<Kind>List","apiVersion":..,"metadata":{"resourceVersion":..},"items":[..]}`.
+/// Like a real apiserver's, the items carry no `kind`/`apiVersion` (kubernetes/kubernetes#63676);
+/// single GETs and watch events do.
 pub fn list_body(res: Resource, objects: &[Arc<Value>], rv: u64, filter: &Filter) -> Vec<u8> {
     let items: Vec<Value> = objects
         .iter()
         .filter(|o| filter.matches(o))
-        .map(|o| served(res, o))
+        .map(|o| {
+            let mut item = served(res, o);
+            if let Some(m) = item.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            item
+        })
         .collect();
     let body = json!({
         "kind": res.list_kind(),
@@ -199,6 +208,9 @@ mod tests {
             let v: Value = serde_json::from_slice(&body).expect("json");
             assert_eq!(v["metadata"]["resourceVersion"], s.rv().to_string());
             assert_eq!(v["kind"], res.list_kind());
+            for item in v["items"].as_array().expect("items") {
+                assert!(item.get("kind").is_none() && item.get("apiVersion").is_none());
+            }
         }
     }
 

@@ -1,0 +1,232 @@
+//! The fast path against its oracle: a list item as text must give exactly what decoding it
+//! into a `Value` gives ([`prepare`] of `Change::Replace`), for every kind, whatever the text.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cache::store::{prepare, Prepared};
+use crate::upstream::kind::{Change, UpstreamKind};
+
+fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
+    match p {
+        Prepared::Listed(m) => m.into_iter().map(|(k, v)| (k, v.to_vec())).collect(),
+        Prepared::One(_) => panic!("a list prepares to Listed"),
+    }
+}
+
+/// Asserts that `texts` as a list give what their `Value`s give; returns the result.
+fn same_as_value_path(kind: UpstreamKind, texts: &[&str]) -> BTreeMap<ObjectKey, Vec<u8>> {
+    let fast = listed(prepare(
+        kind,
+        Change::List(texts.iter().map(|t| (*t).into()).collect()),
+    ));
+    let values: Vec<Value> = texts
+        .iter()
+        .filter_map(|t| serde_json::from_str(t).ok())
+        .collect();
+    let slow = listed(prepare(kind, Change::Replace(values)));
+    assert_eq!(
+        fast, slow,
+        "{kind:?}: the fast path differs from the Value path for {texts:?}"
+    );
+    fast
+}
+
+#[test]
+fn an_item_is_cleaned_sorted_and_typed() {
+    let text = r#"{ "spec": {"z": 1, "a": [3, {"y": null, "b": true}]},
+        "metadata": {"resourceVersion": "77", "name": "svc", "namespace": "ns",
+                     "managedFields": [{"manager": "kubectl"}], "labels": {"app": "x"}} }"#;
+    let out = same_as_value_path(UpstreamKind::Services, &[text]);
+    let bytes = &out[&ObjectKey::new("ns", "svc")];
+    assert_eq!(
+        std::str::from_utf8(bytes).unwrap(),
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"labels":{"app":"x"},"name":"svc","namespace":"ns"},"spec":{"a":[3,{"b":true,"y":null}],"z":1}}"#
+    );
+    // A kind the item names itself is kept (the slices of a v1beta1 upstream get theirs).
+    let typed = r#"{"kind":"Other","metadata":{"name":"s"}}"#;
+    let out = same_as_value_path(UpstreamKind::SlicesV1beta1, &[typed]);
+    assert_eq!(
+        std::str::from_utf8(&out[&ObjectKey::new("", "s")]).unwrap(),
+        r#"{"apiVersion":"discovery.k8s.io/v1beta1","kind":"Other","metadata":{"name":"s"}}"#
+    );
+}
+
+#[test]
+fn strings_numbers_and_repeated_keys_come_out_as_from_a_value() {
+    let cases = [
+        // Escapes of every kind, in values and keys; unicode as is.
+        r#"{"metadata":{"name":"a\"b\\c\/d\u00e9\n\t\u0001\ud83d\ude00","namespace":"n\u0073"},"x\u0041":"<&>\u003c"}"#,
+        r#"{"metadata":{"name":"é😀","annotations":{"k":"{\"a\":1}"}}}"#,
+        // Numbers: negative zero, exponents, floats, beyond u64 and i64.
+        r#"{"metadata":{"name":"n"},"a":-0,"b":1.50,"c":1e3,"d":-2.5E-3,"e":18446744073709551616,"f":-9223372036854775809,"g":123456789012345678,"h":0.1}"#,
+        // Repeated keys: the last value stays, at its sorted place.
+        r#"{"metadata":{"name":"first"},"b":1,"a":2,"b":3,"metadata":{"name":"second","name":"third"}}"#,
+        r#"{"metadata":{"name":"r","labels":{"a":"1","a":"2"}},"a":{"x":1},"a":[1]}"#,
+        // Pretty-printed, empty containers, nesting.
+        "{\n  \"metadata\" : { \"name\" : \"p\" } ,\n  \"list\" : [ [ ], { }, [ [ 1 ] ] ]\n}",
+    ];
+    for kind in UpstreamKind::ALL {
+        for text in cases {
+            same_as_value_path(kind, &[text]);
+        }
+    }
+    let out = same_as_value_path(UpstreamKind::Services, &[cases[3]]);
+    assert!(out.contains_key(&ObjectKey::new("", "third")), "{out:?}");
+}
+
+#[test]
+fn what_the_value_path_drops_is_dropped() {
+    let dropped = [
+        r#"[1,2]"#,
+        r#""text""#,
+        r#"null"#,
+        r#"{"spec":{}}"#,
+        r#"{"metadata":null}"#,
+        r#"{"metadata":[{"name":"a"}]}"#,
+        r#"{"metadata":{"name":""}}"#,
+        r#"{"metadata":{"name":7}}"#,
+        r#"{"metadata":{"namespace":"a"}}"#,
+    ];
+    for kind in UpstreamKind::ALL {
+        for text in dropped {
+            assert!(same_as_value_path(kind, &[text]).is_empty(), "{text}");
+        }
+    }
+    // Excluded by a label, except Nodes; a namespace of another type counts as none.
+    let headless = r#"{"metadata":{"name":"h","labels":{"service.kubernetes.io/headless":""}}}"#;
+    assert!(same_as_value_path(UpstreamKind::Services, &[headless]).is_empty());
+    assert_eq!(
+        same_as_value_path(UpstreamKind::Nodes, &[headless]).len(),
+        1
+    );
+    let odd_ns = r#"{"metadata":{"name":"o","namespace":5,"labels":"x"}}"#;
+    assert!(same_as_value_path(UpstreamKind::Endpoints, &[odd_ns])
+        .contains_key(&ObjectKey::new("", "o")));
+}
+
+#[test]
+fn bad_json_is_skipped_and_the_rest_of_the_list_kept() {
+    let good = r#"{"metadata":{"name":"ok"}}"#;
+    let bad = [
+        "",
+        "{",
+        r#"{"metadata":{"name":"x"}} trailing"#,
+        r#"{"metadata":{"name":"x"},}"#,
+        "{\"metadata\":{\"name\":\"ctl\u{1}\"}}",
+        r#"{"a":1e400,"metadata":{"name":"x"}}"#,
+        r#"{"a":"\ud800","metadata":{"name":"x"}}"#,
+        &format!("{}{}", "[".repeat(200), "]".repeat(200)),
+    ];
+    for text in bad {
+        let out = same_as_value_path(UpstreamKind::Services, &[text, good]);
+        assert_eq!(out.len(), 1, "{text}");
+        assert!(matches!(
+            item(text, Resource::Services, &[]),
+            Err(_) | Ok(Item::Dropped)
+        ));
+    }
+    // Duplicate objects in one list: the last one stays.
+    let twice = [
+        r#"{"metadata":{"name":"d"},"v":1}"#,
+        r#"{"metadata":{"name":"d"},"v":2}"#,
+    ];
+    let out = same_as_value_path(UpstreamKind::Services, &twice);
+    assert!(String::from_utf8_lossy(&out[&ObjectKey::new("", "d")]).contains(r#""v":2"#));
+}
+
+#[test]
+fn an_embedded_raw_value_token_takes_the_value_path() {
+    let text = r#"{"metadata":{"name":"t"},"x":{"$serde_json::private::RawValue":"[1, 2]"}}"#;
+    assert!(matches!(
+        item(text, Resource::Services, &[]),
+        Ok(Item::Slow)
+    ));
+    same_as_value_path(UpstreamKind::Services, &[text]);
+}
+
+/// A small deterministic generator (xorshift) of JSON texts with few distinct keys, so that
+/// objects come unsorted and with repeats, and with every kind of scalar.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+    fn value(&mut self, depth: u32) -> String {
+        const SCALARS: [&str; 12] = [
+            "null",
+            "true",
+            "false",
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "2.50",
+            "1e2",
+            "\"s\"",
+            "\"\\u00e9\\n\"",
+            "99999999999999999999",
+        ];
+        match (depth, self.next() % 4) {
+            (0, _) | (_, 0) => self.pick(&SCALARS).to_string(),
+            (_, 1) => {
+                let n = self.next() % 4;
+                let items: Vec<String> = (0..n).map(|_| self.value(depth - 1)).collect();
+                format!("[{}]", items.join(","))
+            }
+            _ => self.object(depth - 1, false),
+        }
+    }
+    fn object(&mut self, depth: u32, top: bool) -> String {
+        const KEYS: [&str; 8] = ["b", "a", "kind", "x\\u0079", "spec", "labels", "é", "name"];
+        let mut entries = Vec::new();
+        if top {
+            let name = self.pick(&["\"n1\"", "\"n2\"", "\"\"", "3"]);
+            let labels = self.pick(&[
+                "{}",
+                r#"{"service.kubernetes.io/service-proxy-name":"p"}"#,
+                r#"{"app":"a","app":"b"}"#,
+            ]);
+            let meta = format!(
+                r#"{{"resourceVersion":"9","labels":{labels},"name":{name},"managedFields":[1]}}"#
+            );
+            entries.push(format!(r#""metadata":{meta}"#));
+        }
+        for _ in 0..self.next() % 5 {
+            let key = self.pick(&KEYS);
+            entries.push(format!("\"{key}\":{}", self.value(depth)));
+        }
+        let at = (self.next() % (entries.len() as u64 + 1)) as usize;
+        let len = entries.len();
+        entries.rotate_left(at.min(len));
+        format!("{{{}}}", entries.join(","))
+    }
+}
+
+#[test]
+fn generated_items_agree_with_the_value_path() {
+    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    for round in 0..3000 {
+        let text = g.object(3, true);
+        let kind = UpstreamKind::ALL[round % UpstreamKind::ALL.len()];
+        same_as_value_path(kind, &[&text]);
+    }
+}
+
+#[test]
+fn scale_objects_agree_with_the_value_path() {
+    let slice = json!({"metadata":{"name":"s","namespace":"d","resourceVersion":"5",
+        "labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4",
+        "endpoints":[{"addresses":["10.0.0.1"],"conditions":{"ready":true},"nodeName":"n1",
+        "hints":{"forZones":[{"name":"z"}]},"zone":"z"}],"ports":[{"port":80,"protocol":"TCP"}]});
+    same_as_value_path(UpstreamKind::SlicesV1, &[&slice.to_string()]);
+}
