@@ -1,6 +1,7 @@
 //! Arbitrary bytes as one upstream list item: the fast path (`Change::List`, no `Value`) must
 //! give exactly what decoding the item into a `serde_json::Value` gives (`Change::Replace`),
-//! for every kind: the same admitted key, the same canonical bytes, the same drops.
+//! for every kind: the same admitted key, the same canonical bytes, the same drops; and the
+//! facts read for publishing an endpoint object as it came are the `Value` path's.
 #![no_main]
 use grid_wrapper::cache::store::{prepare, Prepared};
 use grid_wrapper::upstream::kind::{Change, UpstreamKind};
@@ -13,8 +14,17 @@ fuzz_target!(|data: &[u8]| {
     let fast = prepare(kind, Change::List(vec![text.into()]));
     let values = serde_json::from_str(text).into_iter().collect();
     let slow = prepare(kind, Change::Replace(values));
-    match (fast, slow) {
-        (Prepared::Listed(a), Prepared::Listed(b)) => assert_eq!(a, b, "{kind:?} {text:?}"),
-        _ => panic!("a list prepares to Listed"),
-    }
+    let bytes = |p: Prepared| match p {
+        Prepared::Listed(m) => m
+            .into_iter()
+            .map(|(k, l)| {
+                if let Some(facts) = &l.as_is {
+                    facts.check(&l.bytes).expect("the fast path's contract");
+                }
+                (k, l.bytes)
+            })
+            .collect::<Vec<_>>(),
+        Prepared::One(_) => panic!("a list prepares to Listed"),
+    };
+    assert_eq!(bytes(fast), bytes(slow), "{kind:?} {text:?}");
 });

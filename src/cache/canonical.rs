@@ -9,15 +9,19 @@
 //! in a `Vec`, and the tree is written back through serde_json's own serializer, so strings
 //! and numbers come out exactly as from a `Value`. Keys repeated in one object keep the last
 //! value, as a `Value` map does. Equality with the `Value` path is the contract: unit tests
-//! here and the `list_item` fuzz target check it on arbitrary input.
+//! here and the `list_item` fuzz target check it on arbitrary input. The same tree gives, for
+//! an endpoint object, what publishing it exactly as it came needs ([`AsIs`]).
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Number;
 
+use crate::cache::topology::{self, HOSTNAME_LABEL, SERVICE_NAME_LABEL};
+use crate::cache::view::{rv_stamp, stamp_rv, LabelSet};
 use crate::k8s::{ObjectKey, Resource};
 
 /// The key by which serde_json's `Value` recognizes an embedded `RawValue` (feature
@@ -39,12 +43,82 @@ enum Node<'a> {
 /// What one list item becomes.
 #[derive(Debug)]
 pub enum Item {
-    /// Admitted: its key and canonical bytes.
-    Kept(ObjectKey, Vec<u8>),
+    /// Admitted: its key, canonical bytes, and for an endpoint object of the served version
+    /// what serving it exactly as it came needs.
+    Kept(ObjectKey, Vec<u8>, Option<AsIs>),
     /// Valid JSON, but not an object with a `metadata.name`, or carrying an excluding label.
     Dropped,
     /// Must go through `serde_json::Value` to mean the same (a `RawValue` token key).
     Slow,
+}
+
+/// What publishing an endpoint object exactly as it came needs, read from the same tree (the
+/// cache's fast path, `store_as_is.rs`): what the indexes and the view read from its `Value`
+/// otherwise, and where its resourceVersion stamp goes in its canonical bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AsIs {
+    /// Nodes its endpoints are on, as [`crate::cache::topology::endpoint_nodes`] reads them.
+    pub nodes: BTreeSet<String>,
+    /// A slice's Service, as [`crate::cache::topology::slice_service`] reads it.
+    pub service: Option<ObjectKey>,
+    /// `metadata.labels`, as [`LabelSet::of`] reads them.
+    pub labels: LabelSet,
+    /// Offset in the bytes where `"resourceVersion":"<rv>"` goes (its sorted place in
+    /// `metadata`), and the comma that goes with it.
+    pub stamp_at: usize,
+    /// See `stamp_at`.
+    pub comma: Comma,
+}
+
+impl AsIs {
+    /// `raw` (the bytes this was read with) with `"resourceVersion":"<rv>"` spliced in.
+    pub fn stamped(&self, raw: &[u8], rv: u64) -> Option<Vec<u8>> {
+        let stamp = rv_stamp(rv);
+        let (before, after) = raw.split_at_checked(self.stamp_at)?;
+        let mut out = Vec::with_capacity(raw.len() + stamp.len() + 1);
+        out.extend_from_slice(before);
+        if self.comma == Comma::Before {
+            out.push(b',');
+        }
+        out.extend_from_slice(stamp.as_bytes());
+        if self.comma == Comma::After {
+            out.push(b',');
+        }
+        out.extend_from_slice(after);
+        Some(out)
+    }
+
+    /// The fast path's contract, checked by the tests, the `list_item` fuzz target and debug
+    /// builds: these are the facts the `Value` path reads from `raw`, and the stamp goes where
+    /// a `Value` map puts `metadata.resourceVersion`.
+    pub fn check(&self, raw: &[u8]) -> Result<(), String> {
+        let value: serde_json::Value =
+            serde_json::from_slice(raw).map_err(|e| format!("not JSON: {e}"))?;
+        let mut want = value.clone();
+        stamp_rv(&mut want, 1234);
+        let want = serde_json::to_vec(&want).map_err(|e| e.to_string())?;
+        let checks = [
+            ("nodes", self.nodes == topology::endpoint_nodes(&value)),
+            ("labels", self.labels == LabelSet::of(&value)),
+            ("service", self.service == topology::slice_service(&value)),
+            ("stamp", self.stamped(raw, 1234) == Some(want)),
+        ];
+        match checks.iter().find(|(_, ok)| !ok) {
+            Some((what, _)) => Err(format!("{what} differ from the Value path's for {value}")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Where the stamp's comma goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Comma {
+    /// Before a greater key: `"resourceVersion":"…",`.
+    After,
+    /// Last in `metadata`: `,"resourceVersion":"…"`.
+    Before,
+    /// Alone in an empty `metadata`.
+    None,
 }
 
 /// Reads `text` (one list item of `res`) into its canonical form; `excluding` are the labels
@@ -83,9 +157,126 @@ pub fn item(text: &str, res: Resource, excluding: &[&str]) -> Result<Item, serde
             );
         }
     }
-    // Serializing a tree of strings, numbers and sorted maps cannot fail.
-    let bytes = serde_json::to_vec(&node)?;
-    Ok(Item::Kept(key, bytes))
+    let facts = match res {
+        Resource::Endpoints | Resource::SlicesV1 => facts(top, res),
+        _ => None,
+    };
+    let (bytes, (stamp_at, comma)) = write(top)?;
+    let as_is = facts.map(|(nodes, service, labels)| AsIs {
+        nodes,
+        service,
+        labels,
+        stamp_at,
+        comma,
+    });
+    Ok(Item::Kept(key, bytes, as_is))
+}
+
+/// Nodes, Service and labels of an endpoint object served as it came; `None` when serving
+/// would change more than the stamp (`kind`/`apiVersion` of another version) or it has `spec`.
+fn facts(
+    top: &[(Cow<'_, str>, Node<'_>)],
+    res: Resource,
+) -> Option<(BTreeSet<String>, Option<ObjectKey>, LabelSet)> {
+    let is = |k: &str, want: &str| matches!(get(top, k), Some(Node::String(s)) if s == want);
+    if !is("kind", res.kind()) || !is("apiVersion", res.api_version()) || get(top, "spec").is_some()
+    {
+        return None;
+    }
+    let text = |n: Option<&Node<'_>>| match n {
+        Some(Node::String(s)) => Some(s.to_string()),
+        _ => None,
+    };
+    let node = |n: Option<&Node<'_>>| text(n).filter(|s| !s.is_empty());
+    let meta = object(get(top, "metadata"));
+    let labels = object(meta.and_then(|m| get(m, "labels")));
+    let pairs: Vec<(Box<str>, Box<str>)> = labels
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((Box::from(&**k), text(Some(v))?.into())))
+        .collect();
+    let service = labels
+        .and_then(|l| node(get(l, SERVICE_NAME_LABEL)))
+        .map(|svc| {
+            let ns = text(meta.and_then(|m| get(m, "namespace"))).unwrap_or_default();
+            ObjectKey::new(&ns, &svc)
+        });
+    let mut nodes = BTreeSet::new();
+    for subset in array(top, "subsets").filter_map(|s| object(Some(s))) {
+        for field in ["addresses", "notReadyAddresses"] {
+            for addr in array(subset, field).filter_map(|a| object(Some(a))) {
+                nodes.extend(node(get(addr, "nodeName")));
+            }
+        }
+    }
+    for ep in array(top, "endpoints").filter_map(|e| object(Some(e))) {
+        let host = |f: &str| node(object(get(ep, f)).and_then(|t| get(t, HOSTNAME_LABEL)));
+        nodes.extend(
+            node(get(ep, "nodeName"))
+                .or_else(|| host("topology"))
+                .or_else(|| host("deprecatedTopology")),
+        );
+    }
+    Some((nodes, service, LabelSet::from_pairs(pairs)))
+}
+
+type Entries<'n, 'a> = &'n [(Cow<'a, str>, Node<'a>)];
+
+fn object<'n, 'a>(n: Option<&'n Node<'a>>) -> Option<Entries<'n, 'a>> {
+    match n {
+        Some(Node::Object(entries)) => Some(entries),
+        _ => None,
+    }
+}
+
+fn array<'n, 'a>(entries: Entries<'n, 'a>, key: &str) -> impl Iterator<Item = &'n Node<'a>> {
+    match get(entries, key) {
+        Some(Node::Array(items)) => items.iter(),
+        _ => [].iter(),
+    }
+}
+
+/// The object `top` as serde_json writes it (compact), and where in `metadata` the stamp goes.
+/// Written by hand at the top two levels only to learn that offset; the bytes are those of
+/// `serde_json::to_vec` (the oracle tests compare them with a `Value`'s).
+fn write(top: Entries<'_, '_>) -> Result<(Vec<u8>, (usize, Comma)), serde_json::Error> {
+    let mut out = Vec::with_capacity(1024);
+    let mut place = (0, Comma::None);
+    out.push(b'{');
+    for (i, (k, v)) in top.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, &**k)?;
+        out.push(b':');
+        match v {
+            Node::Object(meta) if k == "metadata" => {
+                out.push(b'{');
+                let mut at = None;
+                for (j, (mk, mv)) in meta.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    if at.is_none() && &**mk > "resourceVersion" {
+                        at = Some((out.len(), Comma::After));
+                    }
+                    serde_json::to_writer(&mut out, &**mk)?;
+                    out.push(b':');
+                    serde_json::to_writer(&mut out, mv)?;
+                }
+                let end = if meta.is_empty() {
+                    Comma::None
+                } else {
+                    Comma::Before
+                };
+                place = at.unwrap_or((out.len(), end));
+                out.push(b'}');
+            }
+            _ => serde_json::to_writer(&mut out, v)?,
+        }
+    }
+    out.push(b'}');
+    Ok((out, place))
 }
 
 fn get<'n, 'a>(entries: &'n [(Cow<'a, str>, Node<'a>)], key: &str) -> Option<&'n Node<'a>> {

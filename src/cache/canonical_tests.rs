@@ -11,7 +11,15 @@ use crate::upstream::kind::{Change, UpstreamKind};
 
 fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
     match p {
-        Prepared::Listed(m) => m.into_iter().map(|(k, v)| (k, v.to_vec())).collect(),
+        Prepared::Listed(m) => m
+            .into_iter()
+            .map(|(k, l)| {
+                if let Some(facts) = &l.as_is {
+                    facts.check(&l.bytes).expect("the fast path's contract");
+                }
+                (k, l.bytes.to_vec())
+            })
+            .collect(),
         Prepared::One(_) => panic!("a list prepares to Listed"),
     }
 }
@@ -229,4 +237,75 @@ fn scale_objects_agree_with_the_value_path() {
         "endpoints":[{"addresses":["10.0.0.1"],"conditions":{"ready":true},"nodeName":"n1",
         "hints":{"forZones":[{"name":"z"}]},"zone":"z"}],"ports":[{"port":80,"protocol":"TCP"}]});
     same_as_value_path(UpstreamKind::SlicesV1, &[&slice.to_string()]);
+}
+
+fn facts_of(v: &Value, res: Resource) -> Option<AsIs> {
+    match item(&v.to_string(), res, &[]) {
+        Ok(Item::Kept(_, bytes, facts)) => {
+            if let Some(f) = &facts {
+                f.check(&bytes).expect("the fast path's contract");
+            }
+            facts
+        }
+        other => panic!("{v}: {other:?}"),
+    }
+}
+
+#[test]
+fn endpoint_objects_carry_what_serving_them_as_they_came_needs() {
+    let eps = json!([{"addresses":["10.0.0.1"],"nodeName":"n1"},
+        {"addresses":["10.0.0.2"],"deprecatedTopology":{"kubernetes.io/hostname":"n2"}},
+        {"addresses":["10.0.0.3"],"nodeName":"","topology":{"kubernetes.io/hostname":"n3"}},
+        {"addresses":["10.0.0.4"],"nodeName":7}, 5, {"addresses":["10.0.0.5"]}]);
+    let slice = |meta: Value| json!({"metadata": meta, "addressType": "IPv4", "endpoints": eps});
+    // A key sorting after resourceVersion: the stamp goes before it.
+    let f = facts_of(
+        &slice(
+            json!({"name":"a","namespace":"ns","uid":"u","resourceVersion":"3",
+            "labels":{"kubernetes.io/service-name":"svc","x":"é"}}),
+        ),
+        Resource::SlicesV1,
+    )
+    .expect("servable as it came");
+    assert_eq!(f.comma, Comma::After);
+    assert_eq!(f.service, Some(ObjectKey::new("ns", "svc")));
+    let nodes: Vec<&str> = f.nodes.iter().map(String::as_str).collect();
+    assert_eq!(nodes, ["n1", "n2", "n3"]);
+    // None after it: last. Labels of other types, or `labels` not an object, are no labels.
+    for meta in [
+        json!({"name":"b","labels":{"kubernetes.io/service-name":""}}),
+        json!({"name":"c","labels":{"n":1,"kubernetes.io/service-name":"s"}}),
+        json!({"name":"d","labels":"x"}),
+    ] {
+        let f = facts_of(&slice(meta), Resource::SlicesV1).expect("servable as it came");
+        assert_eq!(f.comma, Comma::Before);
+    }
+    // core/v1 Endpoints: both address lists.
+    let ep = json!({"metadata":{"name":"e","namespace":"d"},
+        "subsets":[{"addresses":[{"ip":"10.0.0.1","nodeName":"n1"}],
+                    "notReadyAddresses":[{"ip":"10.0.0.2","nodeName":"n2"},{"ip":"10.0.0.3"}, 1]},
+                   {"ports":[{"port":80}]}, "x"]});
+    let f = facts_of(&ep, Resource::Endpoints).expect("servable as it came");
+    assert_eq!(f.nodes.len(), 2);
+    // Not when serving changes more than the stamp, nor for other resources.
+    let none = [
+        (
+            json!({"kind":"Other","metadata":{"name":"a"}}),
+            Resource::SlicesV1,
+        ),
+        (
+            json!({"apiVersion":"discovery.k8s.io/v1beta1","metadata":{"name":"a"}}),
+            Resource::SlicesV1,
+        ),
+        (
+            json!({"metadata":{"name":"a"},"spec":{}}),
+            Resource::Endpoints,
+        ),
+        (slice(json!({"name":"a"})), Resource::SlicesV1beta1),
+        (json!({"metadata":{"name":"a"}}), Resource::Services),
+        (json!({"metadata":{"name":"a"}}), Resource::Nodes),
+    ];
+    for (v, res) in none {
+        assert!(facts_of(&v, res).is_none(), "{v} as {res:?}");
+    }
 }

@@ -321,7 +321,7 @@ impl State {
     }
 
     /// A full list: objects gone from it are deleted, the others upserted.
-    fn replace(&mut self, kind: UpstreamKind, fresh: BTreeMap<ObjectKey, Raw>, now: u64) {
+    fn replace(&mut self, kind: UpstreamKind, fresh: BTreeMap<ObjectKey, Listed>, now: u64) {
         let gone: Vec<ObjectKey> = self
             .keys_of(kind)
             .into_iter()
@@ -330,9 +330,14 @@ impl State {
         for key in gone {
             self.delete(kind, &key, now);
         }
-        for (key, bytes) in fresh {
+        for (key, Listed { bytes, as_is }) in fresh {
             if self.same_upstream(kind, &key, &bytes) {
                 continue; // unchanged: no need to decode it again
+            }
+            if let Some(facts) = as_is {
+                if self.upsert_as_is(kind, &key, &bytes, facts, now) {
+                    continue; // served as it came: published without decoding it
+                }
             }
             if let Some(obj) = parse(&bytes) {
                 self.upsert_raw(kind, key, obj, bytes, now);
@@ -555,6 +560,8 @@ impl State {
     }
 }
 
+#[path = "store_as_is.rs"]
+mod as_is;
 #[path = "store_upstream.rs"]
 mod upstream;
 use upstream::Stored;
@@ -565,8 +572,10 @@ use publish::finish;
 
 #[path = "store_prepare.rs"]
 mod prepare;
+#[cfg(test)]
 use prepare::fresh;
-pub use prepare::{prepare, Prepared};
+use prepare::fresh_values;
+pub use prepare::{prepare, Listed, Prepared};
 
 #[path = "store_explain.rs"]
 pub mod explain;

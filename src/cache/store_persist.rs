@@ -3,7 +3,7 @@
 
 use log::warn;
 
-use super::{fresh, parse, State};
+use super::{fresh_values, parse, State};
 use crate::cache::published;
 use crate::cache::snapshot::Objects;
 use crate::upstream::kind::UpstreamKind;
@@ -48,7 +48,11 @@ impl State {
             (UpstreamKind::Endpoints, objects.endpoints),
             (slices, objects.slices),
         ] {
-            self.replace(kind, fresh(kind, items.iter().filter_map(parse)), now);
+            self.replace(
+                kind,
+                fresh_values(kind, items.iter().filter_map(parse)),
+                now,
+            );
         }
         // Nodes, then Services, then the endpoint objects: each endpoint object was served with
         // every node and Service already in place, so the recomputation those upserts asked for

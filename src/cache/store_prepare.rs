@@ -8,7 +8,7 @@ use log::warn;
 use serde_json::Value;
 
 use super::{clean, excluded, excluding, raw, Raw};
-use crate::cache::canonical::{self, Item};
+use crate::cache::canonical::{self, AsIs, Item};
 use crate::k8s::ObjectKey;
 use crate::upstream::kind::{Change, UpstreamKind};
 
@@ -18,9 +18,18 @@ use crate::upstream::kind::{Change, UpstreamKind};
 #[derive(Debug)]
 pub enum Prepared {
     /// A full list (initial or relist) as compact bytes by key, excluded objects dropped.
-    Listed(BTreeMap<ObjectKey, Raw>),
+    Listed(BTreeMap<ObjectKey, Listed>),
     /// A single upsert or deletion, applied as it is.
     One(Change),
+}
+
+/// One object of a prepared list.
+#[derive(Debug)]
+pub struct Listed {
+    /// Its canonical compact bytes.
+    pub bytes: Raw,
+    /// For an endpoint object read from text, what publishing it as it came needs.
+    pub as_is: Option<AsIs>,
 }
 
 /// The admitted, cleaned objects of a full list as compact bytes by key.
@@ -29,6 +38,17 @@ pub(super) fn fresh(
     items: impl Iterator<Item = Value>,
 ) -> BTreeMap<ObjectKey, Raw> {
     items.filter_map(|o| admitted(kind, o)).collect()
+}
+
+/// [`fresh`] as the prepared list of decoded objects (which take the `Value` path).
+pub(super) fn fresh_values(
+    kind: UpstreamKind,
+    items: impl Iterator<Item = Value>,
+) -> BTreeMap<ObjectKey, Listed> {
+    fresh(kind, items)
+        .into_iter()
+        .map(|(key, bytes)| (key, Listed { bytes, as_is: None }))
+        .collect()
 }
 
 /// An object of a list, cleaned, as compact bytes, unless it is dropped.
@@ -41,17 +61,24 @@ fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
 
 /// [`fresh`] of a list whose items are still JSON texts: the same bytes, made without a
 /// `Value` ([`canonical::item`]) unless an item needs one.
-fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, Raw> {
+fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, Listed> {
     let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
     let mut out = BTreeMap::new();
     for text in texts {
         let kept = match canonical::item(&text, kind.resource(), excluding(kind)) {
-            Ok(Item::Kept(key, bytes)) => Some((key, bytes.into())),
+            Ok(Item::Kept(key, bytes, as_is)) => Some((
+                key,
+                Listed {
+                    bytes: bytes.into(),
+                    as_is,
+                },
+            )),
             Ok(Item::Dropped) => None,
             Ok(Item::Slow) => serde_json::from_str(&text)
                 .map_err(skip)
                 .ok()
-                .and_then(|obj| admitted(kind, obj)),
+                .and_then(|obj| admitted(kind, obj))
+                .map(|(key, bytes)| (key, Listed { bytes, as_is: None })),
             Err(e) => {
                 skip(e);
                 None
@@ -66,7 +93,7 @@ fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, 
 /// compact bytes one at a time, so the whole list never exists decoded at once.
 pub fn prepare(kind: UpstreamKind, change: Change) -> Prepared {
     match change {
-        Change::Replace(items) => Prepared::Listed(fresh(kind, items.into_iter())),
+        Change::Replace(items) => Prepared::Listed(fresh_values(kind, items.into_iter())),
         Change::List(texts) => Prepared::Listed(fresh_texts(kind, texts)),
         other => Prepared::One(other),
     }

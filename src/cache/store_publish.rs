@@ -21,13 +21,39 @@ impl State {
         value: Option<Value>,
         now: u64,
     ) -> bool {
+        let make = value.map(|mut value| {
+            // The LIST fast path (`api::filter::Selection`) relies on this.
+            debug_assert!(
+                !admission_filtered(res)
+                    || !EXCLUDING_LABELS
+                        .iter()
+                        .any(|k| labels_of(&value).contains_key(*k)),
+                "an admitted object carries an excluding label"
+            );
+            move |rv: u64| {
+                let bytes = finish(res, &mut value, rv);
+                Served::with_bytes(key.clone(), rv, &value, bytes)
+            }
+        });
+        self.publish_with(res, key, make, now)
+    }
+
+    /// [`State::publish`] of the served object `make` builds, stamped with the RV it is given
+    /// (`None`: a deletion).
+    pub(super) fn publish_with(
+        &mut self,
+        res: Resource,
+        key: &ObjectKey,
+        make: Option<impl FnOnce(u64) -> Served>,
+        now: u64,
+    ) -> bool {
         // The view is locked twice, briefly: to read the old version, and to record the new one
         // (the serialization in between runs unlocked; this thread is the only writer).
         let old = published::lock(&self.view)
             .collection(res)
             .get(key)
             .cloned();
-        let Some(mut value) = value else {
+        let Some(make) = make else {
             if old.is_none() {
                 return false;
             }
@@ -35,27 +61,18 @@ impl State {
             self.record(res, key, None, now);
             return true;
         };
-        // The LIST fast path (`api::filter::Selection`) relies on this.
-        debug_assert!(
-            !admission_filtered(res)
-                || !EXCLUDING_LABELS
-                    .iter()
-                    .any(|k| labels_of(&value).contains_key(*k)),
-            "an admitted object carries an excluding label"
-        );
         // Serialize once, stamped with the RV this change would get; compare with the old bytes
         // ignoring the stamp. Only a real change consumes the RV.
         let next = self.rv + 1;
-        let bytes = finish(res, &mut value, next);
+        let served = make(next);
         if old
             .as_ref()
-            .is_some_and(|o| same_but_rv(&bytes, next, &o.bytes, o.rv))
+            .is_some_and(|o| same_but_rv(&served.bytes, next, &o.bytes, o.rv))
         {
             return false;
         }
         self.rv = next;
-        let served = Arc::new(Served::with_bytes(key.clone(), next, &value, bytes));
-        self.record(res, key, Some(served), now);
+        self.record(res, key, Some(Arc::new(served)), now);
         true
     }
 

@@ -36,6 +36,14 @@ impl LabelSet {
         LabelSet(pairs.into_boxed_slice())
     }
 
+    /// Labels from `(key, value)` pairs (sorted here; a repeated key keeps its last value).
+    pub fn from_pairs(mut pairs: Vec<(Box<str>, Box<str>)>) -> LabelSet {
+        pairs.reverse();
+        pairs.sort_by(|a, b| a.0.cmp(&b.0)); // stable: the last of a repeated key comes first
+        pairs.dedup_by(|later, first| later.0 == first.0);
+        LabelSet(pairs.into_boxed_slice())
+    }
+
     /// The value of label `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0
@@ -94,6 +102,19 @@ impl Served {
         // Serializing a Value cannot fail (its keys are strings).
         let bytes = serde_json::to_vec(value).unwrap_or_default();
         Served::with_bytes(key, rv, value, bytes)
+    }
+
+    /// Builds a served object without a `Value`: its final JSON and its labels (an endpoint
+    /// object, which has no selectable `spec` fields).
+    pub fn from_parts(key: ObjectKey, rv: u64, bytes: Vec<u8>, labels: LabelSet) -> Served {
+        Served {
+            key,
+            rv,
+            bytes: bytes.into(),
+            labels,
+            cluster_ip: None,
+            service_type: None,
+        }
     }
 
     /// Builds a served object from its final JSON and that JSON's serialization.

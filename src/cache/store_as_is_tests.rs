@@ -1,0 +1,76 @@
+//! The fast path's reading and stamping against the `Value` path, and when it is taken.
+
+use serde_json::{json, Value};
+
+use super::super::test_support;
+use super::*;
+use crate::cache::topology::fixtures::*;
+use crate::upstream::kind::Change;
+
+/// `v` as a list item of `kind` becomes: its canonical bytes and facts.
+fn prepared(v: &Value, kind: UpstreamKind) -> (super::super::Raw, AsIs) {
+    match crate::cache::canonical::item(&v.to_string(), kind.resource(), &[]) {
+        Ok(crate::cache::canonical::Item::Kept(_, bytes, Some(facts))) => (bytes.into(), facts),
+        other => panic!("{v} is not servable as it came: {other:?}"),
+    }
+}
+
+#[test]
+fn taken_only_for_objects_served_as_they_came() {
+    let mut fx = fixture_f();
+    fx.services.push(service("default", "plain", None));
+    let ep = |ip: &str, node: &str| slice_endpoint_v1(ip, Some(node), None);
+    let plain = slice_v1(
+        "default",
+        "plain-a",
+        Some("plain"),
+        vec![ep("10.0.0.3", "n2")],
+    );
+    let topo = slice_v1("default", "s-a", Some("s"), vec![ep("10.0.0.1", "h")]);
+    let dangling = slice_v1("default", "d-a", Some("nobody"), vec![ep("10.0.0.4", "n3")]);
+    let mut st = test_support::loaded(&fx, 1, UpstreamKind::SlicesV1, vec![]);
+    let key = |v: &Value| ObjectKey::of(v).expect("named");
+    let kind = UpstreamKind::SlicesV1;
+    let as_is = |st: &mut State, kind, v: &Value, now| {
+        let (bytes, facts) = prepared(v, kind);
+        st.upsert_as_is(kind, &key(v), &bytes, facts, now)
+    };
+    assert!(as_is(&mut st, kind, &plain, 1));
+    assert!(as_is(&mut st, kind, &dangling, 1));
+    assert!(
+        !as_is(&mut st, kind, &topo, 1),
+        "a topology Service's slice is filtered"
+    );
+    // What it published is what the Value path serves, stamped with the RV it got.
+    let coll = st.collection(Resource::SlicesV1);
+    let served = coll.get(&key(&plain)).expect("served").clone();
+    drop(coll);
+    let mut want = fx.serve_slice_v1(&plain);
+    let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+    want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
+    assert_eq!(got, want);
+    // The indexes know it: a relabel of n2 reaches it; its Service owns it.
+    assert!(st.on_node("n2").any(|t| *t == Target::Slice(key(&plain))));
+    assert_eq!(
+        st.slice_owner.get(&key(&plain)),
+        Some(&ObjectKey::new("default", "plain"))
+    );
+    // Endpoints: the plain Service's are, the topology Service's and default/kubernetes not.
+    let plain_eps = endpoints("default", "plain", f_addresses());
+    let kube = endpoints("default", "kubernetes", f_addresses());
+    let ekind = UpstreamKind::Endpoints;
+    assert!(as_is(&mut st, ekind, &plain_eps, 1));
+    assert!(!as_is(&mut st, ekind, &fx.endpoints[0], 1));
+    assert!(!as_is(&mut st, ekind, &kube, 1));
+    // A node reported abnormal filters every object: none is served as it came.
+    st.set_edge_health([("n2".to_string(), false)].into_iter().collect(), 2);
+    assert!(!as_is(&mut st, kind, &plain, 2));
+    st.set_edge_health(Default::default(), 3);
+    assert!(as_is(&mut st, kind, &plain, 3));
+    // Once v1beta1 is served, a slice is built in both versions: the Value path.
+    st.serve_v1beta1();
+    assert!(!as_is(&mut st, kind, &plain, 4));
+    // Through a list, the result is the same as the Value path's whichever way it went.
+    st.apply(kind, Change::Replace(vec![plain, topo, dangling]), 5);
+    assert!(st.is_ready());
+}
