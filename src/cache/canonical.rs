@@ -183,6 +183,12 @@ fn facts(
     {
         return None;
     }
+    // A float may not survive a second decode and encode digit for digit (serde_json's float
+    // parsing is not exact), and the splice must give what re-serializing would: endpoint
+    // objects carry none, so any float sends the object the `Value` way.
+    if top.iter().any(|(_, v)| v.has_float()) {
+        return None;
+    }
     let text = |n: Option<&Node<'_>>| match n {
         Some(Node::String(s)) => Some(s.to_string()),
         _ => None,
@@ -309,6 +315,16 @@ fn sorted<'a>(mut entries: Vec<(Cow<'a, str>, Node<'a>)>) -> Vec<(Cow<'a, str>, 
 }
 
 impl Node<'_> {
+    /// Whether the tree holds a number that is not an integer.
+    fn has_float(&self) -> bool {
+        match self {
+            Node::Number(n) => n.is_f64(),
+            Node::Array(items) => items.iter().any(Node::has_float),
+            Node::Object(entries) => entries.iter().any(|(_, v)| v.has_float()),
+            _ => false,
+        }
+    }
+
     /// Whether any object in the tree has the key `token`.
     fn mentions(&self, token: &str) -> bool {
         match self {

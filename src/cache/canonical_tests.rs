@@ -73,6 +73,8 @@ fn strings_numbers_and_repeated_keys_come_out_as_from_a_value() {
         // Repeated keys: the last value stays, at its sorted place.
         r#"{"metadata":{"name":"first"},"b":1,"a":2,"b":3,"metadata":{"name":"second","name":"third"}}"#,
         r#"{"metadata":{"name":"r","labels":{"a":"1","a":"2"}},"a":{"x":1},"a":[1]}"#,
+        // Fuzz finding: floats that do not survive a second decode and encode.
+        r#"{"ba":2,"bmanagedFi":[115,-0,1,-0,100000000000008000000e3],"metadata":{"name":"\u00e9"}}"#,
         // Pretty-printed, empty containers, nesting.
         "{\n  \"metadata\" : { \"name\" : \"p\" } ,\n  \"list\" : [ [ ], { }, [ [ 1 ] ] ]\n}",
     ];
@@ -303,6 +305,17 @@ fn endpoint_objects_carry_what_serving_them_as_they_came_needs() {
         ),
         (slice(json!({"name":"a"})), Resource::SlicesV1beta1),
         (json!({"metadata":{"name":"a"}}), Resource::Services),
+        // A float (fuzz finding: `1e23`-like numbers do not survive decode and encode twice).
+        (
+            slice(json!({"name":"a"}))
+                .as_object()
+                .map_or(json!(null), |m| {
+                    let mut m = m.clone();
+                    m.insert("x".into(), json!([1, -0.0, 1.000_000_000_000_08e23]));
+                    Value::Object(m)
+                }),
+            Resource::SlicesV1,
+        ),
         (json!({"metadata":{"name":"a"}}), Resource::Nodes),
     ];
     for (v, res) in none {

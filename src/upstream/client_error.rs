@@ -1,0 +1,117 @@
+//! [`UpstreamError`]: why an upstream call failed, and how ureq's errors map onto it.
+
+use std::fmt;
+
+use crate::upstream::decode::{self, DecodeError};
+
+/// Why an upstream call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// The settings cannot work (bad server URL, no usable CA, unusable client certificate).
+    Config(String),
+    /// A forwarded request cannot be expressed (bad method, header or path).
+    InvalidRequest(String),
+    /// No usable answer: resolve/connect failure, timeout or a broken connection.
+    Unreachable(String),
+    /// TLS handshake or certificate failure.
+    Tls(String),
+    /// The upstream did not speak HTTP properly.
+    Protocol(String),
+    /// The apiserver answered with an error status (its `Status` body decoded).
+    Status {
+        /// HTTP status code.
+        code: u16,
+        /// `Status.reason`, empty if the body was not a Status.
+        reason: String,
+        /// `Status.message`, or the start of the body.
+        message: String,
+        /// `Status.details.causes[].reason` (see [`decode::StatusInfo::causes`]).
+        causes: Vec<String>,
+    },
+    /// A body exceeded its limit.
+    TooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A 2xx body could not be decoded.
+    Decode(DecodeError),
+}
+
+impl UpstreamError {
+    /// The HTTP code of a [`UpstreamError::Status`].
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            UpstreamError::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the upstream refusing a resourceVersion newer than any it has (its RVs
+    /// went backwards): see [`decode::is_rv_too_large`].
+    pub fn is_rv_too_large(&self) -> bool {
+        match self {
+            UpstreamError::Status {
+                message, causes, ..
+            } => decode::is_rv_too_large(message, causes),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpstreamError::Config(m) => write!(f, "upstream configuration: {m}"),
+            UpstreamError::InvalidRequest(m) => write!(f, "invalid request: {m}"),
+            UpstreamError::Unreachable(m) => write!(f, "upstream unreachable: {m}"),
+            UpstreamError::Tls(m) => write!(f, "upstream TLS: {m}"),
+            UpstreamError::Protocol(m) => write!(f, "upstream protocol error: {m}"),
+            UpstreamError::Status {
+                code,
+                reason,
+                message,
+                ..
+            } => write!(f, "upstream answered {code} {reason}: {message}"),
+            UpstreamError::TooLarge { limit } => {
+                write!(f, "upstream body larger than {limit} bytes")
+            }
+            UpstreamError::Decode(e) => write!(f, "undecodable upstream body: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for UpstreamError {}
+
+impl From<DecodeError> for UpstreamError {
+    fn from(e: DecodeError) -> Self {
+        UpstreamError::Decode(e)
+    }
+}
+
+impl From<ureq::Error> for UpstreamError {
+    fn from(e: ureq::Error) -> Self {
+        use ureq::Error as E;
+        match e {
+            E::Io(io) => match io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            {
+                Some(tls) => UpstreamError::Tls(tls.to_string()),
+                None => UpstreamError::Unreachable(io.to_string()),
+            },
+            E::Rustls(tls) => UpstreamError::Tls(tls.to_string()),
+            E::Tls(m) => UpstreamError::Tls(m.to_string()),
+            E::Pem(p) => UpstreamError::Config(p.to_string()),
+            E::BodyExceedsLimit(limit) => UpstreamError::TooLarge { limit },
+            E::LargeResponseHeader(got, limit) => UpstreamError::Protocol(format!(
+                "response head larger than {limit} bytes (read {got})"
+            )),
+            E::Protocol(p) => UpstreamError::Protocol(p.to_string()),
+            E::Http(h) => UpstreamError::InvalidRequest(h.to_string()),
+            E::BadUri(u) => UpstreamError::InvalidRequest(u),
+            // Timeouts, resolve and connect failures, and anything else transport-level.
+            other => UpstreamError::Unreachable(other.to_string()),
+        }
+    }
+}
