@@ -8,25 +8,37 @@
 //! process-wide), so letting Nodes and Services go first costs no parallelism.
 //!
 //! The wait is bounded: an endpoint reflector goes ahead once Nodes and Services have each
-//! tried one list (whether it worked or not), or after `patience`, whichever comes first, so a
-//! Services reflector that cannot list never holds the others back for long. After that first
-//! round the order never waits again.
+//! tried one list (whether it worked or not), or once neither has made progress (started or
+//! ended a list) for `patience`, so a Services reflector that cannot list never holds the
+//! others back for long, while a long Services list at a big cluster is still waited for
+//! (the others would wait for it anyway: lists take turns). After that first round the order
+//! never waits again.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::kind::UpstreamKind;
 
-/// How long an endpoint reflector waits for the first Nodes and Services lists at most.
+/// How long an endpoint reflector waits for Nodes and Services to make progress.
 pub const PATIENCE: Duration = Duration::from_secs(5);
 
 /// The first-list order of one process's reflectors (shared by its cache sink).
 #[derive(Debug)]
 pub struct ListOrder {
-    /// Bit per kind ([`bit`]): has tried a list.
-    tried: Mutex<u8>,
+    progress: Mutex<Progress>,
     changed: Condvar,
     patience: Duration,
+}
+
+/// Bits per kind ([`bit`]).
+#[derive(Debug)]
+struct Progress {
+    /// Has tried a list.
+    tried: u8,
+    /// Is listing now.
+    listing: u8,
+    /// When a list last started or ended (or the order was made).
+    last: Instant,
 }
 
 fn bit(kind: UpstreamKind) -> u8 {
@@ -37,53 +49,70 @@ fn bit(kind: UpstreamKind) -> u8 {
 const FIRST: u8 = 1 << 0 | 1 << 1;
 
 impl ListOrder {
-    /// An order whose endpoint reflectors wait at most `patience`.
+    /// An order whose endpoint reflectors wait for at most `patience` without progress.
     pub fn new(patience: Duration) -> Self {
         ListOrder {
-            tried: Mutex::new(0),
+            progress: Mutex::new(Progress {
+                tried: 0,
+                listing: 0,
+                last: Instant::now(),
+            }),
             changed: Condvar::new(),
             patience,
         }
     }
 
-    /// The longest an endpoint reflector waits.
+    /// The longest an endpoint reflector waits without progress.
     pub fn patience(&self) -> Duration {
         self.patience
     }
 
-    fn lock(&self) -> MutexGuard<'_, u8> {
-        self.tried.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Before `kind` lists: for Endpoints and EndpointSlices, waits until Nodes and Services
-    /// have tried a list, at most the patience. Returns whether the patience ran out.
+    /// have tried a list, or neither made progress for the patience. Returns whether the
+    /// patience ran out.
     pub fn wait_turn(&self, kind: UpstreamKind) -> bool {
         if matches!(kind, UpstreamKind::Nodes | UpstreamKind::Services) {
             return false;
         }
-        let deadline = Instant::now() + self.patience;
-        let mut tried = self.lock();
-        while *tried & FIRST != FIRST {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            tried = self
+        let mut p = self.lock();
+        while p.tried & FIRST != FIRST {
+            let left = if p.listing & FIRST != 0 {
+                self.patience // one of them is listing: wait for it
+            } else {
+                let left = (p.last + self.patience).saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return true;
+                }
+                left
+            };
+            p = self
                 .changed
-                .wait_timeout(tried, left)
-                .unwrap_or_else(|p| p.into_inner())
+                .wait_timeout(p, left)
+                .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
         false
     }
 
+    /// `kind` starts a list (it has its turn).
+    pub fn listing(&self, kind: UpstreamKind) {
+        let mut p = self.lock();
+        p.listing |= bit(kind);
+        p.last = Instant::now();
+        self.changed.notify_all();
+    }
+
     /// After `kind` tried a list (applied or failed).
     pub fn tried(&self, kind: UpstreamKind) {
-        let mut tried = self.lock();
-        if *tried & bit(kind) == 0 {
-            *tried |= bit(kind);
-            self.changed.notify_all();
-        }
+        let mut p = self.lock();
+        p.listing &= !bit(kind);
+        p.tried |= bit(kind);
+        p.last = Instant::now();
+        self.changed.notify_all();
     }
 }
 
@@ -149,6 +178,28 @@ mod tests {
         order.tried(UpstreamKind::Nodes);
         order.tried(UpstreamKind::Services);
         assert!(!order.wait_turn(UpstreamKind::SlicesV1beta1));
+    }
+
+    #[test]
+    fn a_list_in_progress_is_waited_for_beyond_the_patience() {
+        let order = Arc::new(ListOrder::new(Duration::from_millis(20)));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        // Services is listing (a big cluster's list takes long) when the slices come.
+        order.listing(UpstreamKind::Services);
+        let slices = lister(&order, &log, UpstreamKind::SlicesV1);
+        std::thread::sleep(Duration::from_millis(200)); // ten patiences
+        assert!(
+            log.lock().unwrap().is_empty(),
+            "the slices waited for Services"
+        );
+        order.tried(UpstreamKind::Services);
+        // Nodes has not started: after a patience without progress the slices go ahead.
+        assert!(slices.join().unwrap(), "impatient: Nodes never listed");
+        assert_eq!(*log.lock().unwrap(), [UpstreamKind::SlicesV1]);
+    }
+
+    #[test]
+    fn nodes_and_services_never_wait() {
         // Nodes and Services never wait.
         let fresh = ListOrder::new(PATIENT);
         assert!(!fresh.wait_turn(UpstreamKind::Nodes));

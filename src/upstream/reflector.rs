@@ -255,7 +255,7 @@ impl<L: ListWatch> Reflector<L> {
         let order = sink.list_order();
         if let Some(o) = order.filter(|o| o.wait_turn(self.kind)) {
             log::warn!(
-                "{:?}: listing before Nodes and Services: they did not try a list within {:.0?}",
+                "{:?}: listing before Nodes and Services: neither started or ended a list for {:.0?}",
                 self.kind,
                 o.patience()
             );
@@ -263,6 +263,9 @@ impl<L: ListWatch> Reflector<L> {
         // One full list in memory at a time, process-wide: a decoded list costs several times
         // its JSON size, and four reflectors listing at once set the process's peak memory.
         let gate = LIST_GATE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(o) = order {
+            o.listing(self.kind);
+        }
         let result = self.step_list_gated();
         drop(gate);
         if let Some(o) = order {
