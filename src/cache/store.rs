@@ -392,22 +392,40 @@ impl State {
                 self.publish(Resource::Services, &key, Some(obj), now);
             }
             UpstreamKind::Endpoints => {
-                self.endpoints.insert(key.clone(), bytes);
-                self.index_nodes(
-                    Target::Endpoints(key.clone()),
-                    topology::endpoint_nodes(&obj),
-                );
+                self.keep_endpoint_object(kind, &key, bytes, topology::endpoint_nodes(&obj), None);
                 let served = self.serve_endpoints(&key, obj);
                 self.publish(Resource::Endpoints, &key, Some(served), now);
             }
             UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
-                self.index_slice(&key, topology::slice_service(&obj));
-                self.index_nodes(Target::Slice(key.clone()), topology::endpoint_nodes(&obj));
-                self.slices.insert(key.clone(), bytes);
+                let (nodes, service) = (
+                    topology::endpoint_nodes(&obj),
+                    topology::slice_service(&obj),
+                );
+                self.keep_endpoint_object(kind, &key, bytes, nodes, service);
                 self.publish_slice(&key, obj, now);
             }
         }
         self.settle(kind, &key);
+    }
+
+    /// Keeps an endpoint object's upstream bytes and indexes it: the nodes its endpoints are
+    /// on, and a slice's Service.
+    fn keep_endpoint_object(
+        &mut self,
+        kind: UpstreamKind,
+        key: &ObjectKey,
+        bytes: Stored,
+        nodes: BTreeSet<String>,
+        service: Option<ObjectKey>,
+    ) {
+        if kind == UpstreamKind::Endpoints {
+            self.endpoints.insert(key.clone(), bytes);
+            self.index_nodes(Target::Endpoints(key.clone()), nodes);
+        } else {
+            self.index_slice(key, service);
+            self.index_nodes(Target::Slice(key.clone()), nodes);
+            self.slices.insert(key.clone(), bytes);
+        }
     }
 
     fn delete(&mut self, kind: UpstreamKind, key: &ObjectKey, now: u64) {

@@ -7,9 +7,9 @@
 //! and serialized again. In debug builds every publication through here is checked against the
 //! `Value` path.
 
-use super::{State, Stored, Target};
+use super::{State, Stored};
 use crate::cache::canonical::AsIs;
-use crate::cache::topology::Class;
+use crate::cache::topology::{self, Class};
 use crate::cache::view::Served;
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::kind::UpstreamKind;
@@ -32,10 +32,7 @@ impl State {
             }
             _ => return false,
         };
-        let rewritten = self.settings.wrapper_in_cluster
-            && &*key.namespace == "default"
-            && &*key.name == "kubernetes";
-        if rewritten || !self.health.abnormal.is_empty() {
+        if topology::may_rewrite(key, &self.locality()) || !self.health.abnormal.is_empty() {
             return false;
         }
         let service = match kind {
@@ -46,34 +43,21 @@ impl State {
             return false;
         }
         // The stamp's place is checked before anything changes (it cannot be off in bytes this
-        // process made; a `None` only keeps a wrong splice from ever being served).
-        if facts.stamped(bytes, 0).is_none() {
+        // process made; this only keeps a wrong splice from ever being served).
+        if facts.stamp_at > bytes.len() {
             return false;
         }
         #[cfg(debug_assertions)]
         facts.check(bytes).expect("the fast path's contract");
-        let stored = Stored::Own(bytes.clone());
-        if kind == UpstreamKind::Endpoints {
-            self.endpoints.insert(key.clone(), stored);
-            self.index_nodes(Target::Endpoints(key.clone()), facts.nodes.clone());
-        } else {
-            self.index_slice(key, facts.service.clone());
-            self.index_nodes(Target::Slice(key.clone()), facts.nodes.clone());
-            self.slices.insert(key.clone(), stored);
-        }
+        self.keep_endpoint_object(
+            kind,
+            key,
+            Stored::Own(bytes.clone()),
+            facts.nodes.clone(),
+            facts.service.clone(),
+        );
         let make = |rv: u64| {
             let served = facts.stamped(bytes, rv).unwrap_or_default();
-            #[cfg(debug_assertions)]
-            {
-                let mut value: serde_json::Value =
-                    serde_json::from_slice(bytes).expect("canonical bytes parse");
-                let want = super::publish::finish(res, &mut value, rv);
-                assert_eq!(
-                    String::from_utf8_lossy(&served),
-                    String::from_utf8_lossy(&want),
-                    "served as it came"
-                );
-            }
             Served::from_parts(key.clone(), rv, served, facts.labels.clone())
         };
         self.publish_with(res, key, Some(make), now);

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::test_support;
+use super::super::{test_support, Target};
 use super::*;
 use crate::cache::topology::fixtures::*;
 use crate::upstream::kind::Change;

@@ -308,6 +308,12 @@ pub fn on_abnormal_node(endpoint_node: Option<&str>, loc: &Locality<'_>) -> bool
     !explain_health(endpoint_node, loc).kept
 }
 
+/// Whether the `default/kubernetes` rewrite (§8) may apply to the endpoint object `key`: when it
+/// cannot, an object whose Service has no keys and with no abnormal node is served as it came.
+pub fn may_rewrite(key: &ObjectKey, loc: &Locality<'_>) -> bool {
+    rewrite::may_apply(&key.namespace, &key.name, loc)
+}
+
 /// The Service an EndpointSlice belongs to: label `kubernetes.io/service-name` in the slice's namespace (§3).
 pub fn slice_service(slice: &Value) -> Option<ObjectKey> {
     let meta = slice.get("metadata")?;

@@ -61,13 +61,16 @@ pub(super) fn applies(obj: &Value, loc: &Locality<'_>, kind: Target) -> bool {
 /// The object's metadata when §8 is to be checked at all: `--wrapper-in-cluster` and the object
 /// is `default/kubernetes`.
 fn candidate<'v>(obj: &'v Value, loc: &Locality<'_>) -> Option<&'v Value> {
-    if !loc.wrapper_in_cluster {
-        return None;
-    }
     let meta = obj.get("metadata")?;
     let namespace = meta.get("namespace").and_then(Value::as_str);
     let name = meta.get("name").and_then(Value::as_str);
-    (namespace == Some("default") && name == Some("kubernetes")).then_some(meta)
+    may_apply(namespace.unwrap_or(""), name.unwrap_or(""), loc).then_some(meta)
+}
+
+/// Whether §8 is checked at all for the object `namespace/name`: `--wrapper-in-cluster` and
+/// the object is `default/kubernetes`.
+pub(super) fn may_apply(namespace: &str, name: &str, loc: &Locality<'_>) -> bool {
+    loc.wrapper_in_cluster && namespace == "default" && name == "kubernetes"
 }
 
 /// `(ip, port)` when every §8 condition holds. Objects that are not `default/kubernetes`, and
