@@ -68,6 +68,10 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --out FILE                  Markdown table output (default out/loadbench.md)
   --nginx PATH|none           nginx binary for the LIST baseline (default: nginx on PATH or /usr/sbin)
   --watchers N                concurrent watches (default 100)
+  --watch-client epoll|threads  how the bench reads the watches: one epoll thread for all
+                              (default; like client-go on Go's netpoller) or one blocking thread
+                              per watch (the old client: on 2 cores its wake-ups cost more CPU
+                              than grid-wrapper's writes, so its fan-out figures are client-bound)
   --changes N                 fan-out changes (default 1000)
   --rate R                    fan-out apply rate per second (default 200)
   --ramp R1,R2,...            sustained-rate steps per second (default 200,500,1000,2000,3000,4000,8000)
@@ -193,6 +197,11 @@ fn parse_opts() -> BenchResult<Opts> {
             }
             "--nginx" => o.nginx = Some(val()?),
             "--watchers" => o.watchers = val()?.parse()?,
+            "--watch-client" => watchers::set_client(match val()?.as_str() {
+                "epoll" => watchers::ClientKind::Epoll,
+                "threads" => watchers::ClientKind::Threads,
+                other => return Err(format!("--watch-client {other:?}: epoll or threads").into()),
+            }),
             "--changes" => o.changes = val()?.parse()?,
             "--rate" => o.rate = val()?.parse()?,
             "--ramp" => {
@@ -279,6 +288,9 @@ pub struct ReadySample {
     pub start_to_first_listed: Option<i64>,
     /// The kind named by the last `listed` line.
     pub last_listed_kind: String,
+    /// Of the last list applied (its `… applied in` log line): (decoded off the lock, held
+    /// the lock), ms.
+    pub last_applied: Option<(f64, f64)>,
 }
 
 fn signed_ns(from: Instant, to: Instant) -> i64 {
@@ -398,6 +410,20 @@ pub fn start_wrapper_spec(
             .iter()
             .find(|(_, l)| l.contains("cache ready"))
             .map(|(t, _)| *t);
+        let ms_after = |l: &str, label: &str| -> Option<f64> {
+            let rest = &l[l.find(label)? + label.len()..];
+            rest.split(" ms").next()?.trim().parse().ok()
+        };
+        let last_applied = lines
+            .iter()
+            .rev()
+            .find(|(_, l)| l.contains(" items applied in "))
+            .and_then(|(_, l)| {
+                Some((
+                    ms_after(l, "decoded off the lock in")?,
+                    ms_after(l, "held it")?,
+                ))
+            });
         let sample = ReadySample {
             start_to_ready: ready_at.duration_since(spawned_at).as_nanos() as u64,
             listed_to_ready: last_listed.map(|l| signed_ns(l, ready_at)),
@@ -405,6 +431,7 @@ pub fn start_wrapper_spec(
             listed_lines: listed.len(),
             start_to_first_listed: listed.first().map(|(t, _)| signed_ns(spawned_at, *t)),
             last_listed_kind,
+            last_applied,
         };
         return Ok((w, sample));
     }

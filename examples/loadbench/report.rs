@@ -33,14 +33,19 @@ pub fn round_detail(r: &Round, watchers: usize) -> String {
     let (early, late) = d.trend();
     let _ = write!(
         s,
-        " (first/last tenth {} → {}); CPU % of a core over {:.1} s: wrapper {:.0} ({} per delivery), sim {:.0}, bench client {:.0}",
+        " (first/last tenth {} → {}); CPU % of a core over {:.1} s: wrapper {:.0} ({} per delivery), sim {:.0}, bench ({} watch client and driver) {:.0} ({} per delivery)",
         dur(early),
         dur(late),
         r.window.as_secs_f64(),
         100.0 * r.wrapper_cpu / r.window.as_secs_f64().max(1e-9),
         dur((r.wrapper_cpu * 1e9 / d.delivered.max(1) as f64) as u64),
         100.0 * r.sim_cpu / r.window.as_secs_f64().max(1e-9),
-        100.0 * r.self_cpu / r.window.as_secs_f64().max(1e-9)
+        match crate::watchers::client() {
+            crate::watchers::ClientKind::Epoll => "epoll",
+            crate::watchers::ClientKind::Threads => "thread-per-watch",
+        },
+        100.0 * r.self_cpu / r.window.as_secs_f64().max(1e-9),
+        dur((r.self_cpu * 1e9 / d.delivered.max(1) as f64) as u64),
     );
     if d.complete < d.changes {
         let _ = write!(
@@ -140,13 +145,21 @@ fn ready_rows(out: &mut String, first: &ReadySample, runs: &[ReadySample]) {
         .collect();
     let kinds: Vec<&str> = runs.iter().map(|s| s.last_listed_kind.as_str()).collect();
     let lines = runs.first().map_or(0, |s| s.listed_lines);
+    let applied: Vec<String> = runs
+        .iter()
+        .map(|s| match s.last_applied {
+            Some((off, held)) => format!("{off:.1} / {held:.1} ms"),
+            None => "n/a".into(),
+        })
+        .collect();
     let _ = writeln!(
         out,
-        "| 5 | last upstream `listed` log line → `/readyz` 200 | median {} | per start: {}; last `listed` → `cache ready` log line: {}; last list was {}; spawn → first `listed` line: {}; {} `listed` lines per start (stderr read in a thread, timestamped on arrival) |",
+        "| 5 | last upstream `listed` log line → `/readyz` 200 | median {} | per start: {}; last `listed` → `cache ready` log line: {}; last list was {}; that list decoded off the cache lock / applied under it (its `applied in` log line): {}; spawn → first `listed` line: {}; {} `listed` lines per start (stderr read in a thread, timestamped on arrival) |",
         if listed.is_empty() { "n/a".into() } else { ms(median_i(&listed)) },
         list(&listed),
         list(&cache),
         kinds.join(", "),
+        applied.join(", "),
         list(&first),
         lines,
     );
@@ -215,7 +228,7 @@ pub fn table(r: &Results) -> String {
     let d = &f.delivery;
     let _ = writeln!(
         out,
-        "| 3 | fan-out: upstream apply → received by all {} watchers, p50 / p99 | {} / {} | {} changes at {:.0}/s to slices of non-topology Services (annotation counter); {}; per-delivery p50 / p99 {} / {} |",
+        "| 3 | fan-out: upstream apply → received by all {} watchers, p50 / p99 | {} / {} | {} changes at {:.0}/s to slices of non-topology Services (annotation counter); {}; per-delivery p50 / p99 {} / {}; the upstream's own share: apply → received by a control watch directly on the simulator p50 / p99 {} / {} |",
         r.watchers,
         dur(d.all_pct(50.0)),
         dur(d.all_pct(99.0)),
@@ -224,6 +237,8 @@ pub fn table(r: &Results) -> String {
         round_detail(f, r.watchers),
         dur(d.each_pct(50.0)),
         dur(d.each_pct(99.0)),
+        dur(f.upstream.all_pct(50.0)),
+        dur(f.upstream.all_pct(99.0)),
     );
     let per_event = f.wrapper_cpu * 1e9 / d.delivered.max(1) as f64;
     let _ = writeln!(

@@ -1,11 +1,12 @@
-//! Concurrent watch clients: one thread per watch stream, an incremental chunked-body decoder,
+//! Concurrent watch clients (one epoll thread for all streams, or one thread per stream; see
+//! [`ClientKind`]), an incremental chunked-body decoder,
 //! and per event the sequence number the driver embedded in the object (annotation
 //! [`SEQ_KEY`]) with the instant the bytes were read.
 
 use std::io::{self, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -39,11 +40,36 @@ pub struct WatchResult {
     pub ended: Option<String>,
 }
 
+/// How the watch clients read their streams (`--watch-client`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    /// One thread reads every stream: mio (epoll), each socket read until it would block, each
+    /// read timestamped. Like client-go's watches on Go's netpoller (epoll), and cheap enough
+    /// that the bench client is not the bottleneck (its CPU per delivery is in the table).
+    Epoll,
+    /// One blocking thread per stream (the bench's client before 2026-12-02). On a 2-core
+    /// machine its 100 threads' wake-ups cost more CPU than grid-wrapper's writes: client-bound.
+    Threads,
+}
+
+static CLIENT: OnceLock<ClientKind> = OnceLock::new();
+
+/// Chooses the watch client for the whole run (once, before the first [`WatchSet::open`]).
+pub fn set_client(kind: ClientKind) {
+    let _ = CLIENT.set(kind);
+}
+
+/// The watch client of this run (default [`ClientKind::Epoll`]).
+pub fn client() -> ClientKind {
+    CLIENT.get().copied().unwrap_or(ClientKind::Epoll)
+}
+
 /// A set of running watchers.
 #[derive(Debug)]
 pub struct WatchSet {
     stop: Arc<AtomicBool>,
-    handles: Vec<JoinHandle<WatchResult>>,
+    /// Each thread returns the results of the watches it read (one, or all of them).
+    handles: Vec<JoinHandle<Vec<WatchResult>>>,
     counts: Vec<Arc<AtomicU64>>,
     dead: Arc<AtomicUsize>,
     /// Events other than BOOKMARKs (marked or not), summed over watchers.
@@ -52,49 +78,58 @@ pub struct WatchSet {
     last_event: Arc<AtomicU64>,
 }
 
+/// What the reading threads share with the set.
+#[derive(Clone)]
+struct Shared {
+    stop: Arc<AtomicBool>,
+    started: Arc<AtomicUsize>,
+    dead: Arc<AtomicUsize>,
+    events: Arc<AtomicU64>,
+    last: Arc<AtomicU64>,
+}
+
 impl WatchSet {
-    /// Opens `n` watches of `path` on `addr` and waits (bounded) until every one got its
-    /// response head.
+    /// Opens `n` watches of `path` on `addr` with this run's [`client`] and waits (bounded)
+    /// until every one got its response head.
     pub fn open(addr: SocketAddr, path: &str, n: usize, base: Instant) -> io::Result<WatchSet> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let started = Arc::new(AtomicUsize::new(0));
-        let dead = Arc::new(AtomicUsize::new(0));
-        let events = Arc::new(AtomicU64::new(0));
-        let last_event = Arc::new(AtomicU64::new(0));
-        let mut handles = Vec::with_capacity(n);
-        let mut counts = Vec::with_capacity(n);
-        for _ in 0..n {
-            let count = Arc::new(AtomicU64::new(0));
-            counts.push(Arc::clone(&count));
-            let (stop, started, dead) =
-                (Arc::clone(&stop), Arc::clone(&started), Arc::clone(&dead));
-            let any = Progress {
-                events: Arc::clone(&events),
-                last: Arc::clone(&last_event),
-            };
-            let path = path.to_string();
-            let h = thread::Builder::new()
-                .stack_size(256 << 10)
-                .spawn(move || {
-                    let r = run(addr, &path, base, &stop, &started, (&count, &any));
-                    if r.ended.is_some() {
-                        dead.fetch_add(1, Ordering::SeqCst);
-                    }
-                    r
-                })?;
-            handles.push(h);
+        let sh = Shared {
+            stop: Arc::new(AtomicBool::new(false)),
+            started: Arc::new(AtomicUsize::new(0)),
+            dead: Arc::new(AtomicUsize::new(0)),
+            events: Arc::new(AtomicU64::new(0)),
+            last: Arc::new(AtomicU64::new(0)),
+        };
+        let counts: Vec<_> = (0..n).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let mut handles = Vec::new();
+        match client() {
+            ClientKind::Threads => {
+                for count in &counts {
+                    let (sh, count, path) = (sh.clone(), Arc::clone(count), path.to_string());
+                    let h = thread::Builder::new()
+                        .stack_size(256 << 10)
+                        .spawn(move || vec![run_blocking(addr, &path, base, &sh, count)])?;
+                    handles.push(h);
+                }
+            }
+            ClientKind::Epoll => {
+                let (sh, counts, path) = (sh.clone(), counts.clone(), path.to_string());
+                let h = thread::Builder::new()
+                    .name("watch-epoll".into())
+                    .spawn(move || run_epoll(addr, &path, base, &sh, counts))?;
+                handles.push(h);
+            }
         }
         let ok =
             crate::procs::wait_until(Duration::from_secs(20), Duration::from_millis(5), || {
-                started.load(Ordering::SeqCst) + dead.load(Ordering::SeqCst) >= n
+                sh.started.load(Ordering::SeqCst) + sh.dead.load(Ordering::SeqCst) >= n
             });
         let set = WatchSet {
-            stop,
+            stop: sh.stop,
             handles,
             counts,
-            dead,
-            events,
-            last_event,
+            dead: sh.dead,
+            events: sh.events,
+            last_event: sh.last,
         };
         if !ok || set.dead.load(Ordering::SeqCst) > 0 {
             let results = set.finish();
@@ -132,103 +167,219 @@ impl WatchSet {
         self.stop.store(true, Ordering::SeqCst);
         self.handles
             .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| WatchResult {
-                    ended: Some("watcher thread panicked".into()),
-                    ..WatchResult::default()
+            .flat_map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    vec![WatchResult {
+                        ended: Some("watcher thread panicked".into()),
+                        ..WatchResult::default()
+                    }]
                 })
             })
             .collect()
     }
 }
 
-/// Set-wide counters of every event that is not a BOOKMARK.
-struct Progress {
-    events: Arc<AtomicU64>,
-    last: Arc<AtomicU64>,
+/// One watch stream being read: what it saw so far and its decoder.
+struct Stream {
+    res: WatchResult,
+    dec: Decoder,
+    count: Arc<AtomicU64>,
 }
 
-fn run(
-    addr: SocketAddr,
-    path: &str,
-    base: Instant,
-    stop: &AtomicBool,
-    started: &AtomicUsize,
-    (count, any): (&AtomicU64, &Progress),
-) -> WatchResult {
-    let mut res = WatchResult::default();
-    let mut r = match connect(addr, path) {
-        Ok(r) => r,
-        Err(e) => {
-            res.ended = Some(format!("connect: {e}"));
-            return res;
-        }
-    };
-    match read_head(&mut r) {
-        Ok((code, _)) => {
-            res.code = code;
-            if code != 200 {
-                res.ended = Some(format!("watch answered HTTP {code}"));
-                return res;
-            }
-        }
-        Err(e) => {
-            res.ended = Some(format!("watch head: {e}"));
-            return res;
+impl Stream {
+    fn new(count: Arc<AtomicU64>) -> Stream {
+        Stream {
+            res: WatchResult::default(),
+            dec: Decoder::default(),
+            count,
         }
     }
-    started.fetch_add(1, Ordering::SeqCst);
-    let mut dec = Decoder::default();
-    let mut buf = vec![0u8; READ_BUF];
-    while !stop.load(Ordering::Relaxed) && res.ended.is_none() {
-        let n = match r.read(&mut buf) {
-            Ok(0) => {
-                res.ended = Some("server closed the stream".into());
-                break;
-            }
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                res.ended = Some(format!("read: {e}"));
-                break;
-            }
-        };
-        let now = base.elapsed().as_nanos() as u64;
+
+    /// Takes bytes read at `now` (ns since the base) and updates the set-wide counters.
+    fn on_bytes(&mut self, data: &[u8], now: u64, sh: &Shared) {
+        let res = &mut self.res;
         let before = res.recv.len();
         let other_before = res.unmarked;
-        if let Err(e) = dec.feed(&buf[..n], |line| on_line(line, now, &mut res)) {
+        if let Err(e) = self.dec.feed(data, |line| on_line(line, now, res)) {
             res.ended = Some(e);
         }
         let marked = (res.recv.len() - before) as u64;
         let all = marked + (res.unmarked - other_before);
-        count.fetch_add(marked, Ordering::Relaxed);
+        self.count.fetch_add(marked, Ordering::Relaxed);
         if all > 0 {
             if res.first_ns == 0 {
                 res.first_ns = now;
             }
             res.last_ns = now;
-            any.events.fetch_add(all, Ordering::Relaxed);
-            any.last.fetch_max(now, Ordering::Relaxed);
+            sh.events.fetch_add(all, Ordering::Relaxed);
+            sh.last.fetch_max(now, Ordering::Relaxed);
         }
     }
-    res
+
+    /// Records why the stream ended (the first reason wins).
+    fn end(&mut self, why: String) {
+        if self.res.ended.is_none() {
+            self.res.ended = Some(why);
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.res.ended.is_some()
+    }
 }
 
-fn connect(addr: SocketAddr, path: &str) -> io::Result<BufReader<TcpStream>> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_nodelay(true)?;
-    s.set_read_timeout(Some(POLL))?;
+/// Connects, sends the watch request, reads the response head (blocking). Returns the stream
+/// and the body bytes read past the head.
+fn connect(addr: SocketAddr, path: &str) -> Result<(TcpStream, Vec<u8>), String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, */*\r\nUser-Agent: loadbench\r\n\r\n");
-    s.write_all(req.as_bytes())?;
-    Ok(BufReader::with_capacity(READ_BUF, s))
+    s.set_nodelay(true)
+        .and_then(|()| s.set_read_timeout(Some(POLL * 50)))
+        .and_then(|()| s.write_all(req.as_bytes()))
+        .map_err(|e| format!("watch request: {e}"))?;
+    let mut r = BufReader::with_capacity(64 << 10, s);
+    let code = read_head(&mut r).map_err(|e| format!("watch head: {e}"))?.0;
+    if code != 200 {
+        return Err(format!("watch answered HTTP {code}"));
+    }
+    let rest = r.buffer().to_vec();
+    let s = r.into_inner();
+    s.set_read_timeout(Some(POLL))
+        .map_err(|e| format!("socket: {e}"))?;
+    Ok((s, rest))
+}
+
+fn run_blocking(
+    addr: SocketAddr,
+    path: &str,
+    base: Instant,
+    sh: &Shared,
+    count: Arc<AtomicU64>,
+) -> WatchResult {
+    let mut st = Stream::new(count);
+    let (mut s, rest) = match connect(addr, path) {
+        Ok(x) => x,
+        Err(e) => {
+            sh.dead.fetch_add(1, Ordering::SeqCst);
+            st.res.ended = Some(e);
+            return st.res;
+        }
+    };
+    st.res.code = 200;
+    sh.started.fetch_add(1, Ordering::SeqCst);
+    let now = base.elapsed().as_nanos() as u64;
+    st.on_bytes(&rest, now, sh);
+    let mut buf = vec![0u8; READ_BUF];
+    while !sh.stop.load(Ordering::Relaxed) && !st.ended() {
+        match s.read(&mut buf) {
+            Ok(0) => st.end("server closed the stream".into()),
+            Ok(n) => {
+                let now = base.elapsed().as_nanos() as u64;
+                st.on_bytes(&buf[..n], now, sh);
+            }
+            Err(e) if is_retry(&e) => {}
+            Err(e) => st.end(format!("read: {e}")),
+        }
+    }
+    if st.ended() {
+        sh.dead.fetch_add(1, Ordering::SeqCst);
+    }
+    st.res
+}
+
+fn is_retry(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// Reads every stream on one thread: mio (epoll, edge-triggered), each ready socket read until
+/// it would block, each read timestamped when it returns.
+fn run_epoll(
+    addr: SocketAddr,
+    path: &str,
+    base: Instant,
+    sh: &Shared,
+    counts: Vec<Arc<AtomicU64>>,
+) -> Vec<WatchResult> {
+    let mut streams: Vec<Stream> = counts.into_iter().map(Stream::new).collect();
+    let mut socks: Vec<Option<mio::net::TcpStream>> = Vec::with_capacity(streams.len());
+    let poll = mio::Poll::new();
+    let mut poll = match poll {
+        Ok(p) => p,
+        Err(e) => {
+            for st in &mut streams {
+                st.res.ended = Some(format!("epoll: {e}"));
+            }
+            sh.dead.fetch_add(streams.len(), Ordering::SeqCst);
+            return streams.into_iter().map(|s| s.res).collect();
+        }
+    };
+    for (i, st) in streams.iter_mut().enumerate() {
+        let opened = connect(addr, path).and_then(|(s, rest)| {
+            s.set_nonblocking(true)
+                .map_err(|e| format!("socket: {e}"))?;
+            let mut s = mio::net::TcpStream::from_std(s);
+            poll.registry()
+                .register(&mut s, mio::Token(i), mio::Interest::READABLE)
+                .map_err(|e| format!("epoll register: {e}"))?;
+            Ok((s, rest))
+        });
+        match opened {
+            Ok((s, rest)) => {
+                st.res.code = 200;
+                sh.started.fetch_add(1, Ordering::SeqCst);
+                st.on_bytes(&rest, base.elapsed().as_nanos() as u64, sh);
+                if st.ended() {
+                    sh.dead.fetch_add(1, Ordering::SeqCst);
+                    socks.push(None);
+                } else {
+                    socks.push(Some(s));
+                }
+            }
+            Err(e) => {
+                st.res.ended = Some(e);
+                sh.dead.fetch_add(1, Ordering::SeqCst);
+                socks.push(None);
+            }
+        }
+    }
+    let mut events = mio::Events::with_capacity(socks.len().max(1));
+    let mut buf = vec![0u8; READ_BUF];
+    while !sh.stop.load(Ordering::Relaxed) {
+        if let Err(e) = poll.poll(&mut events, Some(POLL)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            for st in streams.iter_mut().filter(|s| !s.ended()) {
+                st.end(format!("epoll: {e}"));
+                sh.dead.fetch_add(1, Ordering::SeqCst);
+            }
+            break;
+        }
+        for ev in &events {
+            let i = ev.token().0;
+            let (Some(st), Some(slot)) = (streams.get_mut(i), socks.get_mut(i)) else {
+                continue;
+            };
+            let Some(s) = slot.as_mut() else { continue };
+            while !st.ended() {
+                match s.read(&mut buf) {
+                    Ok(0) => st.end("server closed the stream".into()),
+                    Ok(n) => st.on_bytes(&buf[..n], base.elapsed().as_nanos() as u64, sh),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => st.end(format!("read: {e}")),
+                }
+            }
+            if st.ended() {
+                sh.dead.fetch_add(1, Ordering::SeqCst);
+                *slot = None;
+            }
+        }
+    }
+    streams.into_iter().map(|s| s.res).collect()
 }
 
 fn on_line(line: &[u8], now: u64, res: &mut WatchResult) {
