@@ -24,6 +24,10 @@ use crate::cache::topology::{self, HOSTNAME_LABEL, SERVICE_NAME_LABEL};
 use crate::cache::view::{rv_stamp, stamp_rv, LabelSet};
 use crate::k8s::{ObjectKey, Resource};
 
+#[path = "canonical_spans.rs"]
+mod spans;
+pub use spans::{EndpointSpan, EndpointSpans};
+
 /// The key by which serde_json's `Value` recognizes an embedded `RawValue` (feature
 /// `raw_value`): an item carrying it is decoded the slow way, so that it means the same.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
@@ -68,15 +72,30 @@ pub struct AsIs {
     pub stamp_at: usize,
     /// See `stamp_at`.
     pub comma: Comma,
+    /// For a v1 slice whose `endpoints` is an array: where each endpoint is in the bytes.
+    pub endpoints: Option<EndpointSpans>,
 }
 
 impl AsIs {
     /// `raw` (the bytes this was read with) with `"resourceVersion":"<rv>"` spliced in.
     pub fn stamped(&self, raw: &[u8], rv: u64) -> Option<Vec<u8>> {
+        let before = raw.get(..self.stamp_at)?;
+        self.finish_stamped(before.to_vec(), raw, rv)
+    }
+
+    /// [`AsIs::stamped`] of a v1 slice with the endpoints whose `keep` is false cut out and
+    /// `hints` cut out of the kept ones (§2, §7: a topology Service's slice); `None` without
+    /// [`AsIs::endpoints`] or with a `keep` of another length.
+    pub fn pruned(&self, raw: &[u8], keep: &[bool], rv: u64) -> Option<Vec<u8>> {
+        let cut = self.endpoints.as_ref()?.cut(raw, keep, self.stamp_at)?;
+        self.finish_stamped(cut, raw, rv)
+    }
+
+    /// `out` (the bytes before the stamp's place) with the stamp and the rest of `raw`.
+    fn finish_stamped(&self, mut out: Vec<u8>, raw: &[u8], rv: u64) -> Option<Vec<u8>> {
         let stamp = rv_stamp(rv);
-        let (before, after) = raw.split_at_checked(self.stamp_at)?;
-        let mut out = Vec::with_capacity(raw.len() + stamp.len() + 1);
-        out.extend_from_slice(before);
+        let after = raw.get(self.stamp_at..)?;
+        out.reserve(stamp.len() + 1 + after.len());
         if self.comma == Comma::Before {
             out.push(b',');
         }
@@ -94,14 +113,27 @@ impl AsIs {
     pub fn check(&self, raw: &[u8]) -> Result<(), String> {
         let value: serde_json::Value =
             serde_json::from_slice(raw).map_err(|e| format!("not JSON: {e}"))?;
-        let mut want = value.clone();
-        stamp_rv(&mut want, 1234);
-        let want = serde_json::to_vec(&want).map_err(|e| e.to_string())?;
+        let stamped = |mut v: serde_json::Value| {
+            stamp_rv(&mut v, 1234);
+            serde_json::to_vec(&v).map_err(|e| e.to_string())
+        };
+        let want = stamped(value.clone())?;
+        let spans = match &self.endpoints {
+            // Some endpoints kept, some pruned: every third goes.
+            Some(spans) => {
+                let keep: Vec<bool> = (0..spans.items.len()).map(|i| i % 3 != 1).collect();
+                let pruned = stamped(spans.check(raw, &value, &keep)?)?;
+                spans.fit(raw.len(), self.stamp_at) && self.pruned(raw, &keep, 1234) == Some(pruned)
+            }
+            // Without spans the slice takes the `Value` path: slower, never wrong.
+            None => true,
+        };
         let checks = [
             ("nodes", self.nodes == topology::endpoint_nodes(&value)),
             ("labels", self.labels == LabelSet::of(&value)),
             ("service", self.service == topology::slice_service(&value)),
             ("stamp", self.stamped(raw, 1234) == Some(want)),
+            ("endpoint spans", spans),
         ];
         match checks.iter().find(|(_, ok)| !ok) {
             Some((what, _)) => Err(format!("{what} differ from the Value path's for {value}")),
@@ -161,13 +193,14 @@ pub fn item(text: &str, res: Resource, excluding: &[&str]) -> Result<Item, serde
         Resource::Endpoints | Resource::SlicesV1 => facts(top, res),
         _ => None,
     };
-    let (bytes, (stamp_at, comma)) = write(top)?;
+    let (bytes, (stamp_at, comma), endpoints) = write(top, res == Resource::SlicesV1)?;
     let as_is = facts.map(|(nodes, service, labels)| AsIs {
         nodes,
         service,
         labels,
         stamp_at,
         comma,
+        endpoints,
     });
     Ok(Item::Kept(key, bytes, as_is))
 }
@@ -242,12 +275,15 @@ fn array<'n, 'a>(entries: Entries<'n, 'a>, key: &str) -> impl Iterator<Item = &'
     }
 }
 
-/// The object `top` as serde_json writes it (compact), and where in `metadata` the stamp goes.
-/// Written by hand at the top two levels only to learn that offset; the bytes are those of
+/// The object `top` as serde_json writes it (compact), where in `metadata` the stamp goes, and
+/// with `spans` where each element of an `endpoints` array is. Written by hand at the top two
+/// levels (three in `endpoints`) only to learn those offsets; the bytes are those of
 /// `serde_json::to_vec` (the oracle tests compare them with a `Value`'s).
-fn write(top: Entries<'_, '_>) -> Result<(Vec<u8>, (usize, Comma)), serde_json::Error> {
+type Written = (Vec<u8>, (usize, Comma), Option<EndpointSpans>);
+fn write(top: Entries<'_, '_>, spans: bool) -> Result<Written, serde_json::Error> {
     let mut out = Vec::with_capacity(1024);
     let mut place = (0, Comma::None);
+    let mut endpoints = None;
     out.push(b'{');
     for (i, (k, v)) in top.iter().enumerate() {
         if i > 0 {
@@ -278,11 +314,14 @@ fn write(top: Entries<'_, '_>) -> Result<(Vec<u8>, (usize, Comma)), serde_json::
                 place = at.unwrap_or((out.len(), end));
                 out.push(b'}');
             }
+            Node::Array(items) if spans && k == "endpoints" => {
+                endpoints = spans::write_endpoints(&mut out, items)?;
+            }
             _ => serde_json::to_writer(&mut out, v)?,
         }
     }
     out.push(b'}');
-    Ok((out, place))
+    Ok((out, place, endpoints))
 }
 
 fn get<'n, 'a>(entries: &'n [(Cow<'a, str>, Node<'a>)], key: &str) -> Option<&'n Node<'a>> {

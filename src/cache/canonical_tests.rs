@@ -197,7 +197,19 @@ impl Gen {
         }
     }
     fn object(&mut self, depth: u32, top: bool) -> String {
-        const KEYS: [&str; 8] = ["b", "a", "kind", "x\\u0079", "spec", "labels", "é", "name"];
+        const KEYS: [&str; 11] = [
+            "b",
+            "a",
+            "kind",
+            "x\\u0079",
+            "spec",
+            "labels",
+            "é",
+            "name",
+            "endpoints",
+            "hints",
+            "nodeName",
+        ];
         let mut entries = Vec::new();
         if top {
             let name = self.pick(&["\"n1\"", "\"n2\"", "\"\"", "3"]);
@@ -321,4 +333,137 @@ fn endpoint_objects_carry_what_serving_them_as_they_came_needs() {
     for (v, res) in none {
         assert!(facts_of(&v, res).is_none(), "{v} as {res:?}");
     }
+}
+
+#[test]
+fn a_topology_slice_is_pruned_on_its_bytes_as_on_its_value() {
+    // hints first of several, alone, last; a node from deprecatedTopology; an empty nodeName;
+    // elements that are not objects; escaped keys.
+    let eps = json!([
+        {"addresses":["10.0.0.1"],"nodeName":"n1","hints":{"forZones":[{"name":"z"}]}},
+        {"hints":{"forZones":[]}},
+        {"addresses":["10.0.0.2"],"deprecatedTopology":{"kubernetes.io/hostname":"n2"},
+         "hints":{"forZones":[{"name":"a\"b"}]},"zone":"z"},
+        {"addresses":["10.0.0.3"],"nodeName":"","deprecatedTopology":{"kubernetes.io/hostname":"n3"}},
+        7, [1], null,
+        {"a\"é":1,"hints":2,"nodeName":"n4"}
+    ]);
+    let v = json!({"metadata":{"name":"a","namespace":"ns","uid":"u",
+        "labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","endpoints":eps,
+        "ports":[{"port":80}]});
+    let f = facts_of(&v, Resource::SlicesV1).expect("servable as it came");
+    let spans = f.endpoints.as_ref().expect("spans of the endpoints array");
+    let bytes = match item(&v.to_string(), Resource::SlicesV1, &[]) {
+        Ok(Item::Kept(_, bytes, _)) => bytes,
+        other => panic!("{other:?}"),
+    };
+    let nodes: Vec<Option<&str>> = spans.items.iter().map(|e| e.node(&bytes)).collect();
+    assert_eq!(
+        nodes,
+        [
+            Some("n1"),
+            None,
+            Some("n2"),
+            Some("n3"),
+            None,
+            None,
+            None,
+            Some("n4")
+        ]
+    );
+    let value: Value = serde_json::from_slice(&bytes).expect("JSON");
+    // Every subset of the 8 endpoints kept: the bytes are what the Value path gives.
+    for mask in 0u32..256 {
+        let keep: Vec<bool> = (0..8).map(|i| mask & (1 << i) != 0).collect();
+        let mut want = spans.check(&bytes, &value, &keep).expect("nodes agree");
+        crate::cache::view::stamp_rv(&mut want, 77);
+        let want = serde_json::to_vec(&want).expect("serializes");
+        assert_eq!(f.pruned(&bytes, &keep, 77), Some(want), "mask {mask:08b}");
+    }
+    // A keep of another length, or a span one byte off, is refused or caught.
+    assert_eq!(f.pruned(&bytes, &[true], 77), None);
+    let mut off = f.clone();
+    if let Some(s) = off.endpoints.as_mut() {
+        s.items[0].hints.0 += 1;
+    }
+    assert!(off.check(&bytes).is_err(), "a wrong hints span is caught");
+    // A node name that serializing escapes: no spans (the Value path), the rest as before.
+    let quoted = json!({"metadata":{"name":"q"},"endpoints":[{"nodeName":"a\"b"}]});
+    let f = facts_of(&quoted, Resource::SlicesV1).expect("servable");
+    assert!(f.endpoints.is_none());
+    // An empty array; no endpoints key, or null: no spans (the Value path inserts `[]`).
+    let empty = json!({"metadata":{"name":"e"},"endpoints":[]});
+    let f = facts_of(&empty, Resource::SlicesV1).expect("servable");
+    assert_eq!(f.endpoints.map(|s| s.items.len()), Some(0));
+    for v in [
+        json!({"metadata":{"name":"e"}}),
+        json!({"metadata":{"name":"e"},"endpoints":null}),
+    ] {
+        let f = facts_of(&v, Resource::SlicesV1).expect("servable");
+        assert!(f.endpoints.is_none(), "{v}");
+    }
+}
+
+#[test]
+fn generated_slices_prune_as_their_values() {
+    let mut g = Gen(0x2545_f491_4f6c_dd1d);
+    const FIELDS: [&str; 7] = [
+        "addresses",
+        "nodeName",
+        "hints",
+        "deprecatedTopology",
+        "zone",
+        "conditions",
+        "hin\\u0074s",
+    ];
+    let mut spans_seen = 0;
+    for _ in 0..2000 {
+        let mut eps = Vec::new();
+        for _ in 0..g.next() % 6 {
+            let mut fields = Vec::new();
+            for _ in 0..g.next() % 5 {
+                let f = g.pick(&FIELDS);
+                let v = match f {
+                    "nodeName" => g.pick(&["\"n1\"", "\"\"", "\"n\\u0032\"", "3"]).to_string(),
+                    "deprecatedTopology" => g
+                        .pick(&[r#"{"kubernetes.io/hostname":"n3"}"#, r#"{"x":"y"}"#, "[]"])
+                        .to_string(),
+                    _ => g
+                        .pick(&["{}", "[1]", "\"z\"", r#"{"forZones":[{"name":"z"}]}"#])
+                        .to_string(),
+                };
+                fields.push(format!("\"{f}\":{v}"));
+            }
+            eps.push(if g.next() % 8 == 0 {
+                "7".to_string()
+            } else {
+                format!("{{{}}}", fields.join(","))
+            });
+        }
+        let text = format!(
+            r#"{{"ports":[],"endpoints":[{}],"metadata":{{"name":"s","uid":"u"}},"addressType":"IPv4"}}"#,
+            eps.join(",")
+        );
+        match item(&text, Resource::SlicesV1, &[]) {
+            Ok(Item::Kept(_, bytes, Some(f))) => {
+                f.check(&bytes).expect("the fast path's contract");
+                let n = f.endpoints.as_ref().map_or(0, |s| s.items.len());
+                spans_seen += n;
+                let value: Value = serde_json::from_slice(&bytes).expect("JSON");
+                let spans = f.endpoints.as_ref().expect("an endpoints array");
+                for mask in [0u32, !0, 0b0101_0101, 0b1010_1010] {
+                    let keep: Vec<bool> = (0..n).map(|i| mask & (1 << i) != 0).collect();
+                    let mut want = spans.check(&bytes, &value, &keep).expect("nodes agree");
+                    crate::cache::view::stamp_rv(&mut want, 5);
+                    let want = serde_json::to_vec(&want).expect("serializes");
+                    assert_eq!(f.pruned(&bytes, &keep, 5), Some(want), "{text}");
+                }
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+    assert!(
+        spans_seen > 2000,
+        "the generator made endpoints: {spans_seen}"
+    );
 }

@@ -512,6 +512,9 @@ impl State {
                 }
                 Target::Slice(key) => {
                     let kind = self.slice_kind;
+                    if self.recompute_as_is(kind, &key, now) {
+                        continue; // filtered on its bytes
+                    }
                     if let Some(obj) = self.upstream_value(kind, &key) {
                         self.materialize(kind, &key);
                         self.publish_slice(&key, obj, now);

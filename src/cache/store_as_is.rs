@@ -1,14 +1,16 @@
-//! Publication without a `Value` for an endpoint object served exactly as it came: its Service
-//! has no topology keys, no node is reported abnormal (§10) and it is not `default/kubernetes`
-//! (§8). Its served bytes are then its upstream bytes with the resourceVersion stamp spliced
-//! into `metadata`, and what the indexes and the view need (its nodes, its Service, its labels)
-//! was read off the lock when the list item was made canonical ([`AsIs`]). At scale S that is
-//! half the slices of a list, which otherwise are decoded into a `Value` again under the lock
-//! and serialized again. In debug builds every publication through here is checked against the
+//! Publication without a `Value` for an endpoint object of a listed list: no node is reported
+//! abnormal (§10) and it is not `default/kubernetes` (§8). If its Service has no topology keys,
+//! its served bytes are its upstream bytes with the resourceVersion stamp spliced into
+//! `metadata`; a topology Service's v1 slice has its pruned endpoints, and the `hints` of the
+//! kept ones, cut out of those bytes first (§2, §7). What the indexes, the filter and the view
+//! need (its nodes, each endpoint's node and place, its Service, its labels) was read off the
+//! lock when the list item was made canonical ([`AsIs`]). At scale S that is every slice of a
+//! list, which otherwise are decoded into a `Value` again under the lock, filtered and
+//! serialized again. In debug builds every publication through here is checked against the
 //! `Value` path.
 
 use super::{State, Stored};
-use crate::cache::canonical::AsIs;
+use crate::cache::canonical::{self, AsIs, Item};
 use crate::cache::topology::{self, Class};
 use crate::cache::view::Served;
 use crate::k8s::{ObjectKey, Resource};
@@ -39,9 +41,26 @@ impl State {
             UpstreamKind::Endpoints => Some(key),
             _ => facts.service.as_ref(),
         };
-        if matches!(self.class_of(service), Class::Topology(_)) {
-            return false;
-        }
+        // A topology Service's v1 slice: which endpoints stay (§2; no §10 here: no node is
+        // abnormal), decided now; their bytes are cut out below, without a `Value`.
+        let keep: Option<Vec<bool>> = match self.class_of(service) {
+            Class::Topology(keys) => {
+                let spans = match (&facts.endpoints, kind) {
+                    (Some(s), UpstreamKind::SlicesV1) if s.fit(bytes.len(), facts.stamp_at) => s,
+                    _ => return false,
+                };
+                let loc = self.locality();
+                let kept = |node: Option<&str>| topology::verdict(node, Some(keys), false, &loc);
+                Some(
+                    spans
+                        .items
+                        .iter()
+                        .map(|e| kept(e.node(bytes)).kept)
+                        .collect(),
+                )
+            }
+            Class::Normal | Class::Dangling => None,
+        };
         // The stamp's place is checked before anything changes (it cannot be off in bytes this
         // process made; this only keeps a wrong splice from ever being served).
         if facts.stamp_at > bytes.len() {
@@ -56,13 +75,65 @@ impl State {
             facts.nodes.clone(),
             facts.service.clone(),
         );
+        #[cfg(debug_assertions)]
+        if let Some(keep) = &keep {
+            self.check_pruned(key, bytes, &facts, keep);
+        }
         let make = |rv: u64| {
-            let served = facts.stamped(bytes, rv).unwrap_or_default();
-            Served::from_parts(key.clone(), rv, served, facts.labels.clone())
+            let served = match &keep {
+                Some(keep) => facts.pruned(bytes, keep, rv),
+                None => facts.stamped(bytes, rv),
+            };
+            Served::from_parts(
+                key.clone(),
+                rv,
+                served.unwrap_or_default(),
+                facts.labels.clone(),
+            )
         };
         self.publish_with(res, key, Some(make), now);
         self.settle(kind, key);
         true
+    }
+
+    /// Recomputes a stored v1 slice (a local-node relabel, a Service's keys changed) through
+    /// [`State::upsert_as_is`]: its stored bytes are canonical, so reading them again as a list
+    /// item gives the same bytes and the facts. `false` (nothing done) when it must take the
+    /// `Value` path.
+    pub(super) fn recompute_as_is(
+        &mut self,
+        kind: UpstreamKind,
+        key: &ObjectKey,
+        now: u64,
+    ) -> bool {
+        if kind != UpstreamKind::SlicesV1 {
+            return false;
+        }
+        let Some(bytes) = self.upstream_bytes(kind, key) else {
+            return false;
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            return false;
+        };
+        match canonical::item(text, kind.resource(), &[]) {
+            Ok(Item::Kept(k, same, Some(facts))) if k == *key && same[..] == bytes[..] => {
+                self.upsert_as_is(kind, key, &bytes, facts, now)
+            }
+            _ => false,
+        }
+    }
+
+    /// Debug builds: the pruned bytes are what the `Value` path serves (`serve_slice`).
+    #[cfg(debug_assertions)]
+    fn check_pruned(&self, key: &ObjectKey, bytes: &super::Raw, facts: &AsIs, keep: &[bool]) {
+        let value = super::parse(bytes).expect("bytes this process made");
+        let mut want = self.serve_slice(key, value, Resource::SlicesV1);
+        let want = super::publish::finish(Resource::SlicesV1, &mut want, 1234);
+        assert_eq!(
+            facts.pruned(bytes, keep, 1234).as_deref(),
+            Some(&want[..]),
+            "a topology slice pruned on its bytes is what the Value path serves"
+        );
     }
 }
 

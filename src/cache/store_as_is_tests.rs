@@ -37,18 +37,41 @@ fn taken_only_for_objects_served_as_they_came() {
     };
     assert!(as_is(&mut st, kind, &plain, 1));
     assert!(as_is(&mut st, kind, &dangling, 1));
-    assert!(
-        !as_is(&mut st, kind, &topo, 1),
-        "a topology Service's slice is filtered"
+    // A topology Service's slice is filtered on its bytes: one endpoint kept, one pruned,
+    // the kept one's hints cut; without an endpoints array it takes the Value path.
+    let hinted = json!({"addresses":["10.0.0.9"],"nodeName":"n2",
+        "hints":{"forZones":[{"name":"z"}]}});
+    let topo_mixed = slice_v1(
+        "default",
+        "s-b",
+        Some("s"),
+        vec![ep("10.0.0.1", "h"), hinted, ep("10.0.0.2", "n3")],
     );
-    // What it published is what the Value path serves, stamped with the RV it got.
-    let coll = st.collection(Resource::SlicesV1);
-    let served = coll.get(&key(&plain)).expect("served").clone();
-    drop(coll);
-    let mut want = fx.serve_slice_v1(&plain);
-    let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
-    want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
-    assert_eq!(got, want);
+    let mut topo_null = slice_v1("default", "s-c", Some("s"), vec![]);
+    topo_null["endpoints"] = Value::Null;
+    assert!(as_is(&mut st, kind, &topo, 1));
+    assert!(as_is(&mut st, kind, &topo_mixed, 1));
+    assert!(!as_is(&mut st, kind, &topo_null, 1));
+    // What each published is what the Value path serves, stamped with the RV it got.
+    for v in [&plain, &topo, &topo_mixed] {
+        let coll = st.collection(Resource::SlicesV1);
+        let served = coll.get(&key(v)).expect("served").clone();
+        drop(coll);
+        let mut want = fx.serve_slice_v1(v);
+        let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+        want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
+        assert_eq!(got, want, "{}", key(v));
+    }
+    let kept = |v: &Value| {
+        let coll = st.collection(Resource::SlicesV1);
+        let served = coll.get(&key(v)).expect("served").clone();
+        let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+        got["endpoints"].as_array().map_or(0, Vec::len)
+    };
+    assert!(
+        (1..3).contains(&kept(&topo_mixed)),
+        "the filter pruned some, not all"
+    );
     // The indexes know it: a relabel of n2 reaches it; its Service owns it.
     assert!(st.on_node("n2").any(|t| *t == Target::Slice(key(&plain))));
     assert_eq!(
@@ -71,6 +94,10 @@ fn taken_only_for_objects_served_as_they_came() {
     st.serve_v1beta1();
     assert!(!as_is(&mut st, kind, &plain, 4));
     // Through a list, the result is the same as the Value path's whichever way it went.
-    st.apply(kind, Change::Replace(vec![plain, topo, dangling]), 5);
+    st.apply(
+        kind,
+        Change::Replace(vec![plain, topo, topo_mixed, topo_null, dangling]),
+        5,
+    );
     assert!(st.is_ready());
 }

@@ -10,6 +10,9 @@ use crate::k8s::ObjectKey;
 
 impl State {
     pub(super) fn index_slice(&mut self, slice: &ObjectKey, owner: Option<ObjectKey>) {
+        if self.slice_owner.get(slice) == owner.as_ref() {
+            return; // unchanged (a recomputation, an update of the same Service's slice)
+        }
         if let Some(previous) = self.slice_owner.remove(slice) {
             if let Some(set) = self.slices_by_service.get_mut(&previous) {
                 remove_sorted(set, slice);
@@ -38,6 +41,15 @@ impl State {
     }
 
     pub(super) fn index_nodes(&mut self, target: Target, nodes: BTreeSet<String>) {
+        let same = |old: &Indexed| {
+            old.nodes
+                .iter()
+                .map(|n| &**n)
+                .eq(nodes.iter().map(String::as_str))
+        };
+        if self.nodes_of.get(&target).is_some_and(same) {
+            return; // unchanged: both sorted
+        }
         let old = self.nodes_of.remove(&target);
         if let Some(old) = &old {
             for n in old.nodes.iter() {

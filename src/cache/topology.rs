@@ -366,7 +366,7 @@ fn address_node(addr: &Value) -> Option<&str> {
 
 /// Node of a slice endpoint: non-empty `nodeName`, else `<topology_field>["kubernetes.io/hostname"]`
 /// (`topology` in v1beta1, `deprecatedTopology` in v1).
-fn slice_endpoint_node<'v>(ep: &'v Value, topology_field: &str) -> Option<&'v str> {
+pub(crate) fn slice_endpoint_node<'v>(ep: &'v Value, topology_field: &str) -> Option<&'v str> {
     non_empty_str(ep.get("nodeName"))
         .or_else(|| non_empty_str(ep.get(topology_field).and_then(|t| t.get(HOSTNAME_LABEL))))
 }

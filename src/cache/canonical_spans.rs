@@ -1,0 +1,262 @@
+//! Where each endpoint of a v1 slice sits in its canonical bytes, so that a topology Service's
+//! slice can be served by cutting pruned endpoints (and the `hints` of kept ones, §7) out of
+//! the bytes instead of decoding it into a `Value`, filtering and serializing it again (at
+//! scale S, half the slices of a list). Recorded while [`super::write`] writes the `endpoints`
+//! array by hand, with the same bytes serde_json would write; [`super::AsIs::check`] holds the
+//! splice to what filtering the `Value` gives.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use super::{get, Node};
+use crate::cache::topology::{self, HOSTNAME_LABEL};
+
+/// The top-level `endpoints` array of a v1 slice in its canonical bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointSpans {
+    /// Offset of the array's `[`.
+    pub open: usize,
+    /// Offset of the array's `]`.
+    pub close: usize,
+    /// Its elements in order.
+    pub items: Vec<EndpointSpan>,
+}
+
+/// One element of a slice's `endpoints`: offsets into the canonical bytes (`u32`: no list
+/// item is that large; a larger one gets no spans). No allocation per endpoint: a list's
+/// worth of these lives from the reflector thread's decoding to the cache's apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointSpan {
+    /// Its bytes: `start..end`.
+    pub start: u32,
+    /// See `start`.
+    pub end: u32,
+    /// Where its node's name is (`node.0 == node.1`: none), as serving a v1 slice reads it:
+    /// `nodeName`, else the hostname label of `deprecatedTopology`, if a non-empty string. The
+    /// name's bytes are its text: names that serializing would escape get no spans at all.
+    pub node: (u32, u32),
+    /// The bytes that removing its `hints` entry cuts (the entry with one adjacent comma;
+    /// `hints.0 == hints.1`: none).
+    pub hints: (u32, u32),
+}
+
+impl EndpointSpan {
+    /// Its node's name in `raw` (the bytes the spans were recorded in).
+    pub fn node<'r>(&self, raw: &'r [u8]) -> Option<&'r str> {
+        let (from, to) = (self.node.0 as usize, self.node.1 as usize);
+        if from == to {
+            return None;
+        }
+        std::str::from_utf8(raw.get(from..to)?).ok()
+    }
+}
+
+/// Writes `items` (the `endpoints` array) to `out` as `serde_json::to_writer` would, and where
+/// each element, its node's name and its `hints` entry went. `Ok(None)`: written, but no spans
+/// (a node name that serializing escapes, or offsets beyond `u32`).
+pub(super) fn write_endpoints(
+    out: &mut Vec<u8>,
+    items: &[Node<'_>],
+) -> Result<Option<EndpointSpans>, serde_json::Error> {
+    let open = out.len();
+    out.push(b'[');
+    let mut spans = Vec::with_capacity(items.len());
+    let mut usable = true;
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        let (mut hints, mut name, mut host) = ((0, 0), None, None);
+        match item {
+            Node::Object(entries) => {
+                out.push(b'{');
+                for (j, (k, v)) in entries.iter().enumerate() {
+                    let entry_at = out.len();
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut *out, &**k)?;
+                    out.push(b':');
+                    match v {
+                        Node::Object(topo) if k == "deprecatedTopology" => {
+                            host = write_topology(out, topo)?;
+                        }
+                        _ => {
+                            let at = out.len();
+                            serde_json::to_writer(&mut *out, v)?;
+                            if k == "nodeName" {
+                                name = Some((at + 1, out.len().saturating_sub(1)));
+                            }
+                        }
+                    }
+                    if k == "hints" {
+                        // With the comma before it, or (first of several) the one after it.
+                        let after_comma = usize::from(j == 0 && entries.len() > 1);
+                        hints = (entry_at, out.len() + after_comma);
+                    }
+                }
+                out.push(b'}');
+            }
+            other => serde_json::to_writer(&mut *out, other)?,
+        }
+        // The name's place, in the field serving reads it from; its bytes must be its text.
+        let node = match endpoint_node(item) {
+            None => (0, 0),
+            Some((from_name, text)) => match if from_name { name } else { host } {
+                Some((a, b)) if out.get(a..b) == Some(text.as_bytes()) => (a, b),
+                _ => {
+                    usable = false;
+                    (0, 0)
+                }
+            },
+        };
+        let span = [start, out.len(), node.0, node.1, hints.0, hints.1].map(u32::try_from);
+        match span {
+            [Ok(start), Ok(end), Ok(n0), Ok(n1), Ok(h0), Ok(h1)] => spans.push(EndpointSpan {
+                start,
+                end,
+                node: (n0, n1),
+                hints: (h0, h1),
+            }),
+            _ => usable = false,
+        }
+    }
+    let close = out.len();
+    out.push(b']');
+    Ok(usable.then_some(EndpointSpans {
+        open,
+        close,
+        items: spans,
+    }))
+}
+
+/// Writes a `deprecatedTopology` object; where its hostname label's string went (quotes
+/// excluded), if it is a string.
+fn write_topology(
+    out: &mut Vec<u8>,
+    topo: &[(Cow<'_, str>, Node<'_>)],
+) -> Result<Option<(usize, usize)>, serde_json::Error> {
+    let mut host = None;
+    out.push(b'{');
+    for (j, (k, v)) in topo.iter().enumerate() {
+        if j > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, &**k)?;
+        out.push(b':');
+        let at = out.len();
+        serde_json::to_writer(&mut *out, v)?;
+        if k == HOSTNAME_LABEL && matches!(v, Node::String(_)) {
+            host = Some((at + 1, out.len().saturating_sub(1)));
+        }
+    }
+    out.push(b'}');
+    Ok(host)
+}
+
+/// [`topology::slice_endpoint_node`] of a v1 endpoint, read from the tree: whether it is the
+/// `nodeName` (else the hostname label of `deprecatedTopology`), and the name.
+fn endpoint_node<'n>(ep: &'n Node<'_>) -> Option<(bool, &'n str)> {
+    let Node::Object(entries) = ep else {
+        return None;
+    };
+    let text = |n: Option<&'n Node<'_>>| match n {
+        Some(Node::String(s)) => Some(&**s).filter(|s| !s.is_empty()),
+        _ => None,
+    };
+    if let Some(name) = text(get(entries, "nodeName")) {
+        return Some((true, name));
+    }
+    match get(entries, "deprecatedTopology") {
+        Some(Node::Object(t)) => text(get(t, HOSTNAME_LABEL)).map(|h| (false, h)),
+        _ => None,
+    }
+}
+
+impl EndpointSpans {
+    /// Whether every span lies where [`EndpointSpans::cut`] needs it in bytes of length `len`
+    /// whose stamp goes at `stamp_at`: then cutting cannot fail. Always so in bytes they were
+    /// recorded in; checked before anything is published, so a wrong span is never served.
+    pub fn fit(&self, len: usize, stamp_at: usize) -> bool {
+        let within = |(a, b): (u32, u32), lo: usize, hi: usize| {
+            a == b || (lo <= a as usize && a <= b && b as usize <= hi)
+        };
+        self.open < self.close
+            && self.close < stamp_at
+            && stamp_at <= len
+            && self.items.iter().all(|e| {
+                let (start, end) = (e.start as usize, e.end as usize);
+                self.open < start
+                    && start <= end
+                    && end <= self.close
+                    && within(e.node, start, end)
+                    && within(e.hints, start, end)
+            })
+    }
+
+    /// `raw[..stamp_at]` with the endpoints whose `keep` is false cut out, and `hints` cut out
+    /// of the kept ones; `None` unless `keep` has one entry per endpoint and the array comes
+    /// before `stamp_at` (it does: `endpoints` sorts before `metadata`).
+    pub(super) fn cut(&self, raw: &[u8], keep: &[bool], stamp_at: usize) -> Option<Vec<u8>> {
+        if keep.len() != self.items.len() || self.close >= stamp_at {
+            return None;
+        }
+        let mut out = Vec::with_capacity(raw.len() + 32);
+        out.extend_from_slice(raw.get(..=self.open)?);
+        let mut first = true;
+        for ep in self
+            .items
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|(e, _)| e)
+        {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            let (start, end) = (ep.start as usize, ep.end as usize);
+            let (from, to) = (ep.hints.0 as usize, ep.hints.1 as usize);
+            if from < to {
+                out.extend_from_slice(raw.get(start..from)?);
+                out.extend_from_slice(raw.get(to..end)?);
+            } else {
+                out.extend_from_slice(raw.get(start..end)?);
+            }
+        }
+        out.extend_from_slice(raw.get(self.close..stamp_at)?);
+        Some(out)
+    }
+
+    /// The contract against the `Value` path: each endpoint's node is the one
+    /// [`topology::slice_endpoint_node`] reads, and cutting `keep`'s endpoints gives what
+    /// filtering the decoded `value` the same way and removing `hints` (then stamping) gives.
+    pub(super) fn check(&self, raw: &[u8], value: &Value, keep: &[bool]) -> Result<Value, String> {
+        let Some(Value::Array(list)) = value.get("endpoints") else {
+            return Err("spans recorded, but no endpoints array".into());
+        };
+        if list.len() != self.items.len() {
+            return Err(format!(
+                "{} spans for {} endpoints",
+                self.items.len(),
+                list.len()
+            ));
+        }
+        for (ep, span) in list.iter().zip(&self.items) {
+            if topology::slice_endpoint_node(ep, "deprecatedTopology") != span.node(raw) {
+                return Err(format!("node of {ep} read as {:?}", span.node(raw)));
+            }
+        }
+        let mut want = value.clone();
+        if let Some(Value::Array(list)) = want.get_mut("endpoints") {
+            let mut k = keep.iter();
+            list.retain(|_| k.next().copied().unwrap_or(false));
+            for ep in list.iter_mut().filter_map(Value::as_object_mut) {
+                ep.remove("hints");
+            }
+        }
+        Ok(want)
+    }
+}
