@@ -357,9 +357,61 @@ fn sync(c: &mut Criterion) {
     g.finish();
 }
 
+/// Slice `i` as an apiserver writes a list item: keys in Go struct field order (not sorted),
+/// no `kind`/`apiVersion`, the metadata a real object carries.
+fn slice_go_order(i: usize, eps: usize) -> Box<str> {
+    let endpoints: Vec<String> = (0..eps)
+        .map(|e| {
+            let n = (i * 7 + e * 13) % NODES;
+            format!(
+                r#"{{"addresses":["10.{e}.{}.{}"],"conditions":{{"ready":true,"serving":true,"terminating":false}},"targetRef":{{"kind":"Pod","namespace":"default","name":"svc-{i:05}-{e}","uid":"6a1f0c2e-{i:04x}-{e:04x}-9d7e-0242ac120002"}},"nodeName":"node-{n:05}","zone":"zone-{}"}}"#,
+                i / 250,
+                i % 250,
+                n % ZONES
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"metadata":{{"name":"svc-{i:05}-s0","generateName":"svc-{i:05}-","namespace":"default","uid":"0f6a2b1c-{i:04x}-4e5d-9a8b-0242ac120002","resourceVersion":"{}","generation":3,"creationTimestamp":"2026-11-30T10:00:00Z","labels":{{"kubernetes.io/service-name":"svc-{i:05}","endpointslice.kubernetes.io/managed-by":"endpointslice-controller.k8s.io"}},"annotations":{{"endpoints.kubernetes.io/last-change-trigger-time":"2026-11-30T10:00:00Z"}},"ownerReferences":[{{"apiVersion":"v1","kind":"Service","name":"svc-{i:05}","uid":"0f6a2b1c-{i:04x}-4e5d-9a8b-0242ac120003","controller":true,"blockOwnerDeletion":true}}]}},"addressType":"IPv4","endpoints":[{}],"ports":[{{"name":"http","protocol":"TCP","port":80}}]}}"#,
+        1000 + i,
+        endpoints.join(",")
+    )
+    .into()
+}
+
+/// A list's items made canonical bytes off the lock (the reflector's `prepare`), from text in
+/// sorted key order (as the simulator and `serde_json::Value` write it) and in an apiserver's
+/// Go struct field order.
+fn prepare_lists(c: &mut Criterion) {
+    let sorted: Vec<Box<str>> = (0..SERVICES)
+        .map(|i| {
+            let mut v = slice(i, EPS);
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            v.to_string().into()
+        })
+        .collect();
+    let go: Vec<Box<str>> = (0..SERVICES).map(|i| slice_go_order(i, EPS)).collect();
+    let kind = UpstreamKind::SlicesV1;
+    for (name, texts) in [
+        ("prepare/slices_list_sorted_keys_scale_S", sorted),
+        ("prepare/slices_list_go_order_scale_S", go),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter_batched(
+                || Change::List(texts.clone()),
+                |list| prepare(kind, list),
+                BatchSize::LargeInput,
+            )
+        });
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync
+    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync, prepare_lists
 }
 criterion_main!(benches);

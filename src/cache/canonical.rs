@@ -337,10 +337,13 @@ fn get_mut<'n, 'a>(
     Some(&mut entries[at].1)
 }
 
-/// `entries` sorted by key; of a repeated key the last value stays (a `Value` map's rule).
+/// `entries` sorted by key; of a repeated key the last value stays (a `Value` map's rule). An
+/// apiserver writes keys in Go struct field order, so most objects of a real list take the
+/// sort (criterion `prepare/slices_list_go_order_scale_S`: ~20 % more than sorted text; an
+/// in-place sort and dedup measured no faster than this copy).
 fn sorted<'a>(mut entries: Vec<(Cow<'a, str>, Node<'a>)>) -> Vec<(Cow<'a, str>, Node<'a>)> {
     if entries.windows(2).all(|w| w[0].0 < w[1].0) {
-        return entries; // the common case: already sorted
+        return entries; // already sorted (the simulator, `serde_json::Value`)
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0)); // stable: repeats stay in text order
     let mut out: Vec<(Cow<'a, str>, Node<'a>)> = Vec::with_capacity(entries.len());

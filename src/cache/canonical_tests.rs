@@ -467,3 +467,14 @@ fn generated_slices_prune_as_their_values() {
         "the generator made endpoints: {spans_seen}"
     );
 }
+
+#[test]
+fn an_apiserver_ordered_slice_agrees_with_the_value_path() {
+    // Go struct field order, as an apiserver writes a list item (no kind/apiVersion), with a
+    // repeated key; sorted in place.
+    let text = r#"{"metadata":{"name":"s","generateName":"s-","namespace":"d","uid":"u","resourceVersion":"7","generation":3,"labels":{"kubernetes.io/service-name":"svc","a":"1"},"ownerReferences":[{"apiVersion":"v1","kind":"Service","name":"svc","uid":"w","controller":true}]},"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"],"conditions":{"ready":true,"serving":true,"terminating":false},"targetRef":{"kind":"Pod","namespace":"d","name":"p"},"nodeName":"n1","zone":"z","hints":{"forZones":[{"name":"z"}]},"zone":"y"}],"ports":[{"name":"http","protocol":"TCP","port":80}]}"#;
+    same_as_value_path(UpstreamKind::SlicesV1, &[text]);
+    let v: Value = serde_json::from_str(text).expect("JSON");
+    let f = facts_of(&v, Resource::SlicesV1).expect("servable as it came");
+    assert_eq!(f.endpoints.map(|s| s.items.len()), Some(1));
+}
