@@ -79,8 +79,9 @@ pub struct AsIs {
 impl AsIs {
     /// `raw` (the bytes this was read with) with `"resourceVersion":"<rv>"` spliced in.
     pub fn stamped(&self, raw: &[u8], rv: u64) -> Option<Vec<u8>> {
-        let before = raw.get(..self.stamp_at)?;
-        self.finish_stamped(before.to_vec(), raw, rv)
+        let mut out = Vec::with_capacity(raw.len() + rv_stamp(rv).len() + 1);
+        out.extend_from_slice(raw.get(..self.stamp_at)?);
+        self.finish_stamped(out, raw, rv)
     }
 
     /// [`AsIs::stamped`] of a v1 slice with the endpoints whose `keep` is false cut out and
@@ -249,14 +250,30 @@ fn facts(
         }
     }
     for ep in array(top, "endpoints").filter_map(|e| object(Some(e))) {
-        let host = |f: &str| node(object(get(ep, f)).and_then(|t| get(t, HOSTNAME_LABEL)));
-        nodes.extend(
-            node(get(ep, "nodeName"))
-                .or_else(|| host("topology"))
-                .or_else(|| host("deprecatedTopology")),
-        );
+        let found = endpoint_name(ep)
+            .or_else(|| endpoint_host(ep, "topology"))
+            .or_else(|| endpoint_host(ep, "deprecatedTopology"));
+        nodes.extend(found.map(str::to_string));
     }
     Some((nodes, service, LabelSet::from_pairs(pairs)))
+}
+
+/// A slice endpoint's `nodeName`, if a non-empty string (the tree's
+/// [`topology::slice_endpoint_node`], with [`endpoint_host`]).
+fn endpoint_name<'n>(ep: Entries<'n, '_>) -> Option<&'n str> {
+    non_empty(get(ep, "nodeName"))
+}
+
+/// The hostname label of a slice endpoint's `topology_field` object, if a non-empty string.
+fn endpoint_host<'n>(ep: Entries<'n, '_>, topology_field: &str) -> Option<&'n str> {
+    non_empty(object(get(ep, topology_field)).and_then(|t| get(t, HOSTNAME_LABEL)))
+}
+
+fn non_empty<'n>(n: Option<&'n Node<'_>>) -> Option<&'n str> {
+    match n {
+        Some(Node::String(s)) if !s.is_empty() => Some(s),
+        _ => None,
+    }
 }
 
 type Entries<'n, 'a> = &'n [(Cow<'a, str>, Node<'a>)];

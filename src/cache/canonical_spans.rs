@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{get, Node};
+use super::{endpoint_host, endpoint_name, Node};
 use crate::cache::topology::{self, HOSTNAME_LABEL};
 
 /// The top-level `endpoints` array of a v1 slice in its canonical bytes.
@@ -162,16 +162,9 @@ fn endpoint_node<'n>(ep: &'n Node<'_>) -> Option<(bool, &'n str)> {
     let Node::Object(entries) = ep else {
         return None;
     };
-    let text = |n: Option<&'n Node<'_>>| match n {
-        Some(Node::String(s)) => Some(&**s).filter(|s| !s.is_empty()),
-        _ => None,
-    };
-    if let Some(name) = text(get(entries, "nodeName")) {
-        return Some((true, name));
-    }
-    match get(entries, "deprecatedTopology") {
-        Some(Node::Object(t)) => text(get(t, HOSTNAME_LABEL)).map(|h| (false, h)),
-        _ => None,
+    match endpoint_name(entries) {
+        Some(name) => Some((true, name)),
+        None => endpoint_host(entries, "deprecatedTopology").map(|h| (false, h)),
     }
 }
 
