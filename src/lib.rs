@@ -87,6 +87,7 @@
 pub mod api;
 #[cfg(feature = "io")]
 pub mod app;
+pub mod bytes;
 pub mod cache;
 pub mod config;
 pub mod http;

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::{parse, Raw, State};
+use crate::bytes;
 use crate::cache::published;
 use crate::cache::view::{find_stamp, rv_stamp};
 use crate::k8s::{ObjectKey, Resource};
@@ -39,8 +40,8 @@ fn stamp_span(served: &[u8], rv: u64) -> Option<(usize, usize)> {
 pub(super) fn unstamped_eq(raw: &[u8], served: &[u8], rv: u64) -> bool {
     stamp_span(served, rv).is_some_and(|(from, to)| {
         served.len() - (to - from) == raw.len()
-            && served[..from] == raw[..from]
-            && served[to..] == raw[from..]
+            && bytes::eq(&served[..from], &raw[..from])
+            && bytes::eq(&served[to..], &raw[from..])
     })
 }
 
@@ -110,7 +111,7 @@ impl State {
     pub(super) fn same_upstream(&self, kind: UpstreamKind, key: &ObjectKey, bytes: &[u8]) -> bool {
         match self.stored(kind, key) {
             None => false,
-            Some(Stored::Own(raw)) => raw[..] == bytes[..],
+            Some(Stored::Own(raw)) => bytes::eq(raw, bytes),
             Some(Stored::AsServed) => self.mirror(kind).is_some_and(|res| {
                 let view = published::lock(&self.view);
                 view.collection(res)

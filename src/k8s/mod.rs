@@ -10,8 +10,9 @@ use std::sync::Arc;
 /// `namespace/name` of an object; cluster-scoped objects (Nodes) have an empty namespace.
 /// Ordering is by namespace, then name — the order lists and WatchList initial events use.
 /// The strings are shared (`Arc<str>`): a key is copied into several maps and indexes, and a
-/// copy costs a reference count, not two allocations.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// copy costs a reference count, not two allocations. Compared with [`crate::bytes::cmp`]
+/// (the cache's maps are keyed by it; musl's `memcmp` is slow).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ObjectKey {
     /// Namespace, `""` for cluster-scoped objects.
     pub namespace: Arc<str>,
@@ -37,6 +38,19 @@ impl ObjectKey {
         }
         let namespace = meta.get("namespace").and_then(|v| v.as_str()).unwrap_or("");
         Some(ObjectKey::new(namespace, name))
+    }
+}
+
+impl Ord for ObjectKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let by = |a: &str, b: &str| crate::bytes::cmp(a.as_bytes(), b.as_bytes());
+        by(&self.namespace, &other.namespace).then_with(|| by(&self.name, &other.name))
+    }
+}
+
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
