@@ -5,20 +5,16 @@
 //! `metadata.managedFields`, and with `kind`/`apiVersion` filled in (an apiserver omits them
 //! from list items). Decoding each item into a `Value` for that costs a `String` and a map node
 //! per key and string: at scale S most of a list's decode time. Here an item is read into a
-//! tree that borrows its strings from the text ([`Node`]), each object's entries are sorted
-//! in a `Vec`, and the tree is written back through serde_json's own serializer, so strings
-//! and numbers come out exactly as from a `Value`. Keys repeated in one object keep the last
-//! value, as a `Value` map does. Equality with the `Value` path is the contract: unit tests
-//! here and the `list_item` fuzz target check it on arbitrary input. The same tree gives, for
-//! an endpoint object, what publishing it exactly as it came needs ([`AsIs`]).
+//! tree that borrows its strings from the text (`canonical_tree.rs`), each object's entries
+//! sorted, and the tree is written back as serde_json writes it (numbers and strings that need
+//! escapes by serde_json itself), so strings and numbers come out exactly as from a `Value`.
+//! Keys repeated in one object keep the last value, as a `Value` map does. Equality with the
+//! `Value` path is the contract: unit tests here and the `list_item` fuzz target check it on
+//! arbitrary input. The same tree gives, for an endpoint object, what publishing it exactly as
+//! it came needs ([`AsIs`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
-use std::fmt;
-
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use serde_json::Number;
 
 use crate::cache::topology::{self, HOSTNAME_LABEL, SERVICE_NAME_LABEL};
 use crate::cache::view::{rv_stamp, stamp_rv, LabelSet};
@@ -26,23 +22,10 @@ use crate::k8s::{ObjectKey, Resource};
 
 #[path = "canonical_spans.rs"]
 mod spans;
+#[path = "canonical_tree.rs"]
+mod tree;
 pub use spans::{EndpointSpan, EndpointSpans};
-
-/// The key by which serde_json's `Value` recognizes an embedded `RawValue` (feature
-/// `raw_value`): an item carrying it is decoded the slow way, so that it means the same.
-const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
-
-/// A JSON value whose strings borrow from the text where they need no unescaping.
-#[derive(Debug)]
-enum Node<'a> {
-    Null,
-    Bool(bool),
-    Number(Number),
-    String(Cow<'a, str>),
-    Array(Vec<Node<'a>>),
-    /// Entries sorted by key, each key once (see [`sorted`]).
-    Object(Vec<(Cow<'a, str>, Node<'a>)>),
-}
+use tree::{array, by_key, get, get_mut, object, write_str, Entries, Node, Scratch};
 
 /// What one list item becomes.
 #[derive(Debug)]
@@ -157,8 +140,9 @@ pub enum Comma {
 /// Reads `text` (one list item of `res`) into its canonical form; `excluding` are the labels
 /// that keep an object out (empty for Nodes). An error is the text's JSON error.
 pub fn item(text: &str, res: Resource, excluding: &[&str]) -> Result<Item, serde_json::Error> {
-    let mut node: Node<'_> = serde_json::from_str(text)?;
-    if node.mentions(RAW_VALUE_TOKEN) {
+    let mut scratch = Scratch::default();
+    let mut node = scratch.read(text)?;
+    if scratch.raw_value {
         return Ok(Item::Slow);
     }
     let Node::Object(top) = &mut node else {
@@ -183,7 +167,7 @@ pub fn item(text: &str, res: Resource, excluding: &[&str]) -> Result<Item, serde
     let key = ObjectKey::new(namespace, name);
     meta.retain(|(k, _)| k != "resourceVersion" && k != "managedFields");
     for (field, value) in [("kind", res.kind()), ("apiVersion", res.api_version())] {
-        if let Err(at) = top.binary_search_by(|(k, _)| (**k).cmp(field)) {
+        if let Err(at) = top.binary_search_by(|(k, _)| by_key(k, field)) {
             top.insert(
                 at,
                 (Cow::Borrowed(field), Node::String(Cow::Borrowed(value))),
@@ -194,7 +178,7 @@ pub fn item(text: &str, res: Resource, excluding: &[&str]) -> Result<Item, serde
         Resource::Endpoints | Resource::SlicesV1 => facts(top, res),
         _ => None,
     };
-    let (bytes, (stamp_at, comma), endpoints) = write(top, res == Resource::SlicesV1)?;
+    let (bytes, (stamp_at, comma), endpoints) = write(top, res == Resource::SlicesV1, text.len())?;
     let as_is = facts.map(|(nodes, service, labels)| AsIs {
         nodes,
         service,
@@ -276,29 +260,14 @@ fn non_empty<'n>(n: Option<&'n Node<'_>>) -> Option<&'n str> {
     }
 }
 
-type Entries<'n, 'a> = &'n [(Cow<'a, str>, Node<'a>)];
-
-fn object<'n, 'a>(n: Option<&'n Node<'a>>) -> Option<Entries<'n, 'a>> {
-    match n {
-        Some(Node::Object(entries)) => Some(entries),
-        _ => None,
-    }
-}
-
-fn array<'n, 'a>(entries: Entries<'n, 'a>, key: &str) -> impl Iterator<Item = &'n Node<'a>> {
-    match get(entries, key) {
-        Some(Node::Array(items)) => items.iter(),
-        _ => [].iter(),
-    }
-}
-
 /// The object `top` as serde_json writes it (compact), where in `metadata` the stamp goes, and
 /// with `spans` where each element of an `endpoints` array is. Written by hand at the top two
 /// levels (three in `endpoints`) only to learn those offsets; the bytes are those of
 /// `serde_json::to_vec` (the oracle tests compare them with a `Value`'s).
 type Written = (Vec<u8>, (usize, Comma), Option<EndpointSpans>);
-fn write(top: Entries<'_, '_>, spans: bool) -> Result<Written, serde_json::Error> {
-    let mut out = Vec::with_capacity(1024);
+fn write(top: Entries<'_, '_>, spans: bool, text_len: usize) -> Result<Written, serde_json::Error> {
+    // Compact bytes are rarely longer than the text; `kind` and `apiVersion` may be added.
+    let mut out = Vec::with_capacity(text_len + 64);
     let mut place = (0, Comma::None);
     let mut endpoints = None;
     out.push(b'{');
@@ -306,7 +275,7 @@ fn write(top: Entries<'_, '_>, spans: bool) -> Result<Written, serde_json::Error
         if i > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut out, &**k)?;
+        write_str(&mut out, k)?;
         out.push(b':');
         match v {
             Node::Object(meta) if k == "metadata" => {
@@ -319,9 +288,9 @@ fn write(top: Entries<'_, '_>, spans: bool) -> Result<Written, serde_json::Error
                     if at.is_none() && &**mk > "resourceVersion" {
                         at = Some((out.len(), Comma::After));
                     }
-                    serde_json::to_writer(&mut out, &**mk)?;
+                    write_str(&mut out, mk)?;
                     out.push(b':');
-                    serde_json::to_writer(&mut out, mv)?;
+                    mv.write_to(&mut out)?;
                 }
                 let end = if meta.is_empty() {
                     Comma::None
@@ -334,163 +303,11 @@ fn write(top: Entries<'_, '_>, spans: bool) -> Result<Written, serde_json::Error
             Node::Array(items) if spans && k == "endpoints" => {
                 endpoints = spans::write_endpoints(&mut out, items)?;
             }
-            _ => serde_json::to_writer(&mut out, v)?,
+            _ => v.write_to(&mut out)?,
         }
     }
     out.push(b'}');
     Ok((out, place, endpoints))
-}
-
-fn get<'n, 'a>(entries: &'n [(Cow<'a, str>, Node<'a>)], key: &str) -> Option<&'n Node<'a>> {
-    let at = entries.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
-    Some(&entries[at].1)
-}
-
-fn get_mut<'n, 'a>(
-    entries: &'n mut [(Cow<'a, str>, Node<'a>)],
-    key: &str,
-) -> Option<&'n mut Node<'a>> {
-    let at = entries.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
-    Some(&mut entries[at].1)
-}
-
-/// `entries` sorted by key; of a repeated key the last value stays (a `Value` map's rule). An
-/// apiserver writes keys in Go struct field order, so most objects of a real list take the
-/// sort (criterion `prepare/slices_list_go_order_scale_S`: ~20 % more than sorted text; an
-/// in-place sort and dedup measured no faster than this copy).
-fn sorted<'a>(mut entries: Vec<(Cow<'a, str>, Node<'a>)>) -> Vec<(Cow<'a, str>, Node<'a>)> {
-    if entries.windows(2).all(|w| w[0].0 < w[1].0) {
-        return entries; // already sorted (the simulator, `serde_json::Value`)
-    }
-    entries.sort_by(|a, b| a.0.cmp(&b.0)); // stable: repeats stay in text order
-    let mut out: Vec<(Cow<'a, str>, Node<'a>)> = Vec::with_capacity(entries.len());
-    for entry in entries {
-        match out.last_mut() {
-            Some(last) if last.0 == entry.0 => *last = entry,
-            _ => out.push(entry),
-        }
-    }
-    out
-}
-
-impl Node<'_> {
-    /// Whether the tree holds a number that is not an integer.
-    fn has_float(&self) -> bool {
-        match self {
-            Node::Number(n) => n.is_f64(),
-            Node::Array(items) => items.iter().any(Node::has_float),
-            Node::Object(entries) => entries.iter().any(|(_, v)| v.has_float()),
-            _ => false,
-        }
-    }
-
-    /// Whether any object in the tree has the key `token`.
-    fn mentions(&self, token: &str) -> bool {
-        match self {
-            Node::Array(items) => items.iter().any(|n| n.mentions(token)),
-            Node::Object(entries) => entries.iter().any(|(k, v)| k == token || v.mentions(token)),
-            _ => false,
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Node<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(NodeVisitor)
-    }
-}
-
-struct NodeVisitor;
-
-impl<'de> Visitor<'de> for NodeVisitor {
-    type Value = Node<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_unit<E>(self) -> Result<Node<'de>, E> {
-        Ok(Node::Null)
-    }
-    fn visit_bool<E>(self, b: bool) -> Result<Node<'de>, E> {
-        Ok(Node::Bool(b))
-    }
-    fn visit_u64<E>(self, n: u64) -> Result<Node<'de>, E> {
-        Ok(Node::Number(n.into()))
-    }
-    fn visit_i64<E>(self, n: i64) -> Result<Node<'de>, E> {
-        Ok(Node::Number(n.into()))
-    }
-    fn visit_f64<E>(self, n: f64) -> Result<Node<'de>, E> {
-        // As `Value` does: a non-finite float (never from JSON text) is null.
-        Ok(Number::from_f64(n).map_or(Node::Null, Node::Number))
-    }
-    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Node<'de>, E> {
-        Ok(Node::String(Cow::Borrowed(s)))
-    }
-    fn visit_str<E>(self, s: &str) -> Result<Node<'de>, E> {
-        Ok(Node::String(Cow::Owned(s.to_owned())))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Node::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
-        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
-        while let Some(Key(k)) = map.next_key()? {
-            entries.push((k, map.next_value()?));
-        }
-        Ok(Node::Object(sorted(entries)))
-    }
-}
-
-/// An object key, borrowed where it needs no unescaping.
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object key")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_owned())))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
-
-impl Serialize for Node<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Node::Null => s.serialize_unit(),
-            Node::Bool(b) => s.serialize_bool(*b),
-            Node::Number(n) => n.serialize(s),
-            Node::String(v) => s.serialize_str(v),
-            Node::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(item)?;
-                }
-                seq.end()
-            }
-            Node::Object(entries) => {
-                let mut map = s.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    map.serialize_entry(&**k, v)?;
-                }
-                map.end()
-            }
-        }
-    }
 }
 
 #[cfg(test)]

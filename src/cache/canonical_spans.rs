@@ -9,7 +9,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{endpoint_host, endpoint_name, Node};
+use super::tree::{write_str, Node};
+use super::{endpoint_host, endpoint_name};
 use crate::cache::topology::{self, HOSTNAME_LABEL};
 
 /// The top-level `endpoints` array of a v1 slice in its canonical bytes.
@@ -77,7 +78,7 @@ pub(super) fn write_endpoints(
                     if j > 0 {
                         out.push(b',');
                     }
-                    serde_json::to_writer(&mut *out, &**k)?;
+                    write_str(out, k)?;
                     out.push(b':');
                     match v {
                         Node::Object(topo) if k == "deprecatedTopology" => {
@@ -85,7 +86,7 @@ pub(super) fn write_endpoints(
                         }
                         _ => {
                             let at = out.len();
-                            serde_json::to_writer(&mut *out, v)?;
+                            v.write_to(out)?;
                             if k == "nodeName" {
                                 name = Some((at + 1, out.len().saturating_sub(1)));
                             }
@@ -99,7 +100,7 @@ pub(super) fn write_endpoints(
                 }
                 out.push(b'}');
             }
-            other => serde_json::to_writer(&mut *out, other)?,
+            other => other.write_to(out)?,
         }
         // The name's place, in the field serving reads it from; its bytes must be its text.
         let node = match endpoint_node(item) {
@@ -144,10 +145,10 @@ fn write_topology(
         if j > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut *out, &**k)?;
+        write_str(out, k)?;
         out.push(b':');
         let at = out.len();
-        serde_json::to_writer(&mut *out, v)?;
+        v.write_to(out)?;
         if k == HOSTNAME_LABEL && matches!(v, Node::String(_)) {
             host = Some((at + 1, out.len().saturating_sub(1)));
         }

@@ -1,0 +1,278 @@
+//! The tree a list item is read into ([`Node`]): strings borrowed from the text where they
+//! need no unescaping, each object's entries sorted by key in one allocation of their exact
+//! size, and written back exactly as serde_json writes a `Value` (compact). The decoder keeps
+//! the entries of unfinished objects on a scratch stack ([`Scratch`]) and compares keys and
+//! copies strings without the C library's per-call `memcmp`/`memcpy`, which musl (what the
+//! static builds link) does a byte at a time or with `rep movs`: decoding the slices list at
+//! scale S took 30–50 % longer with musl than with glibc, most of it there (perf; criterion
+//! `prepare/slices_list_*` with `--target x86_64-unknown-linux-musl`).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Number;
+/// The key by which serde_json's `Value` recognizes an embedded `RawValue` (feature
+/// `raw_value`): an item carrying it is decoded the slow way, so that it means the same.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// A JSON value whose strings borrow from the text where they need no unescaping.
+#[derive(Debug)]
+pub(super) enum Node<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(Cow<'a, str>),
+    Array(Vec<Node<'a>>),
+    /// Entries sorted by key, each key once (see [`sort_entries`]).
+    Object(Vec<(Cow<'a, str>, Node<'a>)>),
+}
+
+pub(super) type Entries<'n, 'a> = &'n [(Cow<'a, str>, Node<'a>)];
+
+pub(super) fn object<'n, 'a>(n: Option<&'n Node<'a>>) -> Option<Entries<'n, 'a>> {
+    match n {
+        Some(Node::Object(entries)) => Some(entries),
+        _ => None,
+    }
+}
+
+pub(super) fn array<'n, 'a>(
+    entries: Entries<'n, 'a>,
+    key: &str,
+) -> impl Iterator<Item = &'n Node<'a>> {
+    match get(entries, key) {
+        Some(Node::Array(items)) => items.iter(),
+        _ => [].iter(),
+    }
+}
+
+pub(super) fn get<'n, 'a>(
+    entries: &'n [(Cow<'a, str>, Node<'a>)],
+    key: &str,
+) -> Option<&'n Node<'a>> {
+    let at = entries.binary_search_by(|(k, _)| by_key(k, key)).ok()?;
+    Some(&entries[at].1)
+}
+
+pub(super) fn get_mut<'n, 'a>(
+    entries: &'n mut [(Cow<'a, str>, Node<'a>)],
+    key: &str,
+) -> Option<&'n mut Node<'a>> {
+    let at = entries.binary_search_by(|(k, _)| by_key(k, key)).ok()?;
+    Some(&mut entries[at].1)
+}
+
+/// `out.extend_from_slice(bytes)` in copies of a fixed size, which the compiler inlines: a
+/// list item is hundreds of short strings, and musl's `memcpy` (`rep movsq`, then a byte at a
+/// time) costs more to start than such a string takes to copy (perf: 12 % of decoding a
+/// list with the static musl build was `memcpy` called from here).
+fn append(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(bytes.len());
+    let mut rest = bytes;
+    while let Some((chunk, tail)) = rest.split_first_chunk::<8>() {
+        out.extend_from_slice(chunk);
+        rest = tail;
+    }
+    if let Some((chunk, tail)) = rest.split_first_chunk::<4>() {
+        out.extend_from_slice(chunk);
+        rest = tail;
+    }
+    out.extend(rest.iter().copied());
+}
+
+/// The order of object keys ([`crate::bytes::cmp`]: musl's `memcmp` is slow).
+pub(super) fn by_key(a: &str, b: &str) -> std::cmp::Ordering {
+    crate::bytes::cmp(a.as_bytes(), b.as_bytes())
+}
+
+/// `s` as a JSON string, as serde_json writes it: as it is between quotes when nothing in it
+/// needs escaping (serde_json escapes `"`, `\` and control characters, nothing else), else by
+/// serde_json.
+pub(super) fn write_str(out: &mut Vec<u8>, s: &str) -> Result<(), serde_json::Error> {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        append(out, s.as_bytes());
+        out.push(b'"');
+        Ok(())
+    } else {
+        serde_json::to_writer(out, s)
+    }
+}
+
+/// `entries` (one object's, in text order) sorted by key in place; of a repeated key the last
+/// value stays (a `Value` map's rule), the others are left at the end; how many are kept. An
+/// apiserver writes keys in Go struct field order, so most objects of a real list take the sort
+/// (criterion `prepare/slices_list_go_order_scale_S`).
+fn sort_entries(entries: &mut [(Cow<'_, str>, Node<'_>)]) -> usize {
+    if entries.windows(2).all(|w| by_key(&w[0].0, &w[1].0).is_lt()) {
+        return entries.len(); // already sorted (the simulator, `serde_json::Value`)
+    }
+    entries.sort_by(|a, b| by_key(&a.0, &b.0)); // stable: repeats stay in text order
+    let mut kept = 0;
+    for i in 0..entries.len() {
+        if kept > 0 && by_key(&entries[kept - 1].0, &entries[i].0).is_eq() {
+            entries.swap(kept - 1, i); // a later repeat replaces the kept one
+        } else {
+            entries.swap(kept, i);
+            kept += 1;
+        }
+    }
+    kept
+}
+
+impl Node<'_> {
+    /// Whether the tree holds a number that is not an integer.
+    pub(super) fn has_float(&self) -> bool {
+        match self {
+            Node::Number(n) => n.is_f64(),
+            Node::Array(items) => items.iter().any(Node::has_float),
+            Node::Object(entries) => entries.iter().any(|(_, v)| v.has_float()),
+            _ => false,
+        }
+    }
+
+    /// Appends the node to `out` as `serde_json::to_writer` writes it (compact), without its
+    /// serializer's call per piece: most of what writing a list item cost, with musl's
+    /// `memcpy` for every piece (the oracle tests and the `list_item` fuzz target hold the
+    /// bytes to a `Value`'s).
+    pub(super) fn write_to(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        match self {
+            Node::Null => out.extend_from_slice(b"null"),
+            Node::Bool(true) => out.extend_from_slice(b"true"),
+            Node::Bool(false) => out.extend_from_slice(b"false"),
+            Node::Number(n) => serde_json::to_writer(&mut *out, n)?,
+            Node::String(s) => write_str(out, s)?,
+            Node::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    item.write_to(out)?;
+                }
+                out.push(b']');
+            }
+            Node::Object(entries) => {
+                out.push(b'{');
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_str(out, k)?;
+                    out.push(b':');
+                    v.write_to(out)?;
+                }
+                out.push(b'}');
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where one item's decoding keeps the entries of the objects (elements of the arrays) it is
+/// inside of: a value's go here until it ends, then move to one allocation of their exact
+/// size. A `Vec` per object grown entry by entry (serde_json gives no size hint for either)
+/// cost several allocations per object, a large part of decoding a list with musl's
+/// allocator (criterion `prepare/slices_list_*`).
+#[derive(Default)]
+pub(super) struct Scratch<'a> {
+    entries: Vec<(Cow<'a, str>, Node<'a>)>,
+    items: Vec<Node<'a>>,
+    /// Whether an object of the tree has the key [`RAW_VALUE_TOKEN`].
+    pub(super) raw_value: bool,
+}
+
+impl<'a> Scratch<'a> {
+    /// Reads one JSON text (and nothing after it) into a tree.
+    pub(super) fn read(&mut self, text: &'a str) -> Result<Node<'a>, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let node = Seed(self).deserialize(&mut de)?;
+        de.end()?;
+        Ok(node)
+    }
+}
+
+/// Decodes one value of the tree, its objects' entries and arrays' elements on the scratch.
+struct Seed<'s, 'a>(&'s mut Scratch<'a>);
+
+impl<'de> DeserializeSeed<'de> for Seed<'_, 'de> {
+    type Value = Node<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Node<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_, 'de> {
+    type Value = Node<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Node<'de>, E> {
+        Ok(Node::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Node<'de>, E> {
+        Ok(Node::Bool(b))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Node<'de>, E> {
+        Ok(Node::Number(n.into()))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Node<'de>, E> {
+        Ok(Node::Number(n.into()))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Node<'de>, E> {
+        // As `Value` does: a non-finite float (never from JSON text) is null.
+        Ok(Number::from_f64(n).map_or(Node::Null, Node::Number))
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Node<'de>, E> {
+        Ok(Node::String(Cow::Borrowed(s)))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Node<'de>, E> {
+        Ok(Node::String(Cow::Owned(s.to_owned())))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
+        let scratch = self.0;
+        let mark = scratch.items.len();
+        while let Some(item) = seq.next_element_seed(Seed(&mut *scratch))? {
+            scratch.items.push(item);
+        }
+        Ok(Node::Array(scratch.items.drain(mark..).collect()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
+        let scratch = self.0;
+        let mark = scratch.entries.len();
+        while let Some(Key(k)) = map.next_key()? {
+            scratch.raw_value |= k == RAW_VALUE_TOKEN;
+            let value = map.next_value_seed(Seed(&mut *scratch))?;
+            scratch.entries.push((k, value));
+        }
+        let kept = sort_entries(&mut scratch.entries[mark..]);
+        scratch.entries.truncate(mark + kept);
+        Ok(Node::Object(scratch.entries.drain(mark..).collect()))
+    }
+}
+
+/// An object key, borrowed where it needs no unescaping.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
