@@ -256,6 +256,24 @@ fn strings_are_written_as_serde_json_writes_them() {
     }
 }
 
+/// The decoder's scratch keeps its buffers from one item's text to the next.
+#[test]
+fn the_scratch_keeps_its_buffers_between_items() {
+    let text = r#"{"a":[1,2,{"b":[3,4,5]}],"c":{"d":1,"e":2,"f":[{}]}}"#.to_string();
+    let mut scratch = tree::Scratch::default();
+    let node = scratch.read(&text).expect("JSON");
+    drop(node);
+    let (entries, items) = (scratch.entries.capacity(), scratch.items.capacity());
+    assert!(entries > 0 && items > 0);
+    let other = String::from("[]");
+    let mut next: tree::Scratch<'_> = scratch.recycle();
+    assert_eq!(
+        (next.entries.capacity(), next.items.capacity()),
+        (entries, items)
+    );
+    next.read(&other).expect("JSON");
+}
+
 #[test]
 fn generated_items_agree_with_the_value_path() {
     let mut g = Gen(0x9e37_79b9_7f4a_7c15);

@@ -178,13 +178,27 @@ impl Node<'_> {
 /// allocator (criterion `prepare/slices_list_*`).
 #[derive(Default)]
 pub(super) struct Scratch<'a> {
-    entries: Vec<(Cow<'a, str>, Node<'a>)>,
-    items: Vec<Node<'a>>,
+    pub(super) entries: Vec<(Cow<'a, str>, Node<'a>)>,
+    pub(super) items: Vec<Node<'a>>,
     /// Whether an object of the tree has the key [`RAW_VALUE_TOKEN`].
     pub(super) raw_value: bool,
 }
 
 impl<'a> Scratch<'a> {
+    /// Emptied, for a text of another lifetime, keeping its allocations (collecting an empty
+    /// `Vec`'s `into_iter` into one of a type of the same layout reuses its buffer).
+    // `filter` could not change the element type's lifetime, which is the point.
+    #[allow(clippy::unnecessary_filter_map)]
+    pub(super) fn recycle<'b>(mut self) -> Scratch<'b> {
+        self.entries.clear();
+        self.items.clear();
+        Scratch {
+            entries: self.entries.into_iter().filter_map(|_| None).collect(),
+            items: self.items.into_iter().filter_map(|_| None).collect(),
+            raw_value: false,
+        }
+    }
+
     /// Reads one JSON text (and nothing after it) into a tree.
     pub(super) fn read(&mut self, text: &'a str) -> Result<Node<'a>, serde_json::Error> {
         let mut de = serde_json::Deserializer::from_str(text);

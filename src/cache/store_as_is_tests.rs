@@ -10,7 +10,7 @@ use crate::upstream::kind::Change;
 /// `v` as a list item of `kind` becomes: its canonical bytes and facts.
 fn prepared(v: &Value, kind: UpstreamKind) -> (super::super::Raw, AsIs) {
     match crate::cache::canonical::item(&v.to_string(), kind.resource(), &[]) {
-        Ok(crate::cache::canonical::Item::Kept(_, bytes, Some(facts))) => (bytes.into(), facts),
+        Ok(crate::cache::canonical::Item::Kept(_, bytes, Some(facts))) => (bytes, facts),
         other => panic!("{v} is not servable as it came: {other:?}"),
     }
 }
