@@ -3,15 +3,16 @@
 //! size, and written back exactly as serde_json writes a `Value` (compact). The decoder keeps
 //! the entries of unfinished objects on a scratch stack ([`Scratch`]) and compares keys and
 //! copies strings without the C library's per-call `memcmp`/`memcpy`, which musl (what the
-//! static builds link) does a byte at a time or with `rep movs`: decoding the slices list at
-//! scale S took 30–50 % longer with musl than with glibc, most of it there (perf; criterion
-//! `prepare/slices_list_*` with `--target x86_64-unknown-linux-musl`).
+//! static builds link) does a byte at a time or with `rep movs`: making the slices list at
+//! scale S canonical took ~75 % longer with musl than with glibc, ~45 % after (criterion
+//! `prepare/slices_list_*` with `--target x86_64-unknown-linux-musl`; perf for the causes).
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Number;
+
 /// The key by which serde_json's `Value` recognizes an embedded `RawValue` (feature
 /// `raw_value`): an item carrying it is decoded the slow way, so that it means the same.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
