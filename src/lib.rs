@@ -36,7 +36,8 @@
 //! **An upstream change:** a [`upstream::reflector`] thread lists, then watches, and hands each
 //! change to the cache: a list is first reduced to canonical bytes per item off every lock
 //! ([`cache::store::prepare`], with [`cache::canonical`]: no `serde_json::Value` per item; for
-//! a v1 slice also where each endpoint sits, so a topology slice is pruned by cutting bytes), then
+//! a v1 slice also where each endpoint sits, so a topology slice is pruned by cutting bytes; keys
+//! are compared by [`bytes`], not by the C library's `memcmp`, slow in musl), then
 //! [`cache::store::State::apply_prepared`] runs under the writer's lock (the single writer).
 //! The first lists come in a fixed order ([`upstream::list_order`]: Nodes and Services before
 //! the endpoint objects, which are then served right the first time). The store keeps upstream objects, recomputes the affected

@@ -26,7 +26,7 @@ mod spans;
 #[path = "canonical_tree.rs"]
 mod tree;
 pub use spans::{EndpointSpan, EndpointSpans};
-use tree::{array, by_key, get, get_mut, object, write_str, Entries, Node, Scratch};
+use tree::{array, by_key, get, get_mut, object, write_object, write_str, Entries, Node, Scratch};
 
 /// What one list item becomes.
 #[derive(Debug)]
@@ -320,26 +320,20 @@ fn write(
         out.push(b':');
         match v {
             Node::Object(meta) if k == "metadata" => {
-                out.push(b'{');
                 let mut at = None;
-                for (j, (mk, mv)) in meta.iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
+                write_object(out, meta, |out, key_at, mk, mv| {
+                    if at.is_none() && mk > "resourceVersion" {
+                        at = Some((key_at, Comma::After));
                     }
-                    if at.is_none() && &**mk > "resourceVersion" {
-                        at = Some((out.len(), Comma::After));
-                    }
-                    write_str(out, mk)?;
-                    out.push(b':');
-                    mv.write_to(out)?;
-                }
+                    mv.write_to(out)
+                })?;
                 let end = if meta.is_empty() {
                     Comma::None
                 } else {
                     Comma::Before
                 };
-                place = at.unwrap_or((out.len(), end));
-                out.push(b'}');
+                // Else last, before the closing brace.
+                place = at.unwrap_or((out.len() - 1, end));
             }
             Node::Array(items) if spans && k == "endpoints" => {
                 endpoints = spans::write_endpoints(out, items)?;

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::tree::{write_str, Node};
+use super::tree::{write_object, write_str, Node};
 use super::{endpoint_host, endpoint_name};
 use crate::cache::topology::{self, HOSTNAME_LABEL};
 
@@ -140,20 +140,14 @@ fn write_topology(
     topo: &[(Cow<'_, str>, Node<'_>)],
 ) -> Result<Option<(usize, usize)>, serde_json::Error> {
     let mut host = None;
-    out.push(b'{');
-    for (j, (k, v)) in topo.iter().enumerate() {
-        if j > 0 {
-            out.push(b',');
-        }
-        write_str(out, k)?;
-        out.push(b':');
+    write_object(out, topo, |out, _, k, v| {
         let at = out.len();
         v.write_to(out)?;
         if k == HOSTNAME_LABEL && matches!(v, Node::String(_)) {
             host = Some((at + 1, out.len().saturating_sub(1)));
         }
-    }
-    out.push(b'}');
+        Ok(())
+    })?;
     Ok(host)
 }
 

@@ -155,21 +155,31 @@ impl Node<'_> {
                 }
                 out.push(b']');
             }
-            Node::Object(entries) => {
-                out.push(b'{');
-                for (i, (k, v)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_str(out, k)?;
-                    out.push(b':');
-                    v.write_to(out)?;
-                }
-                out.push(b'}');
-            }
+            Node::Object(entries) => write_object(out, entries, |out, _, _, v| v.write_to(out))?,
         }
         Ok(())
     }
+}
+
+/// Writes the object of `entries` as serde_json does, each value by `value`, which gets where
+/// the entry's key starts, the key and the value (the writers that record offsets use that).
+pub(super) fn write_object<'n, 'a>(
+    out: &mut Vec<u8>,
+    entries: Entries<'n, 'a>,
+    mut value: impl FnMut(&mut Vec<u8>, usize, &str, &'n Node<'a>) -> Result<(), serde_json::Error>,
+) -> Result<(), serde_json::Error> {
+    out.push(b'{');
+    for (i, (k, v)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let key_at = out.len();
+        write_str(out, k)?;
+        out.push(b':');
+        value(out, key_at, k, v)?;
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// Where one item's decoding keeps the entries of the objects (elements of the arrays) it is
