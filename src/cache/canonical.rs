@@ -26,7 +26,7 @@ mod spans;
 #[path = "canonical_tree.rs"]
 mod tree;
 pub use spans::{EndpointSpan, EndpointSpans};
-use tree::{array, by_key, get, get_mut, object, write_object, write_str, Entries, Node, Scratch};
+use tree::{get, write_object, write_str, Entries, Node, Tree};
 
 /// What one list item becomes.
 #[derive(Debug)]
@@ -146,15 +146,14 @@ pub fn item(text: &str, res: Resource, excluding: &[&str]) -> Result<Item, serde
 }
 
 /// Reads the items of one list ([`item`]) with buffers kept from item to item, so that an
-/// item costs one allocation of its bytes' exact size besides its tree (was: a buffer grown
-/// per item, copied into the shared bytes and freed). Criterion `prepare/slices_list_*` and
-/// `sync/last_list_slices`: ~6 % less with glibc and with musl.
+/// item costs one allocation, of its bytes' exact size (was: a buffer grown per item, copied
+/// into the shared bytes and freed; and a `Vec` per object and array of its tree).
 #[derive(Default)]
 pub struct Decoder {
     /// The bytes being written.
     out: Vec<u8>,
     /// Empty between items.
-    scratch: Scratch<'static>,
+    tree: Tree<'static>,
 }
 
 impl Decoder {
@@ -165,32 +164,34 @@ impl Decoder {
         res: Resource,
         excluding: &[&str],
     ) -> Result<Item, serde_json::Error> {
-        let mut scratch = std::mem::take(&mut self.scratch).recycle();
-        let read = read_item(&mut scratch, &mut self.out, text, res, excluding);
-        self.scratch = scratch.recycle();
+        let mut tree = std::mem::take(&mut self.tree).recycle();
+        let read = read_item(&mut tree, &mut self.out, text, res, excluding);
+        self.tree = tree.recycle();
         read
     }
 }
 
 fn read_item<'t>(
-    scratch: &mut Scratch<'t>,
+    tree: &mut Tree<'t>,
     out: &mut Vec<u8>,
     text: &'t str,
     res: Resource,
     excluding: &[&str],
 ) -> Result<Item, serde_json::Error> {
-    let mut node = scratch.read(text)?;
-    if scratch.raw_value {
+    let root = tree.read(text)?;
+    if tree.raw_value {
         return Ok(Item::Slow);
     }
-    let Node::Object(top) = &mut node else {
+    let Node::Object(mut top) = root else {
         return Ok(Item::Dropped);
     };
-    let Some(Node::Object(meta)) = get_mut(top, "metadata") else {
+    let Some(&Node::Object(meta_at)) = get(tree.entries(top), "metadata") else {
         return Ok(Item::Dropped);
     };
-    let excluded = matches!(get(meta, "labels"), Some(Node::Object(labels))
-        if excluding.iter().any(|k| get(labels, k).is_some()));
+    let meta = tree.entries(meta_at);
+    let excluded = tree
+        .object(get(meta, "labels"))
+        .is_some_and(|labels| excluding.iter().any(|k| get(labels, k).is_some()));
     let name: &str = match get(meta, "name") {
         Some(Node::String(n)) if !n.is_empty() => n,
         _ => return Ok(Item::Dropped),
@@ -203,21 +204,18 @@ fn read_item<'t>(
         _ => "",
     };
     let key = ObjectKey::new(namespace, name);
-    meta.retain(|(k, _)| k != "resourceVersion" && k != "managedFields");
+    let meta_at = tree.retain(meta_at, |k| k != "resourceVersion" && k != "managedFields");
+    tree.set(top, "metadata", Node::Object(meta_at));
     for (field, value) in [("kind", res.kind()), ("apiVersion", res.api_version())] {
-        if let Err(at) = top.binary_search_by(|(k, _)| by_key(k, field)) {
-            top.insert(
-                at,
-                (Cow::Borrowed(field), Node::String(Cow::Borrowed(value))),
-            );
-        }
+        top = tree.insert_missing(top, field, Node::String(Cow::Borrowed(value)));
     }
+    let top = tree.entries(top);
     let facts = match res {
-        Resource::Endpoints | Resource::SlicesV1 => facts(top, res),
+        Resource::Endpoints | Resource::SlicesV1 => facts(tree, top, res),
         _ => None,
     };
     out.clear();
-    let ((stamp_at, comma), endpoints) = write(out, top, res == Resource::SlicesV1)?;
+    let ((stamp_at, comma), endpoints) = write(out, tree, top, res == Resource::SlicesV1)?;
     let as_is = facts.map(|(nodes, service, labels)| AsIs {
         nodes,
         service,
@@ -231,8 +229,9 @@ fn read_item<'t>(
 
 /// Nodes, Service and labels of an endpoint object served as it came; `None` when serving
 /// would change more than the stamp (`kind`/`apiVersion` of another version) or it has `spec`.
-fn facts(
-    top: &[(Cow<'_, str>, Node<'_>)],
+fn facts<'a>(
+    tree: &Tree<'a>,
+    top: Entries<'_, 'a>,
     res: Resource,
 ) -> Option<(BTreeSet<String>, Option<ObjectKey>, LabelSet)> {
     let is = |k: &str, want: &str| matches!(get(top, k), Some(Node::String(s)) if s == want);
@@ -243,7 +242,7 @@ fn facts(
     // A float may not survive a second decode and encode digit for digit (serde_json's float
     // parsing is not exact), and the splice must give what re-serializing would: endpoint
     // objects carry none, so any float sends the object the `Value` way.
-    if top.iter().any(|(_, v)| v.has_float()) {
+    if top.iter().any(|(_, v)| tree.has_float(v)) {
         return None;
     }
     let text = |n: Option<&Node<'_>>| match n {
@@ -251,8 +250,8 @@ fn facts(
         _ => None,
     };
     let node = |n: Option<&Node<'_>>| text(n).filter(|s| !s.is_empty());
-    let meta = object(get(top, "metadata"));
-    let labels = object(meta.and_then(|m| get(m, "labels")));
+    let meta = tree.object(get(top, "metadata"));
+    let labels = tree.object(meta.and_then(|m| get(m, "labels")));
     let pairs: Vec<(Box<str>, Box<str>)> = labels
         .into_iter()
         .flatten()
@@ -265,17 +264,26 @@ fn facts(
             ObjectKey::new(&ns, &svc)
         });
     let mut nodes = BTreeSet::new();
-    for subset in array(top, "subsets").filter_map(|s| object(Some(s))) {
+    for subset in tree
+        .array(top, "subsets")
+        .filter_map(|s| tree.object(Some(s)))
+    {
         for field in ["addresses", "notReadyAddresses"] {
-            for addr in array(subset, field).filter_map(|a| object(Some(a))) {
+            for addr in tree
+                .array(subset, field)
+                .filter_map(|a| tree.object(Some(a)))
+            {
                 nodes.extend(node(get(addr, "nodeName")));
             }
         }
     }
-    for ep in array(top, "endpoints").filter_map(|e| object(Some(e))) {
+    for ep in tree
+        .array(top, "endpoints")
+        .filter_map(|e| tree.object(Some(e)))
+    {
         let found = endpoint_name(ep)
-            .or_else(|| endpoint_host(ep, "topology"))
-            .or_else(|| endpoint_host(ep, "deprecatedTopology"));
+            .or_else(|| endpoint_host(tree, ep, "topology"))
+            .or_else(|| endpoint_host(tree, ep, "deprecatedTopology"));
         nodes.extend(found.map(str::to_string));
     }
     Some((nodes, service, LabelSet::from_pairs(pairs)))
@@ -288,8 +296,15 @@ fn endpoint_name<'n>(ep: Entries<'n, '_>) -> Option<&'n str> {
 }
 
 /// The hostname label of a slice endpoint's `topology_field` object, if a non-empty string.
-fn endpoint_host<'n>(ep: Entries<'n, '_>, topology_field: &str) -> Option<&'n str> {
-    non_empty(object(get(ep, topology_field)).and_then(|t| get(t, HOSTNAME_LABEL)))
+fn endpoint_host<'n, 'a>(
+    tree: &'n Tree<'a>,
+    ep: Entries<'n, 'a>,
+    topology_field: &str,
+) -> Option<&'n str> {
+    non_empty(
+        tree.object(get(ep, topology_field))
+            .and_then(|t| get(t, HOSTNAME_LABEL)),
+    )
 }
 
 fn non_empty<'n>(n: Option<&'n Node<'_>>) -> Option<&'n str> {
@@ -304,9 +319,10 @@ fn non_empty<'n>(n: Option<&'n Node<'_>>) -> Option<&'n str> {
 /// levels (three in `endpoints`) only to learn those offsets; the bytes are those of
 /// `serde_json::to_vec` (the oracle tests compare them with a `Value`'s).
 type Written = ((usize, Comma), Option<EndpointSpans>);
-fn write(
+fn write<'a>(
     out: &mut Vec<u8>,
-    top: Entries<'_, '_>,
+    tree: &Tree<'a>,
+    top: Entries<'_, 'a>,
     spans: bool,
 ) -> Result<Written, serde_json::Error> {
     let mut place = (0, Comma::None);
@@ -320,12 +336,13 @@ fn write(
         out.push(b':');
         match v {
             Node::Object(meta) if k == "metadata" => {
+                let meta = tree.entries(*meta);
                 let mut at = None;
                 write_object(out, meta, |out, key_at, mk, mv| {
                     if at.is_none() && mk > "resourceVersion" {
                         at = Some((key_at, Comma::After));
                     }
-                    mv.write_to(out)
+                    tree.write(out, mv)
                 })?;
                 let end = if meta.is_empty() {
                     Comma::None
@@ -336,9 +353,9 @@ fn write(
                 place = at.unwrap_or((out.len() - 1, end));
             }
             Node::Array(items) if spans && k == "endpoints" => {
-                endpoints = spans::write_endpoints(out, items)?;
+                endpoints = spans::write_endpoints(out, tree, tree.items(*items))?;
             }
-            _ => v.write_to(out)?,
+            _ => tree.write(out, v)?,
         }
     }
     out.push(b'}');

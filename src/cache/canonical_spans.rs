@@ -5,11 +5,9 @@
 //! array by hand, with the same bytes serde_json would write; [`super::AsIs::check`] holds the
 //! splice to what filtering the `Value` gives.
 
-use std::borrow::Cow;
-
 use serde_json::Value;
 
-use super::tree::{write_object, write_str, Node};
+use super::tree::{write_object, write_str, Entries, Node, Tree};
 use super::{endpoint_host, endpoint_name};
 use crate::cache::topology::{self, HOSTNAME_LABEL};
 
@@ -56,9 +54,10 @@ impl EndpointSpan {
 /// Writes `items` (the `endpoints` array) to `out` as `serde_json::to_writer` would, and where
 /// each element, its node's name and its `hints` entry went. `Ok(None)`: written, but no spans
 /// (a node name that serializing escapes, or offsets beyond `u32`).
-pub(super) fn write_endpoints(
+pub(super) fn write_endpoints<'a>(
     out: &mut Vec<u8>,
-    items: &[Node<'_>],
+    tree: &Tree<'a>,
+    items: &[Node<'a>],
 ) -> Result<Option<EndpointSpans>, serde_json::Error> {
     let open = out.len();
     out.push(b'[');
@@ -72,6 +71,7 @@ pub(super) fn write_endpoints(
         let (mut hints, mut name, mut host) = ((0, 0), None, None);
         match item {
             Node::Object(entries) => {
+                let entries = tree.entries(*entries);
                 out.push(b'{');
                 for (j, (k, v)) in entries.iter().enumerate() {
                     let entry_at = out.len();
@@ -82,11 +82,11 @@ pub(super) fn write_endpoints(
                     out.push(b':');
                     match v {
                         Node::Object(topo) if k == "deprecatedTopology" => {
-                            host = write_topology(out, topo)?;
+                            host = write_topology(out, tree, tree.entries(*topo))?;
                         }
                         _ => {
                             let at = out.len();
-                            v.write_to(out)?;
+                            tree.write(out, v)?;
                             if k == "nodeName" {
                                 name = Some((at + 1, out.len().saturating_sub(1)));
                             }
@@ -100,10 +100,10 @@ pub(super) fn write_endpoints(
                 }
                 out.push(b'}');
             }
-            other => other.write_to(out)?,
+            other => tree.write(out, other)?,
         }
         // The name's place, in the field serving reads it from; its bytes must be its text.
-        let node = match endpoint_node(item) {
+        let node = match endpoint_node(tree, item) {
             None => (0, 0),
             Some((from_name, text)) => match if from_name { name } else { host } {
                 Some((a, b)) if out.get(a..b) == Some(text.as_bytes()) => (a, b),
@@ -135,14 +135,15 @@ pub(super) fn write_endpoints(
 
 /// Writes a `deprecatedTopology` object; where its hostname label's string went (quotes
 /// excluded), if it is a string.
-fn write_topology(
+fn write_topology<'a>(
     out: &mut Vec<u8>,
-    topo: &[(Cow<'_, str>, Node<'_>)],
+    tree: &Tree<'a>,
+    topo: Entries<'_, 'a>,
 ) -> Result<Option<(usize, usize)>, serde_json::Error> {
     let mut host = None;
     write_object(out, topo, |out, _, k, v| {
         let at = out.len();
-        v.write_to(out)?;
+        tree.write(out, v)?;
         if k == HOSTNAME_LABEL && matches!(v, Node::String(_)) {
             host = Some((at + 1, out.len().saturating_sub(1)));
         }
@@ -153,13 +154,11 @@ fn write_topology(
 
 /// [`topology::slice_endpoint_node`] of a v1 endpoint, read from the tree: whether it is the
 /// `nodeName` (else the hostname label of `deprecatedTopology`), and the name.
-fn endpoint_node<'n>(ep: &'n Node<'_>) -> Option<(bool, &'n str)> {
-    let Node::Object(entries) = ep else {
-        return None;
-    };
+fn endpoint_node<'n, 'a>(tree: &'n Tree<'a>, ep: &Node<'a>) -> Option<(bool, &'n str)> {
+    let entries = tree.object(Some(ep))?;
     match endpoint_name(entries) {
         Some(name) => Some((true, name)),
-        None => endpoint_host(entries, "deprecatedTopology").map(|h| (false, h)),
+        None => endpoint_host(tree, entries, "deprecatedTopology").map(|h| (false, h)),
     }
 }
 

@@ -1,11 +1,12 @@
-//! The tree a list item is read into ([`Node`]): strings borrowed from the text where they
-//! need no unescaping, each object's entries sorted by key in one allocation of their exact
-//! size, and written back exactly as serde_json writes a `Value` (compact). The decoder keeps
-//! the entries of unfinished objects on a scratch stack ([`Scratch`]) and compares keys and
-//! copies strings without the C library's per-call `memcmp`/`memcpy`, which musl (what the
-//! static builds link) does a byte at a time or with `rep movs`: making the slices list at
-//! scale S canonical took ~75 % longer with musl than with glibc, ~45 % after (criterion
-//! `prepare/slices_list_*` with `--target x86_64-unknown-linux-musl`; perf for the causes).
+//! The tree a list item is read into ([`Tree`], [`Node`]): strings borrowed from the text where
+//! they need no unescaping, each object's entries sorted by key, and written back exactly as
+//! serde_json writes a `Value` (compact). Objects' entries and arrays' elements live in the
+//! tree's own buffers, which one list's items share ([`Tree::recycle`]): reading an item
+//! allocates nothing once they have grown. Keys are compared and strings copied without the C
+//! library's per-call `memcmp`/`memcpy`, which musl (what the static builds link) does a byte
+//! at a time or with `rep movs`: making the slices list at scale S canonical took ~75 % longer
+//! with musl than with glibc, ~45 % after (criterion `prepare/slices_list_*` with `--target
+//! x86_64-unknown-linux-musl`; perf for the causes), ~20 % once the tree stopped allocating.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -17,36 +18,25 @@ use serde_json::Number;
 /// `raw_value`): an item carrying it is decoded the slow way, so that it means the same.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
-/// A JSON value whose strings borrow from the text where they need no unescaping.
-#[derive(Debug)]
+/// A JSON value whose strings borrow from the text where they need no unescaping; an array's
+/// elements and an object's entries are in the [`Tree`] it was read into.
+#[derive(Clone, Debug)]
 pub(super) enum Node<'a> {
     Null,
     Bool(bool),
     Number(Number),
     String(Cow<'a, str>),
-    Array(Vec<Node<'a>>),
-    /// Entries sorted by key, each key once (see [`sort_entries`]).
-    Object(Vec<(Cow<'a, str>, Node<'a>)>),
+    /// Its elements: [`Tree::items`].
+    Array(Span),
+    /// Its entries, sorted by key, each key once (see [`sort_entries`]): [`Tree::entries`].
+    Object(Span),
 }
+
+/// Where an array's elements or an object's entries are in their [`Tree`]: `start..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Span(usize, usize);
 
 pub(super) type Entries<'n, 'a> = &'n [(Cow<'a, str>, Node<'a>)];
-
-pub(super) fn object<'n, 'a>(n: Option<&'n Node<'a>>) -> Option<Entries<'n, 'a>> {
-    match n {
-        Some(Node::Object(entries)) => Some(entries),
-        _ => None,
-    }
-}
-
-pub(super) fn array<'n, 'a>(
-    entries: Entries<'n, 'a>,
-    key: &str,
-) -> impl Iterator<Item = &'n Node<'a>> {
-    match get(entries, key) {
-        Some(Node::Array(items)) => items.iter(),
-        _ => [].iter(),
-    }
-}
 
 pub(super) fn get<'n, 'a>(
     entries: &'n [(Cow<'a, str>, Node<'a>)],
@@ -54,14 +44,6 @@ pub(super) fn get<'n, 'a>(
 ) -> Option<&'n Node<'a>> {
     let at = entries.binary_search_by(|(k, _)| by_key(k, key)).ok()?;
     Some(&entries[at].1)
-}
-
-pub(super) fn get_mut<'n, 'a>(
-    entries: &'n mut [(Cow<'a, str>, Node<'a>)],
-    key: &str,
-) -> Option<&'n mut Node<'a>> {
-    let at = entries.binary_search_by(|(k, _)| by_key(k, key)).ok()?;
-    Some(&mut entries[at].1)
 }
 
 /// `out.extend_from_slice(bytes)` in copies of a fixed size, which the compiler inlines: a
@@ -123,44 +105,6 @@ fn sort_entries(entries: &mut [(Cow<'_, str>, Node<'_>)]) -> usize {
     kept
 }
 
-impl Node<'_> {
-    /// Whether the tree holds a number that is not an integer.
-    pub(super) fn has_float(&self) -> bool {
-        match self {
-            Node::Number(n) => n.is_f64(),
-            Node::Array(items) => items.iter().any(Node::has_float),
-            Node::Object(entries) => entries.iter().any(|(_, v)| v.has_float()),
-            _ => false,
-        }
-    }
-
-    /// Appends the node to `out` as `serde_json::to_writer` writes it (compact), without its
-    /// serializer's call per piece: most of what writing a list item cost, with musl's
-    /// `memcpy` for every piece (the oracle tests and the `list_item` fuzz target hold the
-    /// bytes to a `Value`'s).
-    pub(super) fn write_to(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
-        match self {
-            Node::Null => out.extend_from_slice(b"null"),
-            Node::Bool(true) => out.extend_from_slice(b"true"),
-            Node::Bool(false) => out.extend_from_slice(b"false"),
-            Node::Number(n) => serde_json::to_writer(&mut *out, n)?,
-            Node::String(s) => write_str(out, s)?,
-            Node::Array(items) => {
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    item.write_to(out)?;
-                }
-                out.push(b']');
-            }
-            Node::Object(entries) => write_object(out, entries, |out, _, _, v| v.write_to(out))?,
-        }
-        Ok(())
-    }
-}
-
 /// Writes the object of `entries` as serde_json does, each value by `value`, which gets where
 /// the entry's key starts, the key and the value (the writers that record offsets use that).
 pub(super) fn write_object<'n, 'a>(
@@ -182,45 +126,183 @@ pub(super) fn write_object<'n, 'a>(
     Ok(())
 }
 
-/// Where one item's decoding keeps the entries of the objects (elements of the arrays) it is
-/// inside of: a value's go here until it ends, then move to one allocation of their exact
-/// size. A `Vec` per object grown entry by entry (serde_json gives no size hint for either)
-/// cost several allocations per object, a large part of decoding a list with musl's
-/// allocator (criterion `prepare/slices_list_*`).
+/// One list item's tree: the entries of its objects and the elements of its arrays, each
+/// object's (array's) together, and the stacks of the unfinished ones. A value's entries
+/// (elements) stay on a stack until it ends, then move, sorted, to the end of the tree's.
+/// Kept from item to item ([`Tree::recycle`]), so that reading an item allocates nothing once
+/// the buffers have grown: a `Vec` of the exact size per object and array, freed with the
+/// item, made musl's allocator map and unmap a page for every item of a list (strace of a
+/// start at scale S: ~2,000 `mmap`/`munmap` pairs per list; perf: the decoding thread's
+/// kernel time as large as its user time).
 #[derive(Default)]
-pub(super) struct Scratch<'a> {
-    pub(super) entries: Vec<(Cow<'a, str>, Node<'a>)>,
-    pub(super) items: Vec<Node<'a>>,
+pub(super) struct Tree<'a> {
+    entries: Vec<(Cow<'a, str>, Node<'a>)>,
+    items: Vec<Node<'a>>,
+    open_entries: Vec<(Cow<'a, str>, Node<'a>)>,
+    open_items: Vec<Node<'a>>,
     /// Whether an object of the tree has the key [`RAW_VALUE_TOKEN`].
     pub(super) raw_value: bool,
 }
 
-impl<'a> Scratch<'a> {
+impl<'a> Tree<'a> {
     /// Emptied, for a text of another lifetime, keeping its allocations (collecting an empty
     /// `Vec`'s `into_iter` into one of a type of the same layout reuses its buffer).
     // `filter` could not change the element type's lifetime, which is the point.
     #[allow(clippy::unnecessary_filter_map)]
-    pub(super) fn recycle<'b>(mut self) -> Scratch<'b> {
-        self.entries.clear();
-        self.items.clear();
-        Scratch {
-            entries: self.entries.into_iter().filter_map(|_| None).collect(),
-            items: self.items.into_iter().filter_map(|_| None).collect(),
+    pub(super) fn recycle<'b>(self) -> Tree<'b> {
+        fn empty<T, U>(mut v: Vec<T>) -> Vec<U> {
+            v.clear();
+            v.into_iter().filter_map(|_| None).collect()
+        }
+        Tree {
+            entries: empty(self.entries),
+            items: empty(self.items),
+            open_entries: empty(self.open_entries),
+            open_items: empty(self.open_items),
             raw_value: false,
         }
     }
 
-    /// Reads one JSON text (and nothing after it) into a tree.
+    /// The capacities of its buffers (tests).
+    #[cfg(test)]
+    pub(super) fn capacities(&self) -> [usize; 4] {
+        [
+            self.entries.capacity(),
+            self.items.capacity(),
+            self.open_entries.capacity(),
+            self.open_items.capacity(),
+        ]
+    }
+
+    /// Reads one JSON text (and nothing after it) into the tree, which must be empty; its root.
     pub(super) fn read(&mut self, text: &'a str) -> Result<Node<'a>, serde_json::Error> {
         let mut de = serde_json::Deserializer::from_str(text);
         let node = Seed(self).deserialize(&mut de)?;
         de.end()?;
         Ok(node)
     }
+
+    /// The entries of `object`, if it is an object.
+    pub(super) fn object<'n>(&'n self, object: Option<&Node<'a>>) -> Option<Entries<'n, 'a>> {
+        match object {
+            Some(Node::Object(span)) => Some(self.entries(*span)),
+            _ => None,
+        }
+    }
+
+    /// The entries of the object at `span`.
+    pub(super) fn entries(&self, Span(start, end): Span) -> Entries<'_, 'a> {
+        self.entries.get(start..end).unwrap_or_default()
+    }
+
+    /// The elements of the array at `span`.
+    pub(super) fn items(&self, Span(start, end): Span) -> &[Node<'a>] {
+        self.items.get(start..end).unwrap_or_default()
+    }
+
+    /// The elements of the array under `key` in `entries` (none if it is not an array).
+    pub(super) fn array<'n>(
+        &'n self,
+        entries: Entries<'n, 'a>,
+        key: &str,
+    ) -> impl Iterator<Item = &'n Node<'a>> {
+        match get(entries, key) {
+            Some(Node::Array(span)) => self.items(*span).iter(),
+            _ => [].iter(),
+        }
+    }
+
+    /// The object at `span` without the entries whose key `keep` refuses (order kept).
+    pub(super) fn retain(&mut self, Span(start, end): Span, keep: impl Fn(&str) -> bool) -> Span {
+        let Some(entries) = self.entries.get_mut(start..end) else {
+            return Span(start, start);
+        };
+        let mut kept = 0;
+        for i in 0..entries.len() {
+            if keep(&entries[i].0) {
+                entries.swap(kept, i);
+                kept += 1;
+            }
+        }
+        Span(start, start + kept)
+    }
+
+    /// The object at `span` with `value` under `key` in its sorted place, unless the key is
+    /// there; in place when the object's entries are the last (the root's are: it ends last).
+    pub(super) fn insert_missing(
+        &mut self,
+        span: Span,
+        key: &'static str,
+        value: Node<'a>,
+    ) -> Span {
+        let Err(at) = self.entries(span).binary_search_by(|(k, _)| by_key(k, key)) else {
+            return span;
+        };
+        let Span(mut start, end) = span;
+        if end != self.entries.len() {
+            let moved = self.entries(span).to_vec();
+            start = self.entries.len();
+            self.entries.extend(moved);
+        }
+        self.entries.insert(start + at, (Cow::Borrowed(key), value));
+        Span(start, self.entries.len())
+    }
+
+    /// Sets the value under `key` of the object at `span`, if it has the key.
+    pub(super) fn set(&mut self, Span(start, end): Span, key: &str, value: Node<'a>) {
+        let Some(entries) = self.entries.get_mut(start..end) else {
+            return;
+        };
+        if let Ok(at) = entries.binary_search_by(|(k, _)| by_key(k, key)) {
+            entries[at].1 = value;
+        }
+    }
+
+    /// Whether `node` holds a number that is not an integer.
+    pub(super) fn has_float(&self, node: &Node<'a>) -> bool {
+        match node {
+            Node::Number(n) => n.is_f64(),
+            Node::Array(span) => self.items(*span).iter().any(|n| self.has_float(n)),
+            Node::Object(span) => self.entries(*span).iter().any(|(_, v)| self.has_float(v)),
+            _ => false,
+        }
+    }
+
+    /// Appends `node` to `out` as `serde_json::to_writer` writes it (compact), without its
+    /// serializer's call per piece: most of what writing a list item cost, with musl's
+    /// `memcpy` for every piece (the oracle tests and the `list_item` fuzz target hold the
+    /// bytes to a `Value`'s).
+    pub(super) fn write(
+        &self,
+        out: &mut Vec<u8>,
+        node: &Node<'a>,
+    ) -> Result<(), serde_json::Error> {
+        match node {
+            Node::Null => out.extend_from_slice(b"null"),
+            Node::Bool(true) => out.extend_from_slice(b"true"),
+            Node::Bool(false) => out.extend_from_slice(b"false"),
+            Node::Number(n) => serde_json::to_writer(&mut *out, n)?,
+            Node::String(s) => write_str(out, s)?,
+            Node::Array(span) => {
+                out.push(b'[');
+                for (i, item) in self.items(*span).iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    self.write(out, item)?;
+                }
+                out.push(b']');
+            }
+            Node::Object(span) => {
+                write_object(out, self.entries(*span), |out, _, _, v| self.write(out, v))?
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Decodes one value of the tree, its objects' entries and arrays' elements on the scratch.
-struct Seed<'s, 'a>(&'s mut Scratch<'a>);
+/// Decodes one value of the tree.
+struct Seed<'s, 'a>(&'s mut Tree<'a>);
 
 impl<'de> DeserializeSeed<'de> for Seed<'_, 'de> {
     type Value = Node<'de>;
@@ -259,24 +341,28 @@ impl<'de> Visitor<'de> for Seed<'_, 'de> {
         Ok(Node::String(Cow::Owned(s.to_owned())))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
-        let scratch = self.0;
-        let mark = scratch.items.len();
-        while let Some(item) = seq.next_element_seed(Seed(&mut *scratch))? {
-            scratch.items.push(item);
+        let tree = self.0;
+        let mark = tree.open_items.len();
+        while let Some(item) = seq.next_element_seed(Seed(&mut *tree))? {
+            tree.open_items.push(item);
         }
-        Ok(Node::Array(scratch.items.drain(mark..).collect()))
+        let start = tree.items.len();
+        tree.items.extend(tree.open_items.drain(mark..));
+        Ok(Node::Array(Span(start, tree.items.len())))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
-        let scratch = self.0;
-        let mark = scratch.entries.len();
+        let tree = self.0;
+        let mark = tree.open_entries.len();
         while let Some(Key(k)) = map.next_key()? {
-            scratch.raw_value |= k == RAW_VALUE_TOKEN;
-            let value = map.next_value_seed(Seed(&mut *scratch))?;
-            scratch.entries.push((k, value));
+            tree.raw_value |= k == RAW_VALUE_TOKEN;
+            let value = map.next_value_seed(Seed(&mut *tree))?;
+            tree.open_entries.push((k, value));
         }
-        let kept = sort_entries(&mut scratch.entries[mark..]);
-        scratch.entries.truncate(mark + kept);
-        Ok(Node::Object(scratch.entries.drain(mark..).collect()))
+        let kept = sort_entries(&mut tree.open_entries[mark..]);
+        tree.open_entries.truncate(mark + kept);
+        let start = tree.entries.len();
+        tree.entries.extend(tree.open_entries.drain(mark..));
+        Ok(Node::Object(Span(start, tree.entries.len())))
     }
 }
 
