@@ -36,7 +36,8 @@
 //! **An upstream change:** a [`upstream::reflector`] thread lists, then watches, and hands each
 //! change to the cache: a list is first reduced to canonical bytes per item off every lock
 //! ([`cache::store::prepare`], with [`cache::canonical`]: no `serde_json::Value` per item; for
-//! a v1 slice also where each endpoint sits, so a topology slice is pruned by cutting bytes; keys
+//! a v1 slice also where each endpoint sits, for core/v1 Endpoints each address, so that a
+//! topology Service's objects are pruned by cutting bytes; keys
 //! are compared by [`bytes`], not by the C library's `memcmp`, slow in musl), then
 //! [`cache::store::State::apply_prepared`] runs under the writer's lock (the single writer).
 //! The first lists come in a fixed order ([`upstream::list_order`]: Nodes and Services before

@@ -21,10 +21,13 @@ use crate::cache::topology::{self, HOSTNAME_LABEL, SERVICE_NAME_LABEL};
 use crate::cache::view::{rv_stamp, stamp_rv, LabelSet};
 use crate::k8s::{ObjectKey, Resource};
 
+#[path = "canonical_addresses.rs"]
+mod addresses;
 #[path = "canonical_spans.rs"]
 mod spans;
 #[path = "canonical_tree.rs"]
 mod tree;
+pub use addresses::AddressSpans;
 pub use spans::{EndpointSpan, EndpointSpans};
 use tree::{get, write_object, write_str, Entries, Node, Tree};
 
@@ -58,6 +61,8 @@ pub struct AsIs {
     pub comma: Comma,
     /// For a v1 slice whose `endpoints` is an array: where each endpoint is in the bytes.
     pub endpoints: Option<EndpointSpans>,
+    /// For a core/v1 Endpoints object whose `subsets` is an array: where each address is.
+    pub addresses: Option<Box<AddressSpans>>,
 }
 
 impl AsIs {
@@ -68,28 +73,50 @@ impl AsIs {
         self.finish_stamped(out, raw, rv)
     }
 
-    /// [`AsIs::stamped`] of a v1 slice with the endpoints whose `keep` is false cut out and
-    /// `hints` cut out of the kept ones (§2, §7: a topology Service's slice); `None` without
-    /// [`AsIs::endpoints`] or with a `keep` of another length.
+    /// [`AsIs::stamped`] with the endpoints whose `keep` is false left out (a topology
+    /// Service's object, §2): of a v1 slice ([`AsIs::endpoints`]; the kept ones' `hints` cut
+    /// too, §7), or of core/v1 Endpoints ([`AsIs::addresses`]; lists left empty go too, §4).
+    /// `None` without those spans or with a `keep` of another length.
     pub fn pruned(&self, raw: &[u8], keep: &[bool], rv: u64) -> Option<Vec<u8>> {
+        if let Some(addresses) = &self.addresses {
+            let mut out = Vec::with_capacity(raw.len() + rv_stamp(rv).len() + 1);
+            out.extend_from_slice(raw.get(..self.stamp_at)?);
+            self.push_stamp(&mut out, rv);
+            addresses.write_kept(&mut out, raw, keep, self.stamp_at)?;
+            return Some(out);
+        }
         let cut = self.endpoints.as_ref()?.cut(raw, keep, self.stamp_at)?;
         self.finish_stamped(cut, raw, rv)
     }
 
+    /// The endpoints whose node the filter decides `keep` by, in order: a v1 slice's
+    /// endpoints or an Endpoints object's addresses, if their spans fit `len` bytes.
+    pub fn endpoint_spans(&self, len: usize) -> Option<&[EndpointSpan]> {
+        match (&self.endpoints, &self.addresses) {
+            (Some(s), None) if s.fit(len, self.stamp_at) => Some(&s.items),
+            (None, Some(a)) if a.fit(len, self.stamp_at) => Some(a.items()),
+            _ => None,
+        }
+    }
+
     /// `out` (the bytes before the stamp's place) with the stamp and the rest of `raw`.
     fn finish_stamped(&self, mut out: Vec<u8>, raw: &[u8], rv: u64) -> Option<Vec<u8>> {
-        let stamp = rv_stamp(rv);
         let after = raw.get(self.stamp_at..)?;
-        out.reserve(stamp.len() + 1 + after.len());
+        out.reserve(after.len() + 32);
+        self.push_stamp(&mut out, rv);
+        out.extend_from_slice(after);
+        Some(out)
+    }
+
+    /// The stamp, with its comma.
+    fn push_stamp(&self, out: &mut Vec<u8>, rv: u64) {
         if self.comma == Comma::Before {
             out.push(b',');
         }
-        out.extend_from_slice(stamp.as_bytes());
+        out.extend_from_slice(rv_stamp(rv).as_bytes());
         if self.comma == Comma::After {
             out.push(b',');
         }
-        out.extend_from_slice(after);
-        Some(out)
     }
 
     /// The fast path's contract, checked by the tests, the `list_item` fuzz target and debug
@@ -103,15 +130,22 @@ impl AsIs {
             serde_json::to_vec(&v).map_err(|e| e.to_string())
         };
         let want = stamped(value.clone())?;
-        let spans = match &self.endpoints {
-            // Some endpoints kept, some pruned: every third goes.
-            Some(spans) => {
-                let keep: Vec<bool> = (0..spans.items.len()).map(|i| i % 3 != 1).collect();
+        // Some endpoints kept, some pruned: every third goes.
+        let keep = |n: usize| -> Vec<bool> { (0..n).map(|i| i % 3 != 1).collect() };
+        let spans = match (&self.endpoints, &self.addresses) {
+            (Some(spans), None) => {
+                let keep = keep(spans.items.len());
                 let pruned = stamped(spans.check(raw, &value, &keep)?)?;
                 spans.fit(raw.len(), self.stamp_at) && self.pruned(raw, &keep, 1234) == Some(pruned)
             }
-            // Without spans the slice takes the `Value` path: slower, never wrong.
-            None => true,
+            (None, Some(spans)) => {
+                let keep = keep(spans.items().len());
+                let pruned = stamped(spans.check(raw, &value, &keep)?)?;
+                spans.fit(raw.len(), self.stamp_at) && self.pruned(raw, &keep, 1234) == Some(pruned)
+            }
+            // Without spans the object takes the `Value` path: slower, never wrong.
+            (None, None) => true,
+            (Some(_), Some(_)) => false,
         };
         let checks = [
             ("nodes", self.nodes == topology::endpoint_nodes(&value)),
@@ -148,7 +182,7 @@ pub fn item(text: &str, res: Resource, excluding: &[&str]) -> Result<Item, serde
 /// Reads the items of one list ([`item`]) with buffers kept from item to item, so that an
 /// item costs one allocation, of its bytes' exact size (was: a buffer grown per item, copied
 /// into the shared bytes and freed; and a `Vec` per object and array of its tree).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Decoder {
     /// The bytes being written.
     out: Vec<u8>,
@@ -169,6 +203,16 @@ impl Decoder {
         self.tree = tree.recycle();
         read
     }
+
+    /// Lets go of its buffers if an item made them larger than a few typical items need (a
+    /// decoder that lives on keeps no outsized buffers).
+    pub fn shrink(&mut self) {
+        if self.out.capacity() > Self::KEPT_BYTES || self.tree.bytes() > Self::KEPT_BYTES {
+            *self = Decoder::default();
+        }
+    }
+
+    const KEPT_BYTES: usize = 256 * 1024;
 }
 
 fn read_item<'t>(
@@ -215,7 +259,8 @@ fn read_item<'t>(
         _ => None,
     };
     out.clear();
-    let ((stamp_at, comma), endpoints) = write(out, tree, top, res == Resource::SlicesV1)?;
+    let ((stamp_at, comma), spans) = write(out, tree, top, res)?;
+    let (endpoints, addresses) = spans;
     let as_is = facts.map(|(nodes, service, labels)| AsIs {
         nodes,
         service,
@@ -223,6 +268,7 @@ fn read_item<'t>(
         stamp_at,
         comma,
         endpoints,
+        addresses,
     });
     Ok(Item::Kept(key, Arc::from(&out[..]), as_is))
 }
@@ -315,18 +361,22 @@ fn non_empty<'n>(n: Option<&'n Node<'_>>) -> Option<&'n str> {
 }
 
 /// The object `top` as serde_json writes it (compact), where in `metadata` the stamp goes, and
-/// with `spans` where each element of an `endpoints` array is. Written by hand at the top two
-/// levels (three in `endpoints`) only to learn those offsets; the bytes are those of
-/// `serde_json::to_vec` (the oracle tests compare them with a `Value`'s).
-type Written = ((usize, Comma), Option<EndpointSpans>);
+/// where each element of a v1 slice's `endpoints` array is, or each address of an Endpoints
+/// object's `subsets`. Written by hand at the top two levels (more in those arrays) only to
+/// learn those offsets; the bytes are those of `serde_json::to_vec` (the oracle tests compare
+/// them with a `Value`'s).
+type Written = (
+    (usize, Comma),
+    (Option<EndpointSpans>, Option<Box<AddressSpans>>),
+);
 fn write<'a>(
     out: &mut Vec<u8>,
     tree: &Tree<'a>,
     top: Entries<'_, 'a>,
-    spans: bool,
+    res: Resource,
 ) -> Result<Written, serde_json::Error> {
     let mut place = (0, Comma::None);
-    let mut endpoints = None;
+    let (mut endpoints, mut addresses) = (None, None);
     out.push(b'{');
     for (i, (k, v)) in top.iter().enumerate() {
         if i > 0 {
@@ -352,14 +402,17 @@ fn write<'a>(
                 // Else last, before the closing brace.
                 place = at.unwrap_or((out.len() - 1, end));
             }
-            Node::Array(items) if spans && k == "endpoints" => {
+            Node::Array(items) if res == Resource::SlicesV1 && k == "endpoints" => {
                 endpoints = spans::write_endpoints(out, tree, tree.items(*items))?;
+            }
+            Node::Array(items) if res == Resource::Endpoints && k == "subsets" => {
+                addresses = addresses::write_subsets(out, tree, tree.items(*items))?.map(Box::new);
             }
             _ => tree.write(out, v)?,
         }
     }
     out.push(b'}');
-    Ok((place, endpoints))
+    Ok((place, (endpoints, addresses)))
 }
 
 #[cfg(test)]

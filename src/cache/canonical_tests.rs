@@ -279,6 +279,28 @@ fn the_tree_keeps_its_buffers_between_items() {
     assert_eq!(out, other.as_bytes());
 }
 
+/// A decoder that lives on (the cache's, for recomputing stored objects) keeps its buffers
+/// for items of a usual size and lets go of those an outsized item grew.
+#[test]
+fn a_decoder_keeps_no_outsized_buffers() {
+    let mut d = Decoder::default();
+    let small = r#"{"metadata":{"name":"a"},"subsets":[{"addresses":[{"ip":"1"}]}]}"#;
+    d.item(small, Resource::Endpoints, &[]).expect("JSON");
+    d.shrink();
+    let kept = format!("{d:?}").len();
+    let addrs: Vec<String> = (0..20_000).map(|i| format!(r#"{{"ip":"{i}"}}"#)).collect();
+    let large = format!(
+        r#"{{"metadata":{{"name":"a"}},"subsets":[{{"addresses":[{}]}}]}}"#,
+        addrs.join(",")
+    );
+    d.item(&large, Resource::Endpoints, &[]).expect("JSON");
+    d.shrink();
+    assert_eq!(format!("{d:?}"), format!("{:?}", Decoder::default()));
+    d.item(small, Resource::Endpoints, &[]).expect("JSON");
+    d.shrink();
+    assert_eq!(format!("{d:?}").len(), kept);
+}
+
 #[test]
 fn generated_items_agree_with_the_value_path() {
     let mut g = Gen(0x9e37_79b9_7f4a_7c15);
@@ -523,3 +545,6 @@ fn an_apiserver_ordered_slice_agrees_with_the_value_path() {
     let f = facts_of(&v, Resource::SlicesV1).expect("servable as it came");
     assert_eq!(f.endpoints.map(|s| s.items.len()), Some(1));
 }
+
+#[path = "canonical_addresses_tests.rs"]
+mod addresses;

@@ -134,7 +134,7 @@ pub(super) fn write_object<'n, 'a>(
 /// item, made musl's allocator map and unmap a page for every item of a list (strace of a
 /// start at scale S: ~2,000 `mmap`/`munmap` pairs per list; perf: the decoding thread's
 /// kernel time as large as its user time).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(super) struct Tree<'a> {
     entries: Vec<(Cow<'a, str>, Node<'a>)>,
     items: Vec<Node<'a>>,
@@ -161,6 +161,14 @@ impl<'a> Tree<'a> {
             open_items: empty(self.open_items),
             raw_value: false,
         }
+    }
+
+    /// Bytes its buffers hold.
+    pub(super) fn bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(Cow<'_, str>, Node<'_>)>();
+        let node = std::mem::size_of::<Node<'_>>();
+        (self.entries.capacity() + self.open_entries.capacity()) * entry
+            + (self.items.capacity() + self.open_items.capacity()) * node
     }
 
     /// The capacities of its buffers (tests).

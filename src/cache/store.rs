@@ -79,6 +79,10 @@ pub struct State {
     /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on
     /// ([`State::serve_v1beta1`]); until then no served copy, RV or log entry is spent on them.
     v1beta1: bool,
+    /// Reads stored objects again as list items when a relabel or a Service change recomputes
+    /// them on their bytes ([`State::recompute_as_is`]); kept, so that its buffers are (with
+    /// musl's allocator a decoder per object mapped and unmapped pages for each).
+    decoder: crate::cache::canonical::Decoder,
 }
 
 /// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
@@ -187,6 +191,7 @@ impl State {
             free_ids: Vec::new(),
             health: health_filter::Health::default(),
             v1beta1: false,
+            decoder: Default::default(),
         }
     }
 
@@ -503,6 +508,9 @@ impl State {
             match target {
                 Target::Endpoints(key) => {
                     let kind = UpstreamKind::Endpoints;
+                    if self.recompute_as_is(kind, &key, now) {
+                        continue; // filtered on its bytes
+                    }
                     if let Some(obj) = self.upstream_value(kind, &key) {
                         self.materialize(kind, &key);
                         let served = self.serve_endpoints(&key, obj);

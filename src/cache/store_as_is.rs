@@ -2,7 +2,8 @@
 //! abnormal (§10) and it is not `default/kubernetes` (§8). If its Service has no topology keys,
 //! its served bytes are its upstream bytes with the resourceVersion stamp spliced into
 //! `metadata`; a topology Service's v1 slice has its pruned endpoints, and the `hints` of the
-//! kept ones, cut out of those bytes first (§2, §7). What the indexes, the filter and the view
+//! kept ones, cut out of those bytes first (§2, §7), and its Endpoints their pruned addresses
+//! and the lists left empty (§4). What the indexes, the filter and the view
 //! need (its nodes, each endpoint's node and place, its Service, its labels) was read off the
 //! lock when the list item was made canonical ([`AsIs`]). At scale S that is every slice of a
 //! list, which otherwise are decoded into a `Value` again under the lock, filtered and
@@ -10,7 +11,7 @@
 //! `Value` path.
 
 use super::{State, Stored};
-use crate::cache::canonical::{self, AsIs, Item};
+use crate::cache::canonical::{AsIs, Item};
 use crate::cache::topology::{self, Class};
 use crate::cache::view::Served;
 use crate::k8s::{ObjectKey, Resource};
@@ -41,23 +42,17 @@ impl State {
             UpstreamKind::Endpoints => Some(key),
             _ => facts.service.as_ref(),
         };
-        // A topology Service's v1 slice: which endpoints stay (§2; no §10 here: no node is
-        // abnormal), decided now; their bytes are cut out below, without a `Value`.
+        // A topology Service's v1 slice or Endpoints: which endpoints (addresses) stay (§2;
+        // no §10 here: no node is abnormal), decided now; the others are left out of the
+        // bytes below, without a `Value`.
         let keep: Option<Vec<bool>> = match self.class_of(service) {
             Class::Topology(keys) => {
-                let spans = match (&facts.endpoints, kind) {
-                    (Some(s), UpstreamKind::SlicesV1) if s.fit(bytes.len(), facts.stamp_at) => s,
-                    _ => return false,
+                let Some(spans) = facts.endpoint_spans(bytes.len()) else {
+                    return false;
                 };
                 let loc = self.locality();
                 let kept = |node: Option<&str>| topology::verdict(node, Some(keys), false, &loc);
-                Some(
-                    spans
-                        .items
-                        .iter()
-                        .map(|e| kept(e.node(bytes)).kept)
-                        .collect(),
-                )
+                Some(spans.iter().map(|e| kept(e.node(bytes)).kept).collect())
             }
             Class::Normal | Class::Dangling => None,
         };
@@ -77,7 +72,7 @@ impl State {
         );
         #[cfg(debug_assertions)]
         if let Some(keep) = &keep {
-            self.check_pruned(key, bytes, &facts, keep);
+            self.check_pruned(res, key, bytes, &facts, keep);
         }
         let make = |rv: u64| {
             let served = match &keep {
@@ -96,17 +91,17 @@ impl State {
         true
     }
 
-    /// Recomputes a stored v1 slice (a local-node relabel, a Service's keys changed) through
-    /// [`State::upsert_as_is`]: its stored bytes are canonical, so reading them again as a list
-    /// item gives the same bytes and the facts. `false` (nothing done) when it must take the
-    /// `Value` path.
+    /// Recomputes a stored v1 slice or Endpoints object (a local-node relabel, a Service's keys
+    /// changed) through [`State::upsert_as_is`]: its stored bytes are canonical, so reading them
+    /// again as a list item gives the same bytes and the facts. `false` (nothing done) when it
+    /// must take the `Value` path.
     pub(super) fn recompute_as_is(
         &mut self,
         kind: UpstreamKind,
         key: &ObjectKey,
         now: u64,
     ) -> bool {
-        if kind != UpstreamKind::SlicesV1 {
+        if !matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::Endpoints) {
             return false;
         }
         let Some(bytes) = self.upstream_bytes(kind, key) else {
@@ -115,7 +110,9 @@ impl State {
         let Ok(text) = std::str::from_utf8(&bytes) else {
             return false;
         };
-        match canonical::item(text, kind.resource(), &[]) {
+        let read = self.decoder.item(text, kind.resource(), &[]);
+        self.decoder.shrink();
+        match read {
             Ok(Item::Kept(k, same, Some(facts))) if k == *key && same[..] == bytes[..] => {
                 self.upsert_as_is(kind, key, &bytes, facts, now)
             }
@@ -123,16 +120,27 @@ impl State {
         }
     }
 
-    /// Debug builds: the pruned bytes are what the `Value` path serves (`serve_slice`).
+    /// Debug builds: the pruned bytes are what the `Value` path serves (`serve_slice`,
+    /// `serve_endpoints`).
     #[cfg(debug_assertions)]
-    fn check_pruned(&self, key: &ObjectKey, bytes: &super::Raw, facts: &AsIs, keep: &[bool]) {
+    fn check_pruned(
+        &self,
+        res: Resource,
+        key: &ObjectKey,
+        bytes: &super::Raw,
+        facts: &AsIs,
+        keep: &[bool],
+    ) {
         let value = super::parse(bytes).expect("bytes this process made");
-        let mut want = self.serve_slice(key, value, Resource::SlicesV1);
-        let want = super::publish::finish(Resource::SlicesV1, &mut want, 1234);
+        let mut want = match res {
+            Resource::Endpoints => self.serve_endpoints(key, value),
+            _ => self.serve_slice(key, value, res),
+        };
+        let want = super::publish::finish(res, &mut want, 1234);
         assert_eq!(
             facts.pruned(bytes, keep, 1234).as_deref(),
             Some(&want[..]),
-            "a topology slice pruned on its bytes is what the Value path serves"
+            "a topology {res:?} object pruned on its bytes is what the Value path serves"
         );
     }
 }

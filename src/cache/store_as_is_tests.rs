@@ -78,13 +78,44 @@ fn taken_only_for_objects_served_as_they_came() {
         st.slice_owner.get(&key(&plain)),
         Some(&ObjectKey::new("default", "plain"))
     );
-    // Endpoints: the plain Service's are, the topology Service's and default/kubernetes not.
+    // Endpoints: the plain Service's are, and the topology Service's, filtered on their
+    // bytes (§4: pruned addresses and emptied lists left out); default/kubernetes is not.
     let plain_eps = endpoints("default", "plain", f_addresses());
     let kube = endpoints("default", "kubernetes", f_addresses());
     let ekind = UpstreamKind::Endpoints;
+    let mut topo_eps = fx.endpoints[0].clone();
+    // A second subset whose addresses are all pruned and whose notReadyAddresses came empty:
+    // both lists go, the subset stays.
+    topo_eps["subsets"]
+        .as_array_mut()
+        .expect("subsets")
+        .push(json!({
+            "addresses": [{"ip": "10.9.9.9", "nodeName": "n3"}],
+            "notReadyAddresses": [],
+            "ports": [{"port": 80}]
+        }));
     assert!(as_is(&mut st, ekind, &plain_eps, 1));
-    assert!(!as_is(&mut st, ekind, &fx.endpoints[0], 1));
+    assert!(as_is(&mut st, ekind, &topo_eps, 1));
     assert!(!as_is(&mut st, ekind, &kube, 1));
+    for v in [&plain_eps, &topo_eps] {
+        let coll = st.collection(Resource::Endpoints);
+        let served = coll.get(&key(v)).expect("served").clone();
+        drop(coll);
+        let mut want = fx.serve_endpoints(v);
+        let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+        want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
+        assert_eq!(got, want, "{}", key(v));
+    }
+    let coll = st.collection(Resource::Endpoints);
+    let got: Value =
+        serde_json::from_slice(&coll.get(&key(&topo_eps)).expect("served").bytes).expect("JSON");
+    drop(coll);
+    let addresses = |v: &Value| v["subsets"][0]["addresses"].as_array().map_or(0, Vec::len);
+    assert!(
+        (1..addresses(&topo_eps)).contains(&addresses(&got)),
+        "the filter pruned some, not all: {got}"
+    );
+    assert_eq!(got["subsets"][1], json!({"ports": [{"port": 80}]}));
     // A node reported abnormal filters every object: none is served as it came.
     st.set_edge_health([("n2".to_string(), false)].into_iter().collect(), 2);
     assert!(!as_is(&mut st, kind, &plain, 2));
@@ -100,4 +131,26 @@ fn taken_only_for_objects_served_as_they_came() {
         5,
     );
     assert!(st.is_ready());
+}
+
+/// A relabel or a Service change recomputes a topology Service's Endpoints on their stored
+/// bytes, as it does its slices, and serves what the `Value` path would.
+#[test]
+fn topology_endpoints_are_recomputed_on_their_bytes() {
+    let fx = fixture_f();
+    let mut st = test_support::loaded(&fx, 1, UpstreamKind::SlicesV1, vec![]);
+    let eps = &fx.endpoints[0];
+    let key = ObjectKey::of(eps).expect("named");
+    assert!(st.recompute_as_is(UpstreamKind::Endpoints, &key, 2));
+    let coll = st.collection(Resource::Endpoints);
+    let served = coll.get(&key).expect("served").clone();
+    drop(coll);
+    let mut want = fx.serve_endpoints(eps);
+    want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
+    let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+    assert_eq!(got, want);
+    // Not for a kind without spans, nor an object not stored.
+    assert!(!st.recompute_as_is(UpstreamKind::Services, &key, 3));
+    let nobody = ObjectKey::new("default", "nobody");
+    assert!(!st.recompute_as_is(UpstreamKind::Endpoints, &nobody, 3));
 }

@@ -360,7 +360,7 @@ fn array<'v>(obj: &'v Value, field: &str) -> impl Iterator<Item = &'v Value> {
 }
 
 /// Node of a core/v1 `EndpointAddress`: its non-empty string `nodeName`.
-fn address_node(addr: &Value) -> Option<&str> {
+pub(crate) fn address_node(addr: &Value) -> Option<&str> {
     non_empty_str(addr.get("nodeName"))
 }
 
