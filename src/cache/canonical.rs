@@ -59,10 +59,17 @@ pub struct AsIs {
     pub stamp_at: usize,
     /// See `stamp_at`.
     pub comma: Comma,
-    /// For a v1 slice whose `endpoints` is an array: where each endpoint is in the bytes.
-    pub endpoints: Option<EndpointSpans>,
-    /// For a core/v1 Endpoints object whose `subsets` is an array: where each address is.
-    pub addresses: Option<Box<AddressSpans>>,
+    /// Where each endpoint (address) is in the bytes, if the object has them.
+    pub spans: Option<Spans>,
+}
+
+/// Where the endpoints of an endpoint object are in its canonical bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Spans {
+    /// A v1 slice whose `endpoints` is an array: each endpoint.
+    Endpoints(EndpointSpans),
+    /// A core/v1 Endpoints object whose `subsets` is an array: each address.
+    Addresses(AddressSpans),
 }
 
 impl AsIs {
@@ -74,27 +81,36 @@ impl AsIs {
     }
 
     /// [`AsIs::stamped`] with the endpoints whose `keep` is false left out (a topology
-    /// Service's object, §2): of a v1 slice ([`AsIs::endpoints`]; the kept ones' `hints` cut
-    /// too, §7), or of core/v1 Endpoints ([`AsIs::addresses`]; lists left empty go too, §4).
+    /// Service's object, §2): of a v1 slice ([`Spans::Endpoints`]; the kept ones' `hints` cut
+    /// too, §7), or of core/v1 Endpoints ([`Spans::Addresses`]; lists left empty go too, §4).
     /// `None` without those spans or with a `keep` of another length.
     pub fn pruned(&self, raw: &[u8], keep: &[bool], rv: u64) -> Option<Vec<u8>> {
-        if let Some(addresses) = &self.addresses {
-            let mut out = Vec::with_capacity(raw.len() + rv_stamp(rv).len() + 1);
-            out.extend_from_slice(raw.get(..self.stamp_at)?);
-            self.push_stamp(&mut out, rv);
-            addresses.write_kept(&mut out, raw, keep, self.stamp_at)?;
-            return Some(out);
+        match self.spans.as_ref()? {
+            Spans::Addresses(addresses) => {
+                let mut out = Vec::with_capacity(raw.len() + rv_stamp(rv).len() + 1);
+                out.extend_from_slice(raw.get(..self.stamp_at)?);
+                self.push_stamp(&mut out, rv);
+                addresses.write_kept(&mut out, raw, keep, self.stamp_at)?;
+                Some(out)
+            }
+            Spans::Endpoints(endpoints) => {
+                let cut = endpoints.cut(raw, keep, self.stamp_at)?;
+                self.finish_stamped(cut, raw, rv)
+            }
         }
-        let cut = self.endpoints.as_ref()?.cut(raw, keep, self.stamp_at)?;
-        self.finish_stamped(cut, raw, rv)
     }
 
-    /// The endpoints whose node the filter decides `keep` by, in order: a v1 slice's
-    /// endpoints or an Endpoints object's addresses, if their spans fit `len` bytes.
-    pub fn endpoint_spans(&self, len: usize) -> Option<&[EndpointSpan]> {
-        match (&self.endpoints, &self.addresses) {
-            (Some(s), None) if s.fit(len, self.stamp_at) => Some(&s.items),
-            (None, Some(a)) if a.fit(len, self.stamp_at) => Some(a.items()),
+    /// `keep` for [`AsIs::pruned`]: `kept` of each endpoint's node, in order (a v1 slice's
+    /// endpoints or an Endpoints object's addresses), if their spans fit `raw`.
+    pub fn keep_by(&self, raw: &[u8], kept: impl FnMut(Option<&str>) -> bool) -> Option<Vec<bool>> {
+        let len = raw.len();
+        match self.spans.as_ref()? {
+            Spans::Endpoints(s) if s.fit(len, self.stamp_at) => {
+                Some(s.items.iter().map(|e| e.node(raw)).map(kept).collect())
+            }
+            Spans::Addresses(a) if a.fit(len, self.stamp_at) => {
+                Some(a.nodes(raw).map(kept).collect())
+            }
             _ => None,
         }
     }
@@ -106,10 +122,10 @@ impl AsIs {
         value: &serde_json::Value,
         keep: &[bool],
     ) -> Result<serde_json::Value, String> {
-        match (&self.endpoints, &self.addresses) {
-            (Some(spans), _) => spans.check(raw, value, keep),
-            (_, Some(spans)) => spans.check(raw, value, keep),
-            (None, None) => Err("no spans".into()),
+        match &self.spans {
+            Some(Spans::Endpoints(spans)) => spans.check(raw, value, keep),
+            Some(Spans::Addresses(spans)) => spans.check(raw, value, keep),
+            None => Err("no spans".into()),
         }
     }
 
@@ -144,16 +160,18 @@ impl AsIs {
             serde_json::to_vec(&v).map_err(|e| e.to_string())
         };
         let want = stamped(value.clone())?;
-        // Some endpoints kept, some pruned: every third goes.
-        let spans = match self.endpoint_spans(raw.len()) {
+        let mut i = 0;
+        let spans = match self.keep_by(raw, |_| {
+            i += 1;
+            i % 3 != 2
+        }) {
             // Some endpoints kept, some pruned: every third goes.
-            Some(items) => {
-                let keep: Vec<bool> = (0..items.len()).map(|i| i % 3 != 1).collect();
+            Some(keep) => {
                 let pruned = stamped(self.value_pruned(raw, &value, &keep)?)?;
                 self.pruned(raw, &keep, 1234) == Some(pruned)
             }
             // Without spans the object takes the `Value` path: slower, never wrong.
-            None => self.endpoints.is_none() && self.addresses.is_none(),
+            None => self.spans.is_none(),
         };
         let checks = [
             ("nodes", self.nodes == topology::endpoint_nodes(&value)),
@@ -165,6 +183,37 @@ impl AsIs {
         match checks.iter().find(|(_, ok)| !ok) {
             Some((what, _)) => Err(format!("{what} differ from the Value path's for {value}")),
             None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+impl AsIs {
+    pub(super) fn endpoints(&self) -> Option<&EndpointSpans> {
+        match &self.spans {
+            Some(Spans::Endpoints(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(super) fn endpoints_mut(&mut self) -> Option<&mut EndpointSpans> {
+        match &mut self.spans {
+            Some(Spans::Endpoints(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(super) fn addresses(&self) -> Option<&AddressSpans> {
+        match &self.spans {
+            Some(Spans::Addresses(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(super) fn addresses_mut(&mut self) -> Option<&mut AddressSpans> {
+        match &mut self.spans {
+            Some(Spans::Addresses(s)) => Some(s),
+            _ => None,
         }
     }
 }
@@ -268,15 +317,13 @@ fn read_item<'t>(
     };
     out.clear();
     let ((stamp_at, comma), spans) = write(out, tree, top, res)?;
-    let (endpoints, addresses) = spans;
     let as_is = facts.map(|(nodes, service, labels)| AsIs {
         nodes,
         service,
         labels,
         stamp_at,
         comma,
-        endpoints,
-        addresses,
+        spans,
     });
     Ok(Item::Kept(key, Arc::from(&out[..]), as_is))
 }
@@ -373,10 +420,7 @@ fn non_empty<'n>(n: Option<&'n Node<'_>>) -> Option<&'n str> {
 /// object's `subsets`. Written by hand at the top two levels (more in those arrays) only to
 /// learn those offsets; the bytes are those of `serde_json::to_vec` (the oracle tests compare
 /// them with a `Value`'s).
-type Written = (
-    (usize, Comma),
-    (Option<EndpointSpans>, Option<Box<AddressSpans>>),
-);
+type Written = ((usize, Comma), Option<Spans>);
 fn write<'a>(
     out: &mut Vec<u8>,
     tree: &Tree<'a>,
@@ -384,7 +428,7 @@ fn write<'a>(
     res: Resource,
 ) -> Result<Written, serde_json::Error> {
     let mut place = (0, Comma::None);
-    let (mut endpoints, mut addresses) = (None, None);
+    let mut spans = None;
     out.push(b'{');
     for (i, (k, v)) in top.iter().enumerate() {
         if i > 0 {
@@ -411,16 +455,18 @@ fn write<'a>(
                 place = at.unwrap_or((out.len() - 1, end));
             }
             Node::Array(items) if res == Resource::SlicesV1 && k == "endpoints" => {
-                endpoints = spans::write_endpoints(out, tree, tree.items(*items))?;
+                spans =
+                    spans::write_endpoints(out, tree, tree.items(*items))?.map(Spans::Endpoints);
             }
             Node::Array(items) if res == Resource::Endpoints && k == "subsets" => {
-                addresses = addresses::write_subsets(out, tree, tree.items(*items))?.map(Box::new);
+                spans =
+                    addresses::write_subsets(out, tree, tree.items(*items))?.map(Spans::Addresses);
             }
             _ => tree.write(out, v)?,
         }
     }
     out.push(b'}');
-    Ok((place, (endpoints, addresses)))
+    Ok((place, spans))
 }
 
 #[cfg(test)]

@@ -7,52 +7,123 @@
 
 use serde_json::Value;
 
+use super::non_empty;
 use super::tree::{get, write_object, Node, Tree};
-use super::{non_empty, EndpointSpan};
 use crate::cache::topology;
 
 /// The two lists of a subset that §4 filters, in the order a canonical subset has them.
 const LISTS: [&str; 2] = ["addresses", "notReadyAddresses"];
 
-/// The `subsets` array of an Endpoints object in its canonical bytes.
+/// The `subsets` array of an Endpoints object in its canonical bytes, in one allocation of
+/// the exact size: the spans of every Endpoints object of a list live from the reflector
+/// thread's decoding to the cache's apply, so they are kept small (was a box and three
+/// vectors grown by pushing, ~650 bytes an object of 10 addresses, whose holes glibc kept:
+/// +14 MiB RSS at scale ×10).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AddressSpans {
     /// Offset of the array's `[`.
     open: u32,
     /// Offset of the array's `]`.
     close: u32,
-    /// Its elements in order.
-    subsets: Vec<SubsetSpan>,
-    /// The entries of the subsets that are objects, subset by subset.
-    entries: Vec<EntrySpan>,
-    /// Every address of an `addresses` / `notReadyAddresses` array, in object order (subset
-    /// by subset, `addresses` first): the order of [`AddressSpans::items`]' `keep`.
-    items: Vec<EndpointSpan>,
+    /// How many of `spans` are addresses (they come first, then the subsets).
+    addresses: u32,
+    /// How many of `spans` are subsets (the rest are their entries).
+    subsets: u32,
+    /// Every address of an `addresses` / `notReadyAddresses` array in object order (subset by
+    /// subset, `addresses` first: the order of `keep`), then the elements of `subsets`, then
+    /// the entries of those that are objects, subset by subset.
+    spans: Box<[Span]>,
 }
 
-/// One element of `subsets`: `start..end`, and if it is an object, its entries (a range of
-/// [`AddressSpans::entries`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SubsetSpan {
+/// `start..end` of an address, subset or entry in the bytes; what `a` and `b` are depends:
+/// - an address: where its node's name is (`a == b`: none, as [`topology::address_node`]);
+/// - a subset: its entries, `a..b` of the entries (`a == NOT_AN_OBJECT`: it is not an object);
+/// - an entry: for an `addresses` / `notReadyAddresses` array, where its `[` is in `a` (`0`:
+///   not such a list; the object's `{` is at 0) and how many addresses it has in `b`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
     start: u32,
     end: u32,
-    entries: Option<(u32, u32)>,
+    a: u32,
+    b: u32,
 }
 
-/// One entry of a subset (`"key":value`, `start..end`); for an `addresses` or
-/// `notReadyAddresses` array, where its `[` and `]` are and its elements (a range of
-/// [`AddressSpans::items`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct EntrySpan {
-    start: u32,
-    end: u32,
-    list: Option<(u32, u32, (u32, u32))>,
-}
+/// A subset's `a` when it is not an object.
+const NOT_AN_OBJECT: u32 = u32::MAX;
 
-/// Offsets as `u32` (the spans of a list's worth of objects live until the apply); `None` for
-/// an object that large, which then takes the `Value` path.
+/// Offsets as `u32`; `None` for an object that large, which then takes the `Value` path.
 fn at(offset: usize) -> Option<u32> {
     u32::try_from(offset).ok()
+}
+
+/// Fills the spans of one `subsets` array, in the order [`write_subsets`] writes it.
+struct Recorder {
+    spans: Box<[Span]>,
+    /// Where the next address, subset and entry go in `spans`.
+    next: [usize; 3],
+    /// Where the addresses, subsets and entries end in `spans`.
+    ends: [usize; 3],
+    /// Where the entries start in `spans`.
+    entries_from: usize,
+    usable: bool,
+}
+
+const ADDRESS: usize = 0;
+const SUBSET: usize = 1;
+const ENTRY: usize = 2;
+
+impl Recorder {
+    /// Room for exactly what `subsets` holds: counted first, so that the spans are one
+    /// allocation of their final size.
+    fn for_subsets<'a>(tree: &Tree<'a>, subsets: &[Node<'a>]) -> Self {
+        let (mut addresses, mut entries) = (0, 0);
+        for object in subsets.iter().filter_map(|s| tree.object(Some(s))) {
+            entries += object.len();
+            for (k, v) in object {
+                if let (Node::Array(list), true) = (v, LISTS.contains(&&**k)) {
+                    addresses += tree.items(*list).len();
+                }
+            }
+        }
+        let entries_from = addresses + subsets.len();
+        let total = entries_from + entries;
+        Recorder {
+            spans: vec![Span::default(); total].into_boxed_slice(),
+            next: [0, addresses, entries_from],
+            ends: [addresses, entries_from, total],
+            entries_from,
+            usable: true,
+        }
+    }
+
+    /// Records the next span of `kind` (`None`: unusable, e.g. an offset beyond `u32`).
+    fn put(&mut self, kind: usize, span: Option<Span>) {
+        let i = self.next[kind];
+        match (span, self.spans.get_mut(i).filter(|_| i < self.ends[kind])) {
+            (Some(span), Some(slot)) => *slot = span,
+            _ => self.usable = false,
+        }
+        self.next[kind] += 1;
+    }
+
+    /// The spans, if every one was recorded and usable.
+    fn done(self) -> Option<Box<[Span]>> {
+        (self.usable && self.next == self.ends).then_some(self.spans)
+    }
+
+    /// How many entries are recorded.
+    fn entries(&self) -> usize {
+        self.next[ENTRY] - self.entries_from
+    }
+}
+
+fn span(start: usize, end: usize, a: usize, b: usize) -> Option<Span> {
+    Some(Span {
+        start: at(start)?,
+        end: at(end)?,
+        a: at(a)?,
+        b: at(b)?,
+    })
 }
 
 /// Writes `subsets` to `out` as `serde_json::to_writer` would, and where each subset, entry
@@ -63,15 +134,8 @@ pub(super) fn write_subsets<'a>(
     tree: &Tree<'a>,
     subsets: &[Node<'a>],
 ) -> Result<Option<AddressSpans>, serde_json::Error> {
-    let mut usable = true;
+    let mut rec = Recorder::for_subsets(tree, subsets);
     let open = out.len();
-    let mut spans = AddressSpans {
-        open: 0,
-        close: 0,
-        subsets: Vec::with_capacity(subsets.len()),
-        entries: Vec::new(),
-        items: Vec::new(),
-    };
     out.push(b'[');
     for (i, subset) in subsets.iter().enumerate() {
         if i > 0 {
@@ -81,78 +145,58 @@ pub(super) fn write_subsets<'a>(
         let entries = match tree.object(Some(subset)) {
             None => {
                 tree.write(out, subset)?;
-                None
+                Some((NOT_AN_OBJECT, NOT_AN_OBJECT))
             }
             Some(entries) => {
-                let first = spans.entries.len();
+                let first = rec.entries();
                 write_object(out, entries, |out, entry_at, k, v| {
-                    let list = match v {
+                    let (list_at, from) = (out.len(), rec.next[ADDRESS]);
+                    let (a, b) = match v {
                         Node::Array(list) if LISTS.contains(&k) => {
-                            let list_at = out.len();
-                            let from = spans.items.len();
-                            usable &= write_list(out, tree, tree.items(*list), &mut spans.items)?;
-                            let ends = (at(list_at), at(out.len() - 1));
-                            let items = (at(from), at(spans.items.len()));
-                            match (ends, items) {
-                                ((Some(o), Some(c)), (Some(a), Some(b))) => Some((o, c, (a, b))),
-                                _ => {
-                                    usable = false;
-                                    None
-                                }
-                            }
+                            write_list(out, tree, tree.items(*list), &mut rec)?;
+                            (list_at, rec.next[ADDRESS] - from)
                         }
                         _ => {
                             tree.write(out, v)?;
-                            None
+                            (0, 0)
                         }
                     };
-                    match (at(entry_at), at(out.len())) {
-                        (Some(start), Some(end)) => {
-                            spans.entries.push(EntrySpan { start, end, list })
-                        }
-                        _ => usable = false,
-                    }
+                    rec.put(ENTRY, span(entry_at, out.len(), a, b));
                     Ok(())
                 })?;
-                match (at(first), at(spans.entries.len())) {
-                    (Some(a), Some(b)) => Some((a, b)),
-                    _ => {
-                        usable = false;
-                        None
-                    }
-                }
+                at(first).zip(at(rec.entries()))
             }
         };
-        match (at(start), at(out.len())) {
-            (Some(start), Some(end)) => spans.subsets.push(SubsetSpan {
-                start,
-                end,
-                entries,
-            }),
-            _ => usable = false,
-        }
+        let recorded = entries.and_then(|(a, b)| {
+            let mut s = span(start, out.len(), 0, 0)?;
+            (s.a, s.b) = (a, b);
+            Some(s)
+        });
+        rec.put(SUBSET, recorded);
     }
     let close = out.len();
     out.push(b']');
-    match (at(open), at(close)) {
-        (Some(open), Some(close)) if usable => Ok(Some(AddressSpans {
-            open,
-            close,
-            ..spans
-        })),
-        _ => Ok(None),
-    }
+    let counts = at(rec.next[ADDRESS]).zip(at(subsets.len()));
+    Ok((|| {
+        let (addresses, subsets) = counts?;
+        Some(AddressSpans {
+            open: at(open)?,
+            close: at(close)?,
+            addresses,
+            subsets,
+            spans: rec.done()?,
+        })
+    })())
 }
 
-/// Writes one `addresses` / `notReadyAddresses` array, pushing where each element and its
-/// `nodeName` went; `false` if a node name's bytes are not its text or an offset is too large.
+/// Writes one `addresses` / `notReadyAddresses` array, recording where each element and its
+/// `nodeName` went; unusable if a node name's bytes are not its text or an offset is too large.
 fn write_list<'a>(
     out: &mut Vec<u8>,
     tree: &Tree<'a>,
     list: &[Node<'a>],
-    items: &mut Vec<EndpointSpan>,
-) -> Result<bool, serde_json::Error> {
-    let mut usable = true;
+    rec: &mut Recorder,
+) -> Result<(), serde_json::Error> {
     out.push(b'[');
     for (i, addr) in list.iter().enumerate() {
         if i > 0 {
@@ -181,48 +225,74 @@ fn write_list<'a>(
             (Some(name), Some((a, b))) if out.get(a..b) == Some(name.as_bytes()) => Some((a, b)),
             (Some(_), _) => None,
         };
-        let span = place.and_then(|(a, b)| {
-            Some(EndpointSpan {
-                start: at(start)?,
-                end: at(out.len())?,
-                node: (at(a)?, at(b)?),
-                hints: (0, 0),
-            })
-        });
-        match span {
-            Some(span) => items.push(span),
-            None => {
-                usable = false;
-                items.push(EndpointSpan {
-                    start: 0,
-                    end: 0,
-                    node: (0, 0),
-                    hints: (0, 0),
-                });
-            }
-        }
+        rec.put(
+            ADDRESS,
+            place.and_then(|(a, b)| span(start, out.len(), a, b)),
+        );
     }
     out.push(b']');
-    Ok(usable)
+    Ok(())
 }
 
 impl AddressSpans {
-    /// Every address, in object order: its node is [`EndpointSpan::node`].
-    pub fn items(&self) -> &[EndpointSpan] {
-        &self.items
+    /// How many addresses there are (the length of `keep`).
+    pub fn len(&self) -> usize {
+        self.addresses as usize
+    }
+
+    /// Each address's node in `raw` (the bytes the spans were recorded in), in object order:
+    /// what [`topology::address_node`] reads.
+    pub fn nodes<'r>(&'r self, raw: &'r [u8]) -> impl Iterator<Item = Option<&'r str>> + 'r {
+        self.addresses().iter().map(move |s| {
+            let (from, to) = (s.a as usize, s.b as usize);
+            if from == to {
+                return None;
+            }
+            std::str::from_utf8(raw.get(from..to)?).ok()
+        })
+    }
+
+    /// Whether there are no addresses.
+    pub fn is_empty(&self) -> bool {
+        self.addresses == 0
+    }
+
+    fn addresses(&self) -> &[Span] {
+        self.spans.get(..self.len()).unwrap_or_default()
+    }
+
+    fn subsets(&self) -> &[Span] {
+        let from = self.len();
+        let to = from + self.subsets as usize;
+        self.spans.get(from..to).unwrap_or_default()
+    }
+
+    /// A subset's entries; `None` if it is not an object.
+    fn entries_of(&self, subset: &Span) -> Option<&[Span]> {
+        if subset.a == NOT_AN_OBJECT {
+            return None;
+        }
+        let from = self.len() + self.subsets as usize;
+        let entries = self.spans.get(from..).unwrap_or_default();
+        Some(
+            entries
+                .get(subset.a as usize..subset.b as usize)
+                .unwrap_or_default(),
+        )
     }
 
     /// Moves the first address's start by `by` bytes (tests: a wrong span must be caught).
     #[cfg(test)]
     pub(super) fn shift_first_item(&mut self, by: u32) {
-        if let Some(first) = self.items.first_mut() {
+        if let Some(first) = self.spans.first_mut().filter(|_| self.addresses > 0) {
             first.start += by;
         }
     }
 
     /// Whether every span lies in order in bytes of length `len` whose stamp goes at
-    /// `stamp_at`, after it: then writing the kept addresses cannot fail. Always so in bytes
-    /// they were recorded in; checked before anything is published.
+    /// `stamp_at`, after it, and the lists' addresses are all the addresses: then writing the
+    /// kept addresses cannot fail. Always so in bytes they were recorded in; checked before
+    /// anything is published.
     pub fn fit(&self, len: usize, stamp_at: usize) -> bool {
         let mut last = stamp_at;
         let mut next = |p: u32| {
@@ -230,25 +300,28 @@ impl AddressSpans {
             last = p as usize;
             ok
         };
+        let addresses = self.addresses();
+        let mut x = 0;
         let mut ok = next(self.open);
-        for s in &self.subsets {
+        for s in self.subsets() {
             ok &= next(s.start);
-            let (a, b) = s.entries.unwrap_or((0, 0));
-            for e in self.entries.get(a as usize..b as usize).unwrap_or_default() {
+            for e in self.entries_of(s).unwrap_or_default() {
                 ok &= next(e.start);
-                if let Some((open, close, (x, y))) = e.list {
-                    ok &= next(open);
-                    for i in self.items.get(x as usize..y as usize).unwrap_or_default() {
-                        ok &= next(i.start) && i.node.0 <= i.node.1 && next(i.end);
-                        ok &= i.start <= i.node.0 && i.node.1 <= i.end;
+                if e.a != 0 {
+                    ok &= next(e.a);
+                    let list = addresses.get(x..x + e.b as usize);
+                    ok &= list.is_some();
+                    for i in list.unwrap_or_default() {
+                        ok &= next(i.start) && i.a <= i.b && next(i.end);
+                        ok &= i.start <= i.a && i.b <= i.end;
                     }
-                    ok &= next(close);
+                    x += e.b as usize;
                 }
                 ok &= next(e.end);
             }
             ok &= next(s.end);
         }
-        ok && next(self.close) && (self.close as usize) < len
+        ok && x == addresses.len() && next(self.close) && (self.close as usize) < len
     }
 
     /// Appends `raw[from..]` to `out` with the addresses whose `keep` is false left out, and
@@ -263,48 +336,41 @@ impl AddressSpans {
         from: usize,
     ) -> Option<()> {
         let piece = |a: u32, b: u32| raw.get(a as usize..b as usize);
-        if keep.len() != self.items.len() || !self.fit(raw.len(), from) {
+        if keep.len() != self.len() || !self.fit(raw.len(), from) {
             return None;
         }
+        let addresses = self.addresses();
+        let mut x = 0;
         out.extend_from_slice(raw.get(from..=self.open as usize)?);
-        for (i, s) in self.subsets.iter().enumerate() {
+        for (i, s) in self.subsets().iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            let Some((a, b)) = s.entries else {
+            let Some(entries) = self.entries_of(s) else {
                 out.extend_from_slice(piece(s.start, s.end)?);
                 continue;
             };
             out.push(b'{');
             let mut first = true;
-            for e in self.entries.get(a as usize..b as usize)? {
-                let kept = match e.list {
-                    None => {
-                        (!first).then(|| out.push(b','));
-                        out.extend_from_slice(piece(e.start, e.end)?);
-                        first = false;
-                        continue;
-                    }
-                    Some((open, _, (x, y))) => {
-                        let items = self.items.get(x as usize..y as usize)?;
-                        let keep = keep.get(x as usize..y as usize)?;
-                        let kept: Vec<&EndpointSpan> = items
-                            .iter()
-                            .zip(keep)
-                            .filter(|(_, k)| **k)
-                            .map(|(e, _)| e)
-                            .collect();
-                        (open, kept)
-                    }
-                };
-                let (open, kept) = kept;
-                if kept.is_empty() {
+            for e in entries {
+                if e.a == 0 {
+                    (!first).then(|| out.push(b','));
+                    out.extend_from_slice(piece(e.start, e.end)?);
+                    first = false;
+                    continue;
+                }
+                let (open, n) = (e.a, e.b as usize);
+                let items = addresses.get(x..x + n)?;
+                let keep = keep.get(x..x + n)?;
+                x += n;
+                let mut kept = items.iter().zip(keep).filter(|(_, k)| **k).peekable();
+                if kept.peek().is_none() {
                     continue;
                 }
                 (!first).then(|| out.push(b','));
                 first = false;
                 out.extend_from_slice(piece(e.start, open + 1)?);
-                for (j, item) in kept.iter().enumerate() {
+                for (j, (item, _)) in kept.enumerate() {
                     if j > 0 {
                         out.push(b',');
                     }
@@ -329,16 +395,16 @@ impl AddressSpans {
             .filter_map(Value::as_object)
             .flat_map(|s| LISTS.iter().filter_map(|f| s.get(*f)?.as_array()));
         let addrs: Vec<&Value> = lists.flatten().collect();
-        if addrs.len() != self.items.len() {
+        if addrs.len() != self.len() {
             return Err(format!(
                 "{} spans for {} addresses",
-                self.items.len(),
+                self.len(),
                 addrs.len()
             ));
         }
-        for (addr, span) in addrs.iter().zip(&self.items) {
-            if topology::address_node(addr) != span.node(raw) {
-                return Err(format!("node of {addr} read as {:?}", span.node(raw)));
+        for (addr, node) in addrs.iter().zip(self.nodes(raw)) {
+            if topology::address_node(addr) != node {
+                return Err(format!("node of {addr} read as {node:?}"));
             }
         }
         let mut want = value.clone();

@@ -20,7 +20,7 @@ fn read(v: &str) -> (std::sync::Arc<[u8]>, AsIs, Value) {
 
 /// For each `keep`: the pruned bytes are the `Value` filtered the same way, stamped.
 fn prunes_as_its_value(bytes: &[u8], f: &AsIs, value: &Value, keeps: &[Vec<bool>]) {
-    let spans = f.addresses.as_ref().expect("spans of subsets");
+    let spans = f.addresses().expect("spans of subsets");
     for keep in keeps {
         let mut want = spans.check(bytes, value, keep).expect("nodes agree");
         crate::cache::view::stamp_rv(&mut want, 77);
@@ -46,8 +46,8 @@ fn an_endpoints_object_is_pruned_on_its_bytes_as_on_its_value() {
         {"addresses":[],"ports":[]}
     ]});
     let (bytes, f, value) = read(&v.to_string());
-    let spans = f.addresses.as_ref().expect("spans of subsets");
-    let nodes: Vec<Option<&str>> = spans.items().iter().map(|e| e.node(&bytes)).collect();
+    let spans = f.addresses().expect("spans of subsets");
+    let nodes: Vec<Option<&str>> = spans.nodes(&bytes).collect();
     assert_eq!(
         nodes,
         [Some("n1"), None, None, Some("n2"), None, Some("n3")]
@@ -66,7 +66,7 @@ fn an_endpoints_object_is_pruned_on_its_bytes_as_on_its_value() {
     // A keep of another length, or a span one byte off, is refused or caught.
     assert_eq!(f.pruned(&bytes, &[true], 77), None);
     let mut off = f.clone();
-    if let Some(a) = off.addresses.as_mut() {
+    if let Some(a) = off.addresses_mut() {
         a.shift_first_item(1);
     }
     assert!(off.check(&bytes).is_err(), "a wrong address span is caught");
@@ -82,8 +82,8 @@ fn endpoints_without_usable_spans_take_the_value_path() {
         json!({"metadata":{"name":"q"},"subsets":{"addresses":[]}}),
     ] {
         let f = facts_of(&v, Resource::Endpoints).expect("servable as it came");
-        assert!(f.addresses.is_none(), "{v}");
-        assert!(f.endpoint_spans(1 << 20).is_none(), "{v}");
+        assert!(f.spans.is_none(), "{v}");
+        assert!(f.keep_by(&[b' '; 1 << 20], |_| true).is_none(), "{v}");
     }
     // Empty subsets: spans, nothing to keep.
     let f = facts_of(
@@ -91,7 +91,7 @@ fn endpoints_without_usable_spans_take_the_value_path() {
         Resource::Endpoints,
     )
     .expect("servable as it came");
-    assert_eq!(f.addresses.map(|a| a.items().len()), Some(0));
+    assert_eq!(f.addresses().map(|a| a.len()), Some(0));
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn generated_endpoints_prune_as_their_values() {
             subsets.join(",")
         );
         let (bytes, f, value) = read(&text);
-        let n = f.addresses.as_ref().map_or(0, |s| s.items().len());
+        let n = f.addresses().map_or(0, |s| s.len());
         seen += n;
         let keeps: Vec<Vec<bool>> = [0u32, !0, 0b0101_0101, 0b1010_1010, 0b0011_0110]
             .iter()

@@ -419,7 +419,7 @@ fn a_topology_slice_is_pruned_on_its_bytes_as_on_its_value() {
         "labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","endpoints":eps,
         "ports":[{"port":80}]});
     let f = facts_of(&v, Resource::SlicesV1).expect("servable as it came");
-    let spans = f.endpoints.as_ref().expect("spans of the endpoints array");
+    let spans = f.endpoints().expect("spans of the endpoints array");
     let bytes = match item(&v.to_string(), Resource::SlicesV1, &[]) {
         Ok(Item::Kept(_, bytes, _)) => bytes,
         other => panic!("{other:?}"),
@@ -450,24 +450,24 @@ fn a_topology_slice_is_pruned_on_its_bytes_as_on_its_value() {
     // A keep of another length, or a span one byte off, is refused or caught.
     assert_eq!(f.pruned(&bytes, &[true], 77), None);
     let mut off = f.clone();
-    if let Some(s) = off.endpoints.as_mut() {
+    if let Some(s) = off.endpoints_mut() {
         s.items[0].hints.0 += 1;
     }
     assert!(off.check(&bytes).is_err(), "a wrong hints span is caught");
     // A node name that serializing escapes: no spans (the Value path), the rest as before.
     let quoted = json!({"metadata":{"name":"q"},"endpoints":[{"nodeName":"a\"b"}]});
     let f = facts_of(&quoted, Resource::SlicesV1).expect("servable");
-    assert!(f.endpoints.is_none());
+    assert!(f.spans.is_none());
     // An empty array; no endpoints key, or null: no spans (the Value path inserts `[]`).
     let empty = json!({"metadata":{"name":"e"},"endpoints":[]});
     let f = facts_of(&empty, Resource::SlicesV1).expect("servable");
-    assert_eq!(f.endpoints.map(|s| s.items.len()), Some(0));
+    assert_eq!(f.endpoints().map(|s| s.items.len()), Some(0));
     for v in [
         json!({"metadata":{"name":"e"}}),
         json!({"metadata":{"name":"e"},"endpoints":null}),
     ] {
         let f = facts_of(&v, Resource::SlicesV1).expect("servable");
-        assert!(f.endpoints.is_none(), "{v}");
+        assert!(f.spans.is_none(), "{v}");
     }
 }
 
@@ -514,10 +514,10 @@ fn generated_slices_prune_as_their_values() {
         match item(&text, Resource::SlicesV1, &[]) {
             Ok(Item::Kept(_, bytes, Some(f))) => {
                 f.check(&bytes).expect("the fast path's contract");
-                let n = f.endpoints.as_ref().map_or(0, |s| s.items.len());
+                let n = f.endpoints().map_or(0, |s| s.items.len());
                 spans_seen += n;
                 let value: Value = serde_json::from_slice(&bytes).expect("JSON");
-                let spans = f.endpoints.as_ref().expect("an endpoints array");
+                let spans = f.endpoints().expect("an endpoints array");
                 for mask in [0u32, !0, 0b0101_0101, 0b1010_1010] {
                     let keep: Vec<bool> = (0..n).map(|i| mask & (1 << i) != 0).collect();
                     let mut want = spans.check(&bytes, &value, &keep).expect("nodes agree");
@@ -543,7 +543,7 @@ fn an_apiserver_ordered_slice_agrees_with_the_value_path() {
     same_as_value_path(UpstreamKind::SlicesV1, &[text]);
     let v: Value = serde_json::from_str(text).expect("JSON");
     let f = facts_of(&v, Resource::SlicesV1).expect("servable as it came");
-    assert_eq!(f.endpoints.map(|s| s.items.len()), Some(1));
+    assert_eq!(f.endpoints().map(|s| s.items.len()), Some(1));
 }
 
 #[path = "canonical_addresses_tests.rs"]

@@ -25,7 +25,7 @@ impl State {
         kind: UpstreamKind,
         key: &ObjectKey,
         bytes: &super::Raw,
-        facts: AsIs,
+        mut facts: AsIs,
         now: u64,
     ) -> bool {
         let res = match kind {
@@ -47,12 +47,13 @@ impl State {
         // bytes below, without a `Value`.
         let keep: Option<Vec<bool>> = match self.class_of(service) {
             Class::Topology(keys) => {
-                let Some(spans) = facts.endpoint_spans(bytes.len()) else {
+                let loc = self.locality();
+                let kept =
+                    |node: Option<&str>| topology::verdict(node, Some(keys), false, &loc).kept;
+                let Some(keep) = facts.keep_by(bytes, kept) else {
                     return false;
                 };
-                let loc = self.locality();
-                let kept = |node: Option<&str>| topology::verdict(node, Some(keys), false, &loc);
-                Some(spans.iter().map(|e| kept(e.node(bytes)).kept).collect())
+                Some(keep)
             }
             Class::Normal | Class::Dangling => None,
         };
@@ -63,11 +64,12 @@ impl State {
         }
         #[cfg(debug_assertions)]
         facts.check(bytes).expect("the fast path's contract");
+        let nodes = std::mem::take(&mut facts.nodes);
         self.keep_endpoint_object(
             kind,
             key,
             Stored::Own(bytes.clone()),
-            facts.nodes.clone(),
+            nodes,
             facts.service.clone(),
         );
         #[cfg(debug_assertions)]
