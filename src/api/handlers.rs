@@ -1,4 +1,5 @@
-//! Cache-backed answers: list, get and watch starts, computed from the [`State`] under its lock.
+//! Cache-backed answers: list, get and watch starts, computed from the [`Published`] view under
+//! its lock (the readers' view, not the writer's state).
 //! Pure: the server frames the [`Answer`] and streams watches.
 
 use std::sync::Arc;

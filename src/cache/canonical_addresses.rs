@@ -241,7 +241,7 @@ impl AddressSpans {
     }
 
     /// Each address's node in `raw` (the bytes the spans were recorded in), in object order:
-    /// what [`topology::address_node`] reads.
+    /// what `topology::address_node` reads.
     pub fn nodes<'r>(&'r self, raw: &'r [u8]) -> impl Iterator<Item = Option<&'r str>> + 'r {
         self.addresses().iter().map(move |s| {
             let (from, to) = (s.a as usize, s.b as usize);

@@ -163,7 +163,7 @@ fn endpoint_node<'n, 'a>(tree: &'n Tree<'a>, ep: &Node<'a>) -> Option<(bool, &'n
 }
 
 impl EndpointSpans {
-    /// Whether every span lies where [`EndpointSpans::cut`] needs it in bytes of length `len`
+    /// Whether every span lies where `EndpointSpans::cut` needs it in bytes of length `len`
     /// whose stamp goes at `stamp_at`: then cutting cannot fail. Always so in bytes they were
     /// recorded in; checked before anything is published, so a wrong span is never served.
     pub fn fit(&self, len: usize, stamp_at: usize) -> bool {

@@ -84,7 +84,7 @@ fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, 
     out
 }
 
-/// Prepares `change` for [`State::apply_prepared`]. Pure and lock-free. Items are reduced to
+/// Prepares `change` for [`super::State::apply_prepared`]. Pure and lock-free. Items are reduced to
 /// compact bytes one at a time, so the whole list never exists decoded at once.
 pub fn prepare(kind: UpstreamKind, change: Change) -> Prepared {
     match change {
