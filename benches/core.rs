@@ -13,6 +13,7 @@ use grid_wrapper::api::filter::Filter;
 use grid_wrapper::api::handlers::{self, Answer, InitialEnd, WatchPlan};
 use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
+use grid_wrapper::cache::pack::{pack, Packed};
 use grid_wrapper::cache::store::{prepare, Settings, State};
 use grid_wrapper::cache::topology::{self, Class, Locality, TopologyKeys};
 use grid_wrapper::cache::view::Retention;
@@ -409,9 +410,31 @@ fn prepare_lists(c: &mut Criterion) {
     }
 }
 
+/// Packing the upstream bytes the cache keeps for pruned objects (half a list's slices at S are
+/// a topology Service's: packed under the cache lock when published), and unpacking them (a
+/// relabel's recompute, a relist's comparison). The apiserver's texts, with their uids.
+fn pack_bytes(c: &mut Criterion) {
+    let texts: Vec<Box<str>> = (0..SERVICES / 2)
+        .map(|i| slice_go_order(i * 2, EPS))
+        .collect();
+    let bytes: usize = texts.iter().map(|t| t.len()).sum();
+    let packed: Vec<Packed> = texts.iter().filter_map(|t| pack(t.as_bytes())).collect();
+    let size: usize = packed.iter().map(Packed::packed_len).sum();
+    eprintln!(
+        "pack: 1,000 slices, {bytes} bytes packed to {size} ({:.2}x)",
+        bytes as f64 / size as f64
+    );
+    c.bench_function("pack/topology_slices_scale_S", |b| {
+        b.iter(|| texts.iter().filter_map(|t| pack(t.as_bytes())).count())
+    });
+    c.bench_function("unpack/topology_slices_scale_S", |b| {
+        b.iter(|| packed.iter().filter_map(Packed::unpack).count())
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync, prepare_lists
+    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync, prepare_lists, pack_bytes
 }
 criterion_main!(benches);

@@ -60,6 +60,13 @@ impl fmt::Display for AppError {
 
 impl std::error::Error for AppError {}
 
+/// Packs the upstream bytes the last change left to pack, a batch per lock, after it was
+/// applied and served (`State::pack_pending`).
+fn pack_pending(shared: &Mutex<State>) {
+    const BATCH: usize = 256;
+    while lock(shared).pack_pending(BATCH) > 0 {}
+}
+
 /// Publishes reflector changes into the cache and wakes the loop (the single writer path).
 struct CacheSink {
     shared: Arc<Mutex<State>>,
@@ -117,6 +124,7 @@ impl Sink for CacheSink {
             );
         }
         drop(state);
+        pack_pending(&self.shared);
         if applied.events > 0 || applied.became_ready {
             if let Some(w) = &self.writer {
                 w.changed();
@@ -320,6 +328,8 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     std::thread::Builder::new()
         .name("start-reflectors".into())
         .spawn(move || {
+            // A restored snapshot's pruned objects: packed while the loop already serves them.
+            pack_pending(&starter_shared);
             let start = |kind: UpstreamKind, stop: Arc<AtomicBool>| {
                 if let Err(e) = reflector::spawn(upstream.clone(), kind, sink.clone(), stop) {
                     // Without every reflector the cache never becomes ready: fail loudly.

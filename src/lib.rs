@@ -41,7 +41,9 @@
 //! are compared by [`bytes`], not by the C library's `memcmp`, slow in musl), then
 //! [`cache::store::State::apply_prepared`] runs under the writer's lock (the single writer).
 //! The first lists come in a fixed order ([`upstream::list_order`]: Nodes and Services before
-//! the endpoint objects, which are then served right the first time). The store keeps upstream objects, recomputes the affected
+//! the endpoint objects, which are then served right the first time). The store keeps upstream objects (those served as
+//! they came only as their served bytes, the pruned ones packed by [`cache::pack`]: a list's
+//! as it is decoded, off the lock, a watch event's after it is served), recomputes the affected
 //! served objects with the pure [`cache::topology`] functions, and
 //! [`cache::view::Collection::record`]s each real change with a new resourceVersion in the
 //! per-resource event log of the [`cache::published::Published`] view, which has its own lock,

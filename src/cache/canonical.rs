@@ -61,6 +61,8 @@ pub struct AsIs {
     pub comma: Comma,
     /// Where each endpoint (address) is in the bytes, if the object has them.
     pub spans: Option<Spans>,
+    /// The bytes packed, when the decoder packs (a list's items, off the lock).
+    pub packed: Option<crate::cache::pack::Packed>,
 }
 
 /// Where the endpoints of an endpoint object are in its canonical bytes.
@@ -245,9 +247,19 @@ pub struct Decoder {
     out: Vec<u8>,
     /// Empty between items.
     tree: Tree<'static>,
+    /// Whether an endpoint object's bytes are packed too ([`AsIs::packed`]).
+    pack: bool,
 }
 
 impl Decoder {
+    /// A decoder that also packs each endpoint object's bytes.
+    pub fn packing() -> Decoder {
+        Decoder {
+            pack: true,
+            ..Decoder::default()
+        }
+    }
+
     /// [`item`].
     pub fn item(
         &mut self,
@@ -256,7 +268,7 @@ impl Decoder {
         excluding: &[&str],
     ) -> Result<Item, serde_json::Error> {
         let mut tree = std::mem::take(&mut self.tree).recycle();
-        let read = read_item(&mut tree, &mut self.out, text, res, excluding);
+        let read = read_item(&mut tree, &mut self.out, text, res, excluding, self.pack);
         self.tree = tree.recycle();
         read
     }
@@ -278,6 +290,7 @@ fn read_item<'t>(
     text: &'t str,
     res: Resource,
     excluding: &[&str],
+    pack: bool,
 ) -> Result<Item, serde_json::Error> {
     let root = tree.read(text)?;
     if tree.raw_value {
@@ -324,6 +337,11 @@ fn read_item<'t>(
         stamp_at,
         comma,
         spans,
+        packed: if pack {
+            crate::cache::pack::pack(out)
+        } else {
+            None
+        },
     });
     Ok(Item::Kept(key, Arc::from(&out[..]), as_is))
 }

@@ -3,6 +3,7 @@
 pub mod canonical;
 pub mod epoch;
 pub mod health;
+pub mod pack;
 pub mod published;
 pub mod snapshot;
 pub mod store;

@@ -78,20 +78,47 @@ pub struct Meta {
     pub slice_kind: UpstreamKind,
 }
 
-/// The cached upstream objects, each as compact JSON bytes, per resource.
+/// The cached upstream objects, each as compact JSON bytes, per resource: as a file holds
+/// them (`Arc<[u8]>`), or as the cache hands them to the writer ([`Blob`]: bytes it keeps
+/// packed or only as the served object are made whole one at a time while they are written).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Objects {
+pub struct Objects<B = Arc<[u8]>> {
     /// Nodes.
-    pub nodes: Vec<Arc<[u8]>>,
+    pub nodes: Vec<B>,
     /// Services.
-    pub services: Vec<Arc<[u8]>>,
+    pub services: Vec<B>,
     /// Endpoints.
-    pub endpoints: Vec<Arc<[u8]>>,
+    pub endpoints: Vec<B>,
     /// EndpointSlices of `Meta::slice_kind`.
-    pub slices: Vec<Arc<[u8]>>,
+    pub slices: Vec<B>,
 }
 
-impl Objects {
+/// One object's bytes as the snapshot writer takes them.
+pub trait Blob {
+    /// How many bytes it has.
+    fn len(&self) -> usize;
+
+    /// Whether it has none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Hands its bytes to `put`, in one or more pieces; an error if they cannot be made
+    /// (bytes that do not unpack), or `put`'s.
+    fn write_with(&self, put: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()>;
+}
+
+impl Blob for Arc<[u8]> {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn write_with(&self, put: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        put(self)
+    }
+}
+
+impl<B> Objects<B> {
     /// Number of objects over all resources.
     pub fn len(&self) -> usize {
         self.nodes.len() + self.services.len() + self.endpoints.len() + self.slices.len()
@@ -105,11 +132,11 @@ impl Objects {
 
 /// A whole snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot {
+pub struct Snapshot<B = Arc<[u8]>> {
     /// Identity, time, RV, slice version.
     pub meta: Meta,
     /// The objects.
-    pub objects: Objects,
+    pub objects: Objects<B>,
 }
 
 /// The version of the file format this binary writes and reads.
@@ -241,7 +268,7 @@ fn parse_meta(bytes: &[u8]) -> Result<Meta, SnapshotError> {
     })
 }
 
-fn sections(o: &Objects) -> [(&'static str, &[Arc<[u8]>]); 4] {
+fn sections<B>(o: &Objects<B>) -> [(&'static str, &[B]); 4] {
     [
         ("nodes", &o.nodes),
         ("services", &o.services),
@@ -251,9 +278,9 @@ fn sections(o: &Objects) -> [(&'static str, &[Arc<[u8]>]); 4] {
 }
 
 /// What `write_to` writes, checked and measured before its first byte.
-struct Plan<'a> {
+struct Plan<'a, B> {
     meta: Vec<u8>,
-    sections: [(&'static str, &'a [Arc<[u8]>]); 4],
+    sections: [(&'static str, &'a [B]); 4],
     file_len: u64,
     total: u64,
 }
@@ -270,7 +297,7 @@ fn len_field(len: usize, max: u32, what: &str) -> io::Result<[u8; 4]> {
     }
 }
 
-fn plan(snap: &Snapshot) -> io::Result<Plan<'_>> {
+fn plan<B: Blob>(snap: &Snapshot<B>) -> io::Result<Plan<'_, B>> {
     let m = &snap.meta;
     let version = slice_version(m.slice_kind)
         .ok_or_else(|| invalid(format!("snapshot: slice kind {:?}", m.slice_kind)))?;
@@ -318,7 +345,7 @@ impl<W: Write> Sink<W> {
     }
 }
 
-fn write_plan<W: Write>(plan: &Plan<'_>, w: W) -> io::Result<u64> {
+fn write_plan<W: Write, B: Blob>(plan: &Plan<'_, B>, w: W) -> io::Result<u64> {
     let mut out = Sink {
         w,
         crc: Crc32::new(),
@@ -333,7 +360,11 @@ fn write_plan<W: Write>(plan: &Plan<'_>, w: W) -> io::Result<u64> {
         out.put(&len_field(objs.len(), u32::MAX, what)?)?;
         for obj in objs {
             out.put(&len_field(obj.len(), MAX_OBJECT_LEN, what)?)?;
-            out.put(obj)?;
+            let before = out.written;
+            obj.write_with(&mut |piece| out.put(piece))?;
+            if out.written - before != obj.len() as u64 {
+                return Err(invalid(format!("snapshot: a {what} object changed length")));
+            }
         }
     }
     out.put(&plan.total.to_le_bytes())?;
@@ -355,13 +386,13 @@ fn write_plan<W: Write>(plan: &Plan<'_>, w: W) -> io::Result<u64> {
 /// meta over [`MAX_META_LEN`], more than `u32::MAX` objects of a resource. The objects' JSON
 /// is not checked here (the cache holds only parsed objects); [`decode`] rejects a file with an
 /// object that is not a JSON object.
-pub fn write_to<W: Write>(snap: &Snapshot, w: W) -> io::Result<u64> {
+pub fn write_to<W: Write, B: Blob>(snap: &Snapshot<B>, w: W) -> io::Result<u64> {
     write_plan(&plan(snap)?, w)
 }
 
 /// The whole file as bytes ([`write_to`] into memory). A snapshot that [`write_to`] refuses
 /// gives an empty vector, which [`decode`] rejects.
-pub fn encode(snap: &Snapshot) -> Vec<u8> {
+pub fn encode<B: Blob>(snap: &Snapshot<B>) -> Vec<u8> {
     let Ok(plan) = plan(snap) else {
         return Vec::new();
     };

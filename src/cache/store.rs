@@ -83,6 +83,9 @@ pub struct State {
     /// them on their bytes ([`State::recompute_as_is`]); kept, so that its buffers are (with
     /// musl's allocator a decoder per object mapped and unmapped pages for each).
     decoder: crate::cache::canonical::Decoder,
+    /// Upstream bytes that [`State::pack_pending`] is to pack (`store_upstream.rs`): left for
+    /// after the change is served, so that readiness and other writers do not wait for it.
+    to_pack: Vec<(UpstreamKind, ObjectKey)>,
 }
 
 /// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
@@ -192,6 +195,7 @@ impl State {
             health: health_filter::Health::default(),
             v1beta1: false,
             decoder: Default::default(),
+            to_pack: Vec::new(),
         }
     }
 
@@ -541,6 +545,7 @@ mod serve;
 #[path = "store_upstream.rs"]
 mod upstream;
 use upstream::Stored;
+pub use upstream::Upstream;
 
 #[path = "store_publish.rs"]
 mod publish;

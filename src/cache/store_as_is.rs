@@ -65,13 +65,13 @@ impl State {
         #[cfg(debug_assertions)]
         facts.check(bytes).expect("the fast path's contract");
         let nodes = std::mem::take(&mut facts.nodes);
-        self.keep_endpoint_object(
-            kind,
-            key,
-            Stored::Own(bytes.clone()),
-            nodes,
-            facts.service.clone(),
-        );
+        // A pruned object keeps its upstream bytes: packed off the lock when the list was
+        // decoded, if they were.
+        let stored = match (&keep, facts.packed.take()) {
+            (Some(_), Some(packed)) => Stored::Packed(packed),
+            _ => Stored::Own(bytes.clone()),
+        };
+        self.keep_endpoint_object(kind, key, stored, nodes, facts.service.clone());
         #[cfg(debug_assertions)]
         if let Some(keep) = &keep {
             self.check_pruned(res, key, bytes, &facts, keep);
@@ -115,7 +115,12 @@ impl State {
         let read = self.decoder.item(text, kind.resource(), &[]);
         self.decoder.shrink();
         match read {
-            Ok(Item::Kept(k, same, Some(facts))) if k == *key && same[..] == bytes[..] => {
+            Ok(Item::Kept(k, same, Some(mut facts))) if k == *key && same[..] == bytes[..] => {
+                // The upstream object did not change: if it stays pruned, its packed copy
+                // stays too (a relabel at scale ×10 recomputes every topology object).
+                if let Some(Stored::Packed(packed)) = self.stored(kind, key) {
+                    facts.packed = Some(packed.clone());
+                }
                 self.upsert_as_is(kind, key, &bytes, facts, now)
             }
             _ => false,

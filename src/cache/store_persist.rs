@@ -3,19 +3,19 @@
 
 use log::warn;
 
-use super::{fresh_values, parse, State};
+use super::{fresh_values, parse, State, Upstream};
 use crate::cache::published;
 use crate::cache::snapshot::Objects;
 use crate::upstream::kind::UpstreamKind;
 
 impl State {
-    /// Every cached upstream object: shared, or cut from its served bytes (a copy) when the
-    /// cache keeps it only as the served object. Taken under the lock, written off it.
-    pub fn export(&self) -> Objects {
+    /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
+    /// and where their stamp is): taken under the lock, made whole and written off it.
+    pub fn export(&self) -> Objects<Upstream> {
         let all = |kind: UpstreamKind| -> Vec<_> {
             self.keys_of(kind)
                 .iter()
-                .filter_map(|k| self.upstream_bytes(kind, k))
+                .filter_map(|k| self.upstream_blob(kind, k))
                 .collect()
         };
         Objects {
@@ -69,6 +69,21 @@ impl State {
             coll.reset_history(self.rv);
         }
         true
+    }
+}
+
+impl Objects<Upstream> {
+    /// Every object made whole, all at once (the snapshot writer makes them whole one at a
+    /// time); `None` for bytes that do not unpack.
+    pub fn whole(&self) -> Option<Objects> {
+        let whole =
+            |objs: &[Upstream]| -> Option<Vec<_>> { objs.iter().map(Upstream::bytes).collect() };
+        Some(Objects {
+            nodes: whole(&self.nodes)?,
+            services: whole(&self.services)?,
+            endpoints: whole(&self.endpoints)?,
+            slices: whole(&self.slices)?,
+        })
     }
 }
 

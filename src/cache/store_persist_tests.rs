@@ -67,7 +67,11 @@ fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
     let (fx, slices) = world();
     let online = listed(&fx, &slices, 1_000);
     let mut restored = state(&fx.hostname, 5_000);
-    assert!(restored.restore(online.export(), UpstreamKind::SlicesV1, 0));
+    assert!(restored.restore(
+        online.export().whole().expect("whole"),
+        UpstreamKind::SlicesV1,
+        0
+    ));
     assert!(restored.is_ready() && restored.serving_snapshot());
     assert_eq!(view(&restored), view(&online), "same served content");
     assert!(!view(&online).is_empty());
@@ -90,7 +94,11 @@ fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
         .sum();
     assert_eq!(restored.current_rv() - 5_000, served as u64);
     assert!(
-        !restored.restore(online.export(), UpstreamKind::SlicesV1, 0),
+        !restored.restore(
+            online.export().whole().expect("whole"),
+            UpstreamKind::SlicesV1,
+            0
+        ),
         "only once"
     );
 }
@@ -100,7 +108,11 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
     let (fx, slices) = world();
     let online = listed(&fx, &slices, 1_000);
     let mut st = state(&fx.hostname, 5_000);
-    st.restore(online.export(), UpstreamKind::SlicesV1, 0);
+    st.restore(
+        online.export().whole().expect("whole"),
+        UpstreamKind::SlicesV1,
+        0,
+    );
     st.serve_v1beta1();
     let at = st.current_rv();
 
@@ -180,4 +192,49 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
             "{res:?}"
         );
     }
+}
+
+/// The writer makes each exported object whole itself: from its packed bytes (pruned by
+/// topology), from its served bytes without the stamp (served as it came), or as it is (not
+/// packed yet). The file is the one the whole objects make, and every kind of export is in it.
+#[test]
+fn an_export_writes_the_file_its_whole_objects_write() {
+    use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
+    use crate::cache::store::Upstream;
+    let (fx, slices) = world();
+    let mut online = listed(&fx, &slices, 1_000);
+    // One object packed, the others not yet.
+    assert!(online.pack_pending(1) > 0);
+    let export = online.export();
+    let all: Vec<&Upstream> = [&export.nodes, &export.services, &export.endpoints]
+        .into_iter()
+        .chain([&export.slices])
+        .flatten()
+        .collect();
+    assert!(all.iter().any(|u| matches!(u, Upstream::Packed(_))));
+    assert!(all.iter().any(|u| matches!(u, Upstream::Raw(_))));
+    assert!(all.iter().any(|u| matches!(u, Upstream::Stamped(..))));
+    let meta = Meta {
+        identity: Identity {
+            hostname: "h".into(),
+            upstream: "u".into(),
+        },
+        written_unix_secs: 7,
+        rv: online.current_rv(),
+        slice_kind: UpstreamKind::SlicesV1,
+    };
+    let whole = export.whole().expect("whole");
+    let written = snapshot::encode(&Snapshot {
+        meta: meta.clone(),
+        objects: export,
+    });
+    assert!(!written.is_empty());
+    assert_eq!(
+        written,
+        snapshot::encode(&Snapshot {
+            meta,
+            objects: whole.clone(),
+        })
+    );
+    assert_eq!(snapshot::decode(&written).expect("decodes").objects, whole);
 }

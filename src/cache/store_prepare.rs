@@ -64,7 +64,7 @@ fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
 fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, Listed> {
     let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
     let mut out = BTreeMap::new();
-    let mut decoder = canonical::Decoder::default();
+    let mut decoder = canonical::Decoder::packing();
     for text in texts {
         let kept = match decoder.item(&text, kind.resource(), excluding(kind)) {
             Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed { bytes, as_is })),

@@ -1,13 +1,20 @@
 //! How the cache keeps upstream objects: as compact bytes, or — when they are the served bytes
 //! but for the resourceVersion stamp (Nodes, Services, and the endpoint objects that no
 //! topology key or edge-health status prunes) — not at all: they are read back from the served
-//! object. At scale S that is about half of the upstream bytes.
+//! object. At scale S that is about half of the upstream objects. The others (pruned), once
+//! published, are kept packed ([`crate::cache::pack`]): they are read only to recompute them
+//! or to compare a relisted object with them.
+
+use std::io;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::{parse, Raw, State};
 use crate::bytes;
+use crate::cache::pack::{self, Packed};
 use crate::cache::published;
+use crate::cache::snapshot::Blob;
 use crate::cache::view::{find_stamp, rv_stamp};
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::kind::UpstreamKind;
@@ -15,10 +22,66 @@ use crate::upstream::kind::UpstreamKind;
 /// An upstream object as the cache keeps it.
 #[derive(Clone, Debug)]
 pub(super) enum Stored {
-    /// Its compact JSON.
+    /// Its compact JSON (until it is published: then [`Stored::AsServed`] or
+    /// [`Stored::Packed`]).
     Own(Raw),
+    /// Its compact JSON, packed: the served object differs (it is pruned).
+    Packed(Packed),
     /// The served object of the same key, without its `metadata.resourceVersion`.
     AsServed,
+}
+
+/// An upstream object as [`State::export`] hands it to the snapshot writer: taken under the
+/// cache lock by sharing what the cache holds, made whole off it, one object at a time (was:
+/// a copy of every object kept only as its served object, under the lock, all at once).
+#[derive(Clone, Debug)]
+pub enum Upstream {
+    /// Its compact JSON.
+    Raw(Raw),
+    /// Its compact JSON, packed.
+    Packed(Packed),
+    /// A served object's bytes whose stamp, `from..to`, is not the upstream's.
+    Stamped(Arc<[u8]>, (usize, usize)),
+}
+
+impl Upstream {
+    /// Its bytes, whole (`None`: packed bytes that do not unpack).
+    pub fn bytes(&self) -> Option<Raw> {
+        match self {
+            Upstream::Raw(raw) => Some(raw.clone()),
+            Upstream::Packed(packed) => packed.with_unpacked(|b| Raw::from(b)),
+            Upstream::Stamped(served, (from, to)) => {
+                let (before, after) = (served.get(..*from)?, served.get(*to..)?);
+                Some(before.iter().chain(after).copied().collect())
+            }
+        }
+    }
+}
+
+impl Blob for Upstream {
+    fn len(&self) -> usize {
+        match self {
+            Upstream::Raw(raw) => raw.len(),
+            Upstream::Packed(packed) => packed.len(),
+            Upstream::Stamped(served, (from, to)) => served.len() - (to - from),
+        }
+    }
+
+    fn write_with(&self, put: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        match self {
+            Upstream::Raw(raw) => put(raw),
+            Upstream::Stamped(served, (from, to)) => {
+                let pieces = served.get(..*from).zip(served.get(*to..));
+                let (before, after) =
+                    pieces.ok_or_else(|| io::Error::other("a stamp out of range"))?;
+                put(before)?;
+                put(after)
+            }
+            Upstream::Packed(packed) => packed
+                .with_unpacked(put)
+                .unwrap_or_else(|| Err(io::Error::other("packed bytes that do not unpack"))),
+        }
+    }
 }
 
 /// Where `publish`'s stamp `"resourceVersion":"<rv>"` sits in `served`, with one adjacent
@@ -43,18 +106,6 @@ pub(super) fn unstamped_eq(raw: &[u8], served: &[u8], rv: u64) -> bool {
             && bytes::eq(&served[..from], &raw[..from])
             && bytes::eq(&served[to..], &raw[from..])
     })
-}
-
-/// `served` with the stamp of `rv` cut out.
-fn unstamped(served: &[u8], rv: u64) -> Option<Raw> {
-    let (from, to) = stamp_span(served, rv)?;
-    Some(
-        served[..from]
-            .iter()
-            .chain(&served[to..])
-            .copied()
-            .collect(),
-    )
 }
 
 impl State {
@@ -89,17 +140,25 @@ impl State {
         }
     }
 
-    /// The upstream object's compact JSON (a copy when it is kept as the served object).
-    pub(super) fn upstream_bytes(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Raw> {
-        match self.stored(kind, key)? {
-            Stored::Own(raw) => Some(raw.clone()),
+    /// The upstream object for a snapshot: what the cache holds, shared.
+    pub(super) fn upstream_blob(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Upstream> {
+        Some(match self.stored(kind, key)? {
+            Stored::Own(raw) => Upstream::Raw(raw.clone()),
+            Stored::Packed(packed) => Upstream::Packed(packed.clone()),
             Stored::AsServed => {
                 let res = self.mirror(kind)?;
                 let view = published::lock(&self.view);
                 let served = view.collection(res).get(key)?;
-                unstamped(&served.bytes, served.rv)
+                let span = stamp_span(&served.bytes, served.rv)?;
+                Upstream::Stamped(served.bytes.clone(), span)
             }
-        }
+        })
+    }
+
+    /// The upstream object's compact JSON (a copy when it is kept packed or as the served
+    /// object).
+    pub(super) fn upstream_bytes(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Raw> {
+        self.upstream_blob(kind, key)?.bytes()
     }
 
     /// The upstream object, decoded.
@@ -112,6 +171,10 @@ impl State {
         match self.stored(kind, key) {
             None => false,
             Some(Stored::Own(raw)) => bytes::eq(raw, bytes),
+            Some(Stored::Packed(packed)) => {
+                packed.len() == bytes.len()
+                    && packed.with_unpacked(|raw| bytes::eq(raw, bytes)) == Some(true)
+            }
             Some(Stored::AsServed) => self.mirror(kind).is_some_and(|res| {
                 let view = published::lock(&self.view);
                 view.collection(res)
@@ -131,21 +194,46 @@ impl State {
         }
     }
 
-    /// After a publication: drop the upstream bytes if the served object carries them.
+    /// After a publication: drop the upstream bytes if the served object carries them, else
+    /// leave them for [`State::pack_pending`].
     pub(super) fn settle(&mut self, kind: UpstreamKind, key: &ObjectKey) {
-        let Some(res) = self.mirror(kind) else { return };
         let Some(Stored::Own(raw)) = self.stored(kind, key) else {
             return;
         };
-        let same = published::lock(&self.view)
-            .collection(res)
-            .get(key)
-            .is_some_and(|s| unstamped_eq(raw, &s.bytes, s.rv));
-        if same {
-            if let Some(stored) = self.stored_mut(kind, key) {
-                *stored = Stored::AsServed;
+        let same = self.mirror(kind).is_some_and(|res| {
+            published::lock(&self.view)
+                .collection(res)
+                .get(key)
+                .is_some_and(|s| unstamped_eq(raw, &s.bytes, s.rv))
+        });
+        if !same {
+            self.to_pack.push((kind, key.clone()));
+        } else if let Some(stored) = self.stored_mut(kind, key) {
+            *stored = Stored::AsServed;
+        }
+    }
+
+    /// Packs up to `max` of the upstream bytes kept for pruned objects since the last call
+    /// ([`crate::cache::pack`]); returns how many are left. The writer calls it after each
+    /// change is applied and served, a batch per lock. A list's endpoint objects come packed
+    /// already (packed as the list is decoded, off the lock: packing a list's worth under the
+    /// lock that applies it delayed readiness by ~40 ms at scale S with static musl, and
+    /// packing it here afterwards left the unpacked bytes' holes behind: RSS +1.6 MiB at S);
+    /// what is left here is a watch event's object, or one a relabel or edge-health change
+    /// newly prunes.
+    pub fn pack_pending(&mut self, max: usize) -> usize {
+        let batch = self
+            .to_pack
+            .split_off(self.to_pack.len().saturating_sub(max));
+        for (kind, key) in batch {
+            let Some(Stored::Own(raw)) = self.stored(kind, &key) else {
+                continue; // packed already, served as it came, or gone
+            };
+            if let (Some(packed), Some(stored)) = (pack::pack(raw), self.stored_mut(kind, &key)) {
+                *stored = Stored::Packed(packed);
             }
         }
+        self.to_pack.len()
     }
 }
 
@@ -165,8 +253,11 @@ mod tests {
         assert!(unstamped_eq(br#"{"metadata":{}}"#, alone, 5));
         let changed = br#"{"kind":"Node","metadata":{"labels":{"a":"c"},"name":"n","resourceVersion":"77"},"spec":{}}"#;
         assert!(!unstamped_eq(raw, changed, 77), "content differs");
+        let span = stamp_span(mid, 77).expect("stamped");
         assert_eq!(
-            unstamped(mid, 77).as_deref(),
+            Upstream::Stamped(Arc::from(&mid[..]), span)
+                .bytes()
+                .as_deref(),
             Some(&raw[..]),
             "the stamp removed by decoding gives the same bytes"
         );
@@ -206,10 +297,22 @@ mod state_tests {
             ),
         ];
         let mut st = test_support::loaded(&fx, 1, UpstreamKind::SlicesV1, slices.clone());
+        // Kept whole until the writer packs them, after the change (in batches).
+        let s_a = ObjectKey::new("default", "s-a");
+        let own = |st: &State| {
+            matches!(
+                st.stored(UpstreamKind::SlicesV1, &s_a),
+                Some(Stored::Own(_))
+            )
+        };
+        assert!(own(&st));
+        assert!(st.pack_pending(1) > 0, "more than one object to pack");
+        assert_eq!(st.pack_pending(usize::MAX), 0);
+        assert!(!own(&st));
         let kept = |st: &State, kind, ns: &str, name: &str| {
             matches!(
                 st.stored(kind, &ObjectKey::new(ns, name)),
-                Some(Stored::Own(_))
+                Some(Stored::Packed(_))
             )
         };
         // Served as they came (but for the RV): not kept twice.
@@ -225,7 +328,7 @@ mod state_tests {
             fresh(kind, items.into_iter()).into_values().collect()
         };
         let check = |st: &State| {
-            let out = st.export();
+            let out = st.export().whole().expect("whole");
             assert_eq!(out.nodes, expect(UpstreamKind::Nodes, fx.node_objects()));
             assert_eq!(
                 out.services,
@@ -242,6 +345,7 @@ mod state_tests {
         // n2 becomes abnormal (edge-health): `plain` is now pruned too, so its upstream bytes
         // are kept again; once n2 is back they are dropped again, and nothing was lost.
         st.set_edge_health([("n2".to_string(), false)].into_iter().collect(), 1);
+        st.pack_pending(usize::MAX);
         assert!(kept(&st, UpstreamKind::SlicesV1, "default", "plain-a"));
         assert!(kept(&st, UpstreamKind::Endpoints, "default", "plain"));
         check(&st);
@@ -260,6 +364,77 @@ mod state_tests {
         changed["spec"]["clusterIP"] = json!("10.96.9.9");
         st.apply(UpstreamKind::Services, Change::Upsert(changed), 3);
         assert_eq!(st.current_rv(), rv + 1);
+    }
+
+    /// A listed endpoint object that is served pruned is packed as its list is decoded, and
+    /// a local relabel that recomputes it keeps that packed copy (the upstream object did not
+    /// change) instead of unpacking it and packing it again.
+    #[test]
+    fn a_relabel_keeps_the_packed_copy_of_an_unchanged_pruned_object() {
+        let fx = fixture_f();
+        let ep = |ip: &str, node: &str| slice_endpoint_v1(ip, Some(node), None);
+        let slices = vec![slice_v1(
+            "default",
+            "s-a",
+            Some("s"),
+            vec![
+                ep("10.0.0.1", "h"),
+                ep("10.0.0.2", "n1"),
+                ep("10.0.0.3", "n2"),
+            ],
+        )];
+        let listed =
+            |objs: Vec<Value>| Change::List(objs.iter().map(|o| o.to_string().into()).collect());
+        let mut st = test_support::state(&fx.hostname, 1);
+        st.apply(UpstreamKind::Nodes, listed(fx.node_objects()), 0);
+        st.apply(UpstreamKind::Services, listed(fx.services.clone()), 0);
+        st.apply(UpstreamKind::Endpoints, listed(fx.endpoints.clone()), 0);
+        st.apply(UpstreamKind::SlicesV1, listed(slices.clone()), 0);
+        assert!(st.is_ready());
+        let key = ObjectKey::new("default", "s-a");
+        let packed = |st: &State| match st.stored(UpstreamKind::SlicesV1, &key) {
+            Some(Stored::Packed(p)) => Some(p.clone()),
+            _ => None,
+        };
+        let before = packed(&st).expect("packed while its list was decoded");
+        assert_eq!(
+            st.pack_pending(usize::MAX),
+            0,
+            "nothing left to pack after a list"
+        );
+        let served_ips = |st: &State| {
+            let s = st
+                .collection(Resource::SlicesV1)
+                .get(&key)
+                .expect("served")
+                .bytes
+                .clone();
+            let v: Value = serde_json::from_slice(&s).expect("served JSON");
+            v["endpoints"]
+                .as_array()
+                .expect("endpoints")
+                .iter()
+                .map(|e| e["addresses"][0].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(served_ips(&st), vec![json!("10.0.0.1"), json!("10.0.0.2")]);
+        // h moves to zone b: the slice is recomputed (n2's endpoint for n1's), still pruned.
+        st.apply(
+            UpstreamKind::Nodes,
+            Change::Upsert(node("h", &labels(&[("zone", "b")]))),
+            1,
+        );
+        assert_eq!(served_ips(&st), vec![json!("10.0.0.1"), json!("10.0.0.3")]);
+        let after = packed(&st).expect("still packed");
+        assert!(after.is_same(&before), "the packed copy was made again");
+        assert_eq!(st.pack_pending(usize::MAX), 0);
+        let out = st.export().whole().expect("whole");
+        assert_eq!(
+            out.slices,
+            fresh(UpstreamKind::SlicesV1, slices.into_iter())
+                .into_values()
+                .collect::<Vec<_>>()
+        );
     }
 
     /// An apiserver sends list items without `kind`/`apiVersion` (kubernetes/kubernetes#63676):
@@ -305,7 +480,7 @@ mod state_tests {
         st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
         assert_eq!(st.current_rv(), rv);
         // What is exported for the disk carries them too.
-        let out = st.export();
+        let out = st.export().whole().expect("whole");
         let first: Value = serde_json::from_slice(&out.services[0]).expect("exported JSON");
         assert_eq!(first["kind"], "Service");
         assert_eq!(first["apiVersion"], "v1");
