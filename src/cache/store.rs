@@ -555,7 +555,7 @@ use publish::finish;
 mod prepare;
 #[cfg(test)]
 use prepare::fresh;
-use prepare::fresh_values;
+use prepare::fresh_texts;
 pub use prepare::{prepare, Listed, Prepared};
 
 #[path = "store_explain.rs"]

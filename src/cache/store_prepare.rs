@@ -61,7 +61,7 @@ fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
 
 /// [`fresh`] of a list whose items are still JSON texts: the same bytes, made without a
 /// `Value` ([`canonical::item`]) unless an item needs one.
-fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, Listed> {
+pub(super) fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, Listed> {
     let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
     let mut out = BTreeMap::new();
     let mut decoder = canonical::Decoder::packing();
