@@ -240,6 +240,15 @@ pub fn table(r: &Results) -> String {
         dur(f.upstream.all_pct(50.0)),
         dur(f.upstream.all_pct(99.0)),
     );
+    let mut own = crate::stats::own_share(d, &f.upstream);
+    let _ = writeln!(
+        out,
+        "| 3 | fan-out: grid-wrapper's own share, p50 / p99 | {} / {} | per change ({} that every watcher and the control watch got): received by the last of the {} watchers − received by the control watch on the simulator (0 when the control was later); the source's own delivery is the row above's last figures |",
+        dur(crate::stats::pct(&mut own, 50.0)),
+        dur(crate::stats::pct(&mut own, 99.0)),
+        own.len(),
+        r.watchers,
+    );
     let per_event = f.wrapper_cpu * 1e9 / d.delivered.max(1) as f64;
     let _ = writeln!(
         out,

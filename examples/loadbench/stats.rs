@@ -26,6 +26,9 @@ pub struct Delivery {
     pub complete: usize,
     /// Per complete change: latest receive − send, ns.
     pub all_lag: Vec<u64>,
+    /// Per change (in apply order): the latest receive, ns since the base, if every watcher
+    /// got it.
+    pub latest: Vec<Option<u64>>,
     /// Per delivery: receive − send, ns.
     pub each_lag: Vec<u64>,
     /// Watchers whose stream ended, and the first reason.
@@ -103,12 +106,26 @@ pub fn analyze(run: &ApplyRun, results: &[WatchResult]) -> Delivery {
     let last_recv = latest.iter().copied().max().unwrap_or(0);
     d.last_after_last_send = last_recv as i64 - last_sent as i64;
     for i in 0..n {
-        if got[i] == results.len() {
+        let complete = got[i] == results.len();
+        if complete {
             d.complete += 1;
             d.all_lag.push(latest[i].saturating_sub(run.sent_ns[i]));
         }
+        d.latest.push(complete.then_some(latest[i]));
     }
     d
+}
+
+/// Per change that both saw whole: when the last of `through`'s watchers received it, less
+/// when `control` (a watch of the source itself) received it, ns (0 when the control was the
+/// later one): what the hop through grid-wrapper added to the source's own delivery.
+pub fn own_share(through: &Delivery, control: &Delivery) -> Vec<u64> {
+    through
+        .latest
+        .iter()
+        .zip(&control.latest)
+        .filter_map(|(t, c)| Some(t.as_ref()?.saturating_sub(*c.as_ref()?)))
+        .collect()
 }
 
 /// A duration given in ns, with a unit that keeps 2–3 significant digits.
@@ -166,6 +183,30 @@ mod tests {
         let d = analyze(&run, &[w1, w2]);
         assert_eq!((d.delivered, d.duplicates, d.complete), (3, 1, 1));
         assert_eq!(d.all_lag, vec![80]);
+        assert_eq!(d.latest, vec![Some(180), None]);
         assert!(!d.all_delivered());
+    }
+
+    #[test]
+    fn own_share_is_the_hop_after_the_control_watch() {
+        let run = ApplyRun {
+            first_seq: 0,
+            sent_ns: vec![100, 200, 300],
+            ..ApplyRun::default()
+        };
+        let through = |recv: Vec<(u64, u64)>| WatchResult {
+            recv,
+            ..WatchResult::default()
+        };
+        let wrapper = analyze(
+            &run,
+            &[
+                through(vec![(0, 150), (1, 260), (2, 330)]),
+                through(vec![(0, 170), (2, 340)]),
+            ],
+        );
+        let control = analyze(&run, &[through(vec![(0, 120), (1, 210), (2, 345)])]);
+        // Change 1 did not reach every watcher; change 2 reached the control watch last.
+        assert_eq!(own_share(&wrapper, &control), vec![50, 0]);
     }
 }
