@@ -545,7 +545,7 @@ mod serve;
 #[path = "store_upstream.rs"]
 mod upstream;
 use upstream::Stored;
-pub use upstream::Upstream;
+pub use upstream::{ServedBytes, Upstream};
 
 #[path = "store_publish.rs"]
 mod publish;

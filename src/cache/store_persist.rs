@@ -10,19 +10,13 @@ use crate::upstream::kind::UpstreamKind;
 
 impl State {
     /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
-    /// and where their stamp is): taken under the lock, made whole and written off it.
+    /// and RV): taken under the lock (pointer copies), made whole and written off it.
     pub fn export(&self) -> Objects<Upstream> {
-        let all = |kind: UpstreamKind| -> Vec<_> {
-            self.keys_of(kind)
-                .iter()
-                .filter_map(|k| self.upstream_blob(kind, k))
-                .collect()
-        };
         Objects {
-            nodes: all(UpstreamKind::Nodes),
-            services: all(UpstreamKind::Services),
-            endpoints: all(UpstreamKind::Endpoints),
-            slices: all(self.slice_kind),
+            nodes: self.upstream_blobs(UpstreamKind::Nodes),
+            services: self.upstream_blobs(UpstreamKind::Services),
+            endpoints: self.upstream_blobs(UpstreamKind::Endpoints),
+            slices: self.upstream_blobs(self.slice_kind),
         }
     }
 

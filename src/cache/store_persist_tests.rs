@@ -217,7 +217,7 @@ fn an_export_writes_the_file_its_whole_objects_write() {
         .collect();
     assert!(all.iter().any(|u| matches!(u, Upstream::Packed(_))));
     assert!(all.iter().any(|u| matches!(u, Upstream::Raw(_))));
-    assert!(all.iter().any(|u| matches!(u, Upstream::Stamped(..))));
+    assert!(all.iter().any(|u| matches!(u, Upstream::Served(..))));
     let meta = Meta {
         identity: Identity {
             hostname: "h".into(),

@@ -5,8 +5,9 @@
 //! published, are kept packed ([`crate::cache::pack`]): they are read only to recompute them
 //! or to compare a relisted object with them.
 
+use std::collections::BTreeMap;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -32,26 +33,66 @@ pub(super) enum Stored {
 }
 
 /// An upstream object as [`State::export`] hands it to the snapshot writer: taken under the
-/// cache lock by sharing what the cache holds, made whole off it, one object at a time (was:
-/// a copy of every object kept only as its served object, under the lock, all at once).
+/// cache lock by sharing what the cache holds (pointer copies), made whole off it, one object
+/// at a time.
 #[derive(Clone, Debug)]
 pub enum Upstream {
     /// Its compact JSON.
     Raw(Raw),
     /// Its compact JSON, packed.
     Packed(Packed),
-    /// A served object's bytes whose stamp, `from..to`, is not the upstream's.
-    Stamped(Arc<[u8]>, (usize, usize)),
+    /// A served object: the upstream's bytes but for the stamp of its RV, found and cut out
+    /// while it is written.
+    Served(ServedBytes),
+}
+
+/// A served object's bytes and RV, and where the stamp of that RV is in them: found once, by
+/// the snapshot writer (off the cache lock), the first time it is asked for.
+#[derive(Clone, Debug)]
+pub struct ServedBytes {
+    bytes: Arc<[u8]>,
+    rv: u64,
+    stamp: OnceLock<Option<(usize, usize)>>,
+}
+
+impl ServedBytes {
+    fn new(bytes: Arc<[u8]>, rv: u64) -> ServedBytes {
+        ServedBytes {
+            bytes,
+            rv,
+            stamp: OnceLock::new(),
+        }
+    }
+
+    /// The bytes before and after the stamp (`None`: no stamp of the RV in them).
+    fn around_stamp(&self) -> Option<(&[u8], &[u8])> {
+        let (from, to) = (*self.stamp.get_or_init(|| stamp_span(&self.bytes, self.rv)))?;
+        Some((self.bytes.get(..from)?, self.bytes.get(to..)?))
+    }
 }
 
 impl Upstream {
-    /// Its bytes, whole (`None`: packed bytes that do not unpack).
+    /// What the cache holds for one object: shared, and `served` (the served object's bytes
+    /// and RV) only asked for when the cache keeps it as that.
+    fn of(stored: &Stored, served: impl FnOnce() -> Option<(Arc<[u8]>, u64)>) -> Option<Upstream> {
+        Some(match stored {
+            Stored::Own(raw) => Upstream::Raw(raw.clone()),
+            Stored::Packed(packed) => Upstream::Packed(packed.clone()),
+            Stored::AsServed => {
+                let (bytes, rv) = served()?;
+                Upstream::Served(ServedBytes::new(bytes, rv))
+            }
+        })
+    }
+
+    /// Its bytes, whole (`None`: packed bytes that do not unpack, served bytes without the
+    /// stamp of their RV).
     pub fn bytes(&self) -> Option<Raw> {
         match self {
             Upstream::Raw(raw) => Some(raw.clone()),
             Upstream::Packed(packed) => packed.with_unpacked(|b| Raw::from(b)),
-            Upstream::Stamped(served, (from, to)) => {
-                let (before, after) = (served.get(..*from)?, served.get(*to..)?);
+            Upstream::Served(served) => {
+                let (before, after) = served.around_stamp()?;
                 Some(before.iter().chain(after).copied().collect())
             }
         }
@@ -63,17 +104,20 @@ impl Blob for Upstream {
         match self {
             Upstream::Raw(raw) => raw.len(),
             Upstream::Packed(packed) => packed.len(),
-            Upstream::Stamped(served, (from, to)) => served.len() - (to - from),
+            // Without a stamp `write_with` fails: the length is then moot.
+            Upstream::Served(served) => served
+                .around_stamp()
+                .map_or(served.bytes.len(), |(b, a)| b.len() + a.len()),
         }
     }
 
     fn write_with(&self, put: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
         match self {
             Upstream::Raw(raw) => put(raw),
-            Upstream::Stamped(served, (from, to)) => {
-                let pieces = served.get(..*from).zip(served.get(*to..));
-                let (before, after) =
-                    pieces.ok_or_else(|| io::Error::other("a stamp out of range"))?;
+            Upstream::Served(served) => {
+                let (before, after) = served
+                    .around_stamp()
+                    .ok_or_else(|| io::Error::other("a served object without its stamp"))?;
                 put(before)?;
                 put(after)
             }
@@ -140,19 +184,39 @@ impl State {
         }
     }
 
+    /// The served object that stands in for upstream object `key` of `kind`: its bytes and RV.
+    fn served_for(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
+        let view = published::lock(&self.view);
+        let served = view.collection(self.mirror(kind)?).get(key)?;
+        Some((served.bytes.clone(), served.rv))
+    }
+
     /// The upstream object for a snapshot: what the cache holds, shared.
     pub(super) fn upstream_blob(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Upstream> {
-        Some(match self.stored(kind, key)? {
-            Stored::Own(raw) => Upstream::Raw(raw.clone()),
-            Stored::Packed(packed) => Upstream::Packed(packed.clone()),
-            Stored::AsServed => {
-                let res = self.mirror(kind)?;
-                let view = published::lock(&self.view);
-                let served = view.collection(res).get(key)?;
-                let span = stamp_span(&served.bytes, served.rv)?;
-                Upstream::Stamped(served.bytes.clone(), span)
-            }
-        })
+        Upstream::of(self.stored(kind, key)?, || self.served_for(kind, key))
+    }
+
+    /// Every upstream object of `kind` for a snapshot, in key order ([`State::upstream_blob`]
+    /// of each, walking the store once). The served view is locked per object, as the loop
+    /// locks it per request, so that a LIST never waits for a whole export.
+    pub(super) fn upstream_blobs(&self, kind: UpstreamKind) -> Vec<Upstream> {
+        let all = |map: &BTreeMap<ObjectKey, Stored>| -> Vec<Upstream> {
+            map.iter()
+                .filter_map(|(key, stored)| Upstream::of(stored, || self.served_for(kind, key)))
+                .collect()
+        };
+        match kind {
+            UpstreamKind::Nodes => self
+                .nodes
+                .iter()
+                .filter_map(|(name, stored)| {
+                    Upstream::of(stored, || self.served_for(kind, &ObjectKey::new("", name)))
+                })
+                .collect(),
+            UpstreamKind::Services => all(&self.services),
+            UpstreamKind::Endpoints => all(&self.endpoints),
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => all(&self.slices),
+        }
     }
 
     /// The upstream object's compact JSON (a copy when it is kept packed or as the served
@@ -253,9 +317,8 @@ mod tests {
         assert!(unstamped_eq(br#"{"metadata":{}}"#, alone, 5));
         let changed = br#"{"kind":"Node","metadata":{"labels":{"a":"c"},"name":"n","resourceVersion":"77"},"spec":{}}"#;
         assert!(!unstamped_eq(raw, changed, 77), "content differs");
-        let span = stamp_span(mid, 77).expect("stamped");
         assert_eq!(
-            Upstream::Stamped(Arc::from(&mid[..]), span)
+            Upstream::Served(ServedBytes::new(Arc::from(&mid[..]), 77))
                 .bytes()
                 .as_deref(),
             Some(&raw[..]),
