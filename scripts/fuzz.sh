@@ -19,9 +19,16 @@ cargo +nightly fuzz build
 for t in $TARGETS; do
   mkdir -p "corpus-local/$t"
   echo "== fuzz $t for ${SECS}s"
+  log="corpus-local/$t.log"
+  status=0
   cargo +nightly fuzz run "$t" "corpus-local/$t" "corpus/$t" -- \
-    -max_total_time="$SECS" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 2>&1 \
-    | grep -E "^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|Done )|==[0-9]+==ERROR|panicked at|^SUMMARY|Test unit written" || true
+    -max_total_time="$SECS" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1 \
+    || status=$?
+  grep -E "^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|Done )|==[0-9]+==ERROR|panicked at|^SUMMARY|Test unit written" "$log" || true
+  # A target that did not run (a missing seed corpus, a build error) must not pass silently.
+  if [ "$status" != 0 ] && ! grep -q "^Done " "$log"; then
+    echo "fuzz: $t did not run (exit $status):"; tail -5 "$log"; exit 1
+  fi
   # libFuzzer writes crash-*/timeout-* artifacts on a finding: fail loudly.
   # (any one of them: `ls a b c` fails when one pattern matches nothing)
   if compgen -G "artifacts/$t/crash-*" >/dev/null || compgen -G "artifacts/$t/timeout-*" >/dev/null \
