@@ -124,7 +124,6 @@ impl Sink for CacheSink {
             );
         }
         drop(state);
-        pack_pending(&self.shared);
         if applied.events > 0 || applied.became_ready {
             if let Some(w) = &self.writer {
                 w.changed();
@@ -133,6 +132,8 @@ impl Sink for CacheSink {
                 warn!("cannot wake the event loop: {e}");
             }
         }
+        // After the wake: the watches get the change without waiting for the packing.
+        pack_pending(&self.shared);
     }
 }
 

@@ -88,14 +88,16 @@ impl Upstream {
     /// Its bytes, whole (`None`: packed bytes that do not unpack, served bytes without the
     /// stamp of their RV).
     pub fn bytes(&self) -> Option<Raw> {
-        match self {
-            Upstream::Raw(raw) => Some(raw.clone()),
-            Upstream::Packed(packed) => packed.with_unpacked(|b| Raw::from(b)),
-            Upstream::Served(served) => {
-                let (before, after) = served.around_stamp()?;
-                Some(before.iter().chain(after).copied().collect())
-            }
+        if let Upstream::Raw(raw) = self {
+            return Some(raw.clone());
         }
+        let mut out = Vec::with_capacity(self.len());
+        self.write_with(&mut |piece| {
+            out.extend_from_slice(piece);
+            Ok(())
+        })
+        .ok()?;
+        Some(Raw::from(out))
     }
 }
 
@@ -239,12 +241,9 @@ impl State {
                 packed.len() == bytes.len()
                     && packed.with_unpacked(|raw| bytes::eq(raw, bytes)) == Some(true)
             }
-            Some(Stored::AsServed) => self.mirror(kind).is_some_and(|res| {
-                let view = published::lock(&self.view);
-                view.collection(res)
-                    .get(key)
-                    .is_some_and(|s| unstamped_eq(bytes, &s.bytes, s.rv))
-            }),
+            Some(Stored::AsServed) => self
+                .served_for(kind, key)
+                .is_some_and(|(served, rv)| unstamped_eq(bytes, &served, rv)),
         }
     }
 
@@ -264,12 +263,9 @@ impl State {
         let Some(Stored::Own(raw)) = self.stored(kind, key) else {
             return;
         };
-        let same = self.mirror(kind).is_some_and(|res| {
-            published::lock(&self.view)
-                .collection(res)
-                .get(key)
-                .is_some_and(|s| unstamped_eq(raw, &s.bytes, s.rv))
-        });
+        let same = self
+            .served_for(kind, key)
+            .is_some_and(|(served, rv)| unstamped_eq(raw, &served, rv));
         if !same {
             self.to_pack.push((kind, key.clone()));
         } else if let Some(stored) = self.stored_mut(kind, key) {
