@@ -242,3 +242,25 @@ fn an_export_writes_the_file_its_whole_objects_write() {
     );
     assert_eq!(snapshot::decode(&written).expect("decodes").objects, whole);
 }
+
+/// A snapshot object that is not UTF-8 (the file's checks make that unlikely, but the disk is
+/// untrusted) is skipped with a warning; the others are served, nothing panics.
+#[test]
+fn a_restore_skips_an_object_that_is_not_utf8() {
+    let (fx, slices) = world();
+    let online = listed(&fx, &slices, 1_000);
+    let mut objects = online.export().whole().expect("whole");
+    let good = objects.nodes.len();
+    assert!(good > 0);
+    objects.nodes.push(std::sync::Arc::from(
+        &b"{\"metadata\":{\"name\":\"\xff\"}}"[..],
+    ));
+    let mut restored = state(&fx.hostname, 5_000);
+    assert!(restored.restore(objects, UpstreamKind::SlicesV1, 0));
+    assert_eq!(restored.collection(Resource::Nodes).len(), good);
+    assert_eq!(
+        view(&restored),
+        view(&online),
+        "the rest is served as listed"
+    );
+}

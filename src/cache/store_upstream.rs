@@ -301,6 +301,39 @@ impl State {
 mod tests {
     use super::*;
 
+    /// Served bytes that do not carry the stamp of their RV (which the cache never makes) are
+    /// refused when made whole or written: an error, not a panic, not wrong bytes on disk.
+    #[test]
+    fn served_bytes_without_their_stamp_are_refused() {
+        let served = br#"{"metadata":{"name":"n","resourceVersion":"76"}}"#;
+        let blob = Upstream::Served(ServedBytes::new(Arc::from(&served[..]), 77));
+        assert_eq!(blob.bytes(), None);
+        let err = blob
+            .write_with(&mut |_| Ok(()))
+            .expect_err("no stamp of RV 77");
+        assert!(err.to_string().contains("without its stamp"), "{err}");
+        // The snapshot writer passes the error on.
+        let snap = crate::cache::snapshot::Snapshot {
+            meta: crate::cache::snapshot::Meta {
+                identity: crate::cache::snapshot::Identity {
+                    hostname: "h".into(),
+                    upstream: "u".into(),
+                },
+                written_unix_secs: 1,
+                rv: 77,
+                slice_kind: UpstreamKind::SlicesV1,
+            },
+            objects: crate::cache::snapshot::Objects {
+                nodes: vec![blob],
+                services: Vec::new(),
+                endpoints: Vec::new(),
+                slices: Vec::new(),
+            },
+        };
+        assert!(crate::cache::snapshot::write_to(&snap, Vec::new()).is_err());
+        assert!(crate::cache::snapshot::encode(&snap).is_empty());
+    }
+
     #[test]
     fn the_stamp_is_cut_wherever_it_sits() {
         let raw = br#"{"kind":"Node","metadata":{"labels":{"a":"b"},"name":"n"},"spec":{}}"#;
