@@ -194,7 +194,7 @@ fn list_and_fanout(c: &mut Criterion) {
         )
     });
 
-    // The same LIST right after a change of one slice: the ready items are rebuilt.
+    // The same LIST right after a change of one slice (nothing is rebuilt: the body shares items).
     let changing = std::cell::RefCell::new(scale_state());
     c.bench_function("list_selector_L/after_a_change_scale_S", |b| {
         let mut gen = 0u64;

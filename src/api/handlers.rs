@@ -222,13 +222,9 @@ fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &Published) -
     }
     let head = list_head(res, current);
     let body = match filter.selection(res) {
-        // The whole collection: its ready items, one `Arc` clone (no per-item work).
-        Selection::Everything => vec![
-            head,
-            Segment::Shared(state.collection(res).list_items()),
-            Segment::Owned(b"]}".to_vec()),
-        ],
-        Selection::PerItem => item_body(head, select_per_item(res, filter, state)),
+        // The whole collection: no per-item work but sharing each item's bytes.
+        Selection::Everything => item_body(head, state.collection(res).objects()),
+        Selection::PerItem => item_body(head, select_per_item(res, filter, state).iter()),
     };
     Reply {
         code: 200,
@@ -250,17 +246,21 @@ fn list_head(res: Resource, current: u64) -> Segment {
     )
 }
 
-/// A list body of the given items, each shared, joined by `,` segments.
-fn item_body(head: Segment, items: Vec<Arc<Served>>) -> Vec<Segment> {
+/// A list body of the given items: each item's shared bytes, joined by constant `,` segments
+/// (no copy of a served object; the socket takes them with vectored writes).
+fn item_body<'a>(
+    head: Segment,
+    items: impl ExactSizeIterator<Item = &'a Arc<Served>>,
+) -> Vec<Segment> {
     let mut body = Vec::with_capacity(items.len() * 2 + 2);
     body.push(head);
-    for (i, item) in items.into_iter().enumerate() {
+    for (i, item) in items.enumerate() {
         if i > 0 {
-            body.push(Segment::Owned(b",".to_vec()));
+            body.push(Segment::Static(b","));
         }
         body.push(Segment::Shared(item.bytes.clone()));
     }
-    body.push(Segment::Owned(b"]}".to_vec()));
+    body.push(Segment::Static(b"]}"));
     body
 }
 

@@ -71,14 +71,6 @@ impl Published {
         self.v1beta1
     }
 
-    /// Drops the ready list bodies no LIST used since the previous sweep (see
-    /// [`Collection::sweep`]); the event loop calls it every few seconds.
-    pub fn sweep(&mut self) {
-        for coll in self.served.iter_mut() {
-            coll.sweep();
-        }
-    }
-
     pub(crate) fn set_rv(&mut self, rv: u64) {
         self.rv = rv;
     }

@@ -4,9 +4,7 @@
 //! Owns no lock and does no I/O; [`crate::cache::store::State`] is its only writer.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -285,12 +283,6 @@ pub struct Collection {
     /// Bytes of the objects the log holds (old and new of every entry).
     log_bytes: usize,
     horizon: u64,
-    /// The items of the whole list, ready to serve: built by the first [`Collection::list_items`]
-    /// after a change, dropped by [`Collection::record`] (at most one per collection), and by
-    /// [`Collection::sweep`] when no LIST used it since the previous sweep.
-    list_items: OnceLock<Arc<[u8]>>,
-    /// Set by [`Collection::list_items`], cleared by [`Collection::sweep`].
-    list_items_used: AtomicBool,
 }
 
 fn entry_bytes(e: &Entry) -> usize {
@@ -305,13 +297,11 @@ impl Collection {
             log: VecDeque::new(),
             log_bytes: 0,
             horizon,
-            list_items: OnceLock::new(),
-            list_items_used: AtomicBool::new(false),
         }
     }
 
     /// Current served objects in key order.
-    pub fn objects(&self) -> impl Iterator<Item = &Arc<Served>> {
+    pub fn objects(&self) -> impl ExactSizeIterator<Item = &Arc<Served>> {
         self.objects.values()
     }
 
@@ -328,48 +318,6 @@ impl Collection {
     /// One served object.
     pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Served>> {
         self.objects.get(key)
-    }
-
-    /// Every served object's bytes in key order, joined by `,`: the items of a list of the whole
-    /// collection. Shared; built once after each change (copy-on-write), so a LIST of everything
-    /// costs one `Arc` clone.
-    pub fn list_items(&self) -> Arc<[u8]> {
-        self.list_items_used.store(true, Ordering::Relaxed);
-        self.list_items
-            .get_or_init(|| {
-                let len = self
-                    .objects
-                    .values()
-                    .map(|o| o.bytes.len() + 1)
-                    .sum::<usize>()
-                    .saturating_sub(1);
-                // One allocation of the exact size, filled in place (a `Vec` then `into()` would
-                // allocate and copy twice).
-                let mut items: Arc<[u8]> = std::iter::repeat_n(0, len).collect();
-                if let Some(mut buf) = Arc::get_mut(&mut items) {
-                    for (i, obj) in self.objects.values().enumerate() {
-                        let sep: &[u8] = if i > 0 { b"," } else { b"" };
-                        // Cannot fail: `len` is the exact total.
-                        let _ = buf.write_all(sep).and_then(|()| buf.write_all(&obj.bytes));
-                    }
-                }
-                items
-            })
-            .clone()
-    }
-
-    /// Drops the ready list items unless a LIST used them since the last sweep (the event loop
-    /// sweeps every few seconds): a body of the whole collection (3.5 MiB of slices at scale S,
-    /// 33 MiB at ×10) is kept while LISTs come, not for as long as nothing changes.
-    pub fn sweep(&mut self) {
-        if !self.list_items_used.swap(false, Ordering::Relaxed) {
-            self.list_items.take();
-        }
-    }
-
-    /// Bytes held by the ready list items (0 when not built since the last change).
-    pub fn list_items_bytes(&self) -> usize {
-        self.list_items.get().map_or(0, |b| b.len())
     }
 
     /// Oldest resourceVersion a watch may resume from.
@@ -392,7 +340,6 @@ impl Collection {
     /// Adds a served object without logging it (building a view that has no history yet; see
     /// `State::serve_v1beta1`).
     pub fn seed(&mut self, served: Arc<Served>) {
-        self.list_items.take();
         self.objects.insert(served.key.clone(), served);
     }
 
@@ -405,7 +352,6 @@ impl Collection {
         rv: u64,
         now: u64,
     ) -> Entry {
-        self.list_items.take();
         let old = match &new {
             Some(served) => self.objects.insert(key.clone(), served.clone()),
             None => self

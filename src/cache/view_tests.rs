@@ -1,4 +1,4 @@
-//! Collections: replay, retention, ready list bodies, RV stamps.
+//! Collections: replay, retention, RV stamps.
 
 use super::*;
 use serde_json::json;
@@ -33,53 +33,6 @@ fn replay_after_cursor_and_gone_below_horizon() {
     assert_eq!(old, Some(15));
     assert!(del[0].new.is_none());
     assert!(c.is_empty());
-}
-
-#[test]
-fn list_items_are_rebuilt_after_each_change() {
-    let mut c = Collection::new(0);
-    assert_eq!(&*c.list_items(), b"");
-    c.record(&ObjectKey::new("", "b"), Some(served("b", 1)), 1, 0);
-    c.record(&ObjectKey::new("", "a"), Some(served("a", 2)), 2, 0);
-    let joined = |c: &Collection| {
-        let parts: Vec<&[u8]> = c.objects().map(|o| &o.bytes[..]).collect();
-        parts.join(&b","[..])
-    };
-    let first = c.list_items();
-    assert_eq!(&*first, &joined(&c)[..]);
-    assert!(
-        Arc::ptr_eq(&first, &c.list_items()),
-        "shared until a change"
-    );
-    assert_eq!(c.list_items_bytes(), first.len());
-    c.record(&ObjectKey::new("", "a"), None, 3, 0);
-    assert_eq!(c.list_items_bytes(), 0, "a change drops the ready items");
-    assert_eq!(&*c.list_items(), &joined(&c)[..]);
-    assert!(
-        first.len() > c.list_items().len(),
-        "a reply in flight keeps its bytes"
-    );
-}
-
-#[test]
-fn unused_list_items_are_dropped_by_the_second_sweep() {
-    let mut c = Collection::new(0);
-    c.record(&ObjectKey::new("", "a"), Some(served("a", 1)), 1, 0);
-    let in_flight = c.list_items();
-    c.sweep();
-    assert_eq!(
-        c.list_items_bytes(),
-        in_flight.len(),
-        "used since the last sweep: kept"
-    );
-    c.sweep();
-    assert_eq!(
-        c.list_items_bytes(),
-        0,
-        "unused for a whole sweep period: dropped"
-    );
-    assert!(!in_flight.is_empty(), "a reply being sent keeps its bytes");
-    assert_eq!(&*c.list_items(), &*in_flight, "rebuilt on the next LIST");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::cache::published::{self, View};
+use crate::cache::published::View;
 use crate::cache::store::State;
 use crate::server::conn::{self, Conn, Ctx, ServerOptions};
 use crate::server::proxy::Proxy;
@@ -47,12 +47,7 @@ pub struct Server {
     proxy: Proxy,
     opts: ServerOptions,
     seed: u64,
-    /// When the ready list bodies are next swept (`Published::sweep`).
-    next_sweep: Instant,
 }
-
-/// How often unused ready list bodies are dropped: a body lives 5–10 s after its last LIST.
-const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 impl Server {
     /// Binds the listener and prepares the loop.
@@ -84,7 +79,6 @@ impl Server {
             proxy,
             opts,
             seed: seed | 1,
-            next_sweep: Instant::now() + SWEEP_EVERY,
         })
     }
 
@@ -202,10 +196,6 @@ impl Server {
             Err(e) => return Err(e),
         }
         let now = Instant::now();
-        if now >= self.next_sweep {
-            published::lock(&self.view).sweep();
-            self.next_sweep = now + SWEEP_EVERY;
-        }
         let jitter = self.jitter();
         let mut touched: Vec<Token> = Vec::new();
         for event in events.iter() {
