@@ -10,7 +10,7 @@
 # which writes out/loadbench-x10.md (LOADBENCH_OUT overrides any default).
 set -euo pipefail
 BIN=${1:-target/release}
-LIMIT=${LOADBENCH_TIMEOUT:-300}
+LIMIT=${LOADBENCH_TIMEOUT:-420}
 case " ${*:2} " in
   *" --only list "*) OUT=${LOADBENCH_OUT:-out/listbench.md} ;;
   *" --scale x10 "*) OUT=${LOADBENCH_OUT:-out/loadbench-x10.md}; LIMIT=${LOADBENCH_TIMEOUT:-360} ;;

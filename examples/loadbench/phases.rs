@@ -21,6 +21,9 @@ use crate::{SCALE, SELECTOR_L, SIM_HISTORY};
 const FANOUT_DRAIN: Duration = Duration::from_secs(15);
 /// How long a ramp step waits for the last deliveries.
 const STEP_DRAIN: Duration = Duration::from_secs(5);
+/// When the churn is over, VmRSS is read again this long after the last change: the event
+/// logs keep 75 s of history (`Retention::for_queue`), aged by the loop every 5 s; 3 s margin.
+const AGED_AFTER: Duration = Duration::from_secs(75 + 5 + 3);
 /// A ramp step keeps up only if the every-watcher p99 lag stays under this.
 pub const KEEP_UP_P99: Duration = Duration::from_secs(1);
 
@@ -52,6 +55,10 @@ pub struct Mem {
     pub rss_end: u64,
     /// VmHWM after the watch phases, KiB.
     pub hwm_end: u64,
+    /// VmRSS once the event logs' window passed after the watch phases, KiB (0: not measured).
+    pub rss_aged: u64,
+    /// How long after the watch phases `rss_aged` was read.
+    pub aged_after: Duration,
     /// VmRSS of the simulator (which holds the same objects as `serde_json::Value`s), KiB.
     pub sim_rss: u64,
     /// (collection, body bytes, items) of the four LISTs.
@@ -479,14 +486,16 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
     }
     mem.rss_end = rss_kib(w.pid).unwrap_or(0);
     mem.hwm_end = hwm_kib(w.pid).unwrap_or(0);
+    let churn_end = Instant::now();
     let relists = w.log.count("relist");
     if relists > 0 {
         notes.push(format!(
             "the wrapper logged {relists} relist line(s) during the run"
         ));
     }
-    children.kill(w.pid);
 
+    // While the event logs' window passes for the wrapper above (it stays up, its watchers
+    // connected, no change made), fresh starts and the idle run use other processes.
     eprintln!("loadbench: readiness ({} fresh starts)", opts.ready_runs);
     let mut ready = Vec::new();
     for _ in 0..opts.ready_runs {
@@ -494,10 +503,18 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
         children.kill(w2.pid);
         ready.push(s);
     }
-    children.kill(sim_pid);
-
     eprintln!("loadbench: idle RSS of the demo cluster");
     let idle = crate::idle::run(children, opts).map_err(|e| e.to_string());
+    eprintln!(
+        "loadbench: waiting for the event logs' window ({} s after the last change)",
+        AGED_AFTER.as_secs()
+    );
+    thread::sleep(AGED_AFTER.saturating_sub(churn_end.elapsed()));
+    mem.aged_after = churn_end.elapsed();
+    mem.rss_aged = rss_kib(w.pid).unwrap_or(0);
+    children.kill(w.pid);
+    children.kill(sim_pid);
+
     let results = Results {
         machine,
         sim_args,

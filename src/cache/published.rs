@@ -8,8 +8,9 @@
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use crate::cache::view::Collection;
+use crate::cache::view::{Collection, Retention};
 use crate::k8s::Resource;
 
 /// The served view of every resource.
@@ -19,6 +20,10 @@ pub struct Published {
     rv: u64,
     ready: bool,
     v1beta1: bool,
+    /// How much history each collection keeps.
+    retention: Retention,
+    /// The writer's clock (seconds) at its latest trim: the time base of the logs' entries.
+    clock: u64,
 }
 
 /// The readers' handle on the [`Published`] view (shared with the writer).
@@ -31,13 +36,15 @@ pub fn lock(view: &Mutex<Published>) -> MutexGuard<'_, Published> {
 }
 
 impl Published {
-    /// An empty, not yet ready view whose history starts at `rv`.
-    pub fn new(rv: u64) -> Published {
+    /// An empty, not yet ready view whose history starts at `rv` and keeps `retention`.
+    pub fn new(rv: u64, retention: Retention) -> Published {
         Published {
             served: std::array::from_fn(|_| Collection::new(rv)),
             rv,
             ready: false,
             v1beta1: false,
+            retention,
+            clock: 0,
         }
     }
 
@@ -71,6 +78,30 @@ impl Published {
         self.v1beta1
     }
 
+    /// The writer's clock at its latest trim (seconds, the time base of the log entries).
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Drops every log entry beyond the retention at `now` (the writer's clock, after each
+    /// change).
+    pub(crate) fn trim(&mut self, now: u64) {
+        self.clock = self.clock.max(now);
+        for coll in self.served.iter_mut() {
+            coll.trim(&self.retention, now);
+        }
+    }
+
+    /// [`Published::trim`] at `now` when it is past the writer's clock: the event loop calls it
+    /// every few seconds, so that a log filled by a burst of churn is emptied once the window
+    /// passes although no change comes (a watch resuming from before it gets 410 and relists,
+    /// as from the apiserver).
+    pub fn age(&mut self, now: u64) {
+        if now > self.clock {
+            self.trim(now);
+        }
+    }
+
     pub(crate) fn set_rv(&mut self, rv: u64) {
         self.rv = rv;
     }
@@ -81,6 +112,43 @@ impl Published {
 
     pub(crate) fn set_v1beta1(&mut self) {
         self.v1beta1 = true;
+    }
+}
+
+/// How often the event loop ages the logs ([`Ageing`]).
+pub const AGE_EVERY: Duration = Duration::from_secs(5);
+
+/// The event loop's reckoning of the writer's clock, to age the logs while no change comes:
+/// the writer's latest clock and when the loop first saw it, carried on by the loop's own
+/// monotonic time. It runs behind the writer's clock (by up to [`AGE_EVERY`]), so it never
+/// drops an entry the writer would keep.
+#[derive(Debug, Default)]
+pub struct Ageing {
+    writer: u64,
+    seen_at: Option<Instant>,
+    due: Option<Instant>,
+}
+
+impl Ageing {
+    /// Whether [`Ageing::tick`] has work at `at`.
+    pub fn is_due(&self, at: Instant) -> bool {
+        self.due.is_none_or(|due| at >= due)
+    }
+
+    /// Ages `view` to the reckoned writer clock at `at` ([`Published::age`]); next due
+    /// [`AGE_EVERY`] later.
+    pub fn tick(&mut self, view: &mut Published, at: Instant) {
+        self.due = Some(at + AGE_EVERY);
+        let clock = view.clock();
+        let seen_at = match self.seen_at {
+            Some(t) if clock == self.writer => t,
+            _ => {
+                self.writer = clock;
+                self.seen_at = Some(at);
+                at
+            }
+        };
+        view.age(clock + at.saturating_duration_since(seen_at).as_secs());
     }
 }
 
@@ -113,6 +181,8 @@ mod tests {
 
     use super::*;
     use crate::cache::store::test_support;
+    use crate::cache::view::Served;
+    use crate::k8s::ObjectKey;
     use crate::upstream::kind::{Change, UpstreamKind};
 
     #[test]
@@ -146,5 +216,49 @@ mod tests {
         drop(busy);
         let _ = reader.join();
         assert_eq!(seen, Ok((true, rv, 1)), "the reader waited for the writer");
+    }
+
+    #[test]
+    fn the_loop_ages_a_log_that_no_change_trims() {
+        let retention = Retention {
+            min_entries: 2,
+            max_entries: 1024,
+            window_secs: 75,
+            max_bytes: 16 << 20,
+        };
+        let mut view = Published::new(0, retention);
+        let node = |rv: u64| {
+            let v = json!({"kind": "Node", "apiVersion": "v1",
+                "metadata": {"name": "n", "resourceVersion": rv.to_string()}});
+            Arc::new(Served::from_value(ObjectKey::new("", "n"), rv, &v))
+        };
+        // A burst of ten changes at the writer's second 0, then nothing.
+        for rv in 1..=10 {
+            let coll = view.collection_mut(Resource::Nodes);
+            coll.record(&ObjectKey::new("", "n"), Some(node(rv)), rv, 0);
+            view.trim(0);
+        }
+        let log = |v: &Published| v.collection(Resource::Nodes).log_len();
+        assert_eq!(log(&view), 10);
+        let t0 = Instant::now();
+        let mut ageing = Ageing::default();
+        ageing.tick(&mut view, t0);
+        assert_eq!(log(&view), 10, "within the window");
+        assert!(!ageing.is_due(t0 + Duration::from_secs(1)));
+        // The writer changes something at its second 50: the reckoning restarts from there.
+        view.trim(50);
+        let at = t0 + Duration::from_secs(80);
+        assert!(ageing.is_due(at));
+        ageing.tick(&mut view, at);
+        assert_eq!(
+            log(&view),
+            10,
+            "50 s after the burst by the writer's clock: kept"
+        );
+        // 30 s later by the loop's clock, 80 s by the writer's: beyond the window.
+        ageing.tick(&mut view, at + Duration::from_secs(30));
+        assert_eq!(log(&view), 2, "aged down to the minimum");
+        assert_eq!(view.collection(Resource::Nodes).horizon(), 8);
+        assert_eq!(view.clock(), 80);
     }
 }

@@ -168,10 +168,11 @@ fn clean(kind: UpstreamKind, mut obj: Value) -> Option<(ObjectKey, Value)> {
 impl State {
     /// An empty, not yet ready cache whose RVs start above `seed` (PROTOCOL.md §8.1).
     pub fn new(settings: Settings, seed: u64) -> State {
+        let retention = settings.retention;
         State {
             settings,
             rv: seed,
-            view: Arc::new(Mutex::new(Published::new(seed))),
+            view: Arc::new(Mutex::new(Published::new(seed, retention))),
             nodes: BTreeMap::new(),
             node_labels: BTreeMap::new(),
             services: BTreeMap::new(),

@@ -85,10 +85,7 @@ impl State {
 
     /// Drops log entries beyond the retention, in every collection.
     pub(super) fn trim(&mut self, now: u64) {
-        let mut view = published::lock(&self.view);
-        for coll in view.collections_mut() {
-            coll.trim(&self.settings.retention, now);
-        }
+        published::lock(&self.view).trim(now);
     }
 }
 

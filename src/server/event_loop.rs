@@ -12,7 +12,7 @@ use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::cache::published::View;
+use crate::cache::published::{self, Ageing, View};
 use crate::cache::store::State;
 use crate::server::conn::{self, Conn, Ctx, ServerOptions};
 use crate::server::proxy::Proxy;
@@ -47,6 +47,8 @@ pub struct Server {
     proxy: Proxy,
     opts: ServerOptions,
     seed: u64,
+    /// Ages the event logs while no change comes.
+    ageing: Ageing,
 }
 
 impl Server {
@@ -79,6 +81,7 @@ impl Server {
             proxy,
             opts,
             seed: seed | 1,
+            ageing: Ageing::default(),
         })
     }
 
@@ -196,6 +199,9 @@ impl Server {
             Err(e) => return Err(e),
         }
         let now = Instant::now();
+        if self.ageing.is_due(now) {
+            self.ageing.tick(&mut published::lock(&self.view), now);
+        }
         let jitter = self.jitter();
         let mut touched: Vec<Token> = Vec::new();
         for event in events.iter() {
