@@ -52,7 +52,7 @@ cross-test:
 ## loadbench: release grid-wrapper vs the simulator at scale S: memory, LIST vs nginx, watch
 ## fan-out, sustained change rate, readiness, the loop during writer work (out/loadbench.md),
 ## then the same cluster ×10: sync, RSS, LIST, relabel, fan-out (out/loadbench-x10.md; a
-## 3.6 GiB simulator). Two tables, ≤ 7 min. LOADBENCH_X10=0 skips the ×10 table.
+## 3.6 GiB simulator). Two tables, ≤ 9 min. LOADBENCH_X10=0 skips the ×10 table.
 LOADBENCH_X10 ?= 1
 loadbench:
 	$(CARGO) build --release --bins --example loadbench
