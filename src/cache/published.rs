@@ -87,21 +87,23 @@ impl Published {
     /// change).
     pub(crate) fn trim(&mut self, now: u64) {
         self.clock = self.clock.max(now);
-        for coll in self.served.iter_mut() {
-            coll.trim(&self.retention, now);
+        self.trim_logs(now);
+    }
+
+    /// Trims the logs at `now` when it is past the writer's clock: the event loop calls it
+    /// every few seconds, so that a log filled by a burst of churn is emptied once the window
+    /// passes although no change comes (a watch resuming from before it gets 410 and relists,
+    /// as from the apiserver). The writer's clock is left as it is: it stays the time base the
+    /// loop reckons from.
+    pub fn age(&mut self, now: u64) {
+        if now > self.clock {
+            self.trim_logs(now);
         }
     }
 
-    /// [`Published::trim`] at `now` when it is past the writer's clock: the event loop calls it
-    /// every few seconds, so that a log filled by a burst of churn is emptied once the window
-    /// passes although no change comes (a watch resuming from before it gets 410 and relists,
-    /// as from the apiserver).
-    /// The writer's clock is left as it is: it stays the time base the loop reckons from.
-    pub fn age(&mut self, now: u64) {
-        if now > self.clock {
-            for coll in self.served.iter_mut() {
-                coll.trim(&self.retention, now);
-            }
+    fn trim_logs(&mut self, now: u64) {
+        for coll in self.served.iter_mut() {
+            coll.trim(&self.retention, now);
         }
     }
 
