@@ -99,6 +99,11 @@ fn c03_proxies_every_other_request_streamed_and_503_when_upstream_unreachable() 
     );
     assert!(!watch.is_ended(), "the relayed stream is still open");
     drop(watch);
+    // grid-wrapper's own Services watch delivers the same ADDED on its own schedule: wait for
+    // it, so the check below (the cache still answers without the upstream) is not a race.
+    wait_for("the cache to hold the streamed Service", || {
+        names(&w.get_json("/api/v1/services")).len() == 5
+    });
 
     // Upstream gone: proxied requests get a 503 Status; the cache still answers.
     drop(sim);
