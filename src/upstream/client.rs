@@ -10,6 +10,7 @@
 use crate::upstream::decode::{self, DecodeError, ListResult};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
 use crate::upstream::kubeconfig::UpstreamConfig;
+use crate::upstream::list_split::ListSplitter;
 use crate::upstream::stats::{self, RequestStats, Stats, Verb};
 use crate::upstream::throttle::TokenBucket;
 use crate::upstream::tls;
@@ -36,6 +37,8 @@ pub const WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(660);
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest LIST body read.
 pub const MAX_LIST_BYTES: u64 = 256 * 1024 * 1024;
+/// Read size of a LIST body on its way to the [`ListSplitter`].
+const LIST_READ_BYTES: usize = 32 * 1024;
 /// Largest error (`Status`) body read.
 pub const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
 /// A token file is re-read at most this often.
@@ -358,15 +361,17 @@ impl Upstream {
         })
     }
 
-    /// GET with a `timeout` for the whole exchange and a body of at most `limit` bytes, through
-    /// the failover selection; a non-2xx answer is an [`UpstreamError::Status`].
-    fn get_bounded(
+    /// GET with a `timeout` for the whole exchange and a body of at most `limit` bytes, read by
+    /// `consume`, through the failover selection; a non-2xx answer is an
+    /// [`UpstreamError::Status`].
+    fn get_bounded<T>(
         &self,
         verb: Verb,
         path_and_query: &str,
         timeout: Duration,
         limit: u64,
-    ) -> Result<Vec<u8>, UpstreamError> {
+        mut consume: impl FnMut(ureq::BodyReader<'static>) -> Result<T, ureq::Error>,
+    ) -> Result<T, UpstreamError> {
         let f = &self.inner.failover;
         f.call(verb, &self.inner.requests, |_, base| {
             self.pace();
@@ -378,11 +383,7 @@ impl Upstream {
                 .call()?;
             let resp = Self::check_status(resp)?;
             let code = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .into_with_config()
-                .limit(limit)
-                .read_to_vec()?;
+            let body = consume(resp.into_body().into_with_config().limit(limit).reader())?;
             Ok((body, code))
         })
     }
@@ -390,21 +391,28 @@ impl Upstream {
     /// GET a JSON document (discovery), body bounded by [`MAX_ERROR_BODY_BYTES`]×16.
     pub fn get_json(&self, path_and_query: &str) -> Result<serde_json::Value, UpstreamError> {
         let timeout = self.inner.timeouts.response_head;
-        let body = self.get_bounded(
-            Verb::Get,
-            path_and_query,
-            timeout,
-            MAX_ERROR_BODY_BYTES * 16,
-        )?;
+        let limit = MAX_ERROR_BODY_BYTES * 16;
+        let body = self.get_bounded(Verb::Get, path_and_query, timeout, limit, |mut r| {
+            let mut body = Vec::new();
+            r.read_to_end(&mut body)?;
+            Ok(body)
+        })?;
         serde_json::from_slice(&body)
             .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))
     }
 
-    /// LIST: GET with a [`Timeouts::list`] limit (default [`LIST_TIMEOUT`]) and a body of at most [`MAX_LIST_BYTES`], decoded.
+    /// LIST: GET with a [`Timeouts::list`] limit (default [`LIST_TIMEOUT`]) and a body of at most
+    /// [`MAX_LIST_BYTES`], split into its items as it arrives ([`ListSplitter`]: the whole body
+    /// is never in memory next to its items), decoded.
     pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
         let timeout = self.inner.timeouts.list;
-        let body = self.get_bounded(Verb::List, path_and_query, timeout, MAX_LIST_BYTES)?;
-        Ok(decode::decode_list(&body)?)
+        let split = self.get_bounded(Verb::List, path_and_query, timeout, MAX_LIST_BYTES, |r| {
+            let mut split = ListSplitter::new();
+            let mut buf = vec![0; LIST_READ_BYTES];
+            feed_all(r, &mut buf, |chunk| split.feed(chunk))?;
+            Ok(split)
+        })?;
+        Ok(split.finish()?)
     }
 
     /// WATCH: the response body as a line source. No global timeout; a read idle for
@@ -496,6 +504,18 @@ impl Upstream {
             headers,
             body: Box::new(resp.into_body().into_reader()),
         })
+    }
+}
+
+/// Reads `r` to its end in `buf`-sized steps, handing each to `feed`.
+fn feed_all(mut r: impl Read, buf: &mut [u8], mut feed: impl FnMut(&[u8])) -> std::io::Result<()> {
+    loop {
+        match r.read(buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => feed(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 

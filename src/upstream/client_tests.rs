@@ -438,3 +438,45 @@ fn a_response_head_over_the_limit_is_a_protocol_error_not_a_hang() {
     assert!(up.get_json("/version").is_ok());
     server.join().unwrap();
 }
+
+/// `body` as a chunked response whose chunks are `n` bytes long.
+fn chunked_response(body: &str, n: usize) -> Vec<u8> {
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for c in body.as_bytes().chunks(n) {
+        out.extend(format!("{:x}\r\n", c.len()).into_bytes());
+        out.extend(c);
+        out.extend(b"\r\n");
+    }
+    out.extend(b"0\r\n\r\n");
+    out
+}
+
+#[test]
+fn a_list_arriving_in_small_chunks_is_split_into_its_items() {
+    let big = "é\\\"]}".repeat(20_000);
+    let body = format!(
+        r#"{{"kind":"List","metadata":{{"resourceVersion":"7","continue":"c"}},"items":[{{"metadata":{{"name":"a","annotations":{{"x":"{big}"}}}}}},{{"metadata":{{"name":"b"}}}}]}}"#
+    );
+    let (url, server) = serve(vec![
+        chunked_response(&body, 7),
+        // Cut inside the second item, then closed: an error, not a shorter list.
+        canned("200 OK", &body[..body.len() - 30]),
+    ]);
+    let up = upstream(&url, None);
+    let l = up.list("/api/v1/services").unwrap();
+    assert_eq!(l, decode::decode_list(body.as_bytes()).unwrap());
+    assert_eq!(l.items.len(), 2);
+    assert_eq!(
+        (l.resource_version.as_str(), l.continue_token.as_deref()),
+        ("7", Some("c"))
+    );
+    let name =
+        |i: &str| serde_json::from_str::<serde_json::Value>(i).unwrap()["metadata"]["name"].clone();
+    assert_eq!(name(&l.items[1]), "b");
+    assert!(matches!(
+        up.list("/api/v1/services"),
+        Err(UpstreamError::Decode(_))
+    ));
+    server.join().unwrap();
+}

@@ -25,6 +25,7 @@ pub mod kubeconfig;
 #[cfg(feature = "io")]
 pub mod list;
 pub mod list_order;
+pub mod list_split;
 #[cfg(feature = "io")]
 pub mod reflector;
 pub mod stats;

@@ -1,0 +1,290 @@
+//! A LIST body split into its items while it is read, so a relist never holds the whole body and
+//! a copy of every item at once.
+//!
+//! [`crate::upstream::decode::decode_list`] needs the whole body in memory, and its items are
+//! copied out of it: at scale S the EndpointSlice list (5.8 MB) cost its body (grown to 8 MiB)
+//! plus 5.8 MB of item texts at the same moment, the process's peak during relists. The
+//! [`ListSplitter`] is fed the body in chunks as they arrive and keeps each element of the
+//! top-level `items` array as its own text ([`ListResult::items`]); everything else (the
+//! envelope: `kind`, `metadata`, `"items":[]`) is kept verbatim and decoded by `decode_list` at
+//! [`ListSplitter::finish`]. The result is exactly `decode_list`'s on the whole body: every item
+//! is checked to be one JSON value on its own, anything outside the items is checked by serde,
+//! and a body the splitter cannot follow (an `items` key spelled with escapes, say) is simply
+//! left in the envelope for serde. Pure: no I/O; the client feeds it.
+
+use crate::upstream::decode::{decode_list, DecodeError, ListResult};
+use serde_json::value::RawValue;
+
+/// Where the splitter is in the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Outside the items: bytes go to the envelope.
+    Envelope,
+    /// After `"items":` at depth 1, before its value.
+    ItemsValue,
+    /// Inside the items array, between elements; `comma`: one is needed before the next element.
+    Between { comma: bool, after_comma: bool },
+    /// Inside an element: bytes go to the current item.
+    Item(ItemKind),
+}
+
+/// How the current element ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ItemKind {
+    /// An object or array: when the depth is back to the array's.
+    Nested,
+    /// A string: when it closes.
+    Text,
+    /// A number or literal: at the next `,`, `]` or whitespace.
+    Scalar,
+}
+
+/// Depth of the items array's elements (the top-level object is 1, the array 2).
+const ITEMS_DEPTH: u32 = 2;
+/// Longest depth-1 string remembered to recognise the `items` key.
+const KEY_BYTES: usize = 8;
+
+/// Splits a LIST body fed in chunks; see the module docs.
+#[derive(Debug)]
+pub struct ListSplitter {
+    mode: Mode,
+    depth: u32,
+    in_string: bool,
+    escape: bool,
+    /// The last depth-1 string (its first [`KEY_BYTES`] bytes, and whether it was longer).
+    key: Vec<u8>,
+    key_long: bool,
+    /// The last depth-1 token was a string (a `:` after it makes it a key).
+    after_string: bool,
+    envelope: Vec<u8>,
+    item: Vec<u8>,
+    items: Vec<Box<str>>,
+    /// The first problem found inside the items array (reported by `finish`).
+    broken: Option<DecodeError>,
+    /// An items array was split out of the envelope.
+    split: bool,
+}
+
+impl Default for ListSplitter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn json_error(what: &str) -> DecodeError {
+    DecodeError::Json(format!("list items: {what}"))
+}
+
+impl ListSplitter {
+    /// A splitter at the start of a body.
+    pub fn new() -> Self {
+        ListSplitter {
+            mode: Mode::Envelope,
+            depth: 0,
+            in_string: false,
+            escape: false,
+            key: Vec::with_capacity(KEY_BYTES),
+            key_long: false,
+            after_string: false,
+            envelope: Vec::new(),
+            item: Vec::new(),
+            items: Vec::new(),
+            broken: None,
+            split: false,
+        }
+    }
+
+    /// Feeds the next bytes of the body.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        for &b in chunk {
+            if self.broken.is_some() {
+                return;
+            }
+            self.byte(b);
+        }
+    }
+
+    fn byte(&mut self, b: u8) {
+        match self.mode {
+            Mode::Envelope | Mode::ItemsValue => self.envelope_byte(b),
+            Mode::Between { comma, after_comma } => self.between_byte(b, comma, after_comma),
+            Mode::Item(kind) => self.item_byte(b, kind),
+        }
+    }
+
+    /// Tracks strings and depth for one byte; returns whether `b` ended a string.
+    fn track(&mut self, b: u8) -> bool {
+        if self.in_string {
+            if self.escape {
+                self.escape = false;
+            } else if b == b'\\' {
+                self.escape = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                return true;
+            }
+            return false;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => self.depth = self.depth.saturating_add(1),
+            b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+            _ => {}
+        }
+        false
+    }
+
+    fn envelope_byte(&mut self, b: u8) {
+        self.envelope.push(b);
+        let was_in_string = self.in_string;
+        let at_key_depth = self.depth == 1;
+        if self.mode == Mode::ItemsValue && !b.is_ascii_whitespace() {
+            if b == b'[' {
+                self.depth = self.depth.saturating_add(1);
+                self.split = true;
+                self.mode = Mode::Between {
+                    comma: false,
+                    after_comma: false,
+                };
+                return;
+            }
+            self.mode = Mode::Envelope;
+        }
+        let ended = self.track(b);
+        if !at_key_depth {
+            return;
+        }
+        if was_in_string {
+            if ended {
+                self.after_string = true;
+            } else if self.key.len() < KEY_BYTES {
+                self.key.push(b);
+            } else {
+                self.key_long = true;
+            }
+        } else if b == b'"' {
+            self.key.clear();
+            self.key_long = false;
+            self.after_string = false;
+        } else if b == b':' {
+            if self.after_string && !self.key_long && self.key == b"items" {
+                self.mode = Mode::ItemsValue;
+            }
+            self.after_string = false;
+        } else if !b.is_ascii_whitespace() {
+            self.after_string = false;
+        }
+    }
+
+    fn between_byte(&mut self, b: u8, comma: bool, after_comma: bool) {
+        match b {
+            _ if b.is_ascii_whitespace() => {}
+            b',' if comma => {
+                self.mode = Mode::Between {
+                    comma: false,
+                    after_comma: true,
+                }
+            }
+            b']' if !after_comma => {
+                self.envelope.push(b']');
+                self.depth = self.depth.saturating_sub(1);
+                self.mode = Mode::Envelope;
+            }
+            _ if comma => self.broken = Some(json_error("expected `,` or `]` after an item")),
+            b',' | b']' => self.broken = Some(json_error("expected an item")),
+            _ => {
+                let kind = match b {
+                    b'{' | b'[' => ItemKind::Nested,
+                    b'"' => ItemKind::Text,
+                    _ => ItemKind::Scalar,
+                };
+                self.item.clear();
+                self.mode = Mode::Item(kind);
+                self.item_byte(b, kind);
+            }
+        }
+    }
+
+    fn item_byte(&mut self, b: u8, kind: ItemKind) {
+        if kind == ItemKind::Scalar
+            && (b == b',' || b == b']' || b.is_ascii_whitespace())
+            && !self.in_string
+        {
+            self.end_item();
+            self.byte(b);
+            return;
+        }
+        self.item.push(b);
+        let ended_string = self.track(b);
+        let done = match kind {
+            ItemKind::Nested => !self.in_string && self.depth == ITEMS_DEPTH,
+            ItemKind::Text => ended_string,
+            ItemKind::Scalar => false,
+        };
+        if done {
+            self.end_item();
+        }
+    }
+
+    fn end_item(&mut self) {
+        self.mode = Mode::Between {
+            comma: true,
+            after_comma: false,
+        };
+        let text = match std::str::from_utf8(&self.item) {
+            Ok(t) => t,
+            Err(e) => {
+                self.broken = Some(json_error(&e.to_string()));
+                return;
+            }
+        };
+        // One JSON value on its own (as `decode_list`'s serde parse checks every item).
+        if let Err(e) = serde_json::from_str::<&RawValue>(text) {
+            self.broken = Some(DecodeError::Json(e.to_string()));
+            return;
+        }
+        self.items.push(Box::from(text));
+        if self.item.capacity() > 64 * 1024 {
+            self.item = Vec::new(); // do not keep the largest item's buffer for the rest
+        }
+    }
+
+    /// The decoded list: what `decode_list` answers for the whole body when that is a list;
+    /// an error when it is not (the same kind of error, except that a bad item can be reported
+    /// where serde would have named an earlier mistyped field).
+    pub fn finish(self) -> Result<ListResult, DecodeError> {
+        if let Some(e) = self.broken {
+            return Err(e);
+        }
+        let mut list = decode_list(&self.envelope);
+        if matches!(self.mode, Mode::Between { .. } | Mode::Item(_)) {
+            // The body ended inside the items: the envelope is cut short and serde says so.
+            return Err(list
+                .err()
+                .unwrap_or_else(|| json_error("body ended inside the items")));
+        }
+        if self.split {
+            let r = list.as_mut().map_err(|e| e.clone())?;
+            if !r.items.is_empty() {
+                // A second `items` array, not split (its key escaped): serde's duplicate.
+                return Err(DecodeError::Missing("items"));
+            }
+            if self.items.iter().any(|i| !i.starts_with('{')) {
+                return Err(DecodeError::NotAnObject("list item"));
+            }
+            r.items = self.items;
+        }
+        list
+    }
+}
+
+/// Splits a whole body at once (tests, fuzzing; the client feeds chunks as they arrive).
+pub fn split_list(body: &[u8]) -> Result<ListResult, DecodeError> {
+    let mut s = ListSplitter::new();
+    s.feed(body);
+    s.finish()
+}
+
+#[cfg(test)]
+#[path = "list_split_tests.rs"]
+mod tests;
