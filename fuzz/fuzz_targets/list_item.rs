@@ -18,10 +18,11 @@ fuzz_target!(|data: &[u8]| {
         Prepared::Listed(m) => m
             .into_iter()
             .map(|(k, l)| {
+                let bytes = l.whole().expect("listed bytes unpack");
                 if let Some(facts) = &l.as_is {
-                    facts.check(&l.bytes).expect("the fast path's contract");
+                    facts.check(&bytes).expect("the fast path's contract");
                 }
-                (k, l.bytes)
+                (k, bytes)
             })
             .collect::<Vec<_>>(),
         Prepared::One(_) => panic!("a list prepares to Listed"),

@@ -14,10 +14,11 @@ fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
         Prepared::Listed(m) => m
             .into_iter()
             .map(|(k, l)| {
+                let bytes = l.whole().expect("listed bytes unpack");
                 if let Some(facts) = &l.as_is {
-                    facts.check(&l.bytes).expect("the fast path's contract");
+                    facts.check(&bytes).expect("the fast path's contract");
                 }
-                (k, l.bytes.to_vec())
+                (k, bytes.to_vec())
             })
             .collect(),
         Prepared::One(_) => panic!("a list prepares to Listed"),

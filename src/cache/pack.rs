@@ -46,6 +46,13 @@ impl Packed {
         self.bytes.len()
     }
 
+    /// Whether both were packed from the same bytes: [`pack`] is a function of its input alone
+    /// (the table's entries from earlier inputs are never matched), so equal inputs give equal
+    /// packed bytes, and equal packed bytes unpack to equal inputs.
+    pub fn packs_same(&self, other: &Packed) -> bool {
+        self.len == other.len && self.bytes == other.bytes
+    }
+
     /// Whether both are the same packed copy (not only equal bytes).
     #[cfg(test)]
     pub fn is_same(&self, other: &Packed) -> bool {
@@ -297,6 +304,25 @@ mod tests {
         far.extend_from_slice(&noise[..1000]);
         round_trip(&far);
         round_trip(&[&noise[..600], &[7u8; 5000][..], &noise[..600]].concat());
+    }
+
+    #[test]
+    fn packing_depends_on_the_input_alone() {
+        let a = br#"{"endpoints":[{"addresses":["10.0.0.1"],"nodeName":"n1"},{"addresses":["10.0.0.1"],"nodeName":"n2"}]}"#;
+        let b = br#"{"endpoints":[{"addresses":["10.0.0.2"],"nodeName":"n1"},{"addresses":["10.0.0.1"],"nodeName":"n2"}]}"#;
+        let first = pack(a).expect("packs");
+        // Other inputs in between leave entries in the thread's table; a fresh thread has none.
+        for i in 0..50 {
+            pack(format!("{i}{}", String::from_utf8_lossy(a)).as_bytes());
+        }
+        let again = pack(a).expect("packs");
+        let elsewhere = std::thread::spawn(move || pack(a).expect("packs"))
+            .join()
+            .expect("thread");
+        assert!(first.packs_same(&again) && first.packs_same(&elsewhere));
+        assert!(!first.is_same(&again), "distinct copies, equal bytes");
+        assert!(!first.packs_same(&pack(b).expect("packs")));
+        assert!(!first.packs_same(&pack(&a[..a.len() - 1]).expect("packs")));
     }
 
     #[test]

@@ -340,10 +340,15 @@ impl State {
         for key in gone {
             self.delete(kind, &key, now);
         }
-        for (key, Listed { bytes, as_is }) in fresh {
-            if self.same_upstream(kind, &key, &bytes) {
+        for (key, listed) in fresh {
+            if self.same_listed(kind, &key, &listed) {
                 continue; // unchanged: no need to decode it again
             }
+            let Some(bytes) = listed.whole() else {
+                log::warn!("{kind:?} {key}: listed bytes that do not unpack; skipped");
+                continue;
+            };
+            let as_is = listed.as_is;
             if let Some(facts) = as_is {
                 if self.upsert_as_is(kind, &key, &bytes, facts, now) {
                     continue; // served as it came: published without decoding it

@@ -26,10 +26,46 @@ pub enum Prepared {
 /// One object of a prepared list.
 #[derive(Debug)]
 pub struct Listed {
-    /// Its canonical compact bytes.
-    pub bytes: Raw,
+    /// Its canonical compact bytes; `None` when they are kept only packed (`as_is.packed`: an
+    /// endpoint object of a list, whose whole bytes are let go of as soon as they are packed,
+    /// so that a prepared list holds its endpoint objects once, packed, not twice).
+    bytes: Option<Raw>,
     /// For an endpoint object read from text, what publishing it as it came needs.
     pub as_is: Option<AsIs>,
+}
+
+impl Listed {
+    /// Whole bytes, as listed.
+    pub fn new(bytes: Raw, as_is: Option<AsIs>) -> Listed {
+        Listed {
+            bytes: Some(bytes),
+            as_is,
+        }
+    }
+
+    /// The same, keeping only the packed copy if `as_is` has one.
+    fn packed_only(bytes: Raw, as_is: Option<AsIs>) -> Listed {
+        let packed = as_is.as_ref().is_some_and(|f| f.packed.is_some());
+        Listed {
+            bytes: (!packed).then_some(bytes),
+            as_is,
+        }
+    }
+
+    /// Its canonical compact bytes if they were kept whole.
+    pub fn bytes(&self) -> Option<&Raw> {
+        self.bytes.as_ref()
+    }
+
+    /// Its canonical compact bytes (unpacked again if they were kept packed); `None` only for
+    /// packed bytes that do not unpack, which this process never makes.
+    pub fn whole(&self) -> Option<Raw> {
+        match (&self.bytes, &self.as_is) {
+            (Some(bytes), _) => Some(bytes.clone()),
+            (None, Some(facts)) => facts.packed.as_ref()?.with_unpacked(|raw| Raw::from(raw)),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The admitted, cleaned objects of a full list as compact bytes by key.
@@ -47,7 +83,7 @@ pub(super) fn fresh_values(
 ) -> BTreeMap<ObjectKey, Listed> {
     fresh(kind, items)
         .into_iter()
-        .map(|(key, bytes)| (key, Listed { bytes, as_is: None }))
+        .map(|(key, bytes)| (key, Listed::new(bytes, None)))
         .collect()
 }
 
@@ -67,13 +103,13 @@ pub(super) fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<
     let mut decoder = canonical::Decoder::packing();
     for text in texts {
         let kept = match decoder.item(&text, kind.resource(), excluding(kind)) {
-            Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed { bytes, as_is })),
+            Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed::packed_only(bytes, as_is))),
             Ok(Item::Dropped) => None,
             Ok(Item::Slow) => serde_json::from_str(&text)
                 .map_err(skip)
                 .ok()
                 .and_then(|obj| admitted(kind, obj))
-                .map(|(key, bytes)| (key, Listed { bytes, as_is: None })),
+                .map(|(key, bytes)| (key, Listed::new(bytes, None))),
             Err(e) => {
                 skip(e);
                 None

@@ -287,5 +287,65 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
     );
 }
 
+#[test]
+fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(service("default", "t", None)),
+        1,
+    );
+    // s-a is pruned (its Service has topology keys; n2 is in another zone than h), t-a is not.
+    let list = |away: &str, plain: &str| {
+        let pruned = slice_v1(
+            "default",
+            "s-a",
+            Some("s"),
+            vec![
+                slice_endpoint_v1("10.0.0.1", Some("h"), None),
+                slice_endpoint_v1(away, Some("n2"), None),
+            ],
+        );
+        let whole = slice_v1(
+            "default",
+            "t-a",
+            Some("t"),
+            vec![slice_endpoint_v1(plain, Some("n2"), None)],
+        );
+        Change::List(vec![
+            pruned.to_string().into_boxed_str(),
+            whole.to_string().into_boxed_str(),
+        ])
+    };
+    // Prepared off the lock, a list's endpoint objects are held once: packed.
+    match prepare(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1")) {
+        Prepared::Listed(m) => {
+            assert_eq!(m.len(), 2);
+            for l in m.values() {
+                assert!(l.bytes().is_none(), "only the packed copy");
+                assert!(l.whole().is_some_and(|b| b.starts_with(b"{")));
+            }
+        }
+        Prepared::One(_) => panic!("a list prepares to Listed"),
+    }
+    st.apply(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
+    let ips = |st: &State, name: &str| slice_ips(&served(st, Resource::SlicesV1, "default", name));
+    assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
+    assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.1"]));
+    let same = st.apply(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
+    assert_eq!(same.events, 0, "an unchanged relist publishes nothing");
+    // Only the pruned-away endpoint changed: the served object is the same, but the stored
+    // upstream object is the new one (n2 joining h's zone shows it).
+    st.apply(UpstreamKind::SlicesV1, list("10.0.0.9", "10.0.1.1"), 1);
+    let n2 = node("n2", &labels(&[("zone", "a")]));
+    st.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
+    assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1", "10.0.0.9"]));
+    // An object served whole changes: one event.
+    let changed = st.apply(UpstreamKind::SlicesV1, list("10.0.0.9", "10.0.1.2"), 1);
+    assert_eq!(changed.events, 1);
+    assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.2"]));
+}
+
 #[path = "store_health_tests.rs"]
 mod health;

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::{parse, Raw, State};
+use super::{parse, Listed, Raw, State};
 use crate::bytes;
 use crate::cache::pack::{self, Packed};
 use crate::cache::published;
@@ -244,6 +244,23 @@ impl State {
             Some(Stored::AsServed) => self
                 .served_for(kind, key)
                 .is_some_and(|(served, rv)| unstamped_eq(bytes, &served, rv)),
+        }
+    }
+
+    /// [`State::same_upstream`] of a listed object, without unpacking it where it was kept
+    /// packed (a relist's unchanged pruned objects compare packed to packed).
+    pub(super) fn same_listed(&self, kind: UpstreamKind, key: &ObjectKey, listed: &Listed) -> bool {
+        if let Some(bytes) = listed.bytes() {
+            return self.same_upstream(kind, key, bytes);
+        }
+        let Some(packed) = listed.as_is.as_ref().and_then(|f| f.packed.as_ref()) else {
+            return false;
+        };
+        match self.stored(kind, key) {
+            Some(Stored::Packed(stored)) => stored.packs_same(packed),
+            _ => packed
+                .with_unpacked(|raw| self.same_upstream(kind, key, raw))
+                .unwrap_or(false),
         }
     }
 
