@@ -14,14 +14,16 @@ use grid_wrapper::api::handlers::{self, Answer, InitialEnd, WatchPlan};
 use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
 use grid_wrapper::cache::pack::{pack, Packed};
-use grid_wrapper::cache::store::{prepare, Settings, State};
+use grid_wrapper::cache::store::{prepare, Hold, Settings, State};
 use grid_wrapper::cache::topology::{self, Class, Locality, TopologyKeys};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::server::outbound::Outbound;
 use grid_wrapper::server::watch::Watcher;
+use grid_wrapper::upstream::decode::decode_list;
 use grid_wrapper::upstream::kind::{Change, UpstreamKind};
+use grid_wrapper::upstream::list_split::ListSplitter;
 
 const NODES: usize = 500;
 const SERVICES: usize = 2000;
@@ -347,7 +349,8 @@ fn sync(c: &mut Criterion) {
             b.iter_batched(
                 || all_but(kind),
                 |(mut st, list)| {
-                    let applied = st.apply_prepared(kind, prepare(kind, list), 0);
+                    let hold = st.hold_for(kind);
+                    let applied = st.apply_prepared(kind, prepare(kind, list, hold), 0);
                     assert!(applied.became_ready);
                     (st, applied)
                 },
@@ -403,11 +406,34 @@ fn prepare_lists(c: &mut Criterion) {
         c.bench_function(name, |b| {
             b.iter_batched(
                 || Change::List(texts.clone()),
-                |list| prepare(kind, list),
+                |list| prepare(kind, list, Hold::Whole),
                 BatchSize::LargeInput,
             )
         });
     }
+}
+
+/// A LIST body at S (2,000 slices in an apiserver's field order) into its items: decoded whole
+/// (`decode_list`, the body in memory) and split as it arrives in 32 KiB reads (the client's
+/// way since the tenth pass).
+fn split_lists(c: &mut Criterion) {
+    let items: Vec<Box<str>> = (0..SERVICES).map(|i| slice_go_order(i, EPS)).collect();
+    let body = format!(
+        r#"{{"kind":"EndpointSliceList","apiVersion":"discovery.k8s.io/v1","metadata":{{"resourceVersion":"4242"}},"items":[{}]}}"#,
+        items.join(",")
+    );
+    c.bench_function("list_body/decode_whole_scale_S", |b| {
+        b.iter(|| decode_list(body.as_bytes()).map(|l| l.items.len()))
+    });
+    c.bench_function("list_body/split_in_32k_reads_scale_S", |b| {
+        b.iter(|| {
+            let mut s = ListSplitter::new();
+            for chunk in body.as_bytes().chunks(32 * 1024) {
+                s.feed(chunk);
+            }
+            s.finish().map(|l| l.items.len())
+        })
+    });
 }
 
 /// Packing the upstream bytes the cache keeps for pruned objects (half a list's slices at S are
@@ -435,6 +461,6 @@ fn pack_bytes(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync, prepare_lists, pack_bytes
+    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync, prepare_lists, split_lists, pack_bytes
 }
 criterion_main!(benches);

@@ -13,7 +13,7 @@ use mio::Waker;
 
 use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
-use crate::cache::store::{prepare, Settings, State};
+use crate::cache::store::{prepare, Hold, Settings, State};
 use crate::cache::view::Retention;
 use crate::config::Config;
 use crate::persist::{self, CacheDir, Writer};
@@ -92,7 +92,11 @@ impl Sink for CacheSink {
             _ => None,
         };
         let t0 = Instant::now();
-        let prepared = prepare(kind, change);
+        let hold = match &change {
+            Change::List(_) => lock(&self.shared).hold_for(kind),
+            _ => Hold::Whole,
+        };
+        let prepared = prepare(kind, change, hold);
         let t1 = Instant::now();
         let now = self.started.elapsed().as_secs();
         let mut state = lock(&self.shared);

@@ -34,7 +34,8 @@
 //! Everything else goes to [`server::proxy`], which forwards it upstream on a worker thread.
 //!
 //! **An upstream change:** a [`upstream::reflector`] thread lists, then watches, and hands each
-//! change to the cache: a list is first reduced to canonical bytes per item off every lock
+//! change to the cache (a list body is split into its items as it is read,
+//! [`upstream::list_split`], so the whole body never sits next to its items): a list is first reduced to canonical bytes per item off every lock
 //! ([`cache::store::prepare`], with [`cache::canonical`]: no `serde_json::Value` per item; for
 //! a v1 slice also where each endpoint sits, for core/v1 Endpoints each address, so that a
 //! topology Service's objects are pruned by cutting bytes; keys
@@ -77,7 +78,7 @@
 //!
 //! Pure (no sockets, threads or clocks; unit-tested and fuzzable): [`http`], [`api`],
 //! [`cache`] (with the snapshot format and the edge-health map), [`k8s`], [`config`],
-//! [`upstream::decode`], [`upstream::kubeconfig::parse`], [`upstream::stats`],
+//! [`upstream::decode`], [`upstream::list_split`], [`upstream::kubeconfig::parse`], [`upstream::stats`],
 //! [`upstream::failover::Selection`] (which of several apiservers to use).
 //! I/O shell: `server`, `upstream::client`, `upstream::reflector`, `upstream::edge_health`,
 //! `persist` (the disk), `app` (startup wiring), `preflight` (`grid-wrapper check`: one pass

@@ -3,7 +3,7 @@
 //! for every kind: the same admitted key, the same canonical bytes, the same drops; and the
 //! facts read for publishing an endpoint object as it came are the `Value` path's.
 #![no_main]
-use grid_wrapper::cache::store::{prepare, Prepared};
+use grid_wrapper::cache::store::{prepare, Hold, Prepared};
 use grid_wrapper::upstream::kind::{Change, UpstreamKind};
 use libfuzzer_sys::fuzz_target;
 
@@ -11,9 +11,10 @@ fuzz_target!(|data: &[u8]| {
     let Some((&k, rest)) = data.split_first() else { return };
     let Ok(text) = std::str::from_utf8(rest) else { return };
     let kind = UpstreamKind::ALL[usize::from(k) % UpstreamKind::ALL.len()];
-    let fast = prepare(kind, Change::List(vec![text.into()]));
+    let hold = if k & 0x80 == 0 { Hold::Whole } else { Hold::PackedOnly };
+    let fast = prepare(kind, Change::List(vec![text.into()]), hold);
     let values = serde_json::from_str(text).into_iter().collect();
-    let slow = prepare(kind, Change::Replace(values));
+    let slow = prepare(kind, Change::Replace(values), Hold::Whole);
     let bytes = |p: Prepared| match p {
         Prepared::Listed(m) => m
             .into_iter()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::cache::store::{prepare, Prepared};
+use crate::cache::store::{prepare, Hold, Prepared};
 use crate::upstream::kind::{Change, UpstreamKind};
 
 fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
@@ -27,18 +27,21 @@ fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
 
 /// Asserts that `texts` as a list give what their `Value`s give; returns the result.
 fn same_as_value_path(kind: UpstreamKind, texts: &[&str]) -> BTreeMap<ObjectKey, Vec<u8>> {
-    let fast = listed(prepare(
-        kind,
-        Change::List(texts.iter().map(|t| (*t).into()).collect()),
-    ));
+    let list = || Change::List(texts.iter().map(|t| (*t).into()).collect());
+    let fast = listed(prepare(kind, list(), Hold::Whole));
     let values: Vec<Value> = texts
         .iter()
         .filter_map(|t| serde_json::from_str(t).ok())
         .collect();
-    let slow = listed(prepare(kind, Change::Replace(values)));
+    let slow = listed(prepare(kind, Change::Replace(values), Hold::Whole));
     assert_eq!(
         fast, slow,
         "{kind:?}: the fast path differs from the Value path for {texts:?}"
+    );
+    let packed_only = listed(prepare(kind, list(), Hold::PackedOnly));
+    assert_eq!(
+        packed_only, slow,
+        "{kind:?}: held packed only, for {texts:?}"
     );
     fast
 }

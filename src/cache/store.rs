@@ -262,7 +262,8 @@ impl State {
     /// Applies one upstream change, recomputes what it affects, and logs every change of served
     /// content with a new RV. `now` is monotonic seconds (for the log's time window).
     pub fn apply(&mut self, kind: UpstreamKind, change: Change, now: u64) -> Applied {
-        self.apply_prepared(kind, prepare(kind, change), now)
+        let hold = self.hold_for(kind);
+        self.apply_prepared(kind, prepare(kind, change, hold), now)
     }
 
     /// [`State::apply`] of a change already [`prepare`]d (outside the lock).
@@ -357,6 +358,22 @@ impl State {
             if let Some(obj) = parse(&bytes) {
                 self.upsert_raw(kind, key, obj, bytes, now);
             }
+        }
+    }
+
+    /// How a list of `kind` is best prepared: [`Hold::Whole`] while the store holds none of its
+    /// objects (a first list, every object of which is published), else [`Hold::PackedOnly`].
+    pub fn hold_for(&self, kind: UpstreamKind) -> Hold {
+        let holds_some = match kind {
+            UpstreamKind::Nodes => !self.nodes.is_empty(),
+            UpstreamKind::Services => !self.services.is_empty(),
+            UpstreamKind::Endpoints => !self.endpoints.is_empty(),
+            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => !self.slices.is_empty(),
+        };
+        if holds_some {
+            Hold::PackedOnly
+        } else {
+            Hold::Whole
         }
     }
 
@@ -562,7 +579,7 @@ mod prepare;
 #[cfg(test)]
 use prepare::fresh;
 use prepare::fresh_texts;
-pub use prepare::{prepare, Listed, Prepared};
+pub use prepare::{prepare, Hold, Listed, Prepared};
 
 #[path = "store_explain.rs"]
 pub mod explain;

@@ -3,7 +3,7 @@
 
 use log::warn;
 
-use super::{fresh_texts, State, Upstream};
+use super::{fresh_texts, Hold, State, Upstream};
 use crate::cache::published;
 use crate::cache::snapshot::Objects;
 use crate::upstream::kind::UpstreamKind;
@@ -55,7 +55,7 @@ impl State {
                     }
                 })
                 .collect();
-            self.replace(kind, fresh_texts(kind, texts), now);
+            self.replace(kind, fresh_texts(kind, texts, Hold::Whole), now);
         }
         // Nodes, then Services, then the endpoint objects: each endpoint object was served with
         // every node and Service already in place, so the recomputation those upserts asked for

@@ -23,6 +23,19 @@ pub enum Prepared {
     One(Change),
 }
 
+/// How a prepared list holds its endpoint objects' bytes ([`super::State::hold_for`] chooses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Whole, as well as packed: a kind's first list, every object of which is published (the
+    /// writer would otherwise unpack each one again under its lock, which delayed readiness at
+    /// scale S by ~30 ms).
+    Whole,
+    /// Only packed where there is a packed copy: a relist, whose objects mostly compare equal
+    /// to the stored ones (packed to packed), so the list is held once, not twice, while the
+    /// whole cache is in memory too.
+    PackedOnly,
+}
+
 /// One object of a prepared list.
 #[derive(Debug)]
 pub struct Listed {
@@ -43,11 +56,12 @@ impl Listed {
         }
     }
 
-    /// The same, keeping only the packed copy if `as_is` has one.
-    fn packed_only(bytes: Raw, as_is: Option<AsIs>) -> Listed {
+    /// The same, held as `hold` says (only the packed copy, if `as_is` has one, for
+    /// [`Hold::PackedOnly`]).
+    fn held(bytes: Raw, as_is: Option<AsIs>, hold: Hold) -> Listed {
         let packed = as_is.as_ref().is_some_and(|f| f.packed.is_some());
         Listed {
-            bytes: (!packed).then_some(bytes),
+            bytes: (hold == Hold::Whole || !packed).then_some(bytes),
             as_is,
         }
     }
@@ -97,13 +111,17 @@ fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
 
 /// [`fresh`] of a list whose items are still JSON texts: the same bytes, made without a
 /// `Value` ([`canonical::item`]) unless an item needs one.
-pub(super) fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<ObjectKey, Listed> {
+pub(super) fn fresh_texts(
+    kind: UpstreamKind,
+    texts: Vec<Box<str>>,
+    hold: Hold,
+) -> BTreeMap<ObjectKey, Listed> {
     let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
     let mut out = BTreeMap::new();
     let mut decoder = canonical::Decoder::packing();
     for text in texts {
         let kept = match decoder.item(&text, kind.resource(), excluding(kind)) {
-            Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed::packed_only(bytes, as_is))),
+            Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed::held(bytes, as_is, hold))),
             Ok(Item::Dropped) => None,
             Ok(Item::Slow) => serde_json::from_str(&text)
                 .map_err(skip)
@@ -121,11 +139,12 @@ pub(super) fn fresh_texts(kind: UpstreamKind, texts: Vec<Box<str>>) -> BTreeMap<
 }
 
 /// Prepares `change` for [`super::State::apply_prepared`]. Pure and lock-free. Items are reduced to
-/// compact bytes one at a time, so the whole list never exists decoded at once.
-pub fn prepare(kind: UpstreamKind, change: Change) -> Prepared {
+/// compact bytes one at a time, so the whole list never exists decoded at once; a list's endpoint
+/// objects are held as `hold` says.
+pub fn prepare(kind: UpstreamKind, change: Change, hold: Hold) -> Prepared {
     match change {
         Change::Replace(items) => Prepared::Listed(fresh_values(kind, items.into_iter())),
-        Change::List(texts) => Prepared::Listed(fresh_texts(kind, texts)),
+        Change::List(texts) => Prepared::Listed(fresh_texts(kind, texts, hold)),
         other => Prepared::One(other),
     }
 }

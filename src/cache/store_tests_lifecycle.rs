@@ -318,18 +318,23 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
             whole.to_string().into_boxed_str(),
         ])
     };
-    // Prepared off the lock, a list's endpoint objects are held once: packed.
-    match prepare(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1")) {
-        Prepared::Listed(m) => {
-            assert_eq!(m.len(), 2);
-            for l in m.values() {
-                assert!(l.bytes().is_none(), "only the packed copy");
-                assert!(l.whole().is_some_and(|b| b.starts_with(b"{")));
-            }
+    // Prepared off the lock, a relist's endpoint objects are held once: packed. A first list
+    // keeps them whole too (every object of it is published).
+    assert_eq!(st.hold_for(UpstreamKind::SlicesV1), Hold::Whole);
+    for hold in [Hold::Whole, Hold::PackedOnly] {
+        let Prepared::Listed(m) =
+            prepare(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1"), hold)
+        else {
+            panic!("a list prepares to Listed");
+        };
+        assert_eq!(m.len(), 2);
+        for l in m.values() {
+            assert_eq!(l.bytes().is_some(), hold == Hold::Whole);
+            assert!(l.whole().is_some_and(|b| b.starts_with(b"{")));
         }
-        Prepared::One(_) => panic!("a list prepares to Listed"),
     }
     st.apply(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
+    assert_eq!(st.hold_for(UpstreamKind::SlicesV1), Hold::PackedOnly);
     let ips = |st: &State, name: &str| slice_ips(&served(st, Resource::SlicesV1, "default", name));
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
     assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.1"]));

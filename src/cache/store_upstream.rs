@@ -250,17 +250,16 @@ impl State {
     /// [`State::same_upstream`] of a listed object, without unpacking it where it was kept
     /// packed (a relist's unchanged pruned objects compare packed to packed).
     pub(super) fn same_listed(&self, kind: UpstreamKind, key: &ObjectKey, listed: &Listed) -> bool {
-        if let Some(bytes) = listed.bytes() {
-            return self.same_upstream(kind, key, bytes);
-        }
-        let Some(packed) = listed.as_is.as_ref().and_then(|f| f.packed.as_ref()) else {
-            return false;
-        };
-        match self.stored(kind, key) {
-            Some(Stored::Packed(stored)) => stored.packs_same(packed),
-            _ => packed
+        let stored = self.stored(kind, key);
+        let packed = listed.as_is.as_ref().and_then(|f| f.packed.as_ref());
+        match (stored, listed.bytes(), packed) {
+            (None, _, _) => false,
+            (Some(Stored::Packed(stored)), None, Some(packed)) => stored.packs_same(packed),
+            (_, Some(bytes), _) => self.same_upstream(kind, key, bytes),
+            (_, None, Some(packed)) => packed
                 .with_unpacked(|raw| self.same_upstream(kind, key, raw))
                 .unwrap_or(false),
+            (_, None, None) => false,
         }
     }
 

@@ -95,13 +95,67 @@ impl ListSplitter {
     }
 
     /// Feeds the next bytes of the body.
-    pub fn feed(&mut self, chunk: &[u8]) {
-        for &b in chunk {
+    pub fn feed(&mut self, mut chunk: &[u8]) {
+        while let Some((&b, rest)) = chunk.split_first() {
             if self.broken.is_some() {
                 return;
             }
-            self.byte(b);
+            if self.mode == Mode::Item(ItemKind::Nested) {
+                // The bulk of a body: a run of an object item, copied at once.
+                let n = self.scan_nested(chunk);
+                chunk = &chunk[n..];
+            } else {
+                self.byte(b);
+                chunk = rest;
+            }
         }
+    }
+
+    /// [`Self::item_byte`] for a run of an object or array item: how many bytes of `chunk` it
+    /// takes (up to the item's end, which it ends).
+    fn scan_nested(&mut self, chunk: &[u8]) -> usize {
+        let (mut in_string, mut escape, mut depth) = (self.in_string, self.escape, self.depth);
+        let mut done = false;
+        let mut i = 0;
+        while let Some(&b) = chunk.get(i) {
+            i += 1;
+            if in_string {
+                if escape {
+                    escape = false;
+                } else if b == b'\\' {
+                    escape = true;
+                } else if b == b'"' {
+                    in_string = false;
+                } else {
+                    // Skip to the next byte that matters inside a string.
+                    let rest = chunk.get(i..).unwrap_or_default();
+                    i += rest
+                        .iter()
+                        .position(|&c| c == b'"' || c == b'\\')
+                        .unwrap_or(rest.len());
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => depth = depth.saturating_add(1),
+                b'}' | b']' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == ITEMS_DEPTH {
+                        done = true;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        (self.in_string, self.escape, self.depth) = (in_string, escape, depth);
+        self.item
+            .extend_from_slice(chunk.get(..i).unwrap_or_default());
+        if done {
+            self.end_item();
+        }
+        i
     }
 
     fn byte(&mut self, b: u8) {

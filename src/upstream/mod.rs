@@ -1,6 +1,6 @@
 //! Upstream apiserver access: kubeconfig / in-cluster settings ([`kubeconfig`]), the one ureq
 //! agent every thread clones ([`client`]), pure decoding of list bodies and watch lines
-//! ([`decode`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
+//! ([`decode`]; a list body split into its items as it arrives: [`list_split`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
 //! their health counters ([`stats`], pure), the order of the first lists ([`list_order`]), and the optional edge-health poller
 //! ([`edge_health`], `--service-autonomy-enhancement`), and the choice among several apiservers
