@@ -13,7 +13,7 @@ use mio::Waker;
 
 use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
-use crate::cache::store::{prepare, Hold, Settings, State};
+use crate::cache::store::{prepare, Hold, ListPreparer, Prepared, Settings, State};
 use crate::cache::view::Retention;
 use crate::config::Config;
 use crate::persist::{self, CacheDir, Writer};
@@ -26,7 +26,7 @@ use crate::upstream::client::Upstream;
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::list_order::{self, ListOrder};
-use crate::upstream::reflector::{self, Change, Sink, UpstreamKind};
+use crate::upstream::reflector::{self, Change, ListApply, ListItems, Sink, UpstreamKind};
 
 /// How often an offline start re-checks the upstream's EndpointSlice version.
 const SLICE_RECHECK: Duration = Duration::from_secs(5);
@@ -97,15 +97,62 @@ impl Sink for CacheSink {
             _ => Hold::Whole,
         };
         let prepared = prepare(kind, change, hold);
+        self.publish(kind, prepared, list.map(|n| (n, t0)));
+    }
+
+    fn list_items(&self, kind: UpstreamKind) -> Box<dyn ListApply + '_> {
+        // The hold is chosen before the read: only this reflector changes this kind's objects.
+        let hold = lock(&self.shared).hold_for(kind);
+        Box::new(Listing {
+            sink: self,
+            list: ListPreparer::new(kind, hold),
+            started: Instant::now(),
+        })
+    }
+}
+
+/// A list the cache takes item by item while the reflector reads it: each item is prepared
+/// (off every lock) as soon as it is split from the body, and its text let go of.
+struct Listing<'a> {
+    sink: &'a CacheSink,
+    list: ListPreparer,
+    started: Instant,
+}
+
+impl ListItems for Listing<'_> {
+    fn push(&mut self, text: Box<str>) {
+        self.list.push(&text);
+    }
+    fn clear(&mut self) {
+        self.list.clear();
+    }
+    fn len(&self) -> usize {
+        self.list.pushed()
+    }
+}
+
+impl ListApply for Listing<'_> {
+    fn apply(self: Box<Self>, _: &dyn Sink) {
+        let n = self.list.pushed();
+        let kind = self.list.kind();
+        self.sink
+            .publish(kind, self.list.finish(), Some((n, self.started)));
+    }
+}
+
+impl CacheSink {
+    /// Applies a prepared change under the writer's lock, then tells the snapshot writer and
+    /// wakes the loop. `list`: a list's item count and when its preparing started.
+    fn publish(&self, kind: UpstreamKind, prepared: Prepared, list: Option<(usize, Instant)>) {
         let t1 = Instant::now();
         let now = self.started.elapsed().as_secs();
         let mut state = lock(&self.shared);
         let t2 = Instant::now();
         let applied = state.apply_prepared(kind, prepared, now);
-        if let Some(n) = list {
+        if let Some((n, t0)) = list {
             // A list is the writer's longest job: its cost, split as the readers see it.
             info!(
-                "{kind:?}: list of {n} items applied in {:.1} ms: decoded off the lock in {:.1} ms, waited {:.1} ms for the lock, held it {:.1} ms; {} changes published",
+                "{kind:?}: list of {n} items applied in {:.1} ms: read and decoded off the lock in {:.1} ms, waited {:.1} ms for the lock, held it {:.1} ms; {} changes published",
                 t0.elapsed().as_secs_f64() * 1e3,
                 (t1 - t0).as_secs_f64() * 1e3,
                 (t2 - t1).as_secs_f64() * 1e3,

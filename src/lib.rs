@@ -35,8 +35,10 @@
 //!
 //! **An upstream change:** a [`upstream::reflector`] thread lists, then watches, and hands each
 //! change to the cache (a list body is split into its items as it is read,
-//! [`upstream::list_split`], so the whole body never sits next to its items): a list is first reduced to canonical bytes per item off every lock
-//! ([`cache::store::prepare`], with [`cache::canonical`]: no `serde_json::Value` per item; for
+//! [`upstream::list_split`], and each item handed at once to the sink's taker,
+//! [`upstream::kind::Sink::list_items`], so a list is never held as the texts of all its items):
+//! a list is reduced to canonical bytes item by item off every lock
+//! ([`cache::store::ListPreparer`], with [`cache::canonical`]: no `serde_json::Value` per item; for
 //! a v1 slice also where each endpoint sits, for core/v1 Endpoints each address, so that a
 //! topology Service's objects are pruned by cutting bytes; keys
 //! are compared by [`bytes`], not by the C library's `memcmp`, slow in musl), then

@@ -579,7 +579,7 @@ mod prepare;
 #[cfg(test)]
 use prepare::fresh;
 use prepare::fresh_texts;
-pub use prepare::{prepare, Hold, Listed, Prepared};
+pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
 
 #[path = "store_explain.rs"]
 pub mod explain;

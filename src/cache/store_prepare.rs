@@ -116,14 +116,46 @@ pub(super) fn fresh_texts(
     texts: Vec<Box<str>>,
     hold: Hold,
 ) -> BTreeMap<ObjectKey, Listed> {
-    let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
-    let mut out = BTreeMap::new();
-    let mut decoder = canonical::Decoder::packing();
+    let mut list = ListPreparer::new(kind, hold);
     for text in texts {
-        let kept = match decoder.item(&text, kind.resource(), excluding(kind)) {
-            Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed::held(bytes, as_is, hold))),
+        list.push(&text);
+    }
+    list.out
+}
+
+/// A list prepared item by item as its texts come (by the reflector while it reads the list:
+/// each item's text is let go of as soon as it is prepared). [`prepare`] of a
+/// [`Change::List`] of the same texts gives the same [`Prepared`].
+#[derive(Debug)]
+pub struct ListPreparer {
+    kind: UpstreamKind,
+    hold: Hold,
+    decoder: canonical::Decoder,
+    out: BTreeMap<ObjectKey, Listed>,
+    pushed: usize,
+}
+
+impl ListPreparer {
+    /// An empty list of `kind`, its endpoint objects held as `hold` says.
+    pub fn new(kind: UpstreamKind, hold: Hold) -> Self {
+        ListPreparer {
+            kind,
+            hold,
+            decoder: canonical::Decoder::packing(),
+            out: BTreeMap::new(),
+            pushed: 0,
+        }
+    }
+
+    /// Prepares the next item (dropped if excluded; skipped with a WARN if undecodable).
+    pub fn push(&mut self, text: &str) {
+        let kind = self.kind;
+        let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
+        self.pushed += 1;
+        let kept = match self.decoder.item(text, kind.resource(), excluding(kind)) {
+            Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed::held(bytes, as_is, self.hold))),
             Ok(Item::Dropped) => None,
-            Ok(Item::Slow) => serde_json::from_str(&text)
+            Ok(Item::Slow) => serde_json::from_str(text)
                 .map_err(skip)
                 .ok()
                 .and_then(|obj| admitted(kind, obj))
@@ -133,9 +165,29 @@ pub(super) fn fresh_texts(
                 None
             }
         };
-        out.extend(kept);
+        self.out.extend(kept);
     }
-    out
+
+    /// Forgets the items so far (the list is read again).
+    pub fn clear(&mut self) {
+        self.out.clear();
+        self.pushed = 0;
+    }
+
+    /// The list's kind.
+    pub fn kind(&self) -> UpstreamKind {
+        self.kind
+    }
+
+    /// How many items were pushed (kept or not).
+    pub fn pushed(&self) -> usize {
+        self.pushed
+    }
+
+    /// The prepared list, for [`super::State::apply_prepared`].
+    pub fn finish(self) -> Prepared {
+        Prepared::Listed(self.out)
+    }
 }
 
 /// Prepares `change` for [`super::State::apply_prepared`]. Pure and lock-free. Items are reduced to

@@ -352,5 +352,58 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
     assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.2"]));
 }
 
+#[test]
+fn a_list_taken_item_by_item_then_read_again_holds_only_the_second_reading() {
+    let fx = fixture_f();
+    let slice = |name: &str, ip: &str| {
+        slice_v1(
+            "default",
+            name,
+            Some("s"),
+            vec![
+                slice_endpoint_v1("10.0.0.1", Some("h"), None),
+                slice_endpoint_v1(ip, Some("n2"), None),
+            ],
+        )
+        .to_string()
+        .into_boxed_str()
+    };
+    let second = [slice("s-a", "10.0.0.7"), slice("s-c", "10.0.0.8")];
+    // What a reflector does: the hold first, then each item as it is read.
+    let mut taken = load(&fx);
+    let hold = taken.hold_for(UpstreamKind::SlicesV1);
+    let mut list = ListPreparer::new(UpstreamKind::SlicesV1, hold);
+    list.push(&slice("s-a", "10.0.0.3"));
+    list.push(&slice("s-b", "10.0.0.4"));
+    list.push("{not json");
+    assert_eq!(list.pushed(), 3);
+    list.clear(); // read again, from another server
+    second.iter().for_each(|t| list.push(t));
+    assert_eq!((list.pushed(), list.kind()), (2, UpstreamKind::SlicesV1));
+    taken.apply_prepared(UpstreamKind::SlicesV1, list.finish(), 1);
+    // The same as the second reading applied as one list of texts.
+    let mut whole = load(&fx);
+    whole.apply(UpstreamKind::SlicesV1, Change::List(second.to_vec()), 1);
+    let objects = |st: &State| -> Vec<(String, Value)> {
+        let names: Vec<String> = st
+            .collection(Resource::SlicesV1)
+            .objects()
+            .map(|o| o.key.name.to_string())
+            .collect();
+        let served = |n: String| (served(st, Resource::SlicesV1, "default", &n), n);
+        names.into_iter().map(served).map(|(v, n)| (n, v)).collect()
+    };
+    let got = objects(&taken);
+    assert_eq!(got, objects(&whole));
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["s-a", "s-c"]);
+    // Both pruned to h's endpoint (n2 is in another zone), and then n2 joining h's zone
+    // shows the upstream object kept is the second reading's.
+    let n2 = node("n2", &labels(&[("zone", "a")]));
+    taken.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
+    let ips = slice_ips(&served(&taken, Resource::SlicesV1, "default", "s-a"));
+    assert_eq!(ips, strs(&["10.0.0.1", "10.0.0.7"]));
+}
+
 #[path = "store_health_tests.rs"]
 mod health;

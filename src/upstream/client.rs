@@ -9,6 +9,7 @@
 
 use crate::upstream::decode::{self, DecodeError, ListResult};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
+use crate::upstream::kind::{ListItems, Texts};
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::list_split::ListSplitter;
 use crate::upstream::stats::{self, RequestStats, Stats, Verb};
@@ -405,14 +406,34 @@ impl Upstream {
     /// [`MAX_LIST_BYTES`], split into its items as it arrives ([`ListSplitter`]: the whole body
     /// is never in memory next to its items), decoded.
     pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
+        let mut texts = Texts::default();
+        let mut list = self.list_into(path_and_query, &mut texts)?;
+        list.items = texts.0;
+        Ok(list)
+    }
+
+    /// [`Upstream::list`], each item handed to `items` as soon as it is split from the body
+    /// (the answer's `items` is then empty). `items` is cleared before each attempt (another
+    /// server may be tried); after an error, what it holds is a part of no list.
+    pub fn list_into(
+        &self,
+        path_and_query: &str,
+        items: &mut dyn ListItems,
+    ) -> Result<ListResult, UpstreamError> {
         let timeout = self.inner.timeouts.list;
         let split = self.get_bounded(Verb::List, path_and_query, timeout, MAX_LIST_BYTES, |r| {
+            items.clear();
             let mut split = ListSplitter::new();
             let mut buf = vec![0; LIST_READ_BYTES];
-            feed_all(r, &mut buf, |chunk| split.feed(chunk))?;
+            feed_all(r, &mut buf, |chunk| {
+                split.feed(chunk);
+                split.take_items().for_each(|text| items.push(text));
+            })?;
             Ok(split)
         })?;
-        Ok(split.finish()?)
+        let mut list = split.finish()?;
+        list.items.drain(..).for_each(|text| items.push(text));
+        Ok(list)
     }
 
     /// WATCH: the response body as a line source. No global timeout; a read idle for

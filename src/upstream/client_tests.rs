@@ -480,3 +480,80 @@ fn a_list_arriving_in_small_chunks_is_split_into_its_items() {
     ));
     server.join().unwrap();
 }
+
+/// Records each item as it is handed over, and tells the server when the first one came.
+struct Signalled {
+    items: Vec<Box<str>>,
+    first: Option<std::sync::mpsc::Sender<()>>,
+    clears: usize,
+}
+
+impl ListItems for Signalled {
+    fn push(&mut self, text: Box<str>) {
+        self.items.push(text);
+        if let Some(tx) = self.first.take() {
+            let _ = tx.send(());
+        }
+    }
+    fn clear(&mut self) {
+        self.clears += 1;
+        self.items.clear();
+    }
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+#[test]
+fn a_lists_items_are_handed_over_while_the_rest_of_the_body_is_still_to_come() {
+    let head =
+        r#"{"kind":"List","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a"}},"#;
+    let rest = r#"{"metadata":{"name":"b"}}]}"#;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !seen.ends_with(b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the request ended early");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        let chunk = |t: &str| format!("{:x}\r\n{t}\r\n", t.len());
+        let first = format!(
+            "HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+            chunk(head)
+        );
+        s.write_all(first.as_bytes()).unwrap();
+        s.flush().unwrap();
+        // The rest only once the first item was handed over (or after 10 s, which fails).
+        let handed_early = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+        s.write_all(format!("{}0\r\n\r\n", chunk(rest)).as_bytes())
+            .unwrap();
+        handed_early
+    });
+    let up = upstream(&url, None);
+    let mut items = Signalled {
+        items: Vec::new(),
+        first: Some(tx),
+        clears: 0,
+    };
+    let list = up.list_into("/api/v1/services", &mut items).unwrap();
+    assert!(
+        server.join().unwrap(),
+        "the first item was not handed over before the body ended"
+    );
+    assert!(list.items.is_empty(), "the items went to the taker");
+    assert_eq!(list.resource_version, "9");
+    assert_eq!(items.clears, 1, "cleared once, before the attempt");
+    let names: Vec<String> = items
+        .items
+        .iter()
+        .map(|i| {
+            serde_json::from_str::<serde_json::Value>(i).unwrap()["metadata"]["name"].to_string()
+        })
+        .collect();
+    assert_eq!(names, ["\"a\"", "\"b\""]);
+}

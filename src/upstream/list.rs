@@ -3,7 +3,7 @@
 
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::{DecodeError, ListResult};
-use crate::upstream::kind::{with_query, UpstreamKind};
+use crate::upstream::kind::{with_query, ListItems, Texts, UpstreamKind};
 use crate::upstream::reflector::ListWatch;
 
 /// Most pages followed in one list (only if the upstream paginates unasked).
@@ -17,11 +17,28 @@ pub fn list_all<L: ListWatch + ?Sized>(
     kind: UpstreamKind,
     rv: &str,
 ) -> Result<ListResult, UpstreamError> {
+    let mut texts = Texts::default();
+    let mut all = list_all_into(lw, kind, rv, &mut texts)?;
+    all.items = texts.0;
+    Ok(all)
+}
+
+/// [`list_all`], every item of every page handed to `items` as it is read (the reflectors':
+/// the cache prepares each item as it comes). The answer's `items` is empty.
+pub fn list_all_into<L: ListWatch + ?Sized>(
+    lw: &L,
+    kind: UpstreamKind,
+    rv: &str,
+    items: &mut dyn ListItems,
+) -> Result<ListResult, UpstreamError> {
     let sel = kind.label_selector().unwrap_or("");
-    let mut all = lw.list(&with_query(
-        kind.path(),
-        &[("labelSelector", sel), ("resourceVersion", rv)],
-    ))?;
+    let mut all = lw.list_into(
+        &with_query(
+            kind.path(),
+            &[("labelSelector", sel), ("resourceVersion", rv)],
+        ),
+        items,
+    )?;
     let mut pages = 1;
     while let Some(token) = all.continue_token.take() {
         if pages >= MAX_LIST_PAGES {
@@ -29,14 +46,120 @@ pub fn list_all<L: ListWatch + ?Sized>(
                 "end of paginated list",
             )));
         }
-        let page = lw.list(&with_query(
-            kind.path(),
-            &[("continue", &token), ("labelSelector", sel)],
-        ))?;
-        all.items.extend(page.items);
+        // A page adds to the items so far: it must not clear them.
+        let mut page_items = Pages {
+            items: &mut *items,
+            pushed: 0,
+            restarted: false,
+        };
+        let page = lw.list_into(
+            &with_query(kind.path(), &[("continue", &token), ("labelSelector", sel)]),
+            &mut page_items,
+        )?;
+        if page_items.restarted {
+            return Err(UpstreamError::Decode(DecodeError::Missing(
+                "a list page read once (it was read again from another server)",
+            )));
+        }
         all.resource_version = page.resource_version;
         all.continue_token = page.continue_token;
         pages += 1;
     }
     Ok(all)
+}
+
+/// The items of a later page: added to the earlier pages' (a page read again from another
+/// server would repeat its items, so a page cut short fails the whole list).
+struct Pages<'a> {
+    items: &'a mut dyn ListItems,
+    pushed: usize,
+    restarted: bool,
+}
+
+impl ListItems for Pages<'_> {
+    fn push(&mut self, text: Box<str>) {
+        self.pushed += 1;
+        self.items.push(text);
+    }
+    fn clear(&mut self) {
+        // Before the page's first item, a (re)start changes nothing.
+        self.restarted |= self.pushed > 0;
+    }
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use std::io::BufRead;
+
+    /// Two pages; the second is read, cut short, and read again from the start (as a failover
+    /// to another server does) when `retried`.
+    struct TwoPages {
+        retried: bool,
+    }
+
+    fn page(items: &[&str], token: Option<&str>) -> ListResult {
+        ListResult {
+            items: items
+                .iter()
+                .map(|n| format!(r#"{{"n":"{n}"}}"#).into())
+                .collect(),
+            resource_version: "5".into(),
+            continue_token: token.map(str::to_string),
+        }
+    }
+
+    impl ListWatch for TwoPages {
+        fn list(&self, q: &str) -> Result<ListResult, UpstreamError> {
+            Ok(match q.contains("continue=") {
+                false => page(&["a", "b"], Some("t")),
+                true => page(&["c"], None),
+            })
+        }
+        fn list_into(
+            &self,
+            q: &str,
+            items: &mut dyn ListItems,
+        ) -> Result<ListResult, UpstreamError> {
+            let mut list = self.list(q)?;
+            items.clear();
+            if self.retried && q.contains("continue=") {
+                items.push(r#"{"n":"c"}"#.into());
+                items.clear();
+            }
+            list.items.drain(..).for_each(|t| items.push(t));
+            Ok(list)
+        }
+        fn watch(&self, _: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+            Err(UpstreamError::Unreachable("no watch here".into()))
+        }
+        fn get_json(&self, _: &str) -> Result<Value, UpstreamError> {
+            Err(UpstreamError::Unreachable("no get here".into()))
+        }
+    }
+
+    #[test]
+    fn pages_add_to_the_items_and_a_page_read_twice_fails_the_list() {
+        let mut texts = Texts::default();
+        let lw = TwoPages { retried: false };
+        let all = list_all_into(&lw, UpstreamKind::Services, "0", &mut texts).unwrap();
+        assert!(all.items.is_empty());
+        assert_eq!(all.resource_version, "5");
+        let names: Vec<&str> = texts.0.iter().map(|t| &t[6..7]).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        // The same through `list_all`, which collects the texts.
+        assert_eq!(
+            list_all(&lw, UpstreamKind::Services, "0").unwrap().items,
+            texts.0
+        );
+
+        // A second page read again would repeat its first items after the earlier pages'.
+        let lw = TwoPages { retried: true };
+        let err = list_all_into(&lw, UpstreamKind::Services, "0", &mut texts).unwrap_err();
+        assert!(err.to_string().contains("read again"), "{err}");
+    }
 }

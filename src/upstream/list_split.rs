@@ -59,6 +59,8 @@ pub struct ListSplitter {
     envelope: Vec<u8>,
     item: Vec<u8>,
     items: Vec<Box<str>>,
+    /// An item that is not an object was found (and not kept): the list fails in `finish`.
+    not_object: bool,
     /// The first problem found inside the items array (reported by `finish`).
     broken: Option<DecodeError>,
     /// An items array was split out of the envelope.
@@ -89,6 +91,7 @@ impl ListSplitter {
             envelope: Vec::new(),
             item: Vec::new(),
             items: Vec::new(),
+            not_object: false,
             broken: None,
             split: false,
         }
@@ -297,10 +300,20 @@ impl ListSplitter {
             self.broken = Some(DecodeError::Json(e.to_string()));
             return;
         }
-        self.items.push(Box::from(text));
+        if text.starts_with('{') {
+            self.items.push(Box::from(text));
+        } else {
+            self.not_object = true; // the list fails; nothing after it needs keeping
+        }
         if self.item.capacity() > 64 * 1024 {
             self.item = Vec::new(); // do not keep the largest item's buffer for the rest
         }
+    }
+
+    /// The items split so far and not yet taken, for a reader that takes each item as it comes
+    /// ([`crate::upstream::kind::ListItems`]); `finish` answers only the rest.
+    pub fn take_items(&mut self) -> std::vec::Drain<'_, Box<str>> {
+        self.items.drain(..)
     }
 
     /// The decoded list: what `decode_list` answers for the whole body when that is a list;
@@ -323,7 +336,7 @@ impl ListSplitter {
                 // A second `items` array, not split (its key escaped): serde's duplicate.
                 return Err(DecodeError::Missing("items"));
             }
-            if self.items.iter().any(|i| !i.starts_with('{')) {
+            if self.not_object {
                 return Err(DecodeError::NotAnObject("list item"));
             }
             r.items = self.items;

@@ -56,8 +56,10 @@ pub use crate::upstream::discovery::{
 pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
 use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
-pub use crate::upstream::kind::{Change, Sink, UpstreamKind, SERVICE_PROXY_SELECTOR};
-pub use crate::upstream::list::list_all;
+pub use crate::upstream::kind::{
+    Change, ListApply, ListItems, Sink, Texts, UpstreamKind, SERVICE_PROXY_SELECTOR,
+};
+pub use crate::upstream::list::{list_all, list_all_into};
 use crate::upstream::stats::{self, KindStats, RelistReason};
 use serde_json::Value;
 use std::io::BufRead;
@@ -78,6 +80,17 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 pub trait ListWatch {
     /// A LIST, decoded.
     fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError>;
+    /// The same, each item handed to `items` (cleared first) instead of the answer's `items`.
+    fn list_into(
+        &self,
+        path_and_query: &str,
+        items: &mut dyn ListItems,
+    ) -> Result<ListResult, UpstreamError> {
+        let mut list = self.list(path_and_query)?;
+        items.clear();
+        list.items.drain(..).for_each(|text| items.push(text));
+        Ok(list)
+    }
     /// A WATCH, as a line source.
     fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError>;
     /// A JSON GET (API discovery).
@@ -87,6 +100,13 @@ pub trait ListWatch {
 impl ListWatch for Upstream {
     fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
         Upstream::list(self, path_and_query)
+    }
+    fn list_into(
+        &self,
+        path_and_query: &str,
+        items: &mut dyn ListItems,
+    ) -> Result<ListResult, UpstreamError> {
+        Upstream::list_into(self, path_and_query, items)
     }
     fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
         Upstream::watch(self, path_and_query)
@@ -239,13 +259,13 @@ impl<L: ListWatch> Reflector<L> {
         Some(obj)
     }
 
-    fn list_all(&mut self) -> Result<ListResult, UpstreamError> {
+    fn list_all(&self, items: &mut dyn ListItems) -> Result<ListResult, UpstreamError> {
         let rv = match &self.list_from {
-            ListFrom::Any => "0".to_string(),
-            ListFrom::NotOlderThan(rv) => rv.clone(),
-            ListFrom::Latest => String::new(),
+            ListFrom::Any => "0",
+            ListFrom::NotOlderThan(rv) => rv,
+            ListFrom::Latest => "",
         };
-        list_all(&self.lw, self.kind, &rv)
+        list_all_into(&self.lw, self.kind, rv, items)
     }
 
     fn step_list(&mut self) -> (State, Option<Duration>) {
@@ -275,11 +295,14 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     fn step_list_gated(&mut self) -> (State, Option<Duration>) {
-        match self.list_all() {
+        // The sink takes each item as it is read (the cache prepares it at once), so the list
+        // is never held as the texts of all its items.
+        let sink = self.sink.clone();
+        let mut items = sink.list_items(self.kind);
+        match self.list_all(&mut *items) {
             Ok(list) => {
                 self.stats.record_contact(unix_now());
                 let relist = self.list_from != ListFrom::Any;
-                let items = list.items;
                 let what = if relist { "relisted" } else { "listed" };
                 log::info!(
                     "{what} {:?}: {} objects at resourceVersion {:?}",
@@ -287,7 +310,7 @@ impl<L: ListWatch> Reflector<L> {
                     items.len(),
                     list.resource_version
                 );
-                self.sink.apply(self.kind, Change::List(items));
+                items.apply(&*sink);
                 self.list_from = ListFrom::NotOlderThan(list.resource_version.clone());
                 let ended = self.episode.listed(Instant::now());
                 self.recovered(ended);
