@@ -101,11 +101,12 @@ impl Sink for CacheSink {
     }
 
     fn list_items(&self, kind: UpstreamKind) -> Box<dyn ListApply + '_> {
-        // The hold is chosen before the read: only this reflector changes this kind's objects.
-        let hold = lock(&self.shared).hold_for(kind);
+        // Chosen before the read (how it is held, what is packed): only this reflector
+        // changes this kind's objects, and the Services list first.
+        let list = lock(&self.shared).list_preparer(kind);
         Box::new(Listing {
             sink: self,
-            list: ListPreparer::new(kind, hold),
+            list,
             started: Instant::now(),
         })
     }

@@ -377,6 +377,18 @@ impl State {
         }
     }
 
+    /// A taker for a list of `kind`, prepared as [`State::hold_for`] says. A first list packs
+    /// only the objects of the Services with topology keys: only a pruned object keeps its
+    /// upstream bytes; those of any other are served as they came and a packed copy would be
+    /// dropped unused (one whose Service comes later is packed then, `pack_pending`).
+    pub fn list_preparer(&self, kind: UpstreamKind) -> ListPreparer {
+        let list = ListPreparer::new(kind, self.hold_for(kind));
+        match list.hold() {
+            Hold::Whole => list.packing_only_for(self.service_keys.keys().cloned().collect()),
+            Hold::PackedOnly => list,
+        }
+    }
+
     fn keys_of(&self, kind: UpstreamKind) -> Vec<ObjectKey> {
         match kind {
             UpstreamKind::Nodes => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),

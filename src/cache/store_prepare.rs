@@ -2,13 +2,14 @@
 //! re-serialized by the reflector thread, so that the writer holds the lock only to compare
 //! bytes and recompute what changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use log::warn;
 use serde_json::Value;
 
 use super::{clean, excluded, excluding, raw, Raw};
 use crate::cache::canonical::{self, AsIs, Item};
+use crate::cache::pack;
 use crate::k8s::ObjectKey;
 use crate::upstream::kind::{Change, UpstreamKind};
 
@@ -131,6 +132,9 @@ pub struct ListPreparer {
     kind: UpstreamKind,
     hold: Hold,
     decoder: canonical::Decoder,
+    /// `None`: every endpoint object is packed as it is decoded; else only those of these
+    /// Services ([`ListPreparer::packing_only_for`]).
+    packs: Option<BTreeSet<ObjectKey>>,
     out: BTreeMap<ObjectKey, Listed>,
     pushed: usize,
 }
@@ -142,9 +146,25 @@ impl ListPreparer {
             kind,
             hold,
             decoder: canonical::Decoder::packing(),
+            packs: None,
             out: BTreeMap::new(),
             pushed: 0,
         }
+    }
+
+    /// The same, packing only the endpoint objects of `services` (an object of any other
+    /// Service is held whole only, whatever the hold).
+    pub fn packing_only_for(self, services: BTreeSet<ObjectKey>) -> Self {
+        ListPreparer {
+            decoder: canonical::Decoder::default(),
+            packs: Some(services),
+            ..self
+        }
+    }
+
+    /// How it holds its endpoint objects.
+    pub fn hold(&self) -> Hold {
+        self.hold
     }
 
     /// Prepares the next item (dropped if excluded; skipped with a WARN if undecodable).
@@ -153,7 +173,18 @@ impl ListPreparer {
         let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
         self.pushed += 1;
         let kept = match self.decoder.item(text, kind.resource(), excluding(kind)) {
-            Ok(Item::Kept(key, bytes, as_is)) => Some((key, Listed::held(bytes, as_is, self.hold))),
+            Ok(Item::Kept(key, bytes, mut as_is)) => {
+                if let (Some(services), Some(facts)) = (&self.packs, &mut as_is) {
+                    let service = match kind {
+                        UpstreamKind::Endpoints => Some(&key),
+                        _ => facts.service.as_ref(),
+                    };
+                    if service.is_some_and(|s| services.contains(s)) {
+                        facts.packed = pack::pack(&bytes);
+                    }
+                }
+                Some((key, Listed::held(bytes, as_is, self.hold)))
+            }
             Ok(Item::Dropped) => None,
             Ok(Item::Slow) => serde_json::from_str(text)
                 .map_err(skip)

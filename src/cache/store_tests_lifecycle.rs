@@ -405,5 +405,61 @@ fn a_list_taken_item_by_item_then_read_again_holds_only_the_second_reading() {
     assert_eq!(ips, strs(&["10.0.0.1", "10.0.0.7"]));
 }
 
+#[test]
+fn a_first_list_packs_only_the_objects_of_topology_services() {
+    let fx = fixture_f();
+    let mut st = load(&fx);
+    st.apply(
+        UpstreamKind::Services,
+        Change::Upsert(service("default", "t", None)),
+        1,
+    );
+    let slice = |name: &str, svc: &str| {
+        let eps = vec![
+            slice_endpoint_v1("10.0.0.1", Some("h"), None),
+            slice_endpoint_v1("10.0.0.2", Some("n2"), None),
+        ];
+        slice_v1("default", name, Some(svc), eps).to_string()
+    };
+    // A first list of slices ("s" has topology keys, "t" none, "u" is not known yet).
+    let mut list = st.list_preparer(UpstreamKind::SlicesV1);
+    assert_eq!(list.hold(), Hold::Whole);
+    for (name, svc) in [("s-a", "s"), ("t-a", "t"), ("u-a", "u")] {
+        list.push(&slice(name, svc));
+    }
+    let Prepared::Listed(m) = list.finish() else {
+        panic!("a list prepares to Listed");
+    };
+    let packed: Vec<(&str, bool)> = m
+        .iter()
+        .map(|(k, l)| {
+            let packed = l.as_is.as_ref().is_some_and(|f| f.packed.is_some());
+            (&*k.name, packed)
+        })
+        .collect();
+    assert_eq!(packed, [("s-a", true), ("t-a", false), ("u-a", false)]);
+    assert!(m.values().all(|l| l.bytes().is_some()), "held whole");
+    st.apply_prepared(UpstreamKind::SlicesV1, Prepared::Listed(m), 1);
+    let ips = |st: &State, name: &str| slice_ips(&served(st, Resource::SlicesV1, "default", name));
+    assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
+    assert_eq!(ips(&st, "t-a"), strs(&["10.0.0.1", "10.0.0.2"]));
+    // "u" comes with topology keys: its slice is pruned now, its upstream bytes kept (packed
+    // later), so that n2 joining h's zone serves its endpoint again.
+    let u = service("default", "u", Some(r#"["zone"]"#));
+    st.apply(UpstreamKind::Services, Change::Upsert(u), 1);
+    while st.pack_pending(16) > 0 {}
+    assert_eq!(ips(&st, "u-a"), strs(&["10.0.0.1"]));
+    let n2 = node("n2", &labels(&[("zone", "a")]));
+    st.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
+    for name in ["s-a", "u-a", "t-a"] {
+        assert_eq!(ips(&st, name), strs(&["10.0.0.1", "10.0.0.2"]), "{name}");
+    }
+    // A relist packs every endpoint object (it compares them packed to packed).
+    assert_eq!(
+        st.list_preparer(UpstreamKind::SlicesV1).hold(),
+        Hold::PackedOnly
+    );
+}
+
 #[path = "store_health_tests.rs"]
 mod health;
