@@ -288,7 +288,7 @@ pub struct ReadySample {
     pub start_to_first_listed: Option<i64>,
     /// The kind named by the last `listed` line.
     pub last_listed_kind: String,
-    /// Of the last list applied (its `… applied in` log line): (decoded off the lock, held
+    /// Of the last list applied (its `… applied in` log line): (read and decoded off the lock, held
     /// the lock), ms.
     pub last_applied: Option<(f64, f64)>,
 }
