@@ -129,9 +129,10 @@ fuzz_target!(|data: &[u8]| {
                 // A relist of one kind with the model's objects (nothing changed: no events).
                 let k = usize::from(op[1]) % 4;
                 let before = st.current_rv();
-                // As reflectors send it: each item as JSON text.
-                let items = model[&k].values().map(|v| v.to_string().into_boxed_str()).collect();
-                st.apply(KINDS[k], Change::List(items), step as u64);
+                // As reflectors hand it over: each item as JSON text, prepared as it comes.
+                let mut list = st.list_preparer(KINDS[k]);
+                model[&k].values().for_each(|v| list.push(&v.to_string()));
+                st.apply_prepared(KINDS[k], list.finish(), step as u64);
                 assert_eq!(st.current_rv(), before, "an identical relist produced events");
                 continue;
             }
