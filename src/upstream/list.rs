@@ -57,9 +57,11 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
             &mut page_items,
         )?;
         if page_items.restarted {
-            return Err(UpstreamError::Decode(DecodeError::Missing(
-                "a list page read once (it was read again from another server)",
-            )));
+            return Err(UpstreamError::Unreachable(
+                "a page of a paginated list was cut short and read again from another server; \
+                 the whole list is read again"
+                    .into(),
+            ));
         }
         all.resource_version = page.resource_version;
         all.continue_token = page.continue_token;
