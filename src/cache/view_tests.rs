@@ -59,6 +59,39 @@ fn trim_keeps_minimum_and_raises_horizon() {
 }
 
 #[test]
+fn a_log_gives_back_the_room_a_burst_took_once_trimmed_or_reset() {
+    let mut c = Collection::new(0);
+    let k = ObjectKey::new("", "n");
+    let one = served("n", 1);
+    for rv in 1..=5_000 {
+        c.record(&k, Some(one.clone()), rv, 0);
+    }
+    assert!(c.log.capacity() >= 5_000);
+    let r = Retention {
+        min_entries: 10,
+        max_entries: 100,
+        window_secs: 100,
+        max_bytes: usize::MAX,
+    };
+    c.trim(&r, 1);
+    assert_eq!(c.log_len(), 100);
+    let room = c.log.capacity();
+    assert!((100..=1_024).contains(&room), "{room} entries' room kept");
+    // Steady churn within the retention does not reallocate the log.
+    for rv in 5_001..=5_300 {
+        c.record(&k, Some(one.clone()), rv, 1);
+        c.trim(&r, 1);
+    }
+    assert_eq!(c.log.capacity(), room);
+    // The history reset at readiness forgets the sync's room too.
+    for rv in 5_301..=9_000 {
+        c.record(&k, Some(one.clone()), rv, 1);
+    }
+    c.reset_history(9_000);
+    assert_eq!((c.log_len(), c.log.capacity()), (0, 0));
+}
+
+#[test]
 fn default_retention_is_bounded_like_the_apiserver_watch_cache() {
     let mut c = Collection::new(0);
     let k = ObjectKey::new("", "n");
