@@ -165,8 +165,8 @@ pub enum Change {
     /// The full list (initial or relist); the cache diffs it against what it holds.
     Replace(Vec<Value>),
     /// The same as [`Change::Replace`], each item still its JSON text as the apiserver sent it
-    /// (what reflectors send: the cache decodes one item at a time, which keeps a relist's
-    /// memory near the size of its JSON).
+    /// (what the default [`Sink::list_items`] taker applies; the cache's own taker prepares
+    /// each item as it is read instead, and never holds the list as texts).
     List(Vec<Box<str>>),
 }
 
