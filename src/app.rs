@@ -84,19 +84,20 @@ impl Sink for CacheSink {
     }
 
     fn apply(&self, kind: UpstreamKind, change: Change) {
-        // Decoding a list happens here, before the lock: readers wait only for the comparison
-        // and for what really changed.
-        let list = match &change {
-            Change::List(items) => Some(items.len()),
-            Change::Replace(items) => Some(items.len()),
+        let t0 = Instant::now();
+        let list = match change {
+            // The one list path: the same taker as a list read from the upstream.
+            Change::List(texts) => {
+                let mut list = self.list_items(kind);
+                texts.into_iter().for_each(|text| list.push(text));
+                return list.apply(self);
+            }
+            Change::Replace(ref items) => Some(items.len()),
             _ => None,
         };
-        let t0 = Instant::now();
-        let hold = match &change {
-            Change::List(_) => lock(&self.shared).hold_for(kind),
-            _ => Hold::Whole,
-        };
-        let prepared = prepare(kind, change, hold);
+        // Decoding happens here, before the lock: readers wait only for the comparison and for
+        // what really changed.
+        let prepared = prepare(kind, change, Hold::Whole);
         self.publish(kind, prepared, list.map(|n| (n, t0)));
     }
 

@@ -262,8 +262,16 @@ impl State {
     /// Applies one upstream change, recomputes what it affects, and logs every change of served
     /// content with a new RV. `now` is monotonic seconds (for the log's time window).
     pub fn apply(&mut self, kind: UpstreamKind, change: Change, now: u64) -> Applied {
-        let hold = self.hold_for(kind);
-        self.apply_prepared(kind, prepare(kind, change, hold), now)
+        let prepared = match change {
+            // As a reflector's list is taken ([`State::list_preparer`]).
+            Change::List(texts) => {
+                let mut list = self.list_preparer(kind);
+                texts.iter().for_each(|text| list.push(text));
+                list.finish()
+            }
+            other => prepare(kind, other, Hold::Whole),
+        };
+        self.apply_prepared(kind, prepared, now)
     }
 
     /// [`State::apply`] of a change already [`prepare`]d (outside the lock).
@@ -590,7 +598,6 @@ use publish::finish;
 mod prepare;
 #[cfg(test)]
 use prepare::fresh;
-use prepare::fresh_texts;
 pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
 
 #[path = "store_explain.rs"]

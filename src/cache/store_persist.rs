@@ -3,7 +3,7 @@
 
 use log::warn;
 
-use super::{fresh_texts, Hold, State, Upstream};
+use super::{State, Upstream};
 use crate::cache::published;
 use crate::cache::snapshot::Objects;
 use crate::upstream::kind::UpstreamKind;
@@ -45,17 +45,15 @@ impl State {
             // As a list's items: the same canonical decode, the pruned objects' upstream
             // bytes packed as they are read (restored through `Value`s and packed afterwards,
             // the static musl build held 1.7 MiB more after an offline start at scale S).
-            let texts = items
-                .iter()
-                .filter_map(|b| match std::str::from_utf8(b) {
-                    Ok(text) => Some(Box::from(text)),
-                    Err(e) => {
-                        warn!("{kind:?}: skipping a snapshot object that is not UTF-8: {e}");
-                        None
-                    }
-                })
-                .collect();
-            self.replace(kind, fresh_texts(kind, texts, Hold::Whole), now);
+            // Prepared as a first list is (`list_preparer`), straight from the snapshot's bytes.
+            let mut list = self.list_preparer(kind);
+            for b in items.iter() {
+                match std::str::from_utf8(b) {
+                    Ok(text) => list.push(text),
+                    Err(e) => warn!("{kind:?}: skipping a snapshot object that is not UTF-8: {e}"),
+                }
+            }
+            self.replace(kind, list.into_objects(), now);
         }
         // Nodes, then Services, then the endpoint objects: each endpoint object was served with
         // every node and Service already in place, so the recomputation those upserts asked for

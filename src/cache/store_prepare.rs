@@ -110,20 +110,6 @@ fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
     clean(kind, obj).map(|(key, obj)| (key, raw(&obj)))
 }
 
-/// [`fresh`] of a list whose items are still JSON texts: the same bytes, made without a
-/// `Value` ([`canonical::item`]) unless an item needs one.
-pub(super) fn fresh_texts(
-    kind: UpstreamKind,
-    texts: Vec<Box<str>>,
-    hold: Hold,
-) -> BTreeMap<ObjectKey, Listed> {
-    let mut list = ListPreparer::new(kind, hold);
-    for text in texts {
-        list.push(&text);
-    }
-    list.out
-}
-
 /// A list prepared item by item as its texts come (by the reflector while it reads the list:
 /// each item's text is let go of as soon as it is prepared). [`prepare`] of a
 /// [`Change::List`] of the same texts gives the same [`Prepared`].
@@ -219,6 +205,11 @@ impl ListPreparer {
     pub fn finish(self) -> Prepared {
         Prepared::Listed(self.out)
     }
+
+    /// The prepared objects by key.
+    pub(super) fn into_objects(self) -> BTreeMap<ObjectKey, Listed> {
+        self.out
+    }
 }
 
 /// Prepares `change` for [`super::State::apply_prepared`]. Pure and lock-free. Items are reduced to
@@ -227,7 +218,11 @@ impl ListPreparer {
 pub fn prepare(kind: UpstreamKind, change: Change, hold: Hold) -> Prepared {
     match change {
         Change::Replace(items) => Prepared::Listed(fresh_values(kind, items.into_iter())),
-        Change::List(texts) => Prepared::Listed(fresh_texts(kind, texts, hold)),
+        Change::List(texts) => {
+            let mut list = ListPreparer::new(kind, hold);
+            texts.iter().for_each(|text| list.push(text));
+            list.finish()
+        }
         other => Prepared::One(other),
     }
 }
