@@ -557,3 +557,27 @@ fn a_lists_items_are_handed_over_while_the_rest_of_the_body_is_still_to_come() {
         .collect();
     assert_eq!(names, ["\"a\"", "\"b\""]);
 }
+
+#[test]
+fn a_list_with_a_bad_item_taken_as_read_is_an_error_whatever_was_handed_over() {
+    let bodies = [
+        // An item that is not an object, after one that was handed over.
+        r#"{"kind":"List","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"a"}},1]}"#,
+        // An item that is not JSON.
+        r#"{"kind":"List","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"a"}},{"x":]}"#,
+        // Cut short inside the second item.
+        r#"{"kind":"List","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"a"}},{"meta"#,
+    ];
+    let (url, server) = serve(bodies.iter().map(|b| canned("200 OK", b)).collect());
+    let up = upstream(&url, None);
+    for body in bodies {
+        let mut items = Texts::default();
+        let got = up.list_into("/api/v1/services", &mut items);
+        assert!(
+            matches!(got, Err(UpstreamError::Decode(_))),
+            "{body}: {got:?}"
+        );
+        assert!(items.0.len() <= 1, "nothing after the bad item: {body}");
+    }
+    server.join().unwrap();
+}
