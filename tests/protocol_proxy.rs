@@ -236,3 +236,133 @@ fn c04_forwards_event_post_and_patch_with_body_and_content_type_untouched() {
     assert_eq!(code, 201);
     assert_eq!(sim.requests().last().unwrap()["authorization"], Value::Null);
 }
+
+/// Reads exactly the interim `100 Continue` from `s` within its read timeout; panics with what
+/// came instead (or with the timeout: the 100 never came).
+fn expect_continue(s: &mut std::net::TcpStream, what: &str) {
+    use std::io::Read;
+    let want = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let mut got = vec![0; want.len()];
+    if let Err(e) = s.read_exact(&mut got) {
+        panic!("{what}: no 100 Continue within the read timeout ({e})");
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(want),
+        "{what}"
+    );
+}
+
+#[test]
+fn expect_100_continue_is_answered_before_the_body_is_read() {
+    use base64::Engine as _;
+    use std::io::{BufReader, Write};
+    let (sim, w) = demo(&[]);
+    sim.clear_requests();
+    let path = "/api/v1/namespaces/default/events";
+    let bodies: [&[u8]; 2] = [
+        br#"{"kind":"Event","apiVersion":"v1","metadata":{"name":"expect-1"}}"#,
+        br#"{"kind":"Event","apiVersion":"v1","metadata":{"name":"expect-2"}}"#,
+    ];
+    let mut s = std::net::TcpStream::connect(w.addr).expect("connect");
+    // Bounded: without the interim answer the read below fails instead of hanging.
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reader = BufReader::new(s.try_clone().expect("clone the socket"));
+    // Two requests on one keep-alive connection: the second's 100 must follow the first's
+    // complete response, not interrupt it.
+    for (i, body) in bodies.iter().enumerate() {
+        let close = if i + 1 == bodies.len() {
+            "Connection: close\r\n"
+        } else {
+            ""
+        };
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Expect: 100-continue\r\nContent-Length: {}\r\n{close}\r\n",
+            w.addr,
+            body.len()
+        );
+        // The head alone: a client honouring the expectation sends nothing more until the 100.
+        s.write_all(head.as_bytes()).expect("send the head");
+        expect_continue(reader.get_mut(), &format!("request {i}"));
+        s.write_all(body).expect("send the body");
+        let (code, headers, resp) = read_response(&mut reader).expect("the final response");
+        assert_eq!(code, 201, "request {i}: {}", String::from_utf8_lossy(&resp));
+        assert_eq!(&resp, body, "request {i}: the simulator's echo comes back");
+        assert_eq!(header(&headers, "content-type"), Some("application/json"));
+        let rec = sim.requests();
+        let r = rec.last().expect("recorded");
+        assert_eq!(
+            (r["method"].as_str(), r["path"].as_str()),
+            (Some("POST"), Some(path))
+        );
+        let got = base64::engine::general_purpose::STANDARD
+            .decode(r["body"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(&got, body, "request {i}: the upstream got the body");
+        assert_eq!(
+            header_of(r, "expect"),
+            None,
+            "the whole body is forwarded, so Expect is not"
+        );
+    }
+    assert_eq!(sim.requests().len(), 2);
+}
+
+#[test]
+fn curl_gets_100_continue_for_a_large_post() {
+    let Some(curl) = find_in_path("curl") else {
+        println!("skipping: curl not found in PATH");
+        return;
+    };
+    let (sim, w) = demo(&[]);
+    sim.clear_requests();
+    let dir = TempDir::new("expect");
+    let file = dir.file("event.json");
+    let out = dir.file("answer.json");
+    // Well over 1 KiB; the Expect header is also forced, whatever curl's own size threshold.
+    let note = "x".repeat(64 * 1024);
+    let body = serde_json::to_vec(&json!({"kind": "Event", "apiVersion": "v1",
+        "metadata": {"name": "curl-expect"}, "note": note}))
+    .unwrap();
+    std::fs::write(&file, &body).expect("write the body file");
+    let url = format!("http://{}/api/v1/namespaces/default/events", w.addr);
+    // Without the 100, curl would send the body after its 30 s wait and still succeed: the
+    // assertion is on the interim line curl reports, not on the time taken.
+    let run = run_bounded(
+        std::process::Command::new(curl)
+            .args(["-sv", "--noproxy", "*", "--expect100-timeout", "30"])
+            .args(["--max-time", "50", "-X", "POST"])
+            .args(["--data-binary", &format!("@{file}")])
+            .args(["-H", "Content-Type: application/json"])
+            .args(["-H", "Expect: 100-continue"])
+            .args(["-o", &out, "-w", "%{http_code}"])
+            .arg(&url),
+        Duration::from_secs(60),
+    )
+    .expect("curl finished within 60 s");
+    let stderr = run.stderr_text();
+    assert!(run.ok(), "curl failed: {stderr}");
+    assert!(
+        stderr.contains("> Expect: 100-continue"),
+        "curl sent the expectation: {stderr}"
+    );
+    assert!(
+        stderr.contains("< HTTP/1.1 100 Continue"),
+        "curl got no 100 Continue: {stderr}"
+    );
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "201", "{stderr}");
+    assert_eq!(
+        std::fs::read(&out).expect("curl wrote the answer"),
+        body,
+        "the simulator's echo"
+    );
+    let rec = sim.requests();
+    let r = rec.last().expect("recorded");
+    assert_eq!(r["method"], "POST");
+    use base64::Engine as _;
+    let got = base64::engine::general_purpose::STANDARD
+        .decode(r["body"].as_str().unwrap())
+        .unwrap();
+    assert!(got == body, "the upstream got the body");
+}

@@ -5,7 +5,9 @@
 //! arrived, capped at [`Limits::max_head`]), the body (`Content-Length` or chunked, capped at
 //! [`Limits::max_body`] before anything is allocated), request-smuggling guards, and the HTTP
 //! status every kind of bad input is answered with ([`ReadError::status`], decided here only).
-//! It does not route, authenticate or interpret headers beyond framing and `Connection`.
+//! It also decides when an interim `100 Continue` is due ([`RequestReader::take_continue`]).
+//! It does not route, authenticate or interpret headers beyond framing, `Connection` and
+//! `Expect`.
 //!
 //! The outcome depends only on the bytes, never on how they were split across [`push`] calls:
 //! the head is scanned byte by byte (method token checked as it arrives, so a TLS hello on the
@@ -234,6 +236,10 @@ pub struct RequestReader {
     state: State,
     /// Sticky: once input was refused, every later call returns the same error.
     failed: Option<ReadError>,
+    /// The request in the body state expects `100-continue` and its body has not fully
+    /// arrived: an interim answer is due (cleared by [`RequestReader::take_continue`], by the
+    /// request's completion and by an error).
+    continue_due: bool,
 }
 
 impl RequestReader {
@@ -245,6 +251,7 @@ impl RequestReader {
             start: 0,
             state: State::Head(HeadScan::default()),
             failed: None,
+            continue_due: false,
         }
     }
 
@@ -272,8 +279,20 @@ impl RequestReader {
         let result = self.advance();
         if let Err(e) = result {
             self.failed = Some(e);
+            self.continue_due = false;
         }
         result
+    }
+
+    /// Whether an interim `100 Continue` is due now, at most once per request: true after a
+    /// [`next_request`](Self::next_request) that returned `Ok(None)` while waiting for the body
+    /// of an HTTP/1.1 request with `Expect: 100-continue` (RFC 9110 §10.1.1). Never for HTTP/1.0
+    /// (which must ignore the expectation), a request without a body, a head refused by its
+    /// checks (a `Content-Length` over [`Limits::max_body`] gets its final status instead), or a
+    /// body that arrived complete with the head (the client is evidently not waiting).
+    /// An `Expect` without a `100-continue` member is ignored.
+    pub fn take_continue(&mut self) -> bool {
+        std::mem::take(&mut self.continue_due)
     }
 
     /// Bytes received and not yet consumed by a returned request.
@@ -328,7 +347,12 @@ impl RequestReader {
                             self.state = State::Head(HeadScan::default());
                             return Ok(Some(req));
                         }
-                        framing => self.state = State::Body { req, framing },
+                        framing => {
+                            // Due until the body is complete: if it already came with the head,
+                            // the Body arm below clears it before the request is returned.
+                            self.continue_due = expects_continue(&req);
+                            self.state = State::Body { req, framing };
+                        }
                     }
                 }
                 State::Body { req, framing } => {
@@ -356,6 +380,7 @@ impl RequestReader {
                     if !done {
                         return Ok(None);
                     }
+                    self.continue_due = false;
                     let state =
                         std::mem::replace(&mut self.state, State::Head(HeadScan::default()));
                     if let State::Body { req, .. } = state {
@@ -511,6 +536,19 @@ fn framing(
         },
         (None, []) => Ok(Framing::Length(0)),
     }
+}
+
+/// Whether `req` is an HTTP/1.1 request whose `Expect` fields (a comma-separated list, possibly
+/// over several lines) hold the member `100-continue`, case-insensitively (RFC 9110 §10.1.1).
+/// An HTTP/1.0 request's expectation is ignored.
+fn expects_continue(req: &Request) -> bool {
+    req.minor_version >= 1
+        && req
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("expect"))
+            .flat_map(|(_, v)| v.split(|&b| b == b','))
+            .any(|m| trim_ows(m).eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// `1*DIGIT` as a u64; `None` if empty, not all digits, or overflowing.

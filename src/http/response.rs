@@ -48,6 +48,10 @@ pub fn reason(code: u16) -> &'static str {
     }
 }
 
+/// The interim response to a request head with `Expect: 100-continue` (RFC 9110 §15.2.1): the
+/// client may send the body now. No headers, no body; the final response follows later.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
 /// How the body after a [`head`] is framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body {
@@ -231,6 +235,12 @@ mod tests {
         for (got, want) in cases {
             assert_eq!(text(got), *want);
         }
+    }
+
+    #[test]
+    fn continue_is_a_bare_interim_head() {
+        assert_eq!(text(CONTINUE), "HTTP/1.1 100 Continue\r\n\r\n");
+        assert_eq!(CONTINUE, head(100, &[], Body::Length(0), true).as_slice());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::Interest;
 
-use crate::api::handlers::{self, Answer, Reply};
+use crate::api::handlers::{self, Answer, Reply, Segment};
 use crate::api::route::{route, Route};
 use crate::cache::published::{self, Published};
 use crate::cache::store::State;
@@ -301,6 +301,14 @@ impl Conn {
                 true
             }
             Ok(None) => {
+                if self.reader.take_continue() {
+                    // The reader is advanced only here, in `Idle`: every earlier response on
+                    // this connection is already wholly queued (a reply is queued at once, a
+                    // proxied response is relayed to its end before the phase returns to
+                    // `Idle`, a watch never returns to it), so the interim answer goes after
+                    // it in the queue, never inside it.
+                    self.out.push(Segment::Static(response::CONTINUE));
+                }
                 self.phase = Phase::Idle;
                 false
             }

@@ -468,3 +468,193 @@ fn mutated_inputs_never_panic() {
         }
     }
 }
+
+/// Pushes `chunks` one by one, taking requests after each push as the server does, and records
+/// after each push: the paths of the requests completed, and whether a `100 Continue` was due.
+fn continue_trace(limits: Limits, chunks: &[&[u8]]) -> Vec<(Vec<String>, bool)> {
+    let mut reader = RequestReader::new(limits);
+    let mut out = Vec::new();
+    for chunk in chunks {
+        let mut paths = Vec::new();
+        if reader.push(chunk).is_ok() {
+            while let Ok(Some(req)) = reader.next_request() {
+                paths.push(req.path);
+            }
+        }
+        let due = reader.take_continue();
+        assert!(!reader.take_continue(), "due at most once");
+        out.push((paths, due));
+    }
+    out
+}
+
+fn done(paths: &[&str], due: bool) -> (Vec<String>, bool) {
+    (paths.iter().map(|p| p.to_string()).collect(), due)
+}
+
+#[test]
+fn continue_is_due_once_the_head_of_a_body_that_expects_it_is_read() {
+    let d = Limits::default();
+    // Content-Length body: due after the head, before any body byte; not again.
+    assert_eq!(
+        continue_trace(
+            d,
+            &[
+                b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+                b"he",
+                b"llo",
+            ]
+        ),
+        [done(&[], true), done(&[], false), done(&["/a"], false)]
+    );
+    // Chunked body.
+    assert_eq!(
+        continue_trace(
+            d,
+            &[
+                b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+                b"5\r\nhello\r\n0\r\n\r\n",
+            ]
+        ),
+        [done(&[], true), done(&["/a"], false)]
+    );
+    // Part of the body came with the head: the rest is still awaited, so it is due.
+    assert_eq!(
+        continue_trace(
+            d,
+            &[
+                b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhe",
+                b"llo",
+            ]
+        ),
+        [done(&[], true), done(&["/a"], false)]
+    );
+}
+
+#[test]
+fn continue_is_not_due_without_a_body_to_wait_for() {
+    let d = Limits::default();
+    // The control: the same head, HTTP/1.1 with a body still to come, is due.
+    assert_eq!(
+        continue_trace(
+            d,
+            &[b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"]
+        ),
+        [done(&[], true)]
+    );
+    let cases: &[(&str, &[u8], &[&str])] = &[
+        (
+            "no body",
+            b"GET /a HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+            &["/a"],
+        ),
+        (
+            "empty body",
+            b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
+            &["/a"],
+        ),
+        (
+            "HTTP/1.0",
+            b"POST /a HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+            &[],
+        ),
+        (
+            "no Expect",
+            b"POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
+            &[],
+        ),
+        (
+            "other expectation",
+            b"POST /a HTTP/1.1\r\nExpect: 100-continued\r\nContent-Length: 5\r\n\r\n",
+            &[],
+        ),
+        (
+            "body with the head (Content-Length)",
+            b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello",
+            &["/a"],
+        ),
+        (
+            "body with the head (chunked)",
+            b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n\
+              5\r\nhello\r\n0\r\n\r\n",
+            &["/a"],
+        ),
+        (
+            "refused by the head checks",
+            b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9999999999\r\n\r\n",
+            &[],
+        ),
+        (
+            "refused in the body",
+            b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            &[],
+        ),
+    ];
+    for (name, raw, paths) in cases {
+        assert_eq!(continue_trace(d, &[raw]), [done(paths, false)], "{name}");
+    }
+    // The over-limit Content-Length gets its final status (413) and no 100.
+    let mut reader = RequestReader::new(Limits {
+        max_body: 8,
+        ..Limits::default()
+    });
+    reader
+        .push(b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n")
+        .unwrap();
+    assert_eq!(reader.next_request(), Err(ReadError::BodyTooLarge));
+    assert!(!reader.take_continue());
+}
+
+#[test]
+fn continue_expectation_is_case_insensitive_and_may_be_listed() {
+    for expect in [
+        "100-continue",
+        "100-Continue",
+        "100-CONTINUE",
+        " 100-continue\t",
+        "foo, 100-continue",
+        "100-continue,",
+    ] {
+        let head = format!("POST /a HTTP/1.1\r\nEXPECT: {expect}\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(
+            continue_trace(Limits::default(), &[head.as_bytes()]),
+            [done(&[], true)],
+            "{expect:?}"
+        );
+    }
+    // A member on a second Expect line counts too.
+    assert_eq!(
+        continue_trace(
+            Limits::default(),
+            &[b"POST /a HTTP/1.1\r\nExpect: foo\r\nexpect: 100-continue\r\nContent-Length: 5\r\n\r\n"]
+        ),
+        [done(&[], true)]
+    );
+}
+
+#[test]
+fn continue_follows_pipelined_requests_in_order() {
+    // An earlier complete request, then the head of one expecting 100: the earlier request is
+    // handed over first, and the 100 is due only for the second, once it awaits its body.
+    let mut reader = RequestReader::new(Limits::default());
+    reader
+        .push(
+            b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx\
+              POST /b HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n",
+        )
+        .unwrap();
+    assert_eq!(
+        reader.next_request().unwrap().map(|r| r.path),
+        Some("/a".into())
+    );
+    assert!(!reader.take_continue());
+    assert_eq!(reader.next_request(), Ok(None));
+    assert!(reader.take_continue());
+    reader.push(b"y").unwrap();
+    let b = reader.next_request().unwrap();
+    assert_eq!(
+        b.map(|r| (r.path, r.body)),
+        Some(("/b".into(), b"y".to_vec()))
+    );
+    assert!(!reader.take_continue());
+}
