@@ -83,8 +83,9 @@
 //! [`upstream::decode`], [`upstream::list_split`], [`upstream::kubeconfig::parse`], [`upstream::stats`],
 //! [`upstream::failover::Selection`] (which of several apiservers to use).
 //! I/O shell: `server`, `upstream::client`, `upstream::reflector`, `upstream::edge_health`,
-//! `persist` (the disk), `app` (startup wiring), `preflight` (`grid-wrapper check`: one pass
-//! against the upstream and a report; its report building is pure) —
+//! `persist` (the disk; its writer's failure bookkeeping is pure), `app` (startup wiring),
+//! `preflight` (`grid-wrapper check`: one pass against the upstream and a report; its report
+//! building is pure) —
 //! behind the default feature `io`, so the fuzz crate builds the core without mio, ureq or
 //! rustls (`default-features = false`).
 

@@ -10,7 +10,14 @@
 //!
 //! Every write is: a new file beside the old one (`*.tmp`), `fsync`, `rename` over the old one,
 //! `fsync` of the directory. A crash leaves either the old or the new file, never a mix; a
-//! damaged file is detected by the format's version and checksum and ignored with one WARN.
+//! damaged file is detected by the format's version and checksum and ignored with one WARN. A
+//! write that fails (a full disk: `ENOSPC`) removes its `*.tmp` and leaves the old file as it
+//! was; a `*.tmp` left by a crash is removed when the directory is opened (one INFO line).
+//!
+//! A failing snapshot writer logs one WARN per failure episode, saying whether a previous
+//! snapshot is kept or there is none, later failures at DEBUG, and one INFO line when a write
+//! succeeds again; it retries no sooner than `--cache-write-interval`, backing off up to five
+//! minutes (the bookkeeping is pure: `persist_failures.rs`).
 //!
 //! A snapshot is tied to its node and upstream ([`identity`]): `--hostname`, the upstream server
 //! URL and a fingerprint of the upstream CA. A process with another identity ignores it (one
@@ -31,6 +38,14 @@ use crate::cache::epoch;
 use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
 use crate::cache::store::State;
 use crate::server::conn::lock;
+
+#[path = "persist_failures.rs"]
+mod failures;
+use failures::{Failures, Previous};
+
+#[cfg(test)]
+#[path = "persist_tests.rs"]
+mod tests;
 
 /// The snapshot file's name in `--cache-dir`.
 pub const SNAPSHOT_FILE: &str = "snapshot";
@@ -69,16 +84,40 @@ pub fn identity(hostname: &str, server: &str, ca_pem: Option<&[u8]>) -> Identity
     }
 }
 
-/// Writes `path` crash-safely: `path.tmp`, fsync, rename, fsync the directory.
+/// The temporary file a write of `path` goes through: `path.tmp`.
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    PathBuf::from(tmp)
+}
+
+/// Writes `path` crash-safely: `path.tmp`, fsync, rename, fsync the directory. On any failure
+/// `path.tmp` is removed (a full disk would otherwise keep a partial copy there) and `path` is
+/// as it was, unless only the directory's fsync failed (then it is the new file).
 fn write_atomically(
     path: &Path,
     fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<u64>,
 ) -> io::Result<u64> {
+    let tmp = tmp_path(path);
+    let result = write_and_rename(path, &tmp, fill);
+    if result.is_err() {
+        match fs::remove_file(&tmp) {
+            Ok(()) => {}
+            // Not created, or already renamed.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => debug!("cannot remove {}: {e}", tmp.display()),
+        }
+    }
+    result
+}
+
+fn write_and_rename(
+    path: &Path,
+    tmp: &Path,
+    fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<u64>,
+) -> io::Result<u64> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let file = File::create(&tmp)?;
+    let file = File::create(tmp)?;
     let written = {
         let mut w = io::BufWriter::with_capacity(256 << 10, &file);
         let n = fill(&mut w)?;
@@ -87,9 +126,35 @@ fn write_atomically(
     };
     file.sync_all()?;
     drop(file);
-    fs::rename(&tmp, path)?;
+    fs::rename(tmp, path)?;
     File::open(dir)?.sync_all()?;
     Ok(written)
+}
+
+/// Removes the `*.tmp` files of the writes in `dir` (left by a crash or a power cut during a
+/// write): one INFO line naming them.
+fn remove_stale_tmps(dir: &Path) {
+    let mut removed = Vec::new();
+    for name in [SNAPSHOT_FILE, EPOCH_FILE] {
+        let tmp = tmp_path(&dir.join(name));
+        let Ok(meta) = fs::symlink_metadata(&tmp) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        match fs::remove_file(&tmp) {
+            Ok(()) => removed.push(format!("{name}.tmp ({} bytes)", meta.len())),
+            Err(e) => warn!("cannot remove the stale {}: {e}", tmp.display()),
+        }
+    }
+    if !removed.is_empty() {
+        info!(
+            "removed {} from {}: left by a write that was interrupted",
+            removed.join(" and "),
+            dir.display()
+        );
+    }
 }
 
 /// The opened `--cache-dir`.
@@ -97,6 +162,9 @@ fn write_atomically(
 pub struct CacheDir {
     dir: PathBuf,
     identity: Identity,
+    /// `written_unix_secs` of the snapshot file known to be valid: loaded at startup or written
+    /// since (shared by the clones). `None`: no valid one is known.
+    valid: Arc<Mutex<Option<u64>>>,
 }
 
 /// One snapshot write, for logs, metrics and benchmarks.
@@ -113,13 +181,31 @@ pub struct Written {
 }
 
 impl CacheDir {
-    /// Creates the directory if needed.
+    /// Creates the directory if needed, and removes a `*.tmp` left by an interrupted write.
     pub fn open(dir: &Path, identity: Identity) -> io::Result<CacheDir> {
         fs::create_dir_all(dir)?;
+        remove_stale_tmps(dir);
         Ok(CacheDir {
             dir: dir.to_path_buf(),
             identity,
+            valid: Arc::new(Mutex::new(None)),
         })
+    }
+
+    fn set_valid(&self, written_unix: u64) {
+        *self.valid.lock().unwrap_or_else(|e| e.into_inner()) = Some(written_unix);
+    }
+
+    /// What a restart would find: the snapshot file as loaded or last written, if it is still
+    /// there.
+    fn previous(&self) -> Previous {
+        match fs::symlink_metadata(self.dir.join(SNAPSHOT_FILE)) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Previous::None,
+            _ => match *self.valid.lock().unwrap_or_else(|e| e.into_inner()) {
+                Some(written_unix) => Previous::Kept { written_unix },
+                None => Previous::Unusable,
+            },
+        }
     }
 
     /// The directory.
@@ -188,6 +274,7 @@ impl CacheDir {
             );
             return None;
         }
+        self.set_valid(snap.meta.written_unix_secs);
         Some(snap)
     }
 
@@ -209,6 +296,7 @@ impl CacheDir {
         let locked = start.elapsed();
         let path = self.dir.join(SNAPSHOT_FILE);
         let bytes = write_atomically(&path, |w| snapshot::write_to(&snap, w))?;
+        self.set_valid(snap.meta.written_unix_secs);
         Ok(Written {
             bytes,
             objects: snap.objects.len(),
@@ -273,14 +361,16 @@ struct Pending {
 #[derive(Debug)]
 pub struct Writer {
     pending: Arc<(Mutex<Pending>, Condvar)>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The thread; it returns its failure bookkeeping when it stops, for the final write.
+    thread: Mutex<Option<JoinHandle<Failures>>>,
     /// Counters for `/metrics`.
     pub stats: Arc<WriterStats>,
 }
 
 impl Writer {
     /// Starts the writer: after a change it waits for [`QUIET`] (at most [`MAX_DELAY`]), and
-    /// for `min_gap` since its last write, then writes a snapshot if the cache is ready.
+    /// for `min_gap` since its last write, then writes a snapshot if the cache is ready. After a
+    /// failed write it waits at least as long, backing off while the writes keep failing.
     pub fn spawn(
         cache: CacheDir,
         shared: Arc<Mutex<State>>,
@@ -313,7 +403,9 @@ impl Writer {
     }
 
     /// Stops the thread (it finishes a write in progress), then writes the final snapshot if
-    /// anything changed since the last one (or always, with `force`).
+    /// anything changed since the last one, or the last write failed (or always, with `force`).
+    /// A failure is logged (WARN, or INFO within a failure episode already warned about) and
+    /// otherwise ignored: the shutdown goes on.
     pub fn finish(&self, cache: &CacheDir, shared: &Mutex<State>, force: bool) {
         let dirty = {
             let (m, cv) = &*self.pending;
@@ -323,19 +415,34 @@ impl Writer {
             p.dirty
         };
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = handle {
-            let _ = h.join();
-        }
+        let mut failures = handle.and_then(|h| h.join().ok()).unwrap_or_default();
         if dirty || force {
-            write_once(cache, shared, &self.stats, "final");
+            write_once(cache, shared, &self.stats, &mut failures, "final");
         }
     }
 }
 
-fn write_once(cache: &CacheDir, shared: &Mutex<State>, stats: &WriterStats, why: &str) -> bool {
+/// What one write attempt did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// The cache is not ready: nothing to write.
+    NotReady,
+    /// Written.
+    Written,
+    /// The write failed (logged).
+    Failed,
+}
+
+fn write_once(
+    cache: &CacheDir,
+    shared: &Mutex<State>,
+    stats: &WriterStats,
+    failures: &mut Failures,
+    why: &str,
+) -> Attempt {
     if !lock(shared).is_ready() {
         debug!("not writing a snapshot: the cache is not ready");
-        return false;
+        return Attempt::NotReady;
     }
     match cache.save(shared) {
         Ok(w) => {
@@ -344,6 +451,9 @@ fn write_once(cache: &CacheDir, shared: &Mutex<State>, stats: &WriterStats, why:
             stats.last_bytes.store(w.bytes, Ordering::Relaxed);
             let ms = u64::try_from(w.write.as_millis()).unwrap_or(u64::MAX);
             stats.last_write_ms.store(ms, Ordering::Relaxed);
+            if let Some(ended) = failures.succeeded(Instant::now()) {
+                info!("{}", failures::recovery_note(ended));
+            }
             let msg = format!(
                 "{why} snapshot written: {} objects, {} bytes in {} ms ({} µs under the cache lock)",
                 w.objects,
@@ -356,15 +466,34 @@ fn write_once(cache: &CacheDir, shared: &Mutex<State>, stats: &WriterStats, why:
             } else {
                 debug!("{msg}");
             }
-            true
+            Attempt::Written
         }
         Err(e) => {
             stats.failures.fetch_add(1, Ordering::Relaxed);
-            warn!(
-                "cannot write the snapshot in {}: {e}; the previous one is kept",
-                cache.path().display()
-            );
-            false
+            let now = Instant::now();
+            let previous = cache.previous();
+            if failures.failed(now) {
+                warn!(
+                    "{}",
+                    failures::failure_warning(cache.path(), &e, previous, unix_now())
+                );
+            } else {
+                let msg = failures::failure_repeated(
+                    why,
+                    &e,
+                    failures.count(),
+                    failures.lasted(now),
+                    previous,
+                    unix_now(),
+                );
+                // The last word before exiting is worth a line at the default level.
+                if why == "final" {
+                    info!("{msg}");
+                } else {
+                    debug!("{msg}");
+                }
+            }
+            Attempt::Failed
         }
     }
 }
@@ -375,21 +504,24 @@ fn writer_loop(
     pending: &(Mutex<Pending>, Condvar),
     stats: &WriterStats,
     min_gap: Duration,
-) {
+) -> Failures {
     let (m, cv) = pending;
-    let mut last_write: Option<Instant> = None;
+    let mut failures = Failures::default();
+    // The last attempt that wrote or failed (not one skipped because the cache was not ready).
+    let mut last_attempt: Option<Instant> = None;
     loop {
         {
+            let gap = failures.retry_gap(min_gap);
             let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 if p.stop {
-                    return;
+                    return failures;
                 }
                 let now = Instant::now();
                 let due = match (p.dirty, p.since, p.last_change) {
                     (true, Some(since), Some(last)) => {
                         let settled = (last + QUIET).min(since + MAX_DELAY);
-                        let gap = last_write.map_or(now, |w| w + min_gap);
+                        let gap = last_attempt.map_or(now, |w| w + gap);
                         Some(settled.max(gap))
                     }
                     _ => None,
@@ -410,18 +542,19 @@ fn writer_loop(
                 }
             }
         }
-        if write_once(cache, shared, stats, "debounced") {
-            last_write = Some(Instant::now());
-        } else if lock(shared).is_ready() {
-            // A failed write is retried after the gap, not in a loop.
-            last_write = Some(Instant::now());
-            let (m, _) = pending;
-            let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
-            if !p.dirty {
-                p.dirty = true;
-                p.since = Some(Instant::now());
-                p.last_change = p.since;
+        match write_once(cache, shared, stats, &mut failures, "debounced") {
+            Attempt::Written => last_attempt = Some(Instant::now()),
+            Attempt::Failed => {
+                // Retried after the gap (see `Failures::retry_gap`), not in a loop.
+                last_attempt = Some(Instant::now());
+                let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+                if !p.dirty {
+                    p.dirty = true;
+                    p.since = Some(Instant::now());
+                    p.last_change = p.since;
+                }
             }
+            Attempt::NotReady => {}
         }
     }
 }
