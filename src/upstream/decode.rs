@@ -1,5 +1,7 @@
 //! Pure decoding of what the apiserver sends: watch-stream lines into [`WatchEvent`]s, list bodies
-//! into [`ListResult`]s, `Status` bodies into [`StatusInfo`]. No I/O beyond reading lines from a
+//! into [`ListResult`]s, `Status` bodies into [`StatusInfo`]; for an object or a watch line too
+//! long to be decoded, who it is from its first bytes ([`object_ref_from_prefix`],
+//! [`event_ref_from_prefix`]). No I/O beyond reading (or skipping, [`skip_line`]) lines from a
 //! caller-supplied `BufRead` with a hard length cap; garbage yields a [`DecodeError`], never a
 //! panic.
 
@@ -166,6 +168,36 @@ pub fn read_line<R: BufRead + ?Sized>(
     }
 }
 
+/// Discards the rest of a line after [`read_line`] answered [`Line::TooLong`]: reads through
+/// its `\n` without buffering any of it. Answers how many bytes of the line it skipped (the
+/// `\n` not counted: the whole line is `max` plus that) and whether the `\n` was found (false:
+/// the stream ended first). I/O errors are passed through (what was skipped before one is lost
+/// with the stream).
+pub fn skip_line<R: BufRead + ?Sized>(r: &mut R) -> io::Result<(u64, bool)> {
+    let mut skipped: u64 = 0;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok((skipped, false));
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                r.consume(i + 1);
+                return Ok((skipped.saturating_add(i as u64), true));
+            }
+            None => {
+                let n = chunk.len();
+                r.consume(n);
+                skipped = skipped.saturating_add(n as u64);
+            }
+        }
+    }
+}
+
 /// `metadata.resourceVersion` of an object, if it is a string.
 pub fn resource_version_of(obj: &Value) -> Option<&str> {
     obj.get("metadata")?.get("resourceVersion")?.as_str()
@@ -319,214 +351,239 @@ pub fn decode_status_body(body: &[u8], http_code: u16) -> StatusInfo {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-    use std::io::Cursor;
+/// Who an object is, as read by [`object_ref_from_prefix`] from its first bytes: the
+/// `metadata` members that are complete strings there (`None`: absent, not a string, cut off by
+/// the end of the bytes, or not read because they come later).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectRef {
+    /// `metadata.namespace`.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+}
 
-    #[test]
-    fn events_decode_table() {
-        let obj = json!({"metadata": {"name": "a", "resourceVersion": "7"}});
-        let cases: Vec<(&str, Result<WatchEvent, DecodeError>)> = vec![
-            (
-                r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}"#,
-                Ok(WatchEvent::Added(obj.clone())),
-            ),
-            (
-                r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}"#,
-                Ok(WatchEvent::Modified(obj.clone())),
-            ),
-            (
-                r#"{"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}"#,
-                Ok(WatchEvent::Deleted(obj)),
-            ),
-            (
-                r#"{"type":"BOOKMARK","object":{"kind":"Service","metadata":{"resourceVersion":"12"}}}"#,
-                Ok(WatchEvent::Bookmark {
-                    resource_version: "12".into(),
-                }),
-            ),
-            (
-                r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}"#,
-                Ok(WatchEvent::Error(StatusInfo {
-                    code: 410,
-                    reason: "Expired".into(),
-                    message: "too old".into(),
-                    causes: vec![],
-                })),
-            ),
-            (
-                r#"{"type":"BOOKMARK","object":{"metadata":{}}}"#,
-                Err(DecodeError::Missing("object.metadata.resourceVersion")),
-            ),
-            (
-                r#"{"type":"WHAT","object":{}}"#,
-                Err(DecodeError::UnknownType("WHAT".into())),
-            ),
-            (r#"{"object":{}}"#, Err(DecodeError::Missing("type"))),
-            (
-                r#"{"type":7,"object":{}}"#,
-                Err(DecodeError::Missing("type")),
-            ),
-            (r#"{"type":"ADDED"}"#, Err(DecodeError::Missing("object"))),
-            (
-                r#"{"type":"ADDED","object":[1]}"#,
-                Err(DecodeError::NotAnObject("object")),
-            ),
-            (r#"[1,2]"#, Err(DecodeError::NotAnObject("watch event"))),
-        ];
-        for (line, want) in cases {
-            assert_eq!(decode_event(line.as_bytes()), want, "{line}");
-        }
-    }
-
-    #[test]
-    fn garbage_and_truncated_events_are_errors() {
-        for line in [
-            &b"{\"type\":\"ADDED\",\"object\":{\"metadata\""[..],
-            b"",
-            b"\xff\xfe",
-            b"null",
-            b"}{",
-            b"{\"type\":\"ADDED\",\"object\":{}}x",
-        ] {
-            assert!(
-                matches!(
-                    decode_event(line),
-                    Err(DecodeError::Json(_) | DecodeError::NotAnObject(_))
-                ),
-                "{line:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn lists_decode() {
-        let l = decode_list(br#"{"kind":"ServiceList","metadata":{"resourceVersion":"42","continue":"abc"},"items":[{"metadata":{"name":"a"}}]}"#).unwrap();
-        assert_eq!(l.resource_version, "42");
-        assert_eq!(l.items.len(), 1);
-        assert_eq!(l.continue_token.as_deref(), Some("abc"));
-        let l = decode_list(br#"{"metadata":{"resourceVersion":"5","continue":""},"items":null}"#)
-            .unwrap();
-        assert!(l.items.is_empty());
-        assert_eq!(l.continue_token, None);
-        assert_eq!(
-            decode_list(br#"{"metadata":{}}"#),
-            Err(DecodeError::Missing("items"))
-        );
-        assert_eq!(
-            decode_list(br#"{"items":[1]}"#),
-            Err(DecodeError::NotAnObject("list item"))
-        );
-        assert_eq!(decode_list(b"[]"), Err(DecodeError::NotAnObject("list")));
-        assert!(matches!(
-            decode_list(br#"{"items":["#),
-            Err(DecodeError::Json(_))
-        ));
-    }
-
-    #[test]
-    fn status_bodies() {
-        let s = decode_status_body(br#"{"kind":"Status","status":"Failure","reason":"Forbidden","message":"no","code":403}"#, 403);
-        assert_eq!(
-            s,
-            StatusInfo {
-                code: 403,
-                reason: "Forbidden".into(),
-                message: "no".into(),
-                causes: vec![],
-            }
-        );
-        let s = decode_status_body(b"<html>bad gateway</html>\n", 502);
-        assert_eq!(
-            s,
-            StatusInfo {
-                code: 502,
-                reason: String::new(),
-                message: "<html>bad gateway</html>".into(),
-                causes: vec![],
-            }
-        );
-        let long = vec![b'x'; 10_000];
-        assert_eq!(decode_status_body(&long, 500).message.len(), 512);
-        assert_eq!(decode_status_body(br#"{"kind":"Status"}"#, 504).code, 504);
-    }
-
-    #[test]
-    fn status_cause_reasons_and_too_large_resource_version() {
-        // The apiserver's answer (HTTP 504 or a watch ERROR) to an RV newer than it has.
-        let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 159128021, current: 159127032","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#;
-        let s = decode_status_body(body, 504);
-        assert_eq!(s.causes, ["ResourceVersionTooLarge"]);
-        assert!(s.is_rv_too_large());
-        let line = format!(
-            r#"{{"type":"ERROR","object":{}}}"#,
-            std::str::from_utf8(body).unwrap()
-        );
-        let Ok(WatchEvent::Error(ev)) = decode_event(line.as_bytes()) else {
-            panic!("not an ERROR event");
+impl ObjectRef {
+    /// Sets the member `field` of `metadata` to the string `token` (a complete JSON string
+    /// token; `None` for any other value).
+    fn set(&mut self, field: Key, token: Option<&[u8]>) {
+        let slot = match field {
+            Key::Namespace => &mut self.namespace,
+            Key::Name => &mut self.name,
+            Key::ResourceVersion => &mut self.resource_version,
+            _ => return,
         };
-        assert_eq!(ev, s);
-        // (causes, message, too large?)
-        let table: [(&str, &str, bool); 7] = [
-            (r#"[{"reason":"ResourceVersionTooLarge"}]"#, "", true),
-            (
-                r#"[{"message":"x"},{"reason":"FieldValueInvalid"},{"reason":"ResourceVersionTooLarge"}]"#,
-                "",
-                true,
-            ),
-            ("[]", "too large resource version: 5, current: 3", true),
-            ("[]", "Timeout: TOO LARGE RESOURCE VERSION", true),
-            (
-                r#"[{"reason":"FieldValueInvalid"}]"#,
-                "too old resource version",
-                false,
-            ),
-            (r#"{"reason":"ResourceVersionTooLarge"}"#, "", false),
-            (r#"[{"reason":7}]"#, "", false),
-        ];
-        for (causes, message, want) in table {
-            let v: Value = serde_json::from_str(&format!(
-                r#"{{"kind":"Status","code":504,"message":{},"details":{{"causes":{causes}}}}}"#,
-                Value::from(message)
-            ))
-            .unwrap();
-            assert_eq!(status_of(&v).is_rv_too_large(), want, "{causes} {message}");
-        }
-        // Causes are capped; absent details mean none.
-        let many = format!(
-            r#"{{"kind":"Status","details":{{"causes":[{}]}}}}"#,
-            vec![r#"{"reason":"A"}"#; 100].join(",")
-        );
-        assert_eq!(
-            decode_status_body(many.as_bytes(), 500).causes.len(),
-            MAX_STATUS_CAUSES
-        );
-        assert!(status_of(&json!({"kind": "Status"})).causes.is_empty());
-    }
-
-    #[test]
-    fn line_reader_handles_complete_truncated_and_long_lines() {
-        // A tiny BufReader capacity forces lines across several fill_buf calls.
-        let data = b"one\n\ntwo-long-line\nthree";
-        let mut r = io::BufReader::with_capacity(3, Cursor::new(&data[..]));
-        let mut buf = Vec::new();
-        assert_eq!(read_line(&mut r, &mut buf, 100).unwrap(), Line::Complete);
-        assert_eq!(buf, b"one");
-        assert_eq!(read_line(&mut r, &mut buf, 100).unwrap(), Line::Complete);
-        assert_eq!(buf, b"");
-        assert_eq!(read_line(&mut r, &mut buf, 100).unwrap(), Line::Complete);
-        assert_eq!(buf, b"two-long-line");
-        assert_eq!(read_line(&mut r, &mut buf, 100).unwrap(), Line::Truncated);
-        assert_eq!(buf, b"three");
-        assert_eq!(read_line(&mut r, &mut buf, 100).unwrap(), Line::Eof);
-
-        let mut r = io::BufReader::with_capacity(4, Cursor::new(&b"0123456789\nab\n"[..]));
-        assert_eq!(read_line(&mut r, &mut buf, 5).unwrap(), Line::TooLong);
-        assert_eq!(buf, b"01234");
-        // Exactly at the cap is fine.
-        let mut r = Cursor::new(&b"01234\n"[..]);
-        assert_eq!(read_line(&mut r, &mut buf, 5).unwrap(), Line::Complete);
+        *slot = token.and_then(|t| serde_json::from_slice(t).ok());
     }
 }
+
+/// Reads `metadata.namespace`, `metadata.name` and `metadata.resourceVersion` from the first
+/// bytes of a JSON object that may be cut off anywhere (an object too large to be read whole:
+/// it is named from what was kept of it). Lenient: the bytes are not checked to be JSON; a
+/// member is read when it is a complete string in the top-level object's `metadata` object,
+/// decoded as serde decodes it (escapes included); a key spelled with escapes is recognised.
+/// As for a `serde_json::Value`, the last of repeated keys wins. Anything that does not start
+/// with `{` reads as nothing. Pure, never panics, linear in the prefix, no recursion.
+pub fn object_ref_from_prefix(prefix: &[u8]) -> ObjectRef {
+    let mut r = ObjectRef::default();
+    walk_prefix(prefix, |path, token| match path {
+        [Key::Metadata] => r = ObjectRef::default(),
+        [Key::Metadata, field] => r.set(*field, token),
+        _ => {}
+    });
+    r
+}
+
+/// [`object_ref_from_prefix`] for the first bytes of a watch event line
+/// (`{"type":"MODIFIED","object":{…}}`, the members in any order): the event's `type` when it
+/// is a complete string there, and the ref of the object under the top-level `object` key.
+pub fn event_ref_from_prefix(prefix: &[u8]) -> (Option<String>, ObjectRef) {
+    let mut kind = None;
+    let mut r = ObjectRef::default();
+    walk_prefix(prefix, |path, token| match path {
+        [Key::Type] => kind = token.and_then(|t| serde_json::from_slice(t).ok()),
+        [Key::Object] | [Key::Object, Key::Metadata] => r = ObjectRef::default(),
+        [Key::Object, Key::Metadata, field] => r.set(*field, token),
+        _ => {}
+    });
+    (kind, r)
+}
+
+/// A key on the path to a value, as far as the prefix readers care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    Metadata,
+    Namespace,
+    Name,
+    ResourceVersion,
+    Type,
+    Object,
+    /// Any other key, or an array element.
+    Other,
+}
+
+/// Longest key token (quotes included) that can be a wanted key: `resourceVersion` spelled
+/// entirely in `\u` escapes is 92 bytes.
+const MAX_KEY_TOKEN: usize = 128;
+
+impl Key {
+    /// The key a complete string token spells.
+    fn of(token: &[u8]) -> Key {
+        if token.len() > MAX_KEY_TOKEN {
+            return Key::Other;
+        }
+        let decoded: String;
+        let text = if token.contains(&b'\\') {
+            match serde_json::from_slice::<String>(token) {
+                Ok(s) => {
+                    decoded = s;
+                    decoded.as_bytes()
+                }
+                Err(_) => return Key::Other,
+            }
+        } else {
+            token
+                .get(1..token.len().saturating_sub(1))
+                .unwrap_or_default()
+        };
+        match text {
+            b"metadata" => Key::Metadata,
+            b"namespace" => Key::Namespace,
+            b"name" => Key::Name,
+            b"resourceVersion" => Key::ResourceVersion,
+            b"type" => Key::Type,
+            b"object" => Key::Object,
+            _ => Key::Other,
+        }
+    }
+}
+
+/// Containers whose keys [`walk_prefix`] follows: a watch event's `object.metadata.name` is a
+/// member of the third.
+const KEY_LEVELS: usize = 3;
+
+/// One open container among the first [`KEY_LEVELS`].
+#[derive(Clone, Copy, Debug)]
+struct Level {
+    object: bool,
+    /// The current member's key (objects).
+    key: Key,
+    /// A key is expected next (objects: after `{` and `,`, until `:`).
+    want_key: bool,
+}
+
+/// Where a string token that starts at `from` (just past its opening quote) ends: the index
+/// just past its closing quote; `None` when the bytes end first.
+fn string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let rest = bytes.get(from..)?;
+        from += rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+        if bytes.get(from) == Some(&b'\\') {
+            from += 2; // the escaped byte, whatever it is
+        } else {
+            return Some(from + 1);
+        }
+    }
+}
+
+/// Walks the first bytes of a JSON object (cut off anywhere, or not JSON at all), calling
+/// `on_value(path, token)` at each value that is a member of an object among the first
+/// [`KEY_LEVELS`] containers: `path` is the keys leading to it from the top ([`Key::Other`]
+/// for an array element on the way), `token` the value's text when it is a complete string
+/// (quotes included), `None` when it is anything else or is cut off. Stops at the end of the
+/// top-level object. Each byte is looked at once; deeper containers are only counted.
+fn walk_prefix(prefix: &[u8], mut on_value: impl FnMut(&[Key], Option<&[u8]>)) {
+    let Some(start) = prefix.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return;
+    };
+    if prefix.get(start) != Some(&b'{') {
+        return;
+    }
+    let mut levels = [Level {
+        object: false,
+        key: Key::Other,
+        want_key: false,
+    }; KEY_LEVELS];
+    let mut depth = 0usize;
+    let mut value = |levels: &[Level; KEY_LEVELS], depth: usize, token: Option<&[u8]>| {
+        let Some(open) = levels.get(..depth) else {
+            return; // deeper than followed
+        };
+        if open.last().is_some_and(|l| l.object && !l.want_key) {
+            let mut path = [Key::Other; KEY_LEVELS];
+            for (p, l) in path.iter_mut().zip(open) {
+                *p = l.key;
+            }
+            on_value(path.get(..depth).unwrap_or_default(), token);
+        }
+    };
+    let mut i = start;
+    while let Some(&b) = prefix.get(i) {
+        let current = depth.checked_sub(1).and_then(|d| levels.get_mut(d));
+        match b {
+            b'"' => {
+                let end = string_end(prefix, i + 1);
+                let token = end.and_then(|e| prefix.get(i..e));
+                match current {
+                    Some(l) if l.object && l.want_key => {
+                        l.key = token.map_or(Key::Other, Key::of);
+                    }
+                    _ => value(&levels, depth, token),
+                }
+                match end {
+                    Some(e) => i = e,
+                    None => return,
+                }
+                continue;
+            }
+            b'{' | b'[' => {
+                value(&levels, depth, None);
+                if let Some(l) = levels.get_mut(depth) {
+                    *l = Level {
+                        object: b == b'{',
+                        key: Key::Other,
+                        want_key: b == b'{',
+                    };
+                }
+                depth = depth.saturating_add(1);
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return;
+                }
+            }
+            b':' => {
+                if let Some(l) = current {
+                    l.want_key = false;
+                }
+            }
+            b',' => {
+                if let Some(l) = current {
+                    l.want_key = l.object;
+                    l.key = Key::Other;
+                }
+            }
+            _ if b.is_ascii_whitespace() => {}
+            _ => {
+                // A number or literal (or a stray byte): up to the next delimiter.
+                value(&levels, depth, None);
+                let rest = prefix.get(i..).unwrap_or_default();
+                i += rest
+                    .iter()
+                    .position(|&c| {
+                        matches!(c, b'"' | b'{' | b'}' | b'[' | b']' | b',' | b':')
+                            || c.is_ascii_whitespace()
+                    })
+                    .unwrap_or(rest.len());
+                continue;
+            }
+        }
+        i += 1;
+    }
+}
+
+#[cfg(test)]
+#[path = "decode_tests.rs"]
+mod tests;

@@ -11,8 +11,19 @@
 //! is checked to be one JSON value on its own, anything outside the items is checked by serde,
 //! and a body the splitter cannot follow (an `items` key spelled with escapes, say) is simply
 //! left in the envelope for serde. Pure: no I/O; the client feeds it.
+//!
+//! A bound on one item ([`ListSplitter::with_max_item_bytes`]): an item longer than the bound is
+//! not kept. The splitter keeps at most its first [`OVERSIZED_PREFIX_BYTES`], lets the rest
+//! stream by (still following its strings, escapes and depth to find its end) and records an
+//! [`Oversized`] entry naming it instead ([`ListSplitter::take_oversized`]); the rest of the list
+//! is answered as without it. Its bytes are gone, so serde cannot check it as one JSON value: the
+//! structural scan (strings closed, escapes followed, brackets balanced) is its only check, so a
+//! list that `decode_list` refuses for a mistake inside such an item is answered here (without
+//! it). An oversized item that is not an object fails the list as any item that is not an object
+//! does. The splitter's buffer for the current item never grows beyond the larger of the bound
+//! and [`OVERSIZED_PREFIX_BYTES`]: reading a list holds at most that much of any one item.
 
-use crate::upstream::decode::{decode_list, DecodeError, ListResult};
+use crate::upstream::decode::{decode_list, object_ref_from_prefix, DecodeError, ListResult};
 use serde_json::value::RawValue;
 
 /// Where the splitter is in the body.
@@ -43,6 +54,21 @@ enum ItemKind {
 const ITEMS_DEPTH: u32 = 2;
 /// Longest depth-1 string remembered to recognise the `items` key.
 const KEY_BYTES: usize = 8;
+/// How much of an item longer than the bound is kept, to name it ([`Oversized`]).
+pub const OVERSIZED_PREFIX_BYTES: usize = 64 * 1024;
+
+/// An item of the list longer than the splitter's bound, not kept: who it is, as far as its
+/// first [`OVERSIZED_PREFIX_BYTES`] tell ([`object_ref_from_prefix`]; `None` when they do not),
+/// and its length.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Oversized {
+    /// `metadata.namespace`.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// The item's whole length in bytes.
+    pub bytes: u64,
+}
 
 /// Splits a LIST body fed in chunks; see the module docs.
 #[derive(Debug)]
@@ -57,8 +83,18 @@ pub struct ListSplitter {
     /// The last depth-1 token was a string (a `:` after it makes it a key).
     after_string: bool,
     envelope: Vec<u8>,
+    /// The current item (only its first [`OVERSIZED_PREFIX_BYTES`] once it is `dropping`).
     item: Vec<u8>,
+    /// The current item's length so far.
+    item_len: u64,
+    /// The current item is longer than `max_item`: its bytes past the prefix are dropped.
+    dropping: bool,
+    /// Longest item kept ([`ListSplitter::with_max_item_bytes`]).
+    max_item: u64,
+    /// The most the item buffer may hold: the larger of `max_item` and the prefix.
+    item_cap: usize,
     items: Vec<Box<str>>,
+    oversized: Vec<Oversized>,
     /// An item that is not an object was found (and not kept): the list fails in `finish`.
     not_object: bool,
     /// The first problem found inside the items array (reported by `finish`).
@@ -78,8 +114,15 @@ fn json_error(what: &str) -> DecodeError {
 }
 
 impl ListSplitter {
-    /// A splitter at the start of a body.
+    /// A splitter at the start of a body, keeping items of any length.
     pub fn new() -> Self {
+        Self::with_max_item_bytes(usize::MAX)
+    }
+
+    /// A splitter at the start of a body that keeps no item longer than `max` bytes: each such
+    /// item is recorded as an [`Oversized`] entry instead ([`ListSplitter::take_oversized`]).
+    /// An item of exactly `max` bytes is kept.
+    pub fn with_max_item_bytes(max: usize) -> Self {
         ListSplitter {
             mode: Mode::Envelope,
             depth: 0,
@@ -90,7 +133,12 @@ impl ListSplitter {
             after_string: false,
             envelope: Vec::new(),
             item: Vec::new(),
+            item_len: 0,
+            dropping: false,
+            max_item: u64::try_from(max).unwrap_or(u64::MAX),
+            item_cap: max.max(OVERSIZED_PREFIX_BYTES),
             items: Vec::new(),
+            oversized: Vec::new(),
             not_object: false,
             broken: None,
             split: false,
@@ -153,8 +201,7 @@ impl ListSplitter {
             }
         }
         (self.in_string, self.escape, self.depth) = (in_string, escape, depth);
-        self.item
-            .extend_from_slice(chunk.get(..i).unwrap_or_default());
+        self.keep(chunk.get(..i).unwrap_or_default());
         if done {
             self.end_item();
         }
@@ -256,6 +303,8 @@ impl ListSplitter {
                     _ => ItemKind::Scalar,
                 };
                 self.item.clear();
+                self.item_len = 0;
+                self.dropping = false;
                 self.mode = Mode::Item(kind);
                 self.item_byte(b, kind);
             }
@@ -271,7 +320,7 @@ impl ListSplitter {
             self.byte(b);
             return;
         }
-        self.item.push(b);
+        self.keep(&[b]);
         let ended_string = self.track(b);
         let done = match kind {
             ItemKind::Nested => !self.in_string && self.depth == ITEMS_DEPTH,
@@ -283,11 +332,75 @@ impl ListSplitter {
         }
     }
 
+    /// Adds the next bytes of the current item: to its text while it is within the bound; once
+    /// it is not, only up to the prefix (the rest is counted and dropped).
+    fn keep(&mut self, bytes: &[u8]) {
+        let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        self.item_len = self.item_len.saturating_add(len);
+        if !self.dropping {
+            if self.item_len <= self.max_item {
+                self.extend_item(bytes);
+                return;
+            }
+            // Over the bound: what is kept so far is the item's start, `bytes` follow it.
+            self.dropping = true;
+            self.item.truncate(OVERSIZED_PREFIX_BYTES);
+        }
+        let room = OVERSIZED_PREFIX_BYTES.saturating_sub(self.item.len());
+        if room > 0 {
+            self.extend_item(bytes.get(..room).unwrap_or(bytes));
+        }
+    }
+
+    /// Appends to the item buffer, growing it as a `Vec` does but never past `item_cap` (what
+    /// is appended always fits in it).
+    fn extend_item(&mut self, bytes: &[u8]) {
+        let need = self.item.len().saturating_add(bytes.len());
+        if need > self.item.capacity() {
+            let grown = self
+                .item
+                .capacity()
+                .saturating_mul(2)
+                .max(need)
+                .min(self.item_cap.max(need));
+            self.item
+                .reserve_exact(grown.saturating_sub(self.item.len()));
+        }
+        self.item.extend_from_slice(bytes);
+    }
+
     fn end_item(&mut self) {
         self.mode = Mode::Between {
             comma: true,
             after_comma: false,
         };
+        if self.dropping {
+            self.end_oversized();
+        } else {
+            self.end_kept();
+        }
+        if self.item.capacity() > 64 * 1024 {
+            self.item = Vec::new(); // do not keep the largest item's buffer for the rest
+        }
+    }
+
+    /// An item over the bound ends: its structure was followed to here, which is all the check
+    /// it gets; an object is recorded, anything else fails the list.
+    fn end_oversized(&mut self) {
+        self.dropping = false;
+        if self.item.first() == Some(&b'{') {
+            let r = object_ref_from_prefix(&self.item);
+            self.oversized.push(Oversized {
+                namespace: r.namespace,
+                name: r.name,
+                bytes: self.item_len,
+            });
+        } else {
+            self.not_object = true;
+        }
+    }
+
+    fn end_kept(&mut self) {
         let text = match std::str::from_utf8(&self.item) {
             Ok(t) => t,
             Err(e) => {
@@ -305,9 +418,6 @@ impl ListSplitter {
         } else {
             self.not_object = true; // the list fails; nothing after it needs keeping
         }
-        if self.item.capacity() > 64 * 1024 {
-            self.item = Vec::new(); // do not keep the largest item's buffer for the rest
-        }
     }
 
     /// The items split so far and not yet taken, for a reader that takes each item as it comes
@@ -316,9 +426,27 @@ impl ListSplitter {
         self.items.drain(..)
     }
 
+    /// The items over the bound found so far and not yet taken, in the body's order, for a
+    /// reader that takes them as it goes (as [`ListSplitter::take_items`]); those not taken
+    /// before `finish` are lost with the splitter: see [`ListSplitter::finish_with_oversized`].
+    pub fn take_oversized(&mut self) -> std::vec::Drain<'_, Oversized> {
+        self.oversized.drain(..)
+    }
+
+    /// [`ListSplitter::finish`], and the [`Oversized`] entries not taken yet (all of them for a
+    /// reader that never called [`ListSplitter::take_oversized`]). They are answered whatever
+    /// the result; a reader that drops a failed list drops them with it.
+    pub fn finish_with_oversized(mut self) -> (Result<ListResult, DecodeError>, Vec<Oversized>) {
+        let oversized = std::mem::take(&mut self.oversized);
+        (self.finish(), oversized)
+    }
+
     /// The decoded list: what `decode_list` answers for the whole body when that is a list;
     /// an error when it is not (the same kind of error, except that a bad item can be reported
-    /// where serde would have named an earlier mistyped field).
+    /// where serde would have named an earlier mistyped field). With a bound, the items over it
+    /// are left out (and do not fail the list); `decode_list` may refuse a list this answers when
+    /// the mistake is inside such an item (see the module docs). The [`Oversized`] entries not
+    /// taken are dropped: take them first, or call [`ListSplitter::finish_with_oversized`].
     pub fn finish(self) -> Result<ListResult, DecodeError> {
         if let Some(e) = self.broken {
             return Err(e);
