@@ -231,8 +231,19 @@ fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
     let evs = whole(&w, &format!("{SVC}?watch=true&timeoutSeconds=1"));
     assert_eq!(evs.len(), 4);
     assert!(evs.iter().all(|e| e["type"] == "ADDED"));
-    // Absent, zero or negative timeoutSeconds: the default lifetime (≥ 1800 s) — still open.
-    let mut open: Vec<Watch> = ["", "&timeoutSeconds=0", "&timeoutSeconds=-1"]
+    // A negative timeoutSeconds: the apiserver's watch timer has already fired, so the watch
+    // ends at once, cleanly (it used to get the default lifetime, 30 to 60 minutes).
+    for q in ["&timeoutSeconds=-1", "&timeoutSeconds=-5"] {
+        let mut watch = w.watch(&format!("{NODES}?watch=true&resourceVersion={current}{q}"));
+        assert_eq!(watch.code, 200, "{q}");
+        assert!(
+            watch.next(Duration::from_secs(10)).is_none(),
+            "{q}: no event"
+        );
+        assert!(watch.is_ended(), "{q}: the watch ends at once");
+    }
+    // Absent or zero timeoutSeconds: the default lifetime (≥ 1800 s) — still open.
+    let mut open: Vec<Watch> = ["", "&timeoutSeconds=0"]
         .iter()
         .map(|q| w.watch(&format!("{NODES}?watch=true&resourceVersion={current}{q}")))
         .collect();

@@ -34,7 +34,8 @@ pub struct ListOptions {
     pub send_initial_events: Option<bool>,
     /// `allowWatchBookmarks` (false when absent).
     pub allow_watch_bookmarks: bool,
-    /// `timeoutSeconds` when positive; `None` when absent, 0 or negative.
+    /// `timeoutSeconds` when positive; `None` when absent or 0 (the default lifetime); `Some(0)`
+    /// when negative (the apiserver's timer has already fired: the watch ends at once).
     pub timeout_seconds: Option<u64>,
 }
 
@@ -70,9 +71,24 @@ pub fn parse(query: &str, supported_fields: &[&str]) -> Result<ListOptions, ApiE
                     "invalid value for timeoutSeconds: {v:?}: must be an integer"
                 ))
             })?;
-            u64::try_from(secs).ok().filter(|&s| s > 0)
+            // The apiserver's watch handler: 0 means its default lifetime; a negative value
+            // is a timer that has already fired, so the watch ends at once.
+            match secs {
+                0 => None,
+                s if s < 0 => Some(0),
+                s => u64::try_from(s).ok(),
+            }
         }
     };
+    // The cache never paginates, but the apiserver refuses a `limit` that is not an integer
+    // (a negative one means no limit there, as it does here).
+    if let Some(v) = get("limit") {
+        if v.parse::<i64>().is_err() {
+            return Err(ApiError::bad_request(format!(
+                "invalid value for limit: {v:?}: must be an integer"
+            )));
+        }
+    }
     let label_selector = LabelSelector::parse(get("labelSelector").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let field_selector = FieldSelector::parse(get("fieldSelector").unwrap_or(""), supported_fields)
@@ -367,7 +383,7 @@ mod tests {
             ("timeoutSeconds=%2B7", Some(7)),
             ("timeoutSeconds=0456", Some(456)),
             ("timeoutSeconds=0", None),
-            ("timeoutSeconds=-5", None),
+            ("timeoutSeconds=-5", Some(0)),
             ("timeoutSeconds=9223372036854775807", Some(i64::MAX as u64)),
             ("timeoutSeconds=10&timeoutSeconds=x", Some(10)),
         ];
@@ -528,7 +544,24 @@ mod tests {
 
     #[test]
     fn unknown_parameters_are_ignored() {
-        let o = ok("pretty=true&limit=abc&timeout=7m36s&foo=%20", SVC);
+        let o = ok("pretty=true&limit=-1&timeout=7m36s&foo=%20", SVC);
         assert_eq!(o, ListOptions::default());
+    }
+
+    #[test]
+    fn limit_must_be_an_integer_as_the_apiserver_requires() {
+        for q in ["limit=500", "limit=0", "limit=-3", "limit=%2B7"] {
+            ok(q, SVC);
+        }
+        for q in [
+            "limit=abc",
+            "limit=",
+            "limit=1.5",
+            "limit=9223372036854775808",
+        ] {
+            let e = parse(q, SVC).expect_err(q);
+            assert_eq!((e.code, e.reason), (400, "BadRequest"), "{q}");
+            assert!(e.message.contains("limit"), "{q}: {}", e.message);
+        }
     }
 }
