@@ -22,7 +22,7 @@ use crate::server::event_loop::Server;
 use crate::server::health;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport;
-use crate::upstream::client::Upstream;
+use crate::upstream::client::{Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::list_order::{self, ListOrder};
@@ -281,7 +281,13 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let ucfg = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())
         .map_err(|e| AppError::Upstream(e.to_string()))?;
     info!("upstream apiserver: {}", ucfg.server);
-    let upstream = Upstream::new(&ucfg, cfg.kube_qps, cfg.kube_burst)
+    let timeouts = Timeouts {
+        list_progress: Duration::from_secs(cfg.list_progress_timeout_secs),
+        watch_progress: Duration::from_secs(cfg.watch_progress_timeout_secs),
+        ..Timeouts::default()
+    };
+    let max_object = usize::try_from(cfg.max_object_bytes).unwrap_or(usize::MAX);
+    let upstream = Upstream::with_limits(&ucfg, cfg.kube_qps, cfg.kube_burst, timeouts, max_object)
         .map_err(|e| AppError::Upstream(e.to_string()))?;
 
     let settings = Settings {

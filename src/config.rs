@@ -32,6 +32,18 @@ pub const DEFAULT_CACHE_WRITE_INTERVAL_SECS: u64 = 30;
 pub const DEFAULT_NOTIFY_CHANNEL_SIZE: usize = 100;
 /// Largest accepted `--notify-channel-size` (per-watcher queue bound and history length).
 pub const MAX_NOTIFY_CHANNEL_SIZE: usize = 1_000_000;
+/// Default `--max-object-bytes`: well above etcd's 1.5 MiB request limit, so only an object
+/// no apiserver backed by a default etcd could hold is refused.
+pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 4 * 1024 * 1024;
+/// Smallest accepted `--max-object-bytes`.
+pub const MIN_MAX_OBJECT_BYTES: u64 = 64 * 1024;
+/// Largest accepted `--max-object-bytes`.
+pub const MAX_MAX_OBJECT_BYTES: u64 = 256 * 1024 * 1024;
+/// Default `--list-progress-timeout`, seconds.
+pub const DEFAULT_LIST_PROGRESS_TIMEOUT_SECS: u64 = 60;
+/// Default `--watch-progress-timeout`, seconds: twice the apiserver's bookmark interval (one
+/// minute), so one late bookmark never ends a healthy watch.
+pub const DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS: u64 = 120;
 /// Largest accepted `-v` level.
 pub const MAX_VERBOSITY: u8 = 10;
 /// Default `--service-autonomy-enhancement`.
@@ -87,6 +99,13 @@ pub struct Config {
     pub cache_dir: Option<PathBuf>,
     /// `--cache-write-interval`: least seconds between two snapshot writes.
     pub cache_write_interval_secs: u64,
+    /// `--max-object-bytes`: largest upstream object taken into the cache.
+    pub max_object_bytes: u64,
+    /// `--list-progress-timeout`: seconds without a byte after which a list is abandoned.
+    pub list_progress_timeout_secs: u64,
+    /// `--watch-progress-timeout`: seconds without a byte after which a watch whose upstream
+    /// sends bookmarks is abandoned.
+    pub watch_progress_timeout_secs: u64,
 }
 
 impl Default for Config {
@@ -113,6 +132,9 @@ impl Default for Config {
             support_endpointslice_given: false,
             cache_dir: None,
             cache_write_interval_secs: DEFAULT_CACHE_WRITE_INTERVAL_SECS,
+            max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+            list_progress_timeout_secs: DEFAULT_LIST_PROGRESS_TIMEOUT_SECS,
+            watch_progress_timeout_secs: DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS,
         }
     }
 }

@@ -93,6 +93,8 @@ pub const CHECK_TIMEOUTS: Timeouts = Timeouts {
     response_head: Duration::from_secs(5),
     list: Duration::from_secs(60),
     idle: Duration::from_secs(5),
+    list_progress: Duration::from_secs(5),
+    watch_progress: Duration::from_secs(5),
 };
 /// `timeoutSeconds` of the access-check WATCH.
 pub const WATCH_PROBE_SECONDS: &str = "1";
@@ -210,6 +212,6 @@ fn fetch_resource(upstream: &Upstream, kind: UpstreamKind) -> ResourceFetch {
         ],
     );
     // The head is enough: dropping the body closes the connection.
-    let watch = upstream.watch(&query).map(drop);
+    let watch = upstream.watch(&query, false).map(drop);
     ResourceFetch { kind, list, watch }
 }

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use super::check::{check_host_port, check_url_list};
 use super::{
     Autonomy, Config, ConfigError, ConfigErrorKind, AUTONOMY_FLAG, DEFAULT_AUTONOMY,
-    DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_NOTIFY_CHANNEL_SIZE, MAX_VERBOSITY,
+    DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_MAX_OBJECT_BYTES,
+    MAX_NOTIFY_CHANNEL_SIZE, MAX_VERBOSITY, MIN_MAX_OBJECT_BYTES,
 };
 
 /// Identifies a flag in [`FLAGS`].
@@ -28,6 +29,9 @@ pub(super) enum Id {
     NotReadyHold,
     CacheDir,
     CacheWriteInterval,
+    MaxObjectBytes,
+    ListProgressTimeout,
+    WatchProgressTimeout,
     Debug,
     Autonomy,
     SupportEndpointslice,
@@ -173,6 +177,29 @@ pub(super) const FLAGS: &[Flag] = &[
         "30",
         "least time between two snapshot writes (a change is written after 1 s of quiet, \
          and always at shutdown)",
+    ),
+    flag(
+        Id::MaxObjectBytes,
+        "--max-object-bytes",
+        Some("BYTES"),
+        "4194304",
+        "largest upstream object taken into the cache; a bigger one in a list or a watch is \
+         skipped (not served) with a WARN naming it",
+    ),
+    flag(
+        Id::ListProgressTimeout,
+        "--list-progress-timeout",
+        Some("SECONDS"),
+        "60",
+        "an upstream list that receives no byte for this long is abandoned and retried",
+    ),
+    flag(
+        Id::WatchProgressTimeout,
+        "--watch-progress-timeout",
+        Some("SECONDS"),
+        "120",
+        "an upstream watch that receives no byte for this long, while its upstream sends \
+         bookmarks (an apiserver: about once a minute), is abandoned and restarted",
     ),
     flag(
         Id::MetricsBindAddress,
@@ -347,6 +374,25 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 .ok()
                 .filter(|&v| v <= 3600)
                 .ok_or_else(|| bad("must be a whole number from 0 to 3600"))?
+        }
+        Id::MaxObjectBytes => {
+            cfg.max_object_bytes = value
+                .parse::<u64>()
+                .ok()
+                .filter(|v| (MIN_MAX_OBJECT_BYTES..=MAX_MAX_OBJECT_BYTES).contains(v))
+                .ok_or_else(|| bad("must be a whole number of bytes from 65536 to 268435456"))?
+        }
+        Id::ListProgressTimeout | Id::WatchProgressTimeout => {
+            let secs = value
+                .parse::<u64>()
+                .ok()
+                .filter(|v| (1..=3600).contains(v))
+                .ok_or_else(|| bad("must be a whole number of seconds from 1 to 3600"))?;
+            if flag.id == Id::ListProgressTimeout {
+                cfg.list_progress_timeout_secs = secs;
+            } else {
+                cfg.watch_progress_timeout_secs = secs;
+            }
         }
         Id::NotReadyHold => {
             cfg.not_ready_hold_secs = value

@@ -264,6 +264,51 @@ fn shape(e: &ConfigError) -> (&'static str, String) {
 }
 
 #[test]
+fn upstream_bounds_and_progress_deadlines() {
+    let h = "--hostname=edge-1";
+    let c = run(&[h]);
+    assert_eq!(
+        (
+            c.max_object_bytes,
+            c.list_progress_timeout_secs,
+            c.watch_progress_timeout_secs
+        ),
+        (4 * 1024 * 1024, 60, 120),
+        "defaults"
+    );
+    let c = run(&[
+        h,
+        "--max-object-bytes=65536",
+        "--list_progress_timeout",
+        "5",
+        "--watch-progress-timeout=3600",
+    ]);
+    assert_eq!(
+        (
+            c.max_object_bytes,
+            c.list_progress_timeout_secs,
+            c.watch_progress_timeout_secs
+        ),
+        (65536, 5, 3600)
+    );
+    for (arg, flag) in [
+        ("--max-object-bytes=65535", "--max-object-bytes"),
+        ("--max-object-bytes=268435457", "--max-object-bytes"),
+        ("--max-object-bytes=4MiB", "--max-object-bytes"),
+        ("--list-progress-timeout=0", "--list-progress-timeout"),
+        ("--list-progress-timeout=3601", "--list-progress-timeout"),
+        ("--watch-progress-timeout=0", "--watch-progress-timeout"),
+        ("--watch-progress-timeout=2m", "--watch-progress-timeout"),
+    ] {
+        assert_eq!(
+            shape(&fail(&[h, arg])),
+            ("invalid", flag.to_string()),
+            "{arg}"
+        );
+    }
+}
+
+#[test]
 fn errors_name_the_flag() {
     let h = "--hostname=edge-1";
     // (args, kind, flag or argument)

@@ -116,7 +116,9 @@ impl Tag {
     pub fn of(e: &UpstreamError) -> Tag {
         match e {
             UpstreamError::Config(_) | UpstreamError::InvalidRequest(_) => Tag::Config,
-            UpstreamError::Unreachable(_) | UpstreamError::Protocol(_) => Tag::Connectivity,
+            UpstreamError::Unreachable(_)
+            | UpstreamError::Stalled(_)
+            | UpstreamError::Protocol(_) => Tag::Connectivity,
             UpstreamError::Tls(_) => Tag::Tls,
             UpstreamError::Status { code: 401, .. } => Tag::Auth,
             UpstreamError::Status { code: 403, .. } => Tag::Rbac,

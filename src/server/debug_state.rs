@@ -179,11 +179,16 @@ pub fn document(
             let (state, rv) = s.position();
             let error = s.last_error();
             let contact = s.last_contact();
+            let since = s.failing_since();
             json!({
                 "resource": stats::resource_label(k),
                 "state": state,
                 "resource_version": rv,
                 "failing": s.failing(),
+                "failing_since_unix": (since > 0).then_some(since),
+                "failing_for_seconds": (since > 0).then(|| now_unix.saturating_sub(since)),
+                "stalls": s.stalls(),
+                "objects_too_large": s.oversized(),
                 "last_contact_unix": contact,
                 "last_contact_age_seconds": (contact > 0).then(|| now_unix.saturating_sub(contact)),
                 "last_error": (!error.is_empty()).then_some(error),
@@ -293,6 +298,10 @@ mod tests {
             .kind(UpstreamKind::Nodes)
             .set_position("Watching", "777");
         reflectors.kind(UpstreamKind::Nodes).record_contact(90);
+        reflectors
+            .kind(UpstreamKind::Nodes)
+            .record_failing_since(70);
+        reflectors.kind(UpstreamKind::Nodes).record_stall();
         let extras = Extras {
             snapshot_written: Some(40),
             ..Extras::default()
@@ -319,6 +328,10 @@ mod tests {
         assert_eq!(d["reflectors"][0]["resource_version"], "777");
         assert_eq!(d["reflectors"][0]["last_contact_age_seconds"], 10);
         assert_eq!(d["reflectors"][0]["last_error"], Value::Null);
+        assert_eq!(d["reflectors"][0]["failing_since_unix"], 70);
+        assert_eq!(d["reflectors"][0]["failing_for_seconds"], 30);
+        assert_eq!(d["reflectors"][0]["stalls"], 1);
+        assert_eq!(d["reflectors"][0]["objects_too_large"], 0);
         assert_eq!(d["snapshot"]["age_seconds"], 60);
         assert_eq!(d["snapshot"]["writer"], Value::Null);
         assert_eq!(d["process"]["resident_memory_bytes"], 4096);

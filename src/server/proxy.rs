@@ -121,7 +121,7 @@ fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, wak
         Err(e) => {
             warn!("proxy {method} {path}: upstream unavailable: {e}");
             let err = match e {
-                UpstreamError::Unreachable(_) => {
+                UpstreamError::Unreachable(_) | UpstreamError::Stalled(_) => {
                     ApiError::unavailable(format!("upstream apiserver unreachable: {e}"), None)
                 }
                 #[allow(unreachable_patterns)]

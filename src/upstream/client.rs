@@ -36,6 +36,14 @@ pub const RESPONSE_HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(660);
 /// End-to-end limit of one LIST (request, head and the whole body).
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default progress deadline of a LIST body: no byte for this long abandons it
+/// (`--list-progress-timeout`).
+pub const LIST_PROGRESS_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default progress deadline of a watch whose upstream sends bookmarks
+/// (`--watch-progress-timeout`).
+pub const WATCH_PROGRESS_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default bound on one list item (`--max-object-bytes`).
+pub const DEFAULT_MAX_OBJECT_BYTES: usize = 4 * 1024 * 1024;
 /// Largest LIST body read.
 pub const MAX_LIST_BYTES: u64 = 256 * 1024 * 1024;
 /// Read size of a LIST body on its way to the [`ListSplitter`].
@@ -106,8 +114,14 @@ pub struct Timeouts {
     pub response_head: Duration,
     /// End-to-end limit of one LIST ([`LIST_TIMEOUT`]).
     pub list: Duration,
-    /// Idle limit between reads ([`WATCH_IDLE_TIMEOUT`]).
+    /// Idle limit between reads ([`WATCH_IDLE_TIMEOUT`]): a watch whose upstream is not known
+    /// to send bookmarks, and every other read.
     pub idle: Duration,
+    /// No byte of a LIST body for this long abandons the list ([`LIST_PROGRESS_TIMEOUT`]).
+    pub list_progress: Duration,
+    /// No byte of a watch stream for this long, while the upstream is known to send bookmarks,
+    /// abandons the watch ([`WATCH_PROGRESS_TIMEOUT`]).
+    pub watch_progress: Duration,
 }
 
 impl Default for Timeouts {
@@ -117,6 +131,8 @@ impl Default for Timeouts {
             response_head: RESPONSE_HEAD_TIMEOUT,
             list: LIST_TIMEOUT,
             idle: WATCH_IDLE_TIMEOUT,
+            list_progress: LIST_PROGRESS_TIMEOUT,
+            watch_progress: WATCH_PROGRESS_TIMEOUT,
         }
     }
 }
@@ -160,6 +176,8 @@ struct Inner {
     token: TokenSource,
     bucket: Mutex<TokenBucket>,
     timeouts: Timeouts,
+    /// The largest list item taken; a bigger one is skipped and reported.
+    max_object_bytes: usize,
     requests: Arc<RequestStats>,
 }
 
@@ -205,7 +223,7 @@ impl Upstream {
     /// [`UpstreamConfig::server_list`] is checked; with several, a probe thread starts (see
     /// [`crate::upstream::failover`]). Records into [`stats::global`].
     pub fn new(cfg: &UpstreamConfig, qps: f64, burst: u32) -> Result<Self, UpstreamError> {
-        Self::build(cfg, qps, burst, Timeouts::default(), stats::global())
+        Self::with_timeouts(cfg, qps, burst, Timeouts::default())
     }
 
     /// [`Upstream::new`] with other time limits.
@@ -215,7 +233,30 @@ impl Upstream {
         burst: u32,
         timeouts: Timeouts,
     ) -> Result<Self, UpstreamError> {
-        Self::build(cfg, qps, burst, timeouts, stats::global())
+        Self::with_limits(cfg, qps, burst, timeouts, DEFAULT_MAX_OBJECT_BYTES)
+    }
+
+    /// [`Upstream::new`] with other time limits and another bound on one list item
+    /// (`--max-object-bytes`).
+    pub fn with_limits(
+        cfg: &UpstreamConfig,
+        qps: f64,
+        burst: u32,
+        timeouts: Timeouts,
+        max_object_bytes: usize,
+    ) -> Result<Self, UpstreamError> {
+        let limits = (timeouts, max_object_bytes);
+        Self::build(cfg, qps, burst, limits, stats::global())
+    }
+
+    /// The largest list item taken ([`Upstream::with_limits`]).
+    pub fn max_object_bytes(&self) -> usize {
+        self.inner.max_object_bytes
+    }
+
+    /// The client's time limits.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.inner.timeouts
     }
 
     /// [`Upstream::new`] recording into `stats` (tests).
@@ -226,14 +267,15 @@ impl Upstream {
         burst: u32,
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
-        Self::build(cfg, qps, burst, Timeouts::default(), stats)
+        let limits = (Timeouts::default(), DEFAULT_MAX_OBJECT_BYTES);
+        Self::build(cfg, qps, burst, limits, stats)
     }
 
     fn build(
         cfg: &UpstreamConfig,
         qps: f64,
         burst: u32,
-        timeouts: Timeouts,
+        (timeouts, max_object_bytes): (Timeouts, usize),
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
         let mut bases = Vec::new();
@@ -267,6 +309,7 @@ impl Upstream {
             token,
             bucket,
             timeouts,
+            max_object_bytes,
             requests: stats.requests().clone(),
         });
         if several {
@@ -370,6 +413,7 @@ impl Upstream {
         verb: Verb,
         path_and_query: &str,
         timeout: Duration,
+        per_read: Duration,
         limit: u64,
         mut consume: impl FnMut(ureq::BodyReader<'static>) -> Result<T, ureq::Error>,
     ) -> Result<T, UpstreamError> {
@@ -380,6 +424,7 @@ impl Upstream {
                 .authorized_get(base, path_and_query)
                 .config()
                 .timeout_global(Some(timeout))
+                .timeout_per_read(Some(per_read))
                 .build()
                 .call()?;
             let resp = Self::check_status(resp)?;
@@ -393,7 +438,8 @@ impl Upstream {
     pub fn get_json(&self, path_and_query: &str) -> Result<serde_json::Value, UpstreamError> {
         let timeout = self.inner.timeouts.response_head;
         let limit = MAX_ERROR_BODY_BYTES * 16;
-        let body = self.get_bounded(Verb::Get, path_and_query, timeout, limit, |mut r| {
+        let idle = self.inner.timeouts.idle;
+        let body = self.get_bounded(Verb::Get, path_and_query, timeout, idle, limit, |mut r| {
             let mut body = Vec::new();
             r.read_to_end(&mut body)?;
             Ok(body)
@@ -413,25 +459,36 @@ impl Upstream {
     }
 
     /// [`Upstream::list`], each item handed to `items` as soon as it is split from the body
-    /// (the answer's `items` is then empty). `items` is cleared before each attempt (another
+    /// (the answer's `items` is then empty); an item over [`Upstream::max_object_bytes`] is
+    /// not kept but reported to [`ListItems::skipped`]. `items` is cleared before each attempt (another
     /// server may be tried); after an error, what it holds is a part of no list.
     pub fn list_into(
         &self,
         path_and_query: &str,
         items: &mut dyn ListItems,
     ) -> Result<ListResult, UpstreamError> {
-        let timeout = self.inner.timeouts.list;
-        let split = self.get_bounded(Verb::List, path_and_query, timeout, MAX_LIST_BYTES, |r| {
-            items.clear();
-            let mut split = ListSplitter::new();
-            let mut buf = vec![0; LIST_READ_BYTES];
-            feed_all(r, &mut buf, |chunk| {
-                split.feed(chunk);
-                split.take_items().for_each(|text| items.push(text));
-            })?;
-            Ok(split)
-        })?;
-        let mut list = split.finish()?;
+        let (timeout, progress) = (self.inner.timeouts.list, self.inner.timeouts.list_progress);
+        let split = self.get_bounded(
+            Verb::List,
+            path_and_query,
+            timeout,
+            progress,
+            MAX_LIST_BYTES,
+            |r| {
+                items.clear();
+                let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
+                let mut buf = vec![0; LIST_READ_BYTES];
+                feed_all(r, &mut buf, |chunk| {
+                    split.feed(chunk);
+                    split.take_items().for_each(|text| items.push(text));
+                    split.take_oversized().for_each(|o| items.skipped(o));
+                })?;
+                Ok(split)
+            },
+        )?;
+        let (list, oversized) = split.finish_with_oversized();
+        oversized.into_iter().for_each(|o| items.skipped(o));
+        let mut list = list?;
         list.items.drain(..).for_each(|text| items.push(text));
         Ok(list)
     }
@@ -440,11 +497,27 @@ impl Upstream {
     /// [`Timeouts::idle`] (default [`WATCH_IDLE_TIMEOUT`]) fails with an I/O error. Non-2xx → [`UpstreamError::Status`].
     /// With several servers the stream ends once another server is selected (see
     /// [`crate::upstream::failover`]).
-    pub fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+    ///
+    /// `bookmarks_expected`: the upstream is known to send bookmarks, so a stream silent for
+    /// [`Timeouts::watch_progress`] is presumed dead (the read fails with a timeout, see
+    /// [`is_stall`]); otherwise the limit is [`Timeouts::idle`].
+    pub fn watch(
+        &self,
+        path_and_query: &str,
+        bookmarks_expected: bool,
+    ) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        let t = &self.inner.timeouts;
+        let per_read = if bookmarks_expected {
+            t.watch_progress
+        } else {
+            t.idle
+        };
         let f = &self.inner.failover;
         f.call(Verb::Watch, &self.inner.requests, |i, base| {
             self.pace();
-            let resp = Self::check_status(self.authorized_get(base, path_and_query).call()?)?;
+            let req = self.authorized_get(base, path_and_query).config();
+            let resp = req.timeout_per_read(Some(per_read)).build().call()?;
+            let resp = Self::check_status(resp)?;
             let code = resp.status().as_u16();
             let lines = BufReader::with_capacity(WATCH_BUF_BYTES, resp.into_body().into_reader());
             let lines: Box<dyn BufRead + Send> =
@@ -529,6 +602,15 @@ impl Upstream {
 }
 
 /// Reads `r` to its end in `buf`-sized steps, handing each to `feed`.
+/// Whether a read error of a watch stream is a missed progress deadline (no byte in time)
+/// rather than a broken connection.
+pub fn is_stall(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::TimedOut
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)))
+}
+
 fn feed_all(mut r: impl Read, buf: &mut [u8], mut feed: impl FnMut(&[u8])) -> std::io::Result<()> {
     loop {
         match r.read(buf) {

@@ -16,6 +16,9 @@ pub enum UpstreamError {
     Unreachable(String),
     /// TLS handshake or certificate failure.
     Tls(String),
+    /// The connection stayed silent past the request's progress deadline (no byte of a list
+    /// body, or of a watch stream whose upstream sends bookmarks): presumed dead.
+    Stalled(String),
     /// The upstream did not speak HTTP properly.
     Protocol(String),
     /// The apiserver answered with an error status (its `Status` body decoded).
@@ -66,6 +69,7 @@ impl fmt::Display for UpstreamError {
             UpstreamError::InvalidRequest(m) => write!(f, "invalid request: {m}"),
             UpstreamError::Unreachable(m) => write!(f, "upstream unreachable: {m}"),
             UpstreamError::Tls(m) => write!(f, "upstream TLS: {m}"),
+            UpstreamError::Stalled(m) => write!(f, "upstream stalled: {m}"),
             UpstreamError::Protocol(m) => write!(f, "upstream protocol error: {m}"),
             UpstreamError::Status {
                 code,
@@ -110,6 +114,9 @@ impl From<ureq::Error> for UpstreamError {
             E::Protocol(p) => UpstreamError::Protocol(p.to_string()),
             E::Http(h) => UpstreamError::InvalidRequest(h.to_string()),
             E::BadUri(u) => UpstreamError::InvalidRequest(u),
+            E::Timeout(ureq::Timeout::PerRead) => {
+                UpstreamError::Stalled("no byte received within the progress deadline".into())
+            }
             // Timeouts, resolve and connect failures, and anything else transport-level.
             other => UpstreamError::Unreachable(other.to_string()),
         }

@@ -237,7 +237,10 @@ fn list_and_watch_send_the_token_and_decode_status_errors() {
     let up = upstream(&format!("{url}/"), Some("server-token"));
     let l = up.list("/api/v1/services?resourceVersion=0").unwrap();
     assert_eq!((l.resource_version.as_str(), l.items.len()), ("9", 1));
-    let err = up.watch("/api/v1/services?watch=true").err().unwrap();
+    let err = up
+        .watch("/api/v1/services?watch=true", false)
+        .err()
+        .unwrap();
     assert_eq!(
         err,
         UpstreamError::Status {
@@ -247,7 +250,7 @@ fn list_and_watch_send_the_token_and_decode_status_errors() {
             causes: vec![],
         }
     );
-    let mut lines = up.watch("/api/v1/services?watch=true").unwrap();
+    let mut lines = up.watch("/api/v1/services?watch=true", false).unwrap();
     let mut s = String::new();
     lines.read_to_string(&mut s).unwrap();
     assert_eq!(s, "line1\nline2\n");

@@ -25,14 +25,23 @@ pub(crate) enum Phase {
     Watch,
 }
 
-/// Cause of a failure, for the log hint; a changed cause is logged at WARN again.
+/// The kind of a failure: its log hint, and what makes a failure "new" inside an episode (each
+/// kind is logged at WARN once per episode, the repeats at DEBUG).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Cause {
     /// 401/403: credentials or RBAC.
     Auth,
     /// TLS handshake or certificate failure.
     Tls,
-    /// Anything else.
+    /// No connection, or a connection that broke.
+    Unreachable,
+    /// A connection that stayed silent past its progress deadline.
+    Stalled,
+    /// An HTTP error status other than 401/403 (each code is its own kind).
+    Status(u16),
+    /// A body or watch event that could not be decoded or was too long.
+    Undecodable,
+    /// Anything else (a protocol error, a watch that ended at once).
     Other,
 }
 
@@ -41,7 +50,13 @@ impl Cause {
     pub(crate) fn of(e: &UpstreamError) -> Cause {
         match e {
             UpstreamError::Tls(_) => Cause::Tls,
-            _ if matches!(e.status_code(), Some(401 | 403)) => Cause::Auth,
+            UpstreamError::Unreachable(_) => Cause::Unreachable,
+            UpstreamError::Stalled(_) => Cause::Stalled,
+            UpstreamError::Status {
+                code: 401 | 403, ..
+            } => Cause::Auth,
+            UpstreamError::Status { code, .. } => Cause::Status(*code),
+            UpstreamError::Decode(_) | UpstreamError::TooLarge { .. } => Cause::Undecodable,
             _ => Cause::Other,
         }
     }
@@ -53,7 +68,11 @@ impl Cause {
             // Fix (tests/tls_upstream.rs): a TLS/certificate failure (wrong CA, rejected client
             // certificate) does not heal by retrying; like RBAC it is the operator's to fix.
             Cause::Tls => "; check the kubeconfig's certificate-authority and client certificate",
-            Cause::Other => "",
+            Cause::Stalled => {
+                "; the connection went silent: check the network path and any proxy or load \
+                 balancer in between"
+            }
+            _ => "",
         }
     }
 }
@@ -110,8 +129,8 @@ pub(crate) struct Episode {
     failures: u32,
     /// When the open episode began.
     since: Option<Instant>,
-    /// The cause last logged at WARN in the open episode.
-    warned: Option<Cause>,
+    /// The kinds of failure logged at WARN in the open episode.
+    warned: Vec<Cause>,
     /// A watch failed in the open episode.
     watch_failed: bool,
     /// Failures naming an RV since the last watch progress or from-scratch relist.
@@ -122,16 +141,18 @@ pub(crate) struct Episode {
 
 impl Episode {
     /// Records a failure at `now`; `true` if it is to be logged at WARN (it opens the episode, or
-    /// its cause differs from the last one logged at WARN), else at DEBUG.
+    /// it is of a kind not seen yet in the episode), else at DEBUG.
     pub(crate) fn fail(&mut self, now: Instant, phase: Phase, cause: Cause) -> bool {
         if self.failures == 0 {
             self.since = Some(now);
-            self.warned = None;
+            self.warned.clear();
         }
         self.failures = self.failures.saturating_add(1);
         self.watch_failed |= phase == Phase::Watch;
-        let warn = self.warned != Some(cause);
-        self.warned = Some(cause);
+        let warn = !self.warned.contains(&cause);
+        if warn {
+            self.warned.push(cause);
+        }
         warn
     }
 
@@ -210,13 +231,17 @@ mod tests {
             "new cause warns again"
         );
         assert!(!e.fail(t0, Phase::List, Cause::Auth));
+        assert!(
+            !e.fail(t0, Phase::Watch, Cause::Other),
+            "a kind already warned of in this episode: debug"
+        );
         assert!(e.failing());
         assert_eq!(e.listed(t0), None, "a watch failed: a list does not end it");
         let end = e.progressed(t0 + Duration::from_secs(7));
         assert_eq!(
             end,
             Some(Ended {
-                failures: 4,
+                failures: 5,
                 lasted: Duration::from_secs(7)
             })
         );
@@ -225,6 +250,26 @@ mod tests {
         assert!(e.fail(t0, Phase::List, Cause::Other));
         assert_eq!(e.listed(t0).map(|x| x.failures), Some(1));
         assert!(e.fail(t0, Phase::List, Cause::Other));
+    }
+
+    #[test]
+    fn each_new_kind_of_failure_warns_once_per_episode() {
+        let t0 = Instant::now();
+        let mut e = Episode::default();
+        // A connection error opens the episode; an HTML list body after it is a new kind.
+        assert!(e.fail(t0, Phase::List, Cause::Unreachable));
+        assert!(e.fail(t0, Phase::List, Cause::Undecodable));
+        assert!(!e.fail(t0, Phase::List, Cause::Unreachable));
+        assert!(!e.fail(t0, Phase::List, Cause::Undecodable));
+        // Each HTTP code is its own kind; so is a stall.
+        assert!(e.fail(t0, Phase::List, Cause::Status(500)));
+        assert!(e.fail(t0, Phase::List, Cause::Status(503)));
+        assert!(!e.fail(t0, Phase::List, Cause::Status(500)));
+        assert!(e.fail(t0, Phase::Watch, Cause::Stalled));
+        assert!(!e.fail(t0, Phase::Watch, Cause::Stalled));
+        // A new episode warns afresh.
+        e.progressed(t0);
+        assert!(e.fail(t0, Phase::List, Cause::Unreachable));
     }
 
     #[test]
@@ -254,10 +299,26 @@ mod tests {
         };
         assert_eq!(Cause::of(&st(401)), Cause::Auth);
         assert_eq!(Cause::of(&st(403)), Cause::Auth);
-        assert_eq!(Cause::of(&st(500)), Cause::Other);
+        assert_eq!(Cause::of(&st(500)), Cause::Status(500));
         assert_eq!(Cause::of(&UpstreamError::Tls("bad ca".into())), Cause::Tls);
+        assert_eq!(
+            Cause::of(&UpstreamError::Unreachable("refused".into())),
+            Cause::Unreachable
+        );
+        assert_eq!(
+            Cause::of(&UpstreamError::Stalled("silent".into())),
+            Cause::Stalled
+        );
+        assert_eq!(
+            Cause::of(&UpstreamError::Decode(
+                crate::upstream::decode::DecodeError::Json("<html>".into())
+            )),
+            Cause::Undecodable
+        );
+        assert!(Cause::Stalled.hint().contains("silent"));
         assert!(Cause::Auth.hint().contains("RBAC"));
         assert!(Cause::Tls.hint().contains("certificate-authority"));
         assert_eq!(Cause::Other.hint(), "");
+        assert_eq!(Cause::Status(500).hint(), "");
     }
 }

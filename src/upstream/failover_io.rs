@@ -95,7 +95,11 @@ impl Failed {
             },
             Failed::Ureq(E::HostNotFound | E::ConnectionFailed) => Reach::Refused,
             Failed::Ureq(E::Timeout(T::Connect | T::Resolve)) => Reach::Refused,
-            Failed::Ureq(E::Timeout(T::SendRequest | T::RecvResponse)) => Reach::NoAnswer,
+            // A body that stopped coming (a list's progress deadline): the server stopped
+            // answering; a list is idempotent and may be read from the next server.
+            Failed::Ureq(E::Timeout(T::SendRequest | T::RecvResponse | T::PerRead)) => {
+                Reach::NoAnswer
+            }
             Failed::Ureq(E::Rustls(_) | E::Tls(_)) => Reach::NoAnswer,
             Failed::Ureq(_) => Reach::Unknown,
         }

@@ -192,7 +192,7 @@ mod io {
         let b = closed();
         let stats = Stats::new();
         let up = upstream(&[&a, &b], &stats);
-        let err = up.watch("/api/v1/nodes?watch=true").err().unwrap();
+        let err = up.watch("/api/v1/nodes?watch=true", false).err().unwrap();
         assert_eq!(err.status_code(), Some(410));
         assert_eq!(stats.requests().count(Verb::Watch, Some(410)), 1);
         assert_eq!(stats.requests().count(Verb::Watch, None), 0, "B not tried");

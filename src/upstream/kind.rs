@@ -155,6 +155,8 @@ mod tests {
     }
 }
 
+pub use crate::upstream::list_split::Oversized;
+
 /// A change for the cache.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
@@ -179,6 +181,9 @@ pub trait ListItems {
     fn clear(&mut self);
     /// How many items were pushed since the last [`ListItems::clear`].
     fn len(&self) -> usize;
+    /// An item over the object bound, not kept (see
+    /// [`crate::upstream::list_split::ListSplitter::with_max_item_bytes`]); ignored by default.
+    fn skipped(&mut self, _item: Oversized) {}
     /// Whether none was.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -3,7 +3,7 @@
 
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::{DecodeError, ListResult};
-use crate::upstream::kind::{with_query, ListItems, Texts, UpstreamKind};
+use crate::upstream::kind::{with_query, ListItems, Oversized, Texts, UpstreamKind};
 use crate::upstream::reflector::ListWatch;
 
 /// Most pages followed in one list (only if the upstream paginates unasked).
@@ -90,6 +90,9 @@ impl ListItems for Pages<'_> {
     fn len(&self) -> usize {
         self.items.len()
     }
+    fn skipped(&mut self, item: Oversized) {
+        self.items.skipped(item);
+    }
 }
 
 #[cfg(test)]
@@ -136,7 +139,7 @@ mod tests {
             list.items.drain(..).for_each(|t| items.push(t));
             Ok(list)
         }
-        fn watch(&self, _: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        fn watch(&self, _: &str, _: bool) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
             Err(UpstreamError::Unreachable("no watch here".into()))
         }
         fn get_json(&self, _: &str) -> Result<Value, UpstreamError> {

@@ -4,15 +4,15 @@
 //! labels of the nodes its endpoints are on. Applied before them, every endpoint object is
 //! served once unfiltered, then recomputed and served again when the Services list arrives:
 //! at scale S, 2,000 objects decoded, filtered and serialized twice, all of it between the last
-//! upstream list and readiness. Reflectors list one at a time anyway (one full list in memory,
-//! process-wide), so letting Nodes and Services go first costs no parallelism.
+//! upstream list and readiness. Nodes and Services are the small lists, so letting them go
+//! first costs little.
 //!
 //! The wait is bounded: an endpoint reflector goes ahead once Nodes and Services have each
 //! tried one list (whether it worked or not), or once neither has made progress (started or
-//! ended a list) for `patience`, so a Services reflector that cannot list never holds the
-//! others back for long, while a long Services list at a big cluster is still waited for
-//! (the others would wait for it anyway: lists take turns). After that first round the order
-//! never waits again.
+//! ended a list) for `patience`, so a Services list that stalls or cannot be made never holds
+//! the others back for long (they then list at once, and are recomputed when the Services
+//! arrive). After that first round the order never waits again, and no list ever waits for
+//! another's I/O.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -48,7 +48,7 @@
 //! changes into events.
 
 use crate::upstream::backoff::{random_below, Backoff};
-use crate::upstream::client::{Upstream, UpstreamError};
+use crate::upstream::client::{is_stall, Upstream, UpstreamError};
 use crate::upstream::decode::{self, Line, ListResult, WatchEvent};
 pub use crate::upstream::discovery::{
     discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
@@ -57,7 +57,7 @@ pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
 use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::{
-    Change, ListApply, ListItems, Sink, Texts, UpstreamKind, SERVICE_PROXY_SELECTOR,
+    Change, ListApply, ListItems, Oversized, Sink, Texts, UpstreamKind, SERVICE_PROXY_SELECTOR,
 };
 pub use crate::upstream::list::{list_all, list_all_into};
 use crate::upstream::stats::{self, KindStats, RelistReason};
@@ -71,8 +71,10 @@ use std::time::{Duration, Instant, SystemTime};
 pub const WATCH_TIMEOUT_SECONDS: (u64, u64) = (300, 600);
 /// A watch that ends sooner than this without any event counts as a failure (backoff).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
-/// Serializes LIST + decode + apply across reflectors (see `step_list`).
-static LIST_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Room for a watch event's envelope (`{"type":"MODIFIED","object":…}`) around its object.
+const WATCH_EVENT_ENVELOPE_BYTES: usize = 4096;
+/// Objects a reflector names in a WARN for their size; past that, at DEBUG.
+const MAX_WARNED_OVERSIZED: usize = 1024;
 /// Granularity of the interruptible backoff sleep.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
@@ -88,13 +90,44 @@ pub trait ListWatch {
     ) -> Result<ListResult, UpstreamError> {
         let mut list = self.list(path_and_query)?;
         items.clear();
-        list.items.drain(..).for_each(|text| items.push(text));
+        let max = self.max_object_bytes();
+        for text in list.items.drain(..) {
+            if text.len() > max {
+                let at = decode::object_ref_from_prefix(text.as_bytes());
+                items.skipped(Oversized {
+                    namespace: at.namespace,
+                    name: at.name,
+                    bytes: text.len() as u64,
+                });
+            } else {
+                items.push(text);
+            }
+        }
         Ok(list)
     }
-    /// A WATCH, as a line source.
-    fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError>;
+    /// A WATCH, as a line source. `bookmarks_expected`: the upstream is known to send
+    /// bookmarks, so the stream may be held to the short progress deadline (a read that times
+    /// out then fails with an error [`is_stall`] recognises).
+    fn watch(
+        &self,
+        path_and_query: &str,
+        bookmarks_expected: bool,
+    ) -> Result<Box<dyn BufRead + Send>, UpstreamError>;
     /// A JSON GET (API discovery).
     fn get_json(&self, path: &str) -> Result<Value, UpstreamError>;
+    /// The largest upstream object taken into the cache: a bigger one in a list or a watch is
+    /// skipped. Fakes keep the watch line cap of [`decode::MAX_WATCH_LINE_BYTES`].
+    fn max_object_bytes(&self) -> usize {
+        decode::MAX_WATCH_LINE_BYTES - WATCH_EVENT_ENVELOPE_BYTES
+    }
+    /// The read limit of a watch held to the progress deadline (for logs).
+    fn progress_deadline(&self) -> Duration {
+        crate::upstream::client::WATCH_PROGRESS_TIMEOUT
+    }
+    /// The read limit of any other watch (for logs).
+    fn idle_limit(&self) -> Duration {
+        crate::upstream::client::WATCH_IDLE_TIMEOUT
+    }
 }
 
 impl ListWatch for Upstream {
@@ -108,11 +141,24 @@ impl ListWatch for Upstream {
     ) -> Result<ListResult, UpstreamError> {
         Upstream::list_into(self, path_and_query, items)
     }
-    fn watch(&self, path_and_query: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
-        Upstream::watch(self, path_and_query)
+    fn watch(
+        &self,
+        path_and_query: &str,
+        bookmarks_expected: bool,
+    ) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        Upstream::watch(self, path_and_query, bookmarks_expected)
     }
     fn get_json(&self, path: &str) -> Result<Value, UpstreamError> {
         Upstream::get_json(self, path)
+    }
+    fn max_object_bytes(&self) -> usize {
+        Upstream::max_object_bytes(self)
+    }
+    fn progress_deadline(&self) -> Duration {
+        self.timeouts().watch_progress
+    }
+    fn idle_limit(&self) -> Duration {
+        self.timeouts().idle
     }
 }
 
@@ -134,12 +180,47 @@ pub(crate) enum State {
     /// Listed or interrupted: watch from `rv`.
     Listed { rv: String },
     /// Reading a watch stream.
-    Watching {
-        rv: String,
-        lines: Box<dyn BufRead + Send>,
-        started: Instant,
-        events: u64,
-    },
+    Watching { rv: String, stream: Stream },
+}
+
+/// An open watch stream and what the reflector knows of it.
+pub(crate) struct Stream {
+    lines: Box<dyn BufRead + Send>,
+    started: Instant,
+    /// Lines applied (events and bookmarks).
+    events: u64,
+    /// When the last line came (or the stream started).
+    last_line: Instant,
+    /// Opened with the short progress deadline (bookmarks were expected).
+    deadline: bool,
+    /// A bookmark came on this stream.
+    bookmarked: bool,
+}
+
+impl Stream {
+    fn new(lines: Box<dyn BufRead + Send>, deadline: bool) -> Stream {
+        let now = Instant::now();
+        Stream {
+            lines,
+            started: now,
+            events: 0,
+            last_line: now,
+            deadline,
+            bookmarked: false,
+        }
+    }
+
+    fn last_byte_age(&self) -> Duration {
+        self.last_line.elapsed()
+    }
+}
+
+impl State {
+    /// Watching `stream` at `rv`; a line just came.
+    fn watching(rv: String, mut stream: Stream) -> State {
+        stream.last_line = Instant::now();
+        State::Watching { rv, stream }
+    }
 }
 
 #[cfg(test)]
@@ -166,6 +247,33 @@ pub(crate) struct Reflector<L> {
     stats: Arc<KindStats>,
     /// Undecodable or nameless upstream objects seen (logged and counted).
     pub(crate) dropped: u64,
+    /// Objects already named in a WARN for their size (at most [`MAX_WARNED_OVERSIZED`]).
+    warned_oversized: std::collections::HashSet<String>,
+    /// The upstream sends bookmarks (assumed until a stream held to the short deadline timed
+    /// out without one; learnt again from the next bookmark).
+    bookmarks_expected: bool,
+}
+
+/// A list's taker that keeps aside the items skipped for their size.
+struct Skipping<'a> {
+    items: &'a mut dyn ListItems,
+    skipped: Vec<Oversized>,
+}
+
+impl ListItems for Skipping<'_> {
+    fn push(&mut self, text: Box<str>) {
+        self.items.push(text);
+    }
+    fn clear(&mut self) {
+        self.items.clear();
+        self.skipped.clear();
+    }
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+    fn skipped(&mut self, item: Oversized) {
+        self.skipped.push(item);
+    }
 }
 
 /// The upstream no longer serves the RV we asked for (410, or our RV is beyond its newest).
@@ -198,6 +306,8 @@ impl<L: ListWatch> Reflector<L> {
             episode: Episode::default(),
             stats,
             dropped: 0,
+            bookmarks_expected: true,
+            warned_oversized: std::collections::HashSet::new(),
         }
     }
 
@@ -205,19 +315,23 @@ impl<L: ListWatch> Reflector<L> {
         Some(self.backoff.next_delay(Instant::now()))
     }
 
-    /// A failure: WARN if it opens an episode (or changes its cause), else DEBUG; kept in the
-    /// stats.
+    /// A failure: WARN if it opens an episode or is of a kind not yet seen in it, else DEBUG;
+    /// kept in the stats.
     fn failed(&mut self, phase: Phase, cause: Cause, text: &str) {
         if self.episode.fail(Instant::now(), phase, cause) {
             log::warn!(
-                "{:?}: {text}{}; retrying (repeats are logged at debug level until it recovers)",
+                "{:?}: {text}{}; retrying (further failures of this kind are logged at debug level until it recovers)",
                 self.kind,
                 cause.hint()
             );
         } else {
             log::debug!("{:?}: {text}", self.kind);
         }
+        if cause == Cause::Stalled {
+            self.stats.record_stall();
+        }
         self.stats.set_failing(true);
+        self.stats.record_failing_since(unix_now());
         self.stats.record_error(text);
     }
 
@@ -259,13 +373,24 @@ impl<L: ListWatch> Reflector<L> {
         Some(obj)
     }
 
-    fn list_all(&self, items: &mut dyn ListItems) -> Result<ListResult, UpstreamError> {
+    /// The list from the upstream, each item handed to `items`; the items skipped for their
+    /// size are reported once the list is complete (a list that fails reports none).
+    fn list_all(&mut self, items: &mut dyn ListItems) -> Result<ListResult, UpstreamError> {
         let rv = match &self.list_from {
             ListFrom::Any => "0",
             ListFrom::NotOlderThan(rv) => rv,
             ListFrom::Latest => "",
         };
-        list_all_into(&self.lw, self.kind, rv, items)
+        let mut taker = Skipping {
+            items,
+            skipped: Vec::new(),
+        };
+        let list = list_all_into(&self.lw, self.kind, rv, &mut taker)?;
+        for o in std::mem::take(&mut taker.skipped) {
+            let name = o.name.as_deref().unwrap_or("(unnamed in its first bytes)");
+            self.skip_oversized(o.namespace.as_deref(), name, o.bytes);
+        }
+        Ok(list)
     }
 
     fn step_list(&mut self) -> (State, Option<Duration>) {
@@ -280,21 +405,20 @@ impl<L: ListWatch> Reflector<L> {
                 o.patience()
             );
         }
-        // One full list in memory at a time, process-wide: a decoded list costs several times
-        // its JSON size, and four reflectors listing at once set the process's peak memory.
-        let gate = LIST_GATE.lock().unwrap_or_else(|p| p.into_inner());
+        // No lock is held across the list's I/O: a list that stalls delays no other resource
+        // (its items are prepared as they are read, so lists read at once cost what each
+        // holds prepared, not their bodies).
         if let Some(o) = order {
             o.listing(self.kind);
         }
-        let result = self.step_list_gated();
-        drop(gate);
+        let result = self.step_list_read();
         if let Some(o) = order {
             o.tried(self.kind);
         }
         result
     }
 
-    fn step_list_gated(&mut self) -> (State, Option<Duration>) {
+    fn step_list_read(&mut self) -> (State, Option<Duration>) {
         // The sink takes each item as it is read (the cache prepares it at once), so the list
         // is never held as the texts of all its items.
         let sink = self.sink.clone();
@@ -362,13 +486,12 @@ impl<L: ListWatch> Reflector<L> {
                 ("watch", "true"),
             ],
         );
-        match self.lw.watch(&q) {
+        let deadline = self.bookmarks_expected;
+        match self.lw.watch(&q, deadline) {
             Ok(lines) => (
                 State::Watching {
                     rv,
-                    lines,
-                    started: Instant::now(),
-                    events: 0,
+                    stream: Stream::new(lines, deadline),
                 },
                 None,
             ),
@@ -440,49 +563,36 @@ impl<L: ListWatch> Reflector<L> {
         (State::Empty, if wait { self.delay() } else { None })
     }
 
-    fn step_watching(
-        &mut self,
-        rv: String,
-        mut lines: Box<dyn BufRead + Send>,
-        started: Instant,
-        events: u64,
-    ) -> (State, Option<Duration>) {
-        let read = decode::read_line(&mut *lines, &mut self.line, decode::MAX_WATCH_LINE_BYTES);
+    fn step_watching(&mut self, rv: String, mut stream: Stream) -> (State, Option<Duration>) {
+        let cap = self.line_cap();
+        let read = decode::read_line(&mut *stream.lines, &mut self.line, cap);
         if matches!(read, Ok(Line::Complete | Line::TooLong)) {
             self.stats.record_contact(unix_now());
         }
         match read {
             Ok(Line::Complete) if self.line.iter().all(u8::is_ascii_whitespace) => {
-                return (
-                    State::Watching {
-                        rv,
-                        lines,
-                        started,
-                        events,
-                    },
-                    None,
-                );
+                return (State::watching(rv, stream), None);
             }
             Ok(Line::Complete) => {}
-            Ok(Line::Eof | Line::Truncated) if events == 0 && started.elapsed() < SHORT_WATCH => {
+            Ok(Line::Eof | Line::Truncated)
+                if stream.events == 0 && stream.started.elapsed() < SHORT_WATCH =>
+            {
                 let f = WatchFailure::Other(Cause::Other, "watch ended at once, empty".into());
                 return self.watch_failed(rv, f);
             }
             Ok(Line::Eof | Line::Truncated) => {
                 log::debug!(
-                    "{:?}: watch ended after {events} events; rewatching",
-                    self.kind
+                    "{:?}: watch ended after {} events; rewatching",
+                    self.kind,
+                    stream.events
                 );
                 self.progressed();
                 return (State::Listed { rv }, None);
             }
-            Ok(Line::TooLong) => {
-                self.dropped += 1;
-                let f = WatchFailure::Undecodable("watch event longer than the line cap".into());
-                return self.watch_failed(rv, f);
-            }
+            Ok(Line::TooLong) => return self.oversized_event(rv, stream),
+            Err(e) if is_stall(&e) => return self.watch_stalled(rv, &stream),
             Err(e) => {
-                let f = WatchFailure::Other(Cause::Other, format!("watch stream broke: {e}"));
+                let f = WatchFailure::Other(Cause::Unreachable, format!("watch stream broke: {e}"));
                 return self.watch_failed(rv, f);
             }
         }
@@ -503,7 +613,18 @@ impl<L: ListWatch> Reflector<L> {
                 let new_rv = decode::resource_version_of(&o).map(str::to_string);
                 (self.normalize(o).map(Change::Delete), new_rv)
             }
-            WatchEvent::Bookmark { resource_version } => (None, Some(resource_version)),
+            WatchEvent::Bookmark { resource_version } => {
+                if !self.bookmarks_expected {
+                    log::info!(
+                        "{:?}: the upstream sends bookmarks again: its watches are held to the {} s progress deadline from the next one",
+                        self.kind,
+                        self.lw.progress_deadline().as_secs()
+                    );
+                }
+                self.bookmarks_expected = true;
+                stream.bookmarked = true;
+                (None, Some(resource_version))
+            }
             WatchEvent::Error(s) => {
                 let text = format!("watch error {} {}: {}", s.code, s.reason, s.message);
                 let f = if s.is_rv_too_large() {
@@ -513,7 +634,7 @@ impl<L: ListWatch> Reflector<L> {
                 } else if matches!(s.code, 401 | 403) {
                     WatchFailure::Other(Cause::Auth, text)
                 } else {
-                    WatchFailure::Other(Cause::Other, text)
+                    WatchFailure::Other(Cause::Status(s.code), text)
                 };
                 return self.watch_failed(rv, f);
             }
@@ -523,15 +644,105 @@ impl<L: ListWatch> Reflector<L> {
             self.sink.apply(self.kind, change);
         }
         let rv = new_rv.filter(|r| !r.is_empty()).unwrap_or(rv);
-        (
-            State::Watching {
-                rv,
-                lines,
-                started,
-                events: events + 1,
-            },
-            None,
-        )
+        stream.events += 1;
+        (State::watching(rv, stream), None)
+    }
+
+    /// A watch line longer than the line cap: an object over the bound. Named from its first
+    /// bytes, the rest skipped, it is taken as a deletion of that object (an object over the
+    /// bound is not served, as a list skips it) and the stream goes on. Unnamed, the stream is
+    /// given up and the resource relisted, as for an undecodable event.
+    fn oversized_event(&mut self, rv: String, mut stream: Stream) -> (State, Option<Duration>) {
+        let (kind, obj) = decode::event_ref_from_prefix(&self.line);
+        let skipped = decode::skip_line(&mut *stream.lines);
+        let read = self.line.len() as u64;
+        self.line = Vec::new(); // do not keep the capped buffer for the rest of the stream
+        let (more, found_end) = match skipped {
+            Ok(s) => s,
+            Err(e) => {
+                let f = WatchFailure::Other(Cause::Unreachable, format!("watch stream broke: {e}"));
+                return self.watch_failed(rv, f);
+            }
+        };
+        let named = matches!(kind.as_deref(), Some("ADDED" | "MODIFIED" | "DELETED"));
+        let (Some(name), true, true) = (obj.name.clone(), named, found_end) else {
+            self.dropped += 1;
+            let f = WatchFailure::Undecodable(format!(
+                "watch event longer than the line cap ({} bytes) and not named in its first bytes",
+                self.line_cap()
+            ));
+            return self.watch_failed(rv, f);
+        };
+        self.skip_oversized(obj.namespace.as_deref(), &name, read + more);
+        let mut meta = serde_json::Map::new();
+        meta.insert("name".into(), Value::String(name));
+        if let Some(ns) = obj.namespace {
+            meta.insert("namespace".into(), Value::String(ns));
+        }
+        let gone = serde_json::json!({ "metadata": meta });
+        if let Some(o) = self.normalize(gone) {
+            self.sink.apply(self.kind, Change::Delete(o));
+        }
+        self.progressed();
+        let rv = obj.resource_version.filter(|r| !r.is_empty()).unwrap_or(rv);
+        stream.events += 1;
+        (State::watching(rv, stream), None)
+    }
+
+    /// Logs (WARN, once per object per reflector) and counts an object skipped for its size.
+    fn skip_oversized(&mut self, namespace: Option<&str>, name: &str, bytes: u64) {
+        self.stats.record_oversized();
+        let key = match namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_string(),
+        };
+        let first = self.warned_oversized.len() < MAX_WARNED_OVERSIZED
+            && self.warned_oversized.insert(key.clone());
+        let text = format!(
+            "{:?}: skipping upstream object {key:?} of {bytes} bytes (over --max-object-bytes={}): it is not served",
+            self.kind,
+            self.lw.max_object_bytes()
+        );
+        if first {
+            log::warn!("{text}");
+        } else {
+            log::debug!("{text}");
+        }
+    }
+
+    /// The longest watch line read: the largest accepted object and its event's envelope.
+    fn line_cap(&self) -> usize {
+        self.lw
+            .max_object_bytes()
+            .saturating_add(WATCH_EVENT_ENVELOPE_BYTES)
+    }
+
+    /// No byte came within the stream's read limit. Held to the short deadline after a
+    /// bookmark: the connection is presumed dead (a failure; rewatch after a backoff). Held to
+    /// it without any bookmark yet: this upstream may not send bookmarks at all, so its
+    /// watches get the long idle limit from now on, and the quiet stream is simply renewed.
+    fn watch_stalled(&mut self, rv: String, stream: &Stream) -> (State, Option<Duration>) {
+        let silent = stream.last_byte_age();
+        if stream.deadline && !stream.bookmarked {
+            self.bookmarks_expected = false;
+            log::info!(
+                "{:?}: no bookmark and no byte on the watch for {:.0} s: the upstream does not seem to send bookmarks; its watches get the {} s idle limit until a bookmark comes",
+                self.kind,
+                silent.as_secs_f64(),
+                self.lw.idle_limit().as_secs()
+            );
+            return (State::Listed { rv }, None);
+        }
+        let why = if stream.deadline {
+            "although the upstream sends bookmarks"
+        } else {
+            "(idle limit)"
+        };
+        let text = format!(
+            "watch stream silent for {:.0} s {why}: connection presumed dead",
+            silent.as_secs_f64()
+        );
+        self.watch_failed(rv, WatchFailure::Other(Cause::Stalled, text))
     }
 
     /// Advances the state machine by one I/O step; returns the next state and how long to wait
@@ -540,12 +751,7 @@ impl<L: ListWatch> Reflector<L> {
         match state {
             State::Empty => self.step_list(),
             State::Listed { rv } => self.step_watch_start(rv),
-            State::Watching {
-                rv,
-                lines,
-                started,
-                events,
-            } => self.step_watching(rv, lines, started, events),
+            State::Watching { rv, stream } => self.step_watching(rv, stream),
         }
     }
 

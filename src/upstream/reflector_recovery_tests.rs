@@ -436,3 +436,69 @@ fn failure_episodes_warn_once_then_debug_and_report_recovery() {
         assert!(msg.contains(part), "{msg:?} lacks {part:?}");
     }
 }
+
+const BOOKMARK_6: &str =
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"6\"}}}\n";
+
+fn deadlines(fake: &Fake) -> Vec<bool> {
+    fake.deadlines.lock().unwrap().clone()
+}
+
+#[test]
+fn a_watch_silent_after_a_bookmark_is_a_stall_and_is_restarted_after_a_backoff() {
+    let fake = Fake::new(vec![
+        list("5", &["a"]),
+        Reply::Silent(BOOKMARK_6),
+        Reply::Watch(Ok((BOOKMARK_6, false))),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let (mut r, stats) = nodes(&fake, &sink);
+    // list, watch (held to the progress deadline), bookmark, silence past the deadline
+    let (state, waits) = steps(&mut r, State::Empty, 4);
+    assert_eq!(
+        state.describe(),
+        ("Listed", "6"),
+        "rewatch at the bookmark's RV"
+    );
+    assert_eq!(waits, [None, None, None, Some(Duration::from_millis(800))]);
+    assert_eq!(stats.stalls(), 1);
+    assert!(stats.failing() && stats.failing_since() > 0);
+    assert!(
+        stats.last_error().contains("silent"),
+        "{}",
+        stats.last_error()
+    );
+    // The next watch is held to the deadline too; its bookmark ends the episode.
+    let (_, _) = steps(&mut r, state, 2);
+    assert_eq!(deadlines(&fake), [true, true]);
+    assert!(!stats.failing() && stats.failing_since() == 0);
+}
+
+#[test]
+fn a_watch_without_any_bookmark_is_renewed_quietly_and_later_ones_get_the_idle_limit() {
+    let fake = Fake::new(vec![
+        list("5", &["a"]),
+        Reply::Silent(""),
+        Reply::Silent(""),
+        Reply::Watch(Ok((BOOKMARK_6, false))),
+        Reply::Watch(Ok(("", false))),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let (mut r, stats) = nodes(&fake, &sink);
+    // list, watch, silence without a bookmark: no failure, renewed at once
+    let (state, waits) = steps(&mut r, State::Empty, 3);
+    assert_eq!(state.describe(), ("Listed", "5"));
+    assert_eq!(waits, [None, None, None]);
+    assert_eq!((stats.stalls(), stats.failing()), (0, false));
+    // The next watch waits for the idle limit; silence past that is a failure.
+    let (state, waits) = steps(&mut r, state, 2);
+    assert_eq!(state.describe(), ("Listed", "5"));
+    assert_eq!(waits, [None, Some(Duration::from_millis(800))]);
+    assert_eq!(stats.stalls(), 1);
+    assert!(stats.failing());
+    // A bookmark shows the upstream sends them: the watch after it is held to the deadline.
+    let (state, _) = steps(&mut r, state, 3);
+    assert_eq!(state.describe(), ("Listed", "6"));
+    let (_, _) = steps(&mut r, state, 1);
+    assert_eq!(deadlines(&fake), [true, false, false, true]);
+}

@@ -9,8 +9,11 @@ use std::sync::Mutex;
 /// One canned answer, consumed in order.
 enum Reply {
     List(Result<ListResult, UpstreamError>),
-    /// A watch stream: its bytes, then optionally an I/O error instead of EOF.
+    /// A watch stream: its bytes, then optionally an I/O error (a broken connection) instead of
+    /// EOF.
     Watch(Result<(&'static str, bool), UpstreamError>),
+    /// A watch stream: its bytes, then a read that times out (silence past the read limit).
+    Silent(&'static str),
     Get(Result<Value, UpstreamError>),
 }
 
@@ -18,6 +21,8 @@ enum Reply {
 struct Fake {
     replies: Mutex<VecDeque<Reply>>,
     calls: Mutex<Vec<String>>,
+    /// The `bookmarks_expected` of each watch asked for.
+    deadlines: Mutex<Vec<bool>>,
 }
 
 impl Fake {
@@ -25,6 +30,7 @@ impl Fake {
         Fake {
             replies: Mutex::new(replies.into()),
             calls: Mutex::default(),
+            deadlines: Mutex::default(),
         }
     }
     fn next(&self, call: String) -> Option<Reply> {
@@ -40,12 +46,12 @@ fn down() -> UpstreamError {
     UpstreamError::Unreachable("connection refused".into())
 }
 
-/// Reader that yields its bytes, then fails.
-struct Broken(Cursor<&'static [u8]>);
+/// Reader that yields its bytes, then fails with `kind`.
+struct Broken(Cursor<&'static [u8]>, io::ErrorKind);
 impl Read for Broken {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.0.read(buf)? {
-            0 => Err(io::Error::new(io::ErrorKind::TimedOut, "idle")),
+            0 => Err(io::Error::new(self.1, "stream failed")),
             n => Ok(n),
         }
     }
@@ -58,12 +64,20 @@ impl ListWatch for &Fake {
             _ => Err(down()),
         }
     }
-    fn watch(&self, q: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+    fn watch(&self, q: &str, deadline: bool) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        self.deadlines.lock().unwrap().push(deadline);
+        let broken = |body: &'static str, kind| -> Box<dyn BufRead + Send> {
+            Box::new(io::BufReader::new(Broken(
+                Cursor::new(body.as_bytes()),
+                kind,
+            )))
+        };
         match self.next(format!("WATCH {q}")) {
             Some(Reply::Watch(Ok((body, false)))) => Ok(Box::new(Cursor::new(body.as_bytes()))),
-            Some(Reply::Watch(Ok((body, true)))) => Ok(Box::new(io::BufReader::new(Broken(
-                Cursor::new(body.as_bytes()),
-            )))),
+            Some(Reply::Watch(Ok((body, true)))) => {
+                Ok(broken(body, io::ErrorKind::ConnectionReset))
+            }
+            Some(Reply::Silent(body)) => Ok(broken(body, io::ErrorKind::TimedOut)),
             Some(Reply::Watch(Err(e))) => Err(e),
             _ => Err(down()),
         }
@@ -422,9 +436,7 @@ fn over_long_line_relists() {
         Box::leak(vec![b'x'; decode::MAX_WATCH_LINE_BYTES + 1].into_boxed_slice());
     let state = State::Watching {
         rv: "3".into(),
-        lines: Box::new(Cursor::new(big)),
-        started: Instant::now(),
-        events: 0,
+        stream: Stream::new(Box::new(Cursor::new(big)), true),
     };
     let (state, wait) = r.step(state);
     assert_eq!(state.describe(), ("Empty", ""));
@@ -541,8 +553,8 @@ impl ListWatch for Owned {
     fn list(&self, q: &str) -> Result<ListResult, UpstreamError> {
         (&*self.0).list(q)
     }
-    fn watch(&self, q: &str) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
-        (&*self.0).watch(q)
+    fn watch(&self, q: &str, _: bool) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        (&*self.0).watch(q, true)
     }
     fn get_json(&self, p: &str) -> Result<Value, UpstreamError> {
         (&*self.0).get_json(p)

@@ -70,6 +70,12 @@ pub struct KindStats {
     watch_errors: AtomicU64,
     last_contact: AtomicU64,
     failing: AtomicBool,
+    /// Unix seconds when the open failure episode began; 0 = none open.
+    failing_since: AtomicU64,
+    /// Lists and watches abandoned at their progress deadline.
+    stalls: AtomicU64,
+    /// Upstream objects skipped for being larger than the object bound.
+    oversized: AtomicU64,
     last_error: Mutex<String>,
     /// The reflector's state and upstream resourceVersion, e.g. `("Watching", "12345")`.
     position: Mutex<(&'static str, String)>,
@@ -131,9 +137,49 @@ impl KindStats {
         self.last_contact.load(Ordering::Relaxed)
     }
 
-    /// Sets whether the reflector is in a failure episode.
+    /// Sets whether the reflector is in a failure episode (not failing also forgets when the
+    /// episode began).
     pub fn set_failing(&self, failing: bool) {
         self.failing.store(failing, Ordering::Relaxed);
+        if !failing {
+            self.failing_since.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A failure episode began at `unix_secs` (kept until [`KindStats::set_failing`]`(false)`;
+    /// a later call in the same episode changes nothing).
+    pub fn record_failing_since(&self, unix_secs: u64) {
+        let _ = self.failing_since.compare_exchange(
+            0,
+            unix_secs.max(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Unix seconds when the open failure episode began; 0 = none open.
+    pub fn failing_since(&self) -> u64 {
+        self.failing_since.load(Ordering::Relaxed)
+    }
+
+    /// Counts a list or watch abandoned at its progress deadline.
+    pub fn record_stall(&self) {
+        self.stalls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Lists and watches abandoned at their progress deadline so far.
+    pub fn stalls(&self) -> u64 {
+        self.stalls.load(Ordering::Relaxed)
+    }
+
+    /// Counts an upstream object skipped for its size.
+    pub fn record_oversized(&self) {
+        self.oversized.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Upstream objects skipped for their size so far.
+    pub fn oversized(&self) -> u64 {
+        self.oversized.load(Ordering::Relaxed)
     }
 
     /// Whether the reflector is in a failure episode (failed, not yet recovered).
@@ -244,7 +290,7 @@ impl Stats {
             &'static str,
             fn(&KindStats) -> u64,
         );
-        let metrics: [Metric; 4] = [
+        let metrics: [Metric; 7] = [
             (
                 "grid_wrapper_upstream_relists_total",
                 "counter",
@@ -268,6 +314,24 @@ impl Stats {
                 "gauge",
                 "1 while the reflector is failing (from its first failure until it lists or watches successfully again).",
                 |k| u64::from(k.failing()),
+            ),
+            (
+                "grid_wrapper_upstream_failing_since_timestamp_seconds",
+                "gauge",
+                "Unix time of the first failure of the reflector's open failure episode; 0 = not failing.",
+                KindStats::failing_since,
+            ),
+            (
+                "grid_wrapper_upstream_stalls_total",
+                "counter",
+                "Upstream lists and watches abandoned because no byte came within their progress deadline (--list-progress-timeout, --watch-progress-timeout).",
+                KindStats::stalls,
+            ),
+            (
+                "grid_wrapper_upstream_objects_too_large_total",
+                "counter",
+                "Upstream objects larger than --max-object-bytes, skipped (not served).",
+                KindStats::oversized,
             ),
         ];
         for (name, kind, help, value) in metrics {
@@ -318,6 +382,16 @@ mod tests {
         assert_eq!(s.last_contact(), 100);
         s.set_failing(true);
         assert!(s.failing());
+        s.record_failing_since(500);
+        s.record_failing_since(600); // the episode's start stays
+        assert_eq!(s.failing_since(), 500);
+        s.set_failing(false);
+        assert_eq!(s.failing_since(), 0, "no episode, no start");
+        s.set_failing(true);
+        s.record_stall();
+        s.record_oversized();
+        s.record_oversized();
+        assert_eq!((s.stalls(), s.oversized()), (1, 2));
         s.record_error(&"é".repeat(MAX_ERROR_TEXT));
         let e = s.last_error();
         assert!(
@@ -349,6 +423,9 @@ mod tests {
         nodes.record_watch_error();
         nodes.record_contact(1_700_000_000);
         nodes.set_failing(true);
+        nodes.record_failing_since(1_700_000_001);
+        nodes.record_stall();
+        nodes.record_oversized();
         st.kind(UpstreamKind::SlicesV1).set_active(true);
         let mut out = String::new();
         st.render_prometheus(&mut out);
@@ -364,16 +441,20 @@ mod tests {
             "# TYPE grid_wrapper_upstream_failing gauge\n",
             "grid_wrapper_upstream_failing{resource=\"nodes\"} 1\n",
             "grid_wrapper_upstream_failing{resource=\"endpointslices.v1.discovery.k8s.io\"} 0\n",
+            "grid_wrapper_upstream_failing_since_timestamp_seconds{resource=\"nodes\"} 1700000001\n",
+            "# TYPE grid_wrapper_upstream_stalls_total counter\n",
+            "grid_wrapper_upstream_stalls_total{resource=\"nodes\"} 1\n",
+            "grid_wrapper_upstream_objects_too_large_total{resource=\"nodes\"} 1\n",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
         assert!(!out.contains("services"), "{out}");
-        // Every sample line is `name{labels} value`, preceded by its HELP and TYPE: 4 reflector
-        // metrics (8 samples), then the request counter (no sample yet) and the latency
+        // Every sample line is `name{labels} value`, preceded by its HELP and TYPE: 7 reflector
+        // metrics (14 samples), then the request counter (no sample yet) and the latency
         // histogram (4 verbs × (9 buckets + sum + count)); no server metrics before an upstream
         // client registers its servers.
-        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 6);
-        assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 8 + 44);
+        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 9);
+        assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 14 + 44);
         assert!(
             !out.contains("grid_wrapper_upstream_switches_total"),
             "{out}"

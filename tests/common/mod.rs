@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod autonomy;
+pub mod fault_proxy;
 pub mod http;
 pub mod pki;
 pub mod procs;

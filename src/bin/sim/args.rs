@@ -42,7 +42,8 @@ The listener sets SO_REUSEADDR: a restarted or re-listening simulator can take t
 --listen port at once.
 
 CONTROL API (JSON, never recorded; on any address): POST /sim/apply, /sim/delete,
-/sim/label-node, /sim/compact, /sim/close-watches, /sim/requests/clear; GET /sim/requests
+/sim/label-node, /sim/pad-node {\"name\", \"bytes\"} (a Node grown by an image name that
+long, to test object size bounds), /sim/compact, /sim/close-watches, /sim/requests/clear; GET /sim/requests
 (each with the 'listen' address it arrived on), /sim/state (resourceVersion, horizon, counts,
 openWatches, served, recorded, too_large, edge_health_polls, refusals, and listens: per
 address {listen, refusing, refusals, openWatches, requests}). GET /readyz, /livez and

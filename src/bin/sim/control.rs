@@ -26,6 +26,9 @@ fn summary(ev: &Event) -> Value {
     })
 }
 
+/// Largest `/sim/pad-node` padding.
+const MAX_PAD_BYTES: u64 = 256 * 1024 * 1024;
+
 fn str_field<'a>(v: &'a Value, field: &str) -> Result<&'a str, ApiError> {
     v.get(field)
         .and_then(Value::as_str)
@@ -98,6 +101,22 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                 .and_then(Value::as_object)
                 .ok_or_else(|| ApiError::bad_request("field \"labels\" (an object) is required"))?;
             let ev = lock(shared).label_node(name, labels)?;
+            shared.changed.notify_all();
+            Ok(summary(&ev))
+        }
+        SimOp::PadNode => {
+            let v = parse_body(body)?;
+            let name = str_field(&v, "name")?;
+            let bytes = v
+                .get("bytes")
+                .and_then(Value::as_u64)
+                .filter(|&b| b <= MAX_PAD_BYTES)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "field \"bytes\" (a whole number up to {MAX_PAD_BYTES}) is required"
+                    ))
+                })?;
+            let ev = lock(shared).pad_node(name, bytes as usize)?;
             shared.changed.notify_all();
             Ok(summary(&ev))
         }

@@ -61,6 +61,8 @@ pub enum SimOp {
     Delete,
     /// `POST /sim/label-node`.
     LabelNode,
+    /// `POST /sim/pad-node`.
+    PadNode,
     /// `POST /sim/compact`.
     Compact,
     /// `POST /sim/close-watches`.
@@ -117,6 +119,7 @@ fn sim_route(method: &str, rest: &str) -> Route {
         ("POST", "apply") => SimOp::Apply,
         ("POST", "delete") => SimOp::Delete,
         ("POST", "label-node") => SimOp::LabelNode,
+        ("POST", "pad-node") => SimOp::PadNode,
         ("POST", "compact") => SimOp::Compact,
         ("POST", "close-watches") => SimOp::CloseWatches,
         ("GET", "requests") => SimOp::Requests,

@@ -362,6 +362,32 @@ impl Store {
         }))
     }
 
+    /// Grows a Node by `bytes`: its `status.images` becomes one image whose name is that many
+    /// bytes (after `metadata`, as an oversized Node's image list is in a real apiserver's
+    /// JSON); 0 removes the padding. MODIFIED with a new RV.
+    pub fn pad_node(&mut self, name: &str, bytes: usize) -> OpResult<Arc<Event>> {
+        let key = ObjectKey::new("", name);
+        let cur = self
+            .get(Kind::Node, &key)
+            .ok_or_else(|| ApiError::not_found("nodes", name))?;
+        let mut node = (*cur).clone();
+        let status = node
+            .as_object_mut()
+            .ok_or_else(|| ApiError::internal("stored node not an object"))?
+            .entry("status")
+            .or_insert_with(|| json!({}));
+        let Some(status) = status.as_object_mut() else {
+            return Err(ApiError::internal("stored node status not an object"));
+        };
+        if bytes == 0 {
+            status.remove("images");
+        } else {
+            let image = json!({"names": ["x".repeat(bytes)], "sizeBytes": bytes});
+            status.insert("images".into(), json!([image]));
+        }
+        self.apply(node)
+    }
+
     /// Merges labels into a Node (`null` removes a label); MODIFIED with a new RV.
     pub fn label_node(
         &mut self,

@@ -63,6 +63,26 @@ fn delete_stamps_last_object_with_new_rv() {
 }
 
 #[test]
+fn pad_node_grows_the_status_after_the_metadata_and_shrinks_back() {
+    let mut s = Store::new(10);
+    s.apply(node("n1", "a")).expect("apply");
+    let e = s.pad_node("n1", 1000).expect("pad");
+    let n = e.new.as_ref().expect("new");
+    assert_eq!(
+        n["status"]["images"][0]["names"][0].as_str().map(str::len),
+        Some(1000)
+    );
+    let text = n.to_string();
+    let (meta, status) = (text.find("\"metadata\""), text.find("\"status\""));
+    assert!(meta < status, "metadata first: {text:.200}");
+    let e = s.pad_node("n1", 0).expect("unpad");
+    assert!(e.new.as_ref().expect("new")["status"]
+        .get("images")
+        .is_none());
+    assert_eq!(s.pad_node("nope", 1).expect_err("404").code, 404);
+}
+
+#[test]
 fn label_node_merges_and_removes() {
     let mut s = Store::new(10);
     s.apply(node("n1", "a")).expect("apply");
