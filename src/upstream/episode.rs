@@ -69,8 +69,8 @@ impl Cause {
             // certificate) does not heal by retrying; like RBAC it is the operator's to fix.
             Cause::Tls => "; check the kubeconfig's certificate-authority and client certificate",
             Cause::Stalled => {
-                "; the connection went silent: check the network path and any proxy or load \
-                 balancer in between"
+                "; presumed dead: check the network path and any proxy or load balancer in \
+                 between"
             }
             _ => "",
         }
@@ -315,7 +315,7 @@ mod tests {
             )),
             Cause::Undecodable
         );
-        assert!(Cause::Stalled.hint().contains("silent"));
+        assert!(Cause::Stalled.hint().contains("presumed dead"));
         assert!(Cause::Auth.hint().contains("RBAC"));
         assert!(Cause::Tls.hint().contains("certificate-authority"));
         assert_eq!(Cause::Other.hint(), "");

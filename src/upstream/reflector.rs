@@ -739,7 +739,7 @@ impl<L: ListWatch> Reflector<L> {
             "(idle limit)"
         };
         let text = format!(
-            "watch stream silent for {:.0} s {why}: connection presumed dead",
+            "watch stream silent for {:.0} s {why}",
             silent.as_secs_f64()
         );
         self.watch_failed(rv, WatchFailure::Other(Cause::Stalled, text))
