@@ -225,3 +225,24 @@ fn c08_field_selector_name_namespace_cluster_ip_and_400_otherwise() {
         }
     }
 }
+
+/// Issue 23, point 5: what the apiserver refuses in the parameters kube-proxy sends is refused
+/// with a Status; what it accepts is accepted.
+#[test]
+fn c06b_limit_and_boolean_parameters_are_checked_as_the_apiserver_checks_them() {
+    let (_sim, w) = demo(&[]);
+    for q in [
+        "limit=abc",
+        "limit=1.5",
+        "limit=",
+        "watch=true&allowWatchBookmarks=maybe",
+        "watch=true&timeoutSeconds=soon",
+    ] {
+        let (code, headers, body) = w.get(&format!("/api/v1/nodes?{q}"));
+        let st = assert_status(code, &headers, &body, 400);
+        assert_eq!(st["reason"], "BadRequest", "{q}");
+    }
+    // A negative limit means no limit, as for the apiserver.
+    assert_eq!(list_names(&w, "/api/v1/nodes?limit=-1").len(), 4);
+    assert_eq!(list_names(&w, "/api/v1/nodes?limit=500").len(), 4);
+}

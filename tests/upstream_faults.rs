@@ -276,3 +276,45 @@ fn a_64_mib_node_is_skipped_in_a_watch_and_in_a_list_with_memory_bounded() {
         w2.get("/api/v1/nodes/edge-c1").0 == 200 && w.get("/api/v1/nodes/edge-c1").0 == 200
     });
 }
+
+#[test]
+fn each_new_kind_of_failure_in_an_episode_is_a_warn_once() {
+    let sim = Sim::start(&[]);
+    let proxy = FaultProxy::start(sim.addr);
+    // The Services lists fail: a dropped connection, an HTML page (a new kind), dropped again
+    // and HTML again (repeats), then the real answer.
+    for what in [
+        Misbehaviour::Drop,
+        Misbehaviour::Html,
+        Misbehaviour::Drop,
+        Misbehaviour::Html,
+    ] {
+        proxy.add(Fault {
+            matches: "GET /api/v1/services?".into(),
+            unless: Some("watch=true".into()),
+            what,
+        });
+    }
+    let (w, log) =
+        Wrapper::start_captured(&[&format!("--master={}", proxy.url), "--hostname=edge-a1"]);
+    within(Duration::from_secs(60), "ready after the failures", || {
+        w.readyz() == Some(200)
+    });
+    assert_eq!(
+        proxy.seen().iter().filter(|(_, fired)| *fired).count(),
+        4,
+        "every fault fired"
+    );
+    let text = log.text();
+    let warns: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("Services: list failed"))
+        .collect();
+    assert_eq!(warns.len(), 2, "one WARN per kind:\n{text}");
+    assert!(warns[0].contains("unreachable"), "{}", warns[0]);
+    assert!(warns[1].contains("undecodable"), "{}", warns[1]);
+    assert!(
+        text.contains("Services: recovered after 4 failures"),
+        "the recovery says how many:\n{text}"
+    );
+}

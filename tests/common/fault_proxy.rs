@@ -29,6 +29,10 @@ pub enum Misbehaviour {
     /// Forward a watch up to and including its first line that holds `BOOKMARK`, then go silent
     /// with the connection open.
     SilenceAfterBookmark,
+    /// Close the connection without an answer (a connection reset by a broken hop).
+    Drop,
+    /// Answer 200 with an HTML page (a captive portal or a misconfigured proxy).
+    Html,
 }
 
 #[derive(Default)]
@@ -169,6 +173,23 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
         i.map(|i| faults.remove(i))
     };
     s.seen.lock().unwrap().push((line.clone(), fault.is_some()));
+    match fault.as_ref().map(|f| f.what) {
+        Some(Misbehaviour::Drop) => {
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        Some(Misbehaviour::Html) => {
+            let body = "<html><body><h1>502 Bad Gateway</h1></body></html>";
+            let _ = write!(
+                client,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        _ => {}
+    }
     let Ok(mut up) = TcpStream::connect(upstream) else {
         return;
     };
@@ -181,7 +202,12 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
             let _ = std::io::copy(&mut from, &mut to);
         });
     }
-    let what = fault.map(|f| f.what);
+    let what = fault.map(|f| f.what).filter(|w| {
+        matches!(
+            w,
+            Misbehaviour::StallAfter { .. } | Misbehaviour::SilenceAfterBookmark
+        )
+    });
     let mut forwarded_body = 0usize;
     let mut head_done = false;
     let mut window: Vec<u8> = Vec::new();
@@ -202,7 +228,7 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
         let mut data = &chunk[..n];
         let mut cut = None;
         match what {
-            None => {}
+            None | Some(Misbehaviour::Drop | Misbehaviour::Html) => {}
             Some(Misbehaviour::StallAfter { bytes }) => {
                 let mut start = 0;
                 if !head_done {
