@@ -18,7 +18,10 @@
 //! | stream ends (EOF, or a truncated last line)    | `Listed` (rewatch at RV)        | —       |
 //! | the stream's server is no longer the selected one (`--master=A,B,…`, [`crate::upstream::failover`]): it ends at its next data | `Listed` (rewatch at RV on the selected server) | — |
 //! | stream ends < 1 s after start with no event    | `Listed`                        | backoff |
-//! | read error / idle timeout                      | `Listed`                        | backoff |
+//! | read error, or silence past the idle limit      | `Listed`                        | backoff |
+//! | silence past `--watch-progress-timeout` after a bookmark on the stream | `Listed` (counted as a stall) | backoff |
+//! | silence past it without any bookmark on the stream | `Listed` (later watches get the idle limit until a bookmark comes) | — |
+//! | a line over the object bound, its object named in its first bytes | `Watching` (the object is deleted: it is not served) | — |
 //! | undecodable or over-long line                  | `Empty` (relist at RV)          | backoff |
 //! | the [`MAX_FAILURES_WITHOUT_PROGRESS`]th failure in a row without progress of a request naming an RV | `Empty`, RV omitted (from scratch) | backoff |
 //!
@@ -35,7 +38,7 @@
 //! | logging and stats ([`crate::upstream::stats`])  | when                                                  |
 //! |-------------------------------------------------|-------------------------------------------------------|
 //! | failure episode opens: WARN with the error and a hint (RBAC for 401/403, kubeconfig CA/client certificate for TLS); `failing` = 1 | first failure after a success (or at startup). No failures: a 410 and an RV refused to a relist (INFO with the relist), a stream that ends normally |
-//! | later failures in the episode: DEBUG (WARN again if the cause changes: auth / TLS / other) | until the episode ends |
+//! | later failures in the episode: DEBUG, but WARN once for each new kind (auth, TLS, refused or broken connection, a silent connection, an undecodable body, each HTTP status) | until the episode ends |
 //! | INFO "recovered after N failures in X s"; `failing` = 0 | watch progress, or a successful list if no watch failed in the episode |
 //! | INFO "relisting …" with the reason; `relists_total` + 1 | each decision of a listed reflector to relist (at the RV or from scratch); dropping the RV of a pending relist logs INFO but is no new relist |
 //! | `watch_errors_total` + 1                        | each failed watch (start refused, ERROR event, break, empty or undecodable stream) |
