@@ -22,7 +22,7 @@
 //! | silence past `--watch-progress-timeout` after a bookmark on the stream | `Listed` (counted as a stall) | backoff |
 //! | silence past it without any bookmark on the stream | `Listed` (later watches get the idle limit until a bookmark comes) | — |
 //! | a line over the object bound, its object named in its first bytes | `Watching` (the object is deleted: it is not served) | — |
-//! | undecodable or over-long line                  | `Empty` (relist at RV)          | backoff |
+//! | undecodable line, or one over the bound whose object its first bytes do not name | `Empty` (relist at RV) | backoff |
 //! | the [`MAX_FAILURES_WITHOUT_PROGRESS`]th failure in a row without progress of a request naming an RV | `Empty`, RV omitted (from scratch) | backoff |
 //!
 //! *Progress* is an event or bookmark, or a watch that ended normally; a list is not (a watch
