@@ -53,15 +53,21 @@ cross-test:
 ## fan-out, sustained change rate, readiness, the loop during writer work (out/loadbench.md),
 ## then the same cluster ×10: sync, RSS, LIST, relabel, fan-out (out/loadbench-x10.md; a
 ## 3.6 GiB simulator). Two tables, ≤ 9 min. LOADBENCH_X10=0 skips the ×10 table.
+## The grid-wrapper measured is what users run on x86_64: the static musl build (scripts/
+## musl-build.sh, built when missing or stale); GW_BIN=PATH measures another (the simulator and
+## the bench client are the glibc release builds either way).
 LOADBENCH_X10 ?= 1
+GW_BIN ?=
 loadbench:
 	$(CARGO) build --release --bins --example loadbench
-	bash scripts/loadbench.sh target/release
-	if [ "$(LOADBENCH_X10)" != 0 ]; then bash scripts/loadbench.sh target/release --scale x10; fi
+	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
+	bash scripts/loadbench.sh target/release --gw-bin "$$gw" && \
+	if [ "$(LOADBENCH_X10)" != 0 ]; then bash scripts/loadbench.sh target/release --scale x10 --gw-bin "$$gw"; fi
 
 ## snapbench: the --cache-dir snapshot at scale S: file size, write time and writer CPU, LIST
 ## latency with and without snapshot writes, offline start from it; one table, also in
 ## out/snapbench.md (≤ 4 min).
 snapbench:
 	$(CARGO) build --release --bins --example loadbench
-	bash scripts/snapbench.sh target/release
+	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
+	bash scripts/snapbench.sh target/release --gw-bin "$$gw"

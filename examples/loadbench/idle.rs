@@ -45,7 +45,7 @@ fn idle_bin(opts: &Opts) -> (PathBuf, &'static str) {
         (musl, "static musl build (default, found)")
     } else {
         (
-            opts.bin_dir.join("grid-wrapper"),
+            opts.gw_bin(),
             "release build (default: no static musl build at out/edge/…)",
         )
     }

@@ -504,7 +504,7 @@ pub fn run_only(children: &Children, opts: &Opts) -> BenchResult<String> {
     );
     let _ = writeln!(
         out,
-        "Machine: nproc {} · {} · Linux {} · {} · {} (release) · sim `{sim_args}` · whole run {:.0} s\n",
+        "Machine: nproc {} · {} · Linux {} · {} · {} · sim `{sim_args}` · whole run {:.0} s\n",
         m.nproc,
         m.cpu,
         m.kernel,

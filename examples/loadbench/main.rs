@@ -84,6 +84,8 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
   --writer-secs S             writer phase: seconds per window (at rest, during relabels, during
                               relists; default 12)
+  --gw-bin PATH               the grid-wrapper binary measured (default: DIR/grid-wrapper; make
+                              loadbench passes the static musl x86_64 build, what users run)
   --idle-bin PATH             grid-wrapper binary of the idle-RSS row (demo cluster); default
                               out/edge/x86_64-unknown-linux-musl/grid-wrapper if it exists, else
                               the one in --bin-dir
@@ -150,10 +152,21 @@ pub struct Opts {
     pub offline_runs: usize,
     /// Writer phase: seconds per window.
     pub writer_secs: f64,
+    /// `--gw-bin`: the grid-wrapper binary measured (default: `grid-wrapper` in `bin_dir`).
+    pub gw_bin: Option<PathBuf>,
     /// `--idle-bin`: grid-wrapper binary of the idle-RSS row.
     pub idle_bin: Option<PathBuf>,
     /// `--scale x10`: run the ×10 bench instead.
     pub x10: bool,
+}
+
+impl Opts {
+    /// The grid-wrapper binary measured.
+    pub fn gw_bin(&self) -> PathBuf {
+        self.gw_bin
+            .clone()
+            .unwrap_or_else(|| self.bin_dir.join("grid-wrapper"))
+    }
 }
 
 fn parse_opts() -> BenchResult<Opts> {
@@ -179,6 +192,7 @@ fn parse_opts() -> BenchResult<Opts> {
         offline_runs: 3,
         writer_secs: 12.0,
         idle_bin: None,
+        gw_bin: None,
         x10: false,
     };
     let mut out_given = false;
@@ -227,6 +241,7 @@ fn parse_opts() -> BenchResult<Opts> {
             "--offline-runs" => o.offline_runs = val()?.parse()?,
             "--writer-secs" => o.writer_secs = val()?.parse()?,
             "--idle-bin" => o.idle_bin = Some(val()?.into()),
+            "--gw-bin" => o.gw_bin = Some(val()?.into()),
             "--scale" => match val()?.as_str() {
                 "x10" => o.x10 = true,
                 other => return Err(format!("--scale {other:?}: only `x10` is known").into()),
@@ -318,7 +333,7 @@ pub fn start_wrapper_with(
     extra: &[&str],
 ) -> BenchResult<(Wrapper, ReadySample)> {
     let spec = WrapperSpec {
-        bin: &opts.bin_dir.join("grid-wrapper"),
+        bin: &opts.gw_bin(),
         hostname: HOSTNAME,
         extra,
         ready_within: Duration::from_secs(60),

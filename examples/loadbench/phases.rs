@@ -3,6 +3,7 @@
 //! fresh starts. Each returns plain numbers; `report` turns them into the table.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -162,6 +163,21 @@ pub struct Results {
     pub wall: Duration,
 }
 
+/// What kind of build a binary is, for the tables: a static binary has no program interpreter
+/// (the dynamic loader's path is not in it), and the path says which target it was built for.
+fn describe_binary(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let dynamic = bytes.windows(b"/ld-linux".len()).any(|w| w == b"/ld-linux")
+        || bytes.windows(b"/ld-musl".len()).any(|w| w == b"/ld-musl");
+    let libc = if path.to_string_lossy().contains("musl") {
+        "musl"
+    } else {
+        "glibc"
+    };
+    let linking = if dynamic { "dynamic" } else { "static" };
+    format!("{linking} {libc} build `{}`", path.display())
+}
+
 fn cmd_text(prog: &str, args: &[&str]) -> String {
     Command::new(prog)
         .args(args)
@@ -182,9 +198,10 @@ pub fn machine(opts: &Opts) -> Machine {
             .map_or_else(|| "unknown".into(), |(_, v)| v.trim().to_string()),
         date: cmd_text("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]),
         kernel: cmd_text("uname", &["-r"]),
-        version: cmd_text(
-            &opts.bin_dir.join("grid-wrapper").to_string_lossy(),
-            &["--version"],
+        version: format!(
+            "{} ({})",
+            cmd_text(&opts.gw_bin().to_string_lossy(), &["--version"]),
+            describe_binary(&opts.gw_bin())
         ),
     }
 }

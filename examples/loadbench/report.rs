@@ -172,7 +172,7 @@ pub fn table(r: &Results) -> String {
     let _ = writeln!(out, "## grid-wrapper load bench — scale S\n");
     let _ = writeln!(
         out,
-        "Machine: nproc {} · {} · Linux {} · {} · {} (release) · sim `{}` · {} watchers · whole run {:.0} s\n",
+        "Machine: nproc {} · {} · Linux {} · {} · {} · sim `{}` · {} watchers · whole run {:.0} s\n",
         m.nproc,
         m.cpu,
         m.kernel,

@@ -202,7 +202,7 @@ pub fn run_x10(children: &Children, opts: &Opts) -> BenchResult<String> {
 
     eprintln!("loadbench x10: starting grid-wrapper (sync)");
     let s0 = cpu_ticks(sim_pid).unwrap_or(0);
-    let bin = opts.bin_dir.join("grid-wrapper");
+    let bin = opts.gw_bin();
     let spec = WrapperSpec {
         bin: &bin,
         hostname: HOSTNAME,

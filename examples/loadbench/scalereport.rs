@@ -22,7 +22,7 @@ pub fn table(r: &X10Results) -> String {
     let _ = writeln!(out, "## grid-wrapper load bench — scale ×10\n");
     let _ = writeln!(
         out,
-        "Machine: nproc {} · {} · Linux {} · {} · {} (release) · sim `{}` (listening {:.1} s after spawn) · whole run {:.0} s\n",
+        "Machine: nproc {} · {} · Linux {} · {} · {} · sim `{}` (listening {:.1} s after spawn) · whole run {:.0} s\n",
         m.nproc,
         m.cpu,
         m.kernel,

@@ -270,7 +270,7 @@ pub const OFFLINE_MARKS: [&str; 4] = [
 fn offline_start(children: &Children, opts: &Opts, sim_url: &str) -> BenchResult<Offline> {
     let (port, health) = (http::free_port()?, http::free_port()?);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut cmd = Command::new(opts.bin_dir.join("grid-wrapper"));
+    let mut cmd = Command::new(opts.gw_bin());
     cmd.arg(format!("--master={sim_url}"))
         .arg(format!("--hostname={HOSTNAME}"))
         .arg(format!("--bind-address=127.0.0.1:{port}"))
