@@ -414,7 +414,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             let mut slice_stop = Arc::new(AtomicBool::new(false));
             start(slices, slice_stop.clone());
             // Offline start: the version was a guess. Re-check by API discovery until the
-            // upstream answers (TOPOLOGY.md §5.3); switch reflectors if the guess was wrong.
+            // upstream answers (docs/SEMANTICS.md §5); switch reflectors if the guess was wrong.
             if !answered {
                 loop {
                     std::thread::sleep(SLICE_RECHECK);

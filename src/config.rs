@@ -1,4 +1,4 @@
-//! Command-line flags (ORIGINAL-GAPS.md §2): the original's names and defaults plus the new
+//! Command-line flags (README.md, "Flags"): the original's names and defaults plus the new
 //! binary's additions, parsed and validated into a [`Config`]. Pure: no file is opened and no
 //! address is resolved here; `main` does that with the result.
 //!
@@ -139,7 +139,7 @@ impl Default for Config {
     }
 }
 
-/// `--service-autonomy-enhancement`: edge-health based endpoint pruning (TOPOLOGY.md §10).
+/// `--service-autonomy-enhancement`: edge-health based endpoint pruning (docs/SEMANTICS.md §10).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Autonomy {
     /// `enabled`.
@@ -162,7 +162,8 @@ impl Default for Autonomy {
 
 impl Autonomy {
     /// Strictly parses `k=v,…` with keys `enabled`, `address`, `interval` (each at most once;
-    /// absent keys keep their defaults; blanks around a pair are ignored). ORIGINAL-GAPS #44.
+    /// absent keys keep their defaults; blanks around a pair are ignored): the original crashed
+    /// or busy-looped on bad values (docs/SEMANTICS.md §9).
     pub fn parse(s: &str) -> Result<Autonomy, ConfigError> {
         let bad = |value: &str, reason: &'static str| {
             ConfigError(ConfigErrorKind::InvalidValue {

@@ -1,8 +1,8 @@
-//! An offline start (TOPOLOGY.md §5.3, ORIGINAL-GAPS #26): grid-wrapper starts while the
-//! upstream is unreachable, guesses the EndpointSlice version (v1), and re-checks it by API
-//! discovery once the upstream answers. Here the upstream turns out to serve only v1beta1 (a
-//! 1.19–1.20 cluster): without the re-check the v1 reflector would get 404 forever and the
-//! cache would never become ready.
+//! An offline start (docs/SEMANTICS.md §5, and §9 for the original's defect): grid-wrapper starts
+//! while the upstream is unreachable, guesses the EndpointSlice version (v1), and re-checks it by
+//! API discovery once the upstream answers. Here the upstream turns out to serve only v1beta1 (a
+//! 1.19–1.20 cluster): without the re-check the v1 reflector would get 404 forever and the cache
+//! would never become ready.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Conformance checklist of PROTOCOL.md §15, items 1, 2, 5 and 9–12 (exact routes, single
+//! Conformance checklist of docs/SEMANTICS.md §11, items 1, 2, 5 and 9–12 (exact routes, single
 //! objects, content negotiation, list bodies, resourceVersions), against the real `grid-wrapper`
 //! and `grid-wrapper-sim` binaries over loopback sockets. The other items live in
 //! `protocol_*.rs` (proxy, query, watch, stream, slow, errors, sync).

@@ -1,5 +1,5 @@
-//! Conformance checklist of PROTOCOL.md §15, items 26 and 28, and bad input: every malformed or
-//! unsupported request gets its own test, a full `Status`, and leaves the server serving.
+//! Conformance checklist of docs/SEMANTICS.md §11, items 26 and 28, and bad input: every malformed
+//! or unsupported request gets its own test, a full `Status`, and leaves the server serving.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Conformance checklist of PROTOCOL.md §15, items 3 and 4: everything not served from the
+//! Conformance checklist of docs/SEMANTICS.md §11, items 3 and 4: everything not served from the
 //! cache is proxied upstream (streamed, hop-by-hop headers dropped, 503 when unreachable), and
 //! event POST/PATCH bodies reach the upstream byte for byte — against the real binaries.
 

@@ -1,4 +1,4 @@
-//! Conformance checklist of PROTOCOL.md §15, items 6–8: the `watch` parameter, label
+//! Conformance checklist of docs/SEMANTICS.md §11, items 6–8: the `watch` parameter, label
 //! selectors and field selectors, applied exactly by the real `grid-wrapper` over loopback.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Conformance checklist of PROTOCOL.md §15, item 24: a watcher that does not read is ended,
+//! Conformance checklist of docs/SEMANTICS.md §11, item 24: a watcher that does not read is ended,
 //! never silently thinned out, while a fast watcher keeps receiving everything.
 
 mod common;

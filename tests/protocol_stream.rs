@@ -1,4 +1,4 @@
-//! Conformance checklist of PROTOCOL.md §15, items 21–25 and 27: selector transitions,
+//! Conformance checklist of docs/SEMANTICS.md §11, items 21–25 and 27: selector transitions,
 //! bookmarks, watch lifetime, slow consumers, WatchList and the node informer — against the real
 //! binaries over loopback sockets.
 

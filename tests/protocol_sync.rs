@@ -1,4 +1,4 @@
-//! Conformance checklist of PROTOCOL.md §15, items 29 and 30: nothing is served before the
+//! Conformance checklist of docs/SEMANTICS.md §11, items 29 and 30: nothing is served before the
 //! initial sync (hold, then 503 + `Retry-After`), and losing the upstream keeps the cache and
 //! the open watches, with only the real differences emitted on recovery.
 

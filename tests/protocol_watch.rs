@@ -1,4 +1,4 @@
-//! Conformance checklist of PROTOCOL.md §15, items 13–20: one event per change, watch starts
+//! Conformance checklist of docs/SEMANTICS.md §11, items 13–20: one event per change, watch starts
 //! (snapshot, replay, 410), flushing, framing, event types and deletions — against the real
 //! binaries over loopback sockets.
 

@@ -5,7 +5,7 @@ use crate::cache::store::{admission_filtered, EXCLUDING_LABELS};
 use crate::cache::view::Served;
 use crate::k8s::Resource;
 
-/// The selection of one list or watch (PROTOCOL.md §9: "matches").
+/// The selection of one list or watch: what "matches" means (docs/SEMANTICS.md §1, §6).
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     /// Namespace of a namespaced path.

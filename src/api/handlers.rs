@@ -13,7 +13,8 @@ use crate::http::response::accepts_json;
 use crate::k8s::status::ApiError;
 use crate::k8s::{ObjectKey, Resource};
 
-/// Default watch lifetime without `timeoutSeconds`: 1800 s × (1 + jitter) (PROTOCOL.md §7).
+/// Default watch lifetime without `timeoutSeconds`: 1800 s × (1 + jitter), the apiserver's rule
+/// (docs/SEMANTICS.md §6).
 pub const DEFAULT_WATCH_SECS: u64 = 1800;
 
 /// A piece of a response body: our own bytes, or a served object's shared serialization.
@@ -77,7 +78,7 @@ pub enum InitialEnd {
     None,
     /// A plain BOOKMARK at the snapshot RV (RV ""/"0" start with `allowWatchBookmarks`).
     Bookmark,
-    /// The WatchList BOOKMARK with `k8s.io/initial-events-end: "true"` (PROTOCOL.md §10).
+    /// The WatchList BOOKMARK with `k8s.io/initial-events-end: "true"` (docs/SEMANTICS.md §6).
     InitialEventsEnd,
 }
 
@@ -86,7 +87,7 @@ pub enum InitialEnd {
 pub struct WatchPlan {
     /// The watched resource.
     pub res: Resource,
-    /// Selection applied to every event (transitions per PROTOCOL.md §9).
+    /// Selection applied to every event (transitions: docs/SEMANTICS.md §6).
     pub filter: Filter,
     /// Entries with rv > cursor follow the initial events.
     pub cursor: u64,
@@ -163,7 +164,7 @@ pub fn handle(
     }
 }
 
-/// The 503 answered before the first sync (PROTOCOL.md §14).
+/// The 503 answered before the first sync (docs/SEMANTICS.md §7).
 pub fn not_ready() -> ApiError {
     ApiError::unavailable(
         "grid-wrapper has not finished its initial sync with the apiserver",
@@ -289,7 +290,7 @@ fn watch(
     let numeric = rv.parse::<u64>().ok();
     let horizon = state.collection(res).horizon();
     if opts.send_initial_events == Some(true) {
-        // WatchList (PROTOCOL.md §10): snapshot at the current RV, sorted ADDED, end marker.
+        // WatchList (docs/SEMANTICS.md §6): snapshot at the current RV, sorted ADDED, end marker.
         if !rv.is_empty() && numeric.is_none_or(|r| r > current) {
             plan.expired = Some(ApiError::expired(rv, current));
             return plan;

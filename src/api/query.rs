@@ -1,4 +1,4 @@
-//! List/watch query options (PROTOCOL.md §5, §10): parsing and validation. Pure.
+//! List/watch query options (docs/SEMANTICS.md §1, §6): parsing and validation. Pure.
 //!
 //! This module owns the reading of a collection request's raw query string (the part after
 //! `?`, still percent-encoded) into [`ListOptions`], and every 400/422 decision that depends on
@@ -223,7 +223,7 @@ mod tests {
         "spec.type",
     ];
     const NODES: &[&str] = &["metadata.name"];
-    /// Selector L of PROTOCOL.md §3.2 as kube-proxy encodes it.
+    /// kube-proxy's label selector (docs/SEMANTICS.md §4) as kube-proxy encodes it.
     const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
 
     fn ok(q: &str, fields: &[&str]) -> ListOptions {

@@ -1,5 +1,5 @@
-//! Routing: (method, path) → [`Route`], on exact paths only (PROTOCOL.md §2). Query parameters
-//! never affect routing; anything not answered from the cache is proxied upstream.
+//! Routing: (method, path) → [`Route`], on exact paths only (docs/SEMANTICS.md §1). Query
+//! parameters never affect routing; anything not answered from the cache is proxied upstream.
 
 use crate::k8s::Resource;
 
@@ -179,7 +179,7 @@ mod tests {
                 "/apis/discovery.k8s.io/v1beta1/namespaces/a/endpointslices/b",
                 obj(SlicesV1beta1, Some("a"), "b"),
             ),
-            // The original matched prefixes; we do not (ORIGINAL-GAPS #12).
+            // The original matched prefixes; we do not (docs/SEMANTICS.md §9).
             ("GET", "/api/v1/servicesXYZ", Route::Proxy),
             ("GET", "/api/v1/services/", Route::Proxy),
             ("GET", "/api/v1/services/foo", Route::Proxy),

@@ -1,4 +1,4 @@
-//! Label and field selectors (PROTOCOL.md §5): parsing and matching. Pure.
+//! Label and field selectors (docs/SEMANTICS.md §1): parsing and matching. Pure.
 //!
 //! This module owns the two selector languages of `kubernetes/apimachinery`
 //! (`pkg/labels/selector.go` and `pkg/fields/selector.go`): it turns the decoded

@@ -1,7 +1,7 @@
-//! Where each address of a core/v1 Endpoints object sits in its canonical bytes, so that a
-//! topology Service's Endpoints can be served by leaving pruned addresses (and the lists they
-//! empty) out of the bytes instead of decoding the object into a `Value` again, filtering and
-//! serializing it (§4). The Endpoints counterpart of `canonical_spans.rs`: recorded while
+//! Where each address of a core/v1 Endpoints object sits in its canonical bytes, so that a topology
+//! Service's Endpoints can be served by leaving pruned addresses (and the lists they empty) out of
+//! the bytes instead of decoding the object into a `Value` again, filtering and serializing it
+//! (docs/SEMANTICS.md §2.4). The Endpoints counterpart of `canonical_spans.rs`: recorded while
 //! [`super::write`] writes `subsets` by hand, with the bytes serde_json would write;
 //! [`super::AsIs::check`] holds the result to what filtering the `Value` gives.
 
@@ -325,7 +325,7 @@ impl AddressSpans {
     }
 
     /// Appends `raw[from..]` to `out` with the addresses whose `keep` is false left out, and
-    /// an `addresses` / `notReadyAddresses` list that keeps none left out whole (§4:
+    /// an `addresses` / `notReadyAddresses` list that keeps none left out whole (§2.4:
     /// `omitempty`); `None` unless `keep` has one entry per address and the spans are after
     /// `from` ([`AddressSpans::fit`]).
     pub(super) fn write_kept(
@@ -386,7 +386,7 @@ impl AddressSpans {
 
     /// The contract against the `Value` path: each address's node is the one
     /// [`topology::address_node`] reads, and leaving out `keep`'s addresses gives what
-    /// filtering the decoded `value` the same way gives (§4; then stamping).
+    /// filtering the decoded `value` the same way gives (§2.4; then stamping).
     pub(super) fn check(&self, raw: &[u8], value: &Value, keep: &[bool]) -> Result<Value, String> {
         let subsets = value.get("subsets").and_then(Value::as_array);
         let lists = subsets

@@ -56,7 +56,8 @@ fn an_endpoints_object_is_pruned_on_its_bytes_as_on_its_value() {
         .map(|mask| (0..6).map(|i| mask & (1 << i) != 0).collect())
         .collect();
     prunes_as_its_value(&bytes, &f, &value, &keeps);
-    // Nothing kept: every list goes, every subset stays (§4), `ports` untouched.
+    // Nothing kept: every list goes, every subset stays (docs/SEMANTICS.md §2.4), `ports`
+    // untouched.
     let none = f.pruned(&bytes, &[false; 6], 5).expect("pruned");
     let none: Value = serde_json::from_slice(&none).expect("JSON");
     assert_eq!(

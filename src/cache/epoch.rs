@@ -1,5 +1,5 @@
 //! The shape of grid-wrapper's resourceVersions: a per-process **epoch** in the high bits and a
-//! counter below it (PROTOCOL.md §8.1, hardened).
+//! counter below it (docs/SEMANTICS.md §6, "One counter").
 //!
 //! RVs used to be seeded from the wall clock alone. An edge board without a battery-backed clock
 //! boots with a stale time, so a restarted process could hand out RVs that a client still held

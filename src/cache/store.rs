@@ -1,13 +1,12 @@
 //! The cache's state machine: upstream objects in, topology-pruned served objects, RVs and
-//! event-log entries out (PROTOCOL.md §8, TOPOLOGY.md §9).
+//! event-log entries out (docs/SEMANTICS.md §6 and §6.2; every § below is a section of that file).
 //!
 //! [`State`] is pure (no I/O; its only synchronization is the readers' [`View`] lock): the
-//! reflector threads call [`State::apply`] under the writer's lock (the single writer); the
-//! event loop reads the [`View`] ([`State::view`]), which the writer locks only to read an old
-//! served object and to record a new one (`crate::cache::published`). `now` is passed in
-//! (monotonic seconds) so the log's time window needs no clock here. The edge-health map
-//! (TOPOLOGY.md §10) comes in the same way, through [`State::set_edge_health`] (in
-//! `store_health.rs`).
+//! reflector threads call [`State::apply`] under the writer's lock (the single writer); the event
+//! loop reads the [`View`] ([`State::view`]), which the writer locks only to read an old served
+//! object and to record a new one (`crate::cache::published`). `now` is passed in (monotonic
+//! seconds) so the log's time window needs no clock here. The edge-health map (§10) comes in the
+//! same way, through [`State::set_edge_health`] (in `store_health.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -107,7 +106,7 @@ pub struct Applied {
     pub upstream_synced: bool,
 }
 
-/// Labels that keep an object out of kube-proxy's view (TOPOLOGY.md §6, selector L).
+/// Labels that keep an object out of kube-proxy's view (§4: kube-proxy's label selector).
 pub const EXCLUDING_LABELS: [&str; 2] = [
     "service.kubernetes.io/headless",
     "service.kubernetes.io/service-proxy-name",
@@ -166,7 +165,7 @@ fn clean(kind: UpstreamKind, mut obj: Value) -> Option<(ObjectKey, Value)> {
 }
 
 impl State {
-    /// An empty, not yet ready cache whose RVs start above `seed` (PROTOCOL.md §8.1).
+    /// An empty, not yet ready cache whose RVs start above `seed` (§6, "One counter").
     pub fn new(settings: Settings, seed: u64) -> State {
         let retention = settings.retention;
         State {

@@ -42,7 +42,7 @@ impl State {
             UpstreamKind::Endpoints => Some(key),
             _ => facts.service.as_ref(),
         };
-        // A topology Service's v1 slice or Endpoints: which endpoints (addresses) stay (§2;
+        // A topology Service's v1 slice or Endpoints: which endpoints (addresses) stay (§2.3;
         // no §10 here: no node is abnormal), decided now; the others are left out of the
         // bytes below, without a `Value`.
         let keep: Option<Vec<bool>> = match self.class_of(service) {

@@ -79,7 +79,8 @@ fn taken_only_for_objects_served_as_they_came() {
         Some(&ObjectKey::new("default", "plain"))
     );
     // Endpoints: the plain Service's are, and the topology Service's, filtered on their
-    // bytes (§4: pruned addresses and emptied lists left out); default/kubernetes is not.
+    // bytes (docs/SEMANTICS.md §2.4: pruned addresses and emptied lists left out);
+    // default/kubernetes is not.
     let plain_eps = endpoints("default", "plain", f_addresses());
     let kube = endpoints("default", "kubernetes", f_addresses());
     let ekind = UpstreamKind::Endpoints;

@@ -155,7 +155,8 @@ pub struct ObjectReport {
     pub name: String,
     /// The resourceVersion grid-wrapper serves it with (`null` if not served).
     pub resource_version: Option<String>,
-    /// `default/kubernetes` rewritten to the local apiserver (§8): no upstream endpoint served.
+    /// `default/kubernetes` rewritten to the local apiserver (docs/SEMANTICS.md §3): no upstream
+    /// endpoint served.
     pub rewritten: bool,
     /// Endpoints served.
     pub kept: usize,

@@ -1,4 +1,4 @@
-//! The cache's side of the edge-health filter (TOPOLOGY.md §10): the current map, each node's
+//! The cache's side of the edge-health filter (docs/SEMANTICS.md §10): the current map, each node's
 //! InternalIPs, the resolved set of abnormal nodes that [`Locality::abnormal`] shows, and the
 //! recomputation when that set changes. Pure (the poller is `upstream::edge_health`'s).
 //!

@@ -1,4 +1,4 @@
-//! Event and resourceVersion behaviour of the edge-health filter (TOPOLOGY.md §9, §10):
+//! Event and resourceVersion behaviour of the edge-health filter (docs/SEMANTICS.md §6.2, §10):
 //! exactly the affected objects change, node IP changes re-resolve IP keys, and the incremental
 //! view equals a from-scratch rebuild. A child of `store_tests` (shares its helpers).
 
@@ -295,7 +295,7 @@ fn view(st: &State) -> BTreeMap<(Resource, ObjectKey), Value> {
     out
 }
 
-/// §9: with edge-health maps, node IP changes, relabels, Service and slice churn mixed, the
+/// §6.2: with edge-health maps, node IP changes, relabels, Service and slice churn mixed, the
 /// incrementally maintained view equals a rebuild from the same upstream objects, and every
 /// logged change is a real one.
 #[test]

@@ -9,7 +9,7 @@ use crate::k8s::{convert, ObjectKey, Resource};
 use crate::upstream::kind::UpstreamKind;
 
 impl State {
-    /// The class the Service `service` gives its endpoint objects (TOPOLOGY.md §3).
+    /// The class the Service `service` gives its endpoint objects (docs/SEMANTICS.md §2.6).
     pub(super) fn class_of(&self, service: Option<&ObjectKey>) -> Class<'_> {
         match service {
             Some(svc) => match self.service_keys.get(svc) {

@@ -1,6 +1,7 @@
-//! Event and resourceVersion behaviour of the cache: TOPOLOGY.md §11 cases about events
-//! (2–7, 12, 17–25, 39) and PROTOCOL.md §8 rules. Readiness, slice versions, admission and the
-//! from-scratch recompute oracle are in `store_tests_lifecycle.rs`, which shares the helpers.
+//! Event and resourceVersion behaviour of the cache: the numbered cases about events (2–7, 12,
+//! 17–25, 39; the catalogue is described in `topology/fixtures.rs`) and the rules of
+//! docs/SEMANTICS.md §6 and §6.2. Readiness, slice versions, admission and the from-scratch
+//! recompute oracle are in `store_tests_lifecycle.rs`, which shares the helpers.
 
 use serde_json::{json, Value};
 

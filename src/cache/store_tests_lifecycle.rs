@@ -1,6 +1,6 @@
 //! The cache's lifecycle: slice versions (v1beta1 upstream, pinning), readiness and where the
-//! history starts, admission (TOPOLOGY.md §11 cases 37–38), list decoding, and the oracle that
-//! compares the incremental view with a from-scratch recompute.
+//! history starts, admission (cases 37–38, docs/SEMANTICS.md §4), list decoding, and the oracle
+//! that compares the incremental view with a from-scratch recompute.
 
 use super::*;
 
@@ -68,8 +68,8 @@ impl Lcg {
     }
 }
 
-/// TOPOLOGY.md §9: the incrementally maintained view equals a from-scratch recomputation, and
-/// every served object's RV changes exactly when its content does.
+/// docs/SEMANTICS.md §6.2: the incrementally maintained view equals a from-scratch recomputation,
+/// and every served object's RV changes exactly when its content does.
 #[test]
 fn incremental_view_equals_from_scratch_recompute() {
     let zones = ["a", "b", "c"];

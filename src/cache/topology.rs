@@ -1,19 +1,19 @@
-//! Topology pruning of Endpoints and EndpointSlices (TOPOLOGY.md §1–§8), as pure functions over
-//! `serde_json::Value`.
+//! Topology pruning of Endpoints and EndpointSlices, as pure functions over `serde_json::Value`.
+//! The rules are those of docs/SEMANTICS.md §2, §3 and §10; every § below is a section of that
+//! file.
 //!
-//! This module owns the rules: parsing a Service's `topologyKeys` annotation (§1) and OpenYurt's
+//! This module owns the rules: parsing a Service's `topologyKeys` annotation (§2.1) and OpenYurt's
 //! `openyurt.io/topologyKeys` (mapped onto the same keys, see [`openyurt`]; `topologyKeys` wins
-//! when both give keys, see [`service_topology`]), the match predicate (§2), slice → Service
-//! association (§3), the filtering of core/v1 Endpoints and of both EndpointSlice versions (§4,
-//! §5, §7) and the `default/kubernetes` local-apiserver rewrite (§8), and the optional
+//! when both give keys, see [`service_topology`]), the match predicate (§2.3), slice → Service
+//! association (§2.6), the filtering of core/v1 Endpoints and of both EndpointSlice versions (§2.4,
+//! §2.5, §5) and the `default/kubernetes` local-apiserver rewrite (§3), and the optional
 //! edge-health filter (§10: endpoints on nodes in [`Locality::abnormal`] are dropped; the map
 //! itself is `cache::health`'s). Every keep/prune decision is a [`Verdict`] with a [`Reason`]
-//! (`explain.rs`), which `/debug/topology` reports. It does not own
-//! resource versions, events or indexes (the cache does) and never touches
-//! `metadata.resourceVersion`. Every served object is the input with only the documented changes;
-//! unknown fields and the order of kept entries are preserved. Malformed input never panics: a
-//! malformed endpoint has no node (so a topology service drops it), other malformed parts are left
-//! as they are.
+//! (`explain.rs`), which `/debug/topology` reports. It does not own resource versions, events or
+//! indexes (the cache does) and never touches `metadata.resourceVersion`. Every served object is
+//! the input with only the documented changes; unknown fields and the order of kept entries are
+//! preserved. Malformed input never panics: a malformed endpoint has no node (so a topology service
+//! drops it), other malformed parts are left as they are.
 
 mod explain;
 pub mod openyurt;
@@ -50,21 +50,21 @@ use crate::k8s::ObjectKey;
 /// Node labels, by key.
 pub type Labels = BTreeMap<String, String>;
 
-/// The Service annotation holding the topology keys (§1). No prefix.
+/// The Service annotation holding the topology keys (§2.1). No prefix.
 pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
-/// The EndpointSlice label naming its Service (§3).
+/// The EndpointSlice label naming its Service (§2.6).
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-/// Well-known node hostname label, also the topology key v1beta1 consumers read (§5.2).
+/// Well-known node hostname label, also the topology key v1beta1 consumers read (§2.5).
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-/// Well-known zone label, the v1beta1 topology key that v1 moved to `zone` (§5.3).
+/// Well-known zone label, the v1beta1 topology key that v1 moved to `zone` (§5).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// A parsed, non-empty set of node label keys; an endpoint is kept if its node agrees with the
-/// local node on any of them (§2). Compared as a set: order and duplicates do not matter.
+/// local node on any of them (§2.3). Compared as a set: order and duplicates do not matter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopologyKeys(pub BTreeSet<String>);
 
-/// What a Service's `topologyKeys` annotation says (§1) — or, from [`service_keys`], both of its
+/// What a Service's `topologyKeys` annotation says (§2.1) — or, from [`service_keys`], both of its
 /// topology annotations together.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeysAnnotation {
@@ -80,7 +80,7 @@ pub enum KeysAnnotation {
 }
 
 impl KeysAnnotation {
-    /// The keys, if any. Two annotations "changed" (§9) iff their `keys()` differ: `Absent` and
+    /// The keys, if any. Two annotations "changed" (§6.2) iff their `keys()` differ: `Absent` and
     /// `Invalid` both mean "no keys".
     pub fn keys(&self) -> Option<&TopologyKeys> {
         match self {
@@ -99,7 +99,7 @@ pub fn service_keys(service: &Value) -> KeysAnnotation {
 /// Which annotation a Service's keys come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeysSource {
-    /// grid-wrapper's (SuperEdge's) own `topologyKeys` (§1).
+    /// grid-wrapper's (SuperEdge's) own `topologyKeys` (§2.1).
     TopologyKeys,
     /// OpenYurt's `openyurt.io/topologyKeys`, with its value.
     OpenYurt(OpenYurtTopology),
@@ -140,7 +140,7 @@ pub struct ServiceTopology {
 /// **Precedence:** `topologyKeys` wins whenever it gives keys (it is the annotation
 /// grid-wrapper was built for, and SuperEdge's controller writes it); the OpenYurt annotation is
 /// then ignored (reported in `shadowed`). Otherwise — `topologyKeys` absent, `[]`, `null` or
-/// invalid (an invalid annotation counts as absent, §1) — `openyurt.io/topologyKeys` applies if
+/// invalid (an invalid annotation counts as absent, §2.1) — `openyurt.io/topologyKeys` applies if
 /// valid. Each invalid annotation that did not lose to a valid `topologyKeys` is reported in
 /// `warnings`.
 pub fn service_topology(service: &Value) -> ServiceTopology {
@@ -197,7 +197,7 @@ pub fn service_keys_logged(key: &ObjectKey, service: &Value) -> Option<TopologyK
     }
 }
 
-/// Reads the Service's own `metadata.annotations.topologyKeys` (§1), ignoring OpenYurt's.
+/// Reads the Service's own `metadata.annotations.topologyKeys` (§2.1), ignoring OpenYurt's.
 /// `[]`/`null` → Absent.
 pub fn topology_keys_annotation(service: &Value) -> KeysAnnotation {
     let raw = match service
@@ -257,7 +257,7 @@ pub struct Locality<'a> {
     pub hostname: &'a str,
     /// Every cached Node with its labels.
     pub nodes: &'a BTreeMap<String, Labels>,
-    /// `--wrapper-in-cluster` (enables the §8 rewrite).
+    /// `--wrapper-in-cluster` (enables the §3 rewrite).
     pub wrapper_in_cluster: bool,
     /// Node names edge-health reports abnormal (§10, resolved by `cache::health`): endpoints on
     /// them are dropped from every endpoint object except `default/kubernetes`, whatever its
@@ -265,7 +265,7 @@ pub struct Locality<'a> {
     pub abnormal: &'a BTreeSet<String>,
 }
 
-/// How an endpoint object is served, from its Service (§3).
+/// How an endpoint object is served, from its Service (§2.6).
 #[derive(Clone, Copy, Debug)]
 pub enum Class<'a> {
     /// No such Service cached: served unfiltered.
@@ -297,7 +297,7 @@ impl<'a> Class<'a> {
     }
 }
 
-/// §2 match predicate: [`explain`]`(..).kept`.
+/// §2.3 match predicate: [`explain`]`(..).kept`.
 pub fn keeps(endpoint_node: Option<&str>, keys: &TopologyKeys, loc: &Locality<'_>) -> bool {
     explain(endpoint_node, keys, loc).kept
 }
@@ -308,13 +308,14 @@ pub fn on_abnormal_node(endpoint_node: Option<&str>, loc: &Locality<'_>) -> bool
     !explain_health(endpoint_node, loc).kept
 }
 
-/// Whether the `default/kubernetes` rewrite (§8) may apply to the endpoint object `key`: when it
+/// Whether the `default/kubernetes` rewrite (§3) may apply to the endpoint object `key`: when it
 /// cannot, an object whose Service has no keys and with no abnormal node is served as it came.
 pub fn may_rewrite(key: &ObjectKey, loc: &Locality<'_>) -> bool {
     rewrite::may_apply(&key.namespace, &key.name, loc)
 }
 
-/// The Service an EndpointSlice belongs to: label `kubernetes.io/service-name` in the slice's namespace (§3).
+/// The Service an EndpointSlice belongs to: label `kubernetes.io/service-name` in the slice's
+/// namespace (§2.6).
 pub fn slice_service(slice: &Value) -> Option<ObjectKey> {
     let meta = slice.get("metadata")?;
     let name = meta.get("labels")?.get(SERVICE_NAME_LABEL)?.as_str()?;

@@ -1,4 +1,4 @@
-//! v1 <-> v1beta1 EndpointSlice conversion (TOPOLOGY.md §5.3). Pure.
+//! v1 <-> v1beta1 EndpointSlice conversion (docs/SEMANTICS.md §5). Pure.
 //!
 //! Follows `kubernetes/kubernetes: pkg/apis/discovery/v1beta1/conversion.go` endpoint by
 //! endpoint; everything else (metadata, `addressType`, `ports`, other endpoint fields, unknown

@@ -153,7 +153,7 @@ impl Resource {
         !matches!(self, Resource::Nodes)
     }
 
-    /// Field names a `fieldSelector` may use on this resource (PROTOCOL.md §5).
+    /// Field names a `fieldSelector` may use on this resource (docs/SEMANTICS.md §1).
     pub fn selectable_fields(self) -> &'static [&'static str] {
         match self {
             Resource::Services => &[

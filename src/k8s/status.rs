@@ -1,4 +1,5 @@
-//! The Kubernetes `Status` object: every error grid-wrapper answers is one (PROTOCOL.md §13).
+//! The Kubernetes `Status` object: every error grid-wrapper answers is one (docs/SEMANTICS.md
+//! §1, "Errors").
 
 use serde_json::{json, Value};
 

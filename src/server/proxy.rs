@@ -1,4 +1,4 @@
-//! Proxied requests (PROTOCOL.md §12): a worker thread per request forwards it upstream with
+//! Proxied requests (docs/SEMANTICS.md §8): a worker thread per request forwards it upstream with
 //! the shared ureq client and hands the response back to the event loop in pieces, through a
 //! bounded channel and the loop's `Waker`. The loop never blocks on the upstream.
 

@@ -1,5 +1,5 @@
 //! One open watch stream: initial events, then the event log from its cursor, bookmarks and the
-//! deadline (PROTOCOL.md §7–§10). Frames reuse each served object's shared bytes.
+//! deadline (docs/SEMANTICS.md §6, §6.1). Frames reuse each served object's shared bytes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,7 +107,8 @@ pub fn bookmark_object(res: Resource, rv: u64, initial_end: bool) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The event a watcher with `filter` gets for `entry` (PROTOCOL.md §9), if any.
+/// The event a watcher with `filter` gets for `entry` (docs/SEMANTICS.md §6, "Selectors on
+/// watches"), if any.
 ///
 /// `everything`: the filter selects every served object ([`Selection::Everything`], e.g.
 /// kube-proxy's selector), so no object is matched.
@@ -250,11 +251,12 @@ impl Watcher {
         now: Instant,
     ) -> Result<(), End> {
         let coll = state.collection(self.res);
-        // Fix (protocol_slow test): the slow-consumer rule (PROTOCOL.md §8.7) counted the whole
-        // backlog after the cursor, so a watch resuming into more than `queue` large entries
-        // was ended as "too slow" as soon as its socket filled, although it was reading at full
-        // speed — the replay it is entitled to (§8.6) is not a queue overflow. Now only entries
-        // published while the stream stays backed up count, like the original's channel.
+        // Fix (protocol_slow test): the slow-consumer rule (docs/SEMANTICS.md §6) counted the
+        // whole backlog after the cursor, so a watch resuming into more than `queue` large
+        // entries was ended as "too slow" as soon as its socket filled, although it was reading
+        // at full speed — the replay it is entitled to (§6, "Starting a watch") is not a queue
+        // overflow. Now only entries published while the stream stays backed up count, like the
+        // original's channel.
         if out.len() >= HIGH_WATER {
             let since = *self.blocked_at.get_or_insert(state.current_rv());
             if coll.pending(self.cursor.max(since)) > queue {

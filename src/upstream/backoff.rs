@@ -1,4 +1,4 @@
-//! Capped exponential backoff with jitter and a reset timer (STYLE.md §5, after kube-runtime's
+//! Capped exponential backoff with jitter and a reset timer (after kube-runtime's
 //! `DefaultBackoff` + `ResetTimerBackoff`): 800 ms, ×2 per failure, capped at 30 s, each delay
 //! jittered into [½, 1½) of its base (still capped), and back to 800 ms once 120 s pass without a
 //! backoff being asked for. Pure std; the caller does the sleeping.

@@ -137,7 +137,7 @@ impl Default for Timeouts {
     }
 }
 
-/// One client request to relay upstream (PROTOCOL.md §12).
+/// One client request to relay upstream (docs/SEMANTICS.md §8).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForwardRequest {
     /// Method as sent by the client.
@@ -526,7 +526,7 @@ impl Upstream {
         })
     }
 
-    /// Proxy one client request (PROTOCOL.md §12): the client's own headers (its
+    /// Proxy one client request (docs/SEMANTICS.md §8): the client's own headers (its
     /// `Authorization` only if it sent one — the server's token is never added), minus hop-by-hop
     /// ones; `Host` is the upstream's; body and `Content-Type` byte for byte; redirects are
     /// relayed, not followed; no read timeout on the response body. Connect failure or timeout →

@@ -1,11 +1,11 @@
-//! Which EndpointSlice version to mirror from the upstream (TOPOLOGY.md §5.3).
+//! Which EndpointSlice version to mirror from the upstream (docs/SEMANTICS.md §5).
 
 use crate::upstream::client::Upstream;
 use crate::upstream::kind::{with_query, UpstreamKind};
 use crate::upstream::reflector::ListWatch;
 use serde_json::Value;
 
-/// TOPOLOGY.md §5.3: which EndpointSlice version to mirror. API discovery
+/// Which EndpointSlice version to mirror (docs/SEMANTICS.md §5). API discovery
 /// (`GET /apis/discovery.k8s.io`, v1 preferred); if that fails, probe LIST v1 then v1beta1,
 /// preferring a non-empty answer; default v1.
 pub fn discover_slice_kind(upstream: &Upstream) -> UpstreamKind {

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::list_order::ListOrder;
 
-/// kube-proxy's selector for Services, Endpoints and EndpointSlices (TOPOLOGY.md §6).
+/// kube-proxy's selector for Services, Endpoints and EndpointSlices (docs/SEMANTICS.md §4).
 pub const SERVICE_PROXY_SELECTOR: &str =
     "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
 /// An upstream resource that a reflector mirrors.

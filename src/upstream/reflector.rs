@@ -165,7 +165,9 @@ impl ListWatch for Upstream {
     }
 }
 
-/// Which resourceVersion the next LIST asks for (PROTOCOL.md §3.3).
+/// Which resourceVersion the next LIST asks for, chosen as client-go's reflector chooses it:
+/// `0` first, the last seen RV on a relist, none once that RV was refused or kept failing (the
+/// table in the module docs; docs/SEMANTICS.md §7).
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum ListFrom {
     /// `resourceVersion=0`: any cached state (initial list).
@@ -176,7 +178,8 @@ enum ListFrom {
     Latest,
 }
 
-/// Reflector state (STYLE.md §5).
+/// Reflector state: the explicit state machine of the module docs (kube-runtime's watcher's
+/// shape, in blocking form).
 pub(crate) enum State {
     /// Needs a (re)list.
     Empty,

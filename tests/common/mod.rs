@@ -400,7 +400,7 @@ pub fn enc(s: &str) -> String {
     out
 }
 
-/// kube-proxy's label selector L (PROTOCOL.md §3.2), percent-encoded as it sends it.
+/// kube-proxy's label selector (docs/SEMANTICS.md §4), percent-encoded as it sends it.
 pub const SELECTOR_L: &str =
     "%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
 

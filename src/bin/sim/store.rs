@@ -1,9 +1,9 @@
 //! The simulated apiserver's state: objects by kind and key, the resourceVersion counter, the
 //! bounded event history used for watch resumption, and the rules that decide how a watch with a
-//! given `resourceVersion` starts (PROTOCOL.md §8), plus the `/sim/reset-rv` fault: the RV
-//! counter restarts lower, every object is re-stamped, and from then on a `resourceVersion`
-//! above the current one is "too large" (504) instead of 410. Pure: no sockets, threads or
-//! clocks; the server wraps it in a `Mutex` + `Condvar`.
+//! given `resourceVersion` starts (as grid-wrapper's: docs/SEMANTICS.md §6), plus the
+//! `/sim/reset-rv` fault: the RV counter restarts lower, every object is re-stamped, and from then
+//! on a `resourceVersion` above the current one is "too large" (504) instead of 410. Pure: no
+//! sockets, threads or clocks; the server wraps it in a `Mutex` + `Condvar`.
 
 use crate::fault::{too_large_status, TooLarge};
 use grid_wrapper::k8s::status::ApiError;

@@ -1,5 +1,5 @@
-//! WATCH streams (PROTOCOL.md §7, §8, §9): start from a snapshot or a resumable RV (or answer one
-//! ERROR 410 event; a too-large RV, once enabled, gets HTTP 504 or one ERROR 504 event), then
+//! WATCH streams (docs/SEMANTICS.md §6, §6.1): start from a snapshot or a resumable RV (or answer
+//! one ERROR 410 event; a too-large RV, once enabled, gets HTTP 504 or one ERROR 504 event), then
 //! follow the store's history under the shared `Condvar`, translating each change through the
 //! watcher's filter (enter → ADDED, stay → MODIFIED, leave → DELETED with the old object), with
 //! periodic BOOKMARKs, the `timeoutSeconds` deadline, `/sim/close-watches`, `/sim/reset-rv`, a
@@ -65,7 +65,8 @@ fn restamped(obj: &Value, rv: u64) -> Value {
     o
 }
 
-/// What one logged change means for this watcher (§9), as a frame, or `None`.
+/// What one logged change means for this watcher (docs/SEMANTICS.md §6, "Selectors on
+/// watches"), as a frame, or `None`.
 pub fn translate(res: Resource, filter: &Filter, ev: &Event) -> Option<Vec<u8>> {
     if ev.kind != Kind::of(res) {
         return None;

@@ -1,10 +1,10 @@
-//! Why an endpoint is kept or pruned: the §2 match predicate and the §10 edge-health check as
-//! [`Verdict`]s with a [`Reason`], per endpoint and per endpoint object.
+//! Why an endpoint is kept or pruned: the match predicate (docs/SEMANTICS.md §2.3) and the §10
+//! edge-health check as [`Verdict`]s with a [`Reason`], per endpoint and per endpoint object.
 //!
 //! These are the functions that prune: [`super::keeps`] is `explain(..).kept`,
 //! [`super::on_abnormal_node`] is `!explain_health(..).kept`, and `serve.rs` keeps an endpoint
 //! iff [`verdict`] says so. [`explain_endpoints`] and the slice variants walk an object exactly as
-//! the `serve_*` functions do (same §8 rewrite check, same §10 applicability, same node of each
+//! the `serve_*` functions do (same §3 rewrite check, same §10 applicability, same node of each
 //! endpoint), so an explanation can never disagree with what is served.
 
 use serde_json::Value;
@@ -17,9 +17,9 @@ use super::{
 /// Why an endpoint is kept or pruned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason<'k> {
-    /// Kept: the endpoint's node and the local node have the same value for this key (§2).
+    /// Kept: the endpoint's node and the local node have the same value for this key (§2.3).
     KeyMatches(&'k str),
-    /// Kept: the Service has no topology keys (normal or dangling, §3), and edge-health does
+    /// Kept: the Service has no topology keys (normal or dangling, §2.6), and edge-health does
     /// not report the node abnormal.
     NoTopology,
     /// Pruned: the endpoint names no node (no or empty `nodeName`, no topology hostname).
@@ -36,7 +36,7 @@ pub enum Reason<'k> {
     NoKeyMatches,
     /// Pruned: edge-health reports the endpoint's node abnormal (§10).
     EdgeHealthAbnormal,
-    /// Not served: `default/kubernetes` is rewritten to the local apiserver (§8), which
+    /// Not served: `default/kubernetes` is rewritten to the local apiserver (§3), which
     /// replaces every upstream endpoint.
     Rewritten,
 }
@@ -74,7 +74,7 @@ const fn pruned(reason: Reason<'_>) -> Verdict<'_> {
     }
 }
 
-/// §2 for one endpoint on `endpoint_node` of a topology Service with `keys`.
+/// §2.3 for one endpoint on `endpoint_node` of a topology Service with `keys`.
 ///
 /// Kept iff the local node and the endpoint's node are cached Nodes, the endpoint names a node,
 /// and some key has equal values on both. When pruned, the reason names the first failing
@@ -127,7 +127,7 @@ pub fn explain_health(endpoint_node: Option<&str>, loc: &Locality<'_>) -> Verdic
     }
 }
 
-/// The verdict `serve.rs` applies to one endpoint: §2 when the Service has `keys`, then §10
+/// The verdict `serve.rs` applies to one endpoint: §2.3 when the Service has `keys`, then §10
 /// when `health` applies to the object (see `serve.rs`). A topology verdict that prunes wins
 /// over edge-health.
 pub fn verdict<'k>(
@@ -171,7 +171,7 @@ pub struct EndpointVerdict<'k> {
 /// Every endpoint of one upstream endpoint object, in order, with its verdict.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectVerdicts<'k> {
-    /// §8 applies: the served object holds only the local apiserver endpoint.
+    /// §3 applies: the served object holds only the local apiserver endpoint.
     pub rewritten: bool,
     /// The upstream endpoints in object order (subset by subset, `addresses` before
     /// `notReadyAddresses`).

@@ -1,5 +1,11 @@
-//! Test fixtures of TOPOLOGY.md §11 (F and T) and JSON builders for nodes, Services, Endpoints
-//! and slices, shared with the cache's event tests. Test-only.
+//! Test fixtures F and T and JSON builders for nodes, Services, Endpoints and slices, shared with
+//! the cache's event tests. Test-only.
+//!
+//! The topology tests form one numbered catalogue of cases, `case_NN_…` across
+//! `topology/tests*.rs` (what is served) and `store_tests*.rs` (events and resourceVersions),
+//! mostly on fixture F or T; a number names the same case in every file. The rules they check
+//! are those of docs/SEMANTICS.md (§2, §3, §4, §5, §6.2, §10); every § here is a section of that
+//! file.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,7 +90,7 @@ impl Fixture {
             .expect("fixture has these endpoints")
     }
 
-    /// Classifies and serves an Endpoints object the way the cache does (§3).
+    /// Classifies and serves an Endpoints object the way the cache does (§2.6).
     pub fn serve_endpoints(&self, obj: &Value) -> Value {
         let annotation = ObjectKey::of(obj).and_then(|k| self.annotation(&k));
         serve_endpoints(
@@ -215,7 +221,7 @@ pub(crate) fn slice_v1(
     s
 }
 
-/// Fixture F (§11): `h{zone=a}`, `n1{zone=a}`, `n2{zone=b}`, `n3{}`; Service `default/s` with
+/// Fixture F: `h{zone=a}`, `n1{zone=a}`, `n2{zone=b}`, `n3{}`; Service `default/s` with
 /// `["zone"]`; Endpoints `default/s` with 10.0.0.1@h … 10.0.0.4@n3, 10.0.0.5 (no node),
 /// 10.0.0.6@ghost.
 pub(crate) fn fixture_f() -> Fixture {
@@ -247,8 +253,9 @@ pub(crate) fn f_addresses() -> Vec<Value> {
     ]
 }
 
-/// Fixture T (§11, superedge cache_test.go): `hostname{region=1}`, `node-1{region=1}`,
-/// `node-2{region=2}`; Services `default/region-1` (`["region"]`) and `default/no-region`.
+/// Fixture T (from the original's unit tests, superedge cache_test.go): `hostname{region=1}`,
+/// `node-1{region=1}`, `node-2{region=2}`; Services `default/region-1` (`["region"]`) and
+/// `default/no-region`.
 pub(crate) fn fixture_t() -> Fixture {
     let nodes = [
         ("hostname", labels(&[("region", "1")])),

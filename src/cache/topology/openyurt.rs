@@ -1,4 +1,5 @@
-//! OpenYurt's Service annotation `openyurt.io/topologyKeys`, mapped onto the same §2 pruning.
+//! OpenYurt's Service annotation `openyurt.io/topologyKeys`, mapped onto the same pruning
+//! (docs/SEMANTICS.md §2.2, §2.3).
 //!
 //! # What OpenYurt does
 //!
@@ -21,7 +22,7 @@
 //!
 //! # The mapping
 //!
-//! | value | keys (§2, OR) |
+//! | value | keys (§2.3, OR) |
 //! |---|---|
 //! | `kubernetes.io/hostname` | `kubernetes.io/hostname` |
 //! | `openyurt.io/nodepool`, `kubernetes.io/zone` | `apps.openyurt.io/nodepool`, `kubernetes.io/hostname` |
@@ -30,7 +31,7 @@
 //! a pool, "same pool or same hostname" is "same pool" (a node is in its own pool); with the
 //! local node in none, only the local node itself matches.
 //!
-//! **Deviations** (the §2 rule, fail-closed, instead of OpenYurt's name comparison): nodes are
+//! **Deviations** (the §2.3 rule, fail-closed, instead of OpenYurt's name comparison): nodes are
 //! compared by their `kubernetes.io/hostname` label (kubelet sets it; it is the node name unless
 //! overridden), so both the local node and the endpoint's node must be cached Nodes carrying it
 //! (OpenYurt compares `nodeName` with `--node-name` without looking at Nodes); and a pool label
@@ -66,7 +67,7 @@ impl OpenYurtTopology {
         }
     }
 
-    /// The node label keys that implement it with the §2 rule (see the module docs).
+    /// The node label keys that implement it with the §2.3 rule (see the module docs).
     pub fn keys(self) -> TopologyKeys {
         let keys: &[&str] = match self {
             OpenYurtTopology::Node => &[HOSTNAME_LABEL],

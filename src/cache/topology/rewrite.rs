@@ -1,4 +1,4 @@
-//! The `default/kubernetes` local-apiserver rewrite (TOPOLOGY.md §8): on edge nodes the
+//! The `default/kubernetes` local-apiserver rewrite (docs/SEMANTICS.md §3): on edge nodes the
 //! `kubernetes` Endpoints / EndpointSlice point at the node-local lite-apiserver named by the
 //! object's own annotations. Owns the applicability checks and the rewritten content only; a
 //! failed check is logged and reported as "not rewritten" so the caller serves normally.
@@ -26,7 +26,7 @@ pub(super) enum Target {
     Slice,
 }
 
-/// Rewritten Endpoints, or `None` when §8 does not apply (logged when a check failed).
+/// Rewritten Endpoints, or `None` when §3 does not apply (logged when a check failed).
 pub(super) fn endpoints(obj: &Value, loc: &Locality<'_>) -> Option<Value> {
     let (ip, port) = target(obj, loc, Target::Endpoints)?;
     let mut out = obj.clone();
@@ -38,7 +38,7 @@ pub(super) fn endpoints(obj: &Value, loc: &Locality<'_>) -> Option<Value> {
     Some(out)
 }
 
-/// Rewritten EndpointSlice (v1 or v1beta1), or `None` when §8 does not apply.
+/// Rewritten EndpointSlice (v1 or v1beta1), or `None` when §3 does not apply.
 pub(super) fn slice(obj: &Value, loc: &Locality<'_>) -> Option<Value> {
     let (ip, port) = target(obj, loc, Target::Slice)?;
     let mut out = obj.clone();
@@ -52,13 +52,13 @@ fn https(port: u16) -> Value {
     json!({ "name": "https", "port": port, "protocol": "TCP" })
 }
 
-/// Whether §8 rewrites `obj` (every condition holds), without logging: what
+/// Whether §3 rewrites `obj` (every condition holds), without logging: what
 /// [`endpoints`] / [`slice`] decide, for explanations.
 pub(super) fn applies(obj: &Value, loc: &Locality<'_>, kind: Target) -> bool {
     candidate(obj, loc).is_some() && check(obj, kind).is_ok()
 }
 
-/// The object's metadata when §8 is to be checked at all: `--wrapper-in-cluster` and the object
+/// The object's metadata when §3 is to be checked at all: `--wrapper-in-cluster` and the object
 /// is `default/kubernetes`.
 fn candidate<'v>(obj: &'v Value, loc: &Locality<'_>) -> Option<&'v Value> {
     let meta = obj.get("metadata")?;
@@ -67,13 +67,13 @@ fn candidate<'v>(obj: &'v Value, loc: &Locality<'_>) -> Option<&'v Value> {
     may_apply(namespace.unwrap_or(""), name.unwrap_or(""), loc).then_some(meta)
 }
 
-/// Whether §8 is checked at all for the object `namespace/name`: `--wrapper-in-cluster` and
+/// Whether §3 is checked at all for the object `namespace/name`: `--wrapper-in-cluster` and
 /// the object is `default/kubernetes`.
 pub(super) fn may_apply(namespace: &str, name: &str, loc: &Locality<'_>) -> bool {
     loc.wrapper_in_cluster && namespace == "default" && name == "kubernetes"
 }
 
-/// `(ip, port)` when every §8 condition holds. Objects that are not `default/kubernetes`, and
+/// `(ip, port)` when every §3 condition holds. Objects that are not `default/kubernetes`, and
 /// all objects when `--wrapper-in-cluster=false`, are silently not rewritten; a
 /// `default/kubernetes` object failing a check is logged with the reason.
 fn target(obj: &Value, loc: &Locality<'_>, kind: Target) -> Option<(String, u16)> {
@@ -103,7 +103,7 @@ fn target(obj: &Value, loc: &Locality<'_>, kind: Target) -> Option<(String, u16)
     }
 }
 
-/// The annotation checks of §8, with the reason of the first failure.
+/// The annotation checks of §3, with the reason of the first failure.
 fn check(obj: &Value, kind: Target) -> Result<(String, u16), String> {
     let annotations = obj.get("metadata").and_then(|m| m.get("annotations"));
     let get = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);

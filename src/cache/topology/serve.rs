@@ -1,11 +1,10 @@
-//! Served content of endpoint objects (TOPOLOGY.md §3–§5, §7, §8, §10): the §8 rewrite first,
-//! then unfiltered for dangling and normal services, filtered by §2 for topology services; on
-//! top of that, whatever the class, endpoints on nodes edge-health reports abnormal (§10) are
-//! dropped, except from `default/kubernetes`. Kept entries are copied unchanged and in order,
-//! except that topology services lose slice `hints`. Whether an endpoint is kept is decided by
-//! [`verdict`] alone (`explain.rs`), which the explanations of `/debug/topology` share. Each
-//! function takes the object by value: the cache hands over the one it just decoded, so
-//! serving never copies it.
+//! Served content of endpoint objects (docs/SEMANTICS.md §2.4–§2.6, §3, §10): the §3 rewrite first,
+//! then unfiltered for dangling and normal services, filtered by §2.3 for topology services; on top
+//! of that, whatever the class, endpoints on nodes edge-health reports abnormal (§10) are dropped,
+//! except from `default/kubernetes`. Kept entries are copied unchanged and in order, except that
+//! topology services lose slice `hints`. Whether an endpoint is kept is decided by [`verdict`]
+//! alone (`explain.rs`), which the explanations of `/debug/topology` share. Each function takes the
+//! object by value: the cache hands over the one it just decoded, so serving never copies it.
 
 use serde_json::{Map, Value};
 
@@ -15,7 +14,7 @@ use super::{
 };
 use crate::k8s::ObjectKey;
 
-/// Served content of a core/v1 Endpoints object (§3, §4, §8, §10).
+/// Served content of a core/v1 Endpoints object (§2.4, §2.6, §3, §10).
 ///
 /// `addresses` / `notReadyAddresses` emptied by a filter are removed (`omitempty`). A topology
 /// service removes an empty list even if it came empty; the §10 filter alone removes only a
@@ -51,12 +50,12 @@ pub fn serve_endpoints(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Valu
     out
 }
 
-/// Served content of a discovery.k8s.io/v1 slice (§5.1, §7, §8, §10); input is a v1 object.
+/// Served content of a discovery.k8s.io/v1 slice (§2.4, §2.5, §3, §10); input is a v1 object.
 pub fn serve_slice_v1(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
     serve_slice(obj, class, loc, "deprecatedTopology")
 }
 
-/// Served content of a v1beta1 slice (§5.2, §7, §8, §10); input is a v1beta1 object.
+/// Served content of a v1beta1 slice (§2.4, §2.5, §3, §10); input is a v1beta1 object.
 pub fn serve_slice_v1beta1(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Value {
     serve_slice(obj, class, loc, "topology")
 }
@@ -90,8 +89,8 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
     }
 }
 
-/// Filters `endpoints` in place (§2, and §10 when `health`) and strips `hints` from the kept
-/// ones (§7). A missing or `null` list becomes `[]` (not `omitempty`); a list of another type
+/// Filters `endpoints` in place (§2.3, and §10 when `health`) and strips `hints` from the kept
+/// ones (§2.4). A missing or `null` list becomes `[]` (not `omitempty`); a list of another type
 /// is left alone.
 fn filter_slice_endpoints(
     slice: &mut Map<String, Value>,

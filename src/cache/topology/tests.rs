@@ -1,4 +1,5 @@
-//! TOPOLOGY.md §11 content cases for core/v1 Endpoints, §1 parsing, §2 predicate and §8.
+//! Numbered content cases (see `fixtures.rs`) for core/v1 Endpoints: annotation parsing
+//! (docs/SEMANTICS.md §2.1), the match rule (§2.3) and the `default/kubernetes` rewrite (§3).
 
 use serde_json::{json, Value};
 

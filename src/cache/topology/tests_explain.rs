@@ -1,6 +1,6 @@
-//! Explanations agree with serving: for the TOPOLOGY.md §11 content cases (and §10), the
-//! endpoints `explain_*` marks kept are exactly, in order, the ones `serve_*` keeps; plus the
-//! reason of each pruned endpoint.
+//! Explanations agree with serving: for the numbered content cases (see `fixtures.rs`) and the
+//! edge-health ones (docs/SEMANTICS.md §10), the endpoints `explain_*` marks kept are exactly, in
+//! order, the ones `serve_*` keeps; plus the reason of each pruned endpoint.
 
 use serde_json::{json, Value};
 
@@ -101,7 +101,7 @@ fn agree(f: &Fixture) {
     }
 }
 
-/// Every §11 content case (and the §10 ones) as a fixture.
+/// Every numbered content case (and the §10 ones) as a fixture.
 fn cases() -> Vec<(&'static str, Fixture)> {
     let mut out = vec![("1 T", fixture_t()), ("8 F", fixture_f())];
     let mut t = fixture_t();
@@ -317,7 +317,7 @@ fn kubernetes_rewrite_and_its_exemptions_agree() {
 #[test]
 fn slice_cases_agree() {
     let f = fixture_f();
-    // §11 30/32/34/40 and hints, v1 and v1beta1.
+    // Cases 30/32/34/40 and hints, v1 and v1beta1.
     let eps = || {
         vec![
             slice_endpoint_v1("10.0.0.1", Some("h"), Some("a")),
@@ -341,7 +341,7 @@ fn slice_cases_agree() {
     let mut null = slice_v1("default", "s-null", Some("s"), vec![]);
     null["endpoints"] = Value::Null;
     agree_slice(&f, &null);
-    // §11 35: v1beta1 node rules (topology hostname, nodeName, none).
+    // Case 35: v1beta1 node rules (topology hostname, nodeName, none).
     let beta = json!({
         "apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
         "metadata": { "namespace": "default", "name": "s-b", "labels": { "kubernetes.io/service-name": "s" } },

@@ -1,5 +1,5 @@
-//! TOPOLOGY.md §10 content cases: the edge-health filter on Endpoints and both slice versions,
-//! alone (normal and dangling objects) and together with the topology filter.
+//! docs/SEMANTICS.md §10 content cases: the edge-health filter on Endpoints and both slice
+//! versions, alone (normal and dangling objects) and together with the topology filter.
 
 use std::collections::BTreeSet;
 
@@ -219,7 +219,7 @@ fn default_kubernetes_is_untouched() {
     // A slice of the `kubernetes` Service by label, whatever its name.
     let sl = f_slice("kubernetes-abcde", Some("kubernetes"));
     assert_eq!(f.serve_slice_v1(&sl), sl);
-    // Rewritten: exactly the §8 result.
+    // Rewritten: exactly the §3 result.
     let mut annotated = eps.clone();
     annotated["metadata"]["annotations"] = json!({
         "superedge.io/local-endpoint": "169.254.20.11",

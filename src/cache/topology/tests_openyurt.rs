@@ -118,7 +118,8 @@ fn topology_keys_takes_precedence() {
         assert_eq!(topo.keys.keys(), Some(&keyset(&POOL_KEYS)), "{own:?}");
         assert!(topo.warnings.is_empty() && topo.shadowed.is_none());
     }
-    // An invalid topologyKeys counts as absent (§1): OpenYurt's applies, with one warning.
+    // An invalid topologyKeys counts as absent (docs/SEMANTICS.md §2.1): OpenYurt's applies,
+    // with one warning.
     let s = svc(json!({ "topologyKeys": "zone", OPENYURT_TOPOLOGY_ANNOTATION: yurt }));
     let topo = service_topology(&s);
     assert_eq!(topo.keys.keys(), Some(&keyset(&POOL_KEYS)));

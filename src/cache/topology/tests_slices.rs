@@ -1,4 +1,5 @@
-//! TOPOLOGY.md §11 content cases for EndpointSlices (v1, v1beta1, conversion, §3, §7, §8).
+//! Numbered content cases (see `fixtures.rs`) for EndpointSlices: v1, v1beta1 and conversion
+//! (docs/SEMANTICS.md §2.5, §5), the slice's Service (§2.6), hints (§2.4) and the rewrite (§3).
 
 use serde_json::{json, Value};
 
