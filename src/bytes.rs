@@ -1,11 +1,11 @@
 //! Comparing byte strings eight bytes at a time.
 //!
-//! `<[u8]>::cmp` and `==` call the C library's `memcmp`/`bcmp`. The static builds that ship
-//! link musl, whose `memcmp` compares one byte at a time: a start at scale S spent 12 % of
-//! its CPU there (perf of the static musl build), most of it in the cache's maps keyed by
-//! [`crate::k8s::ObjectKey`] (keys such as `default/svc-01234-s0` share long prefixes) and in
-//! comparing a relisted object's bytes with the stored ones. These give the same answers
-//! with a load and a compare per eight bytes, whatever the C library.
+//! `<[u8]>::cmp` and `==` call the C library's `memcmp`/`bcmp`. The static builds that ship link
+//! musl, whose `memcmp` compares one byte at a time: profiles of the static build showed a start
+//! spending a large share of its CPU there (see BENCHMARKS.md), most of it in the cache's maps
+//! keyed by [`crate::k8s::ObjectKey`] (keys such as `default/svc-01234-s0` share long prefixes) and
+//! in comparing a relisted object's bytes with the stored ones. These give the same answers with a
+//! load and a compare per eight bytes, whatever the C library.
 
 use std::cmp::Ordering;
 

@@ -25,8 +25,9 @@ pub const DEFAULT_KUBE_BURST: u32 = 1000;
 pub const DEFAULT_BIND_ADDRESS: &str = "localhost:51006";
 /// Default `--metrics-bind-address` (health, readiness and metrics endpoints).
 pub const DEFAULT_METRICS_BIND_ADDRESS: &str = "127.0.0.1:51007";
-/// Default `--cache-write-interval`: a snapshot costs a full write of the cache (~10 MB at
-/// 2,000 services); at most one per 30 s bounds flash wear and CPU under constant churn.
+/// Default `--cache-write-interval`: a snapshot is a full write of the cache, which grows with
+/// the cluster; at most one per 30 s bounds flash wear and CPU under constant churn (the cost
+/// of a write is in BENCHMARKS.md).
 pub const DEFAULT_CACHE_WRITE_INTERVAL_SECS: u64 = 30;
 /// Default `--notify-channel-size`.
 pub const DEFAULT_NOTIFY_CHANNEL_SIZE: usize = 100;

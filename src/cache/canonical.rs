@@ -1,17 +1,16 @@
 //! The canonical compact bytes of one upstream list item, made without a `serde_json::Value`.
 //!
-//! The cache compares and keeps upstream objects as compact JSON with every object's keys
-//! sorted (what serializing a `Value` gives), cleaned of `metadata.resourceVersion` and
-//! `metadata.managedFields`, and with `kind`/`apiVersion` filled in (an apiserver omits them
-//! from list items). Decoding each item into a `Value` for that costs a `String` and a map node
-//! per key and string: at scale S most of a list's decode time. Here an item is read into a
-//! tree that borrows its strings from the text (`canonical_tree.rs`), each object's entries
-//! sorted, and the tree is written back as serde_json writes it (numbers and strings that need
-//! escapes by serde_json itself), so strings and numbers come out exactly as from a `Value`.
-//! Keys repeated in one object keep the last value, as a `Value` map does. Equality with the
-//! `Value` path is the contract: unit tests here and the `list_item` fuzz target check it on
-//! arbitrary input. The same tree gives, for an endpoint object, what publishing it exactly as
-//! it came needs ([`AsIs`]).
+//! The cache compares and keeps upstream objects as compact JSON with every object's keys sorted
+//! (what serializing a `Value` gives), cleaned of `metadata.resourceVersion` and
+//! `metadata.managedFields`, and with `kind`/`apiVersion` filled in (an apiserver omits them from
+//! list items). Decoding each item into a `Value` for that costs a `String` and a map node per key
+//! and string: most of a list's decode time (see BENCHMARKS.md). Here an item is read into a tree
+//! that borrows its strings from the text (`canonical_tree.rs`), each object's entries sorted, and
+//! the tree is written back as serde_json writes it (numbers and strings that need escapes by
+//! serde_json itself), so strings and numbers come out exactly as from a `Value`. Keys repeated in
+//! one object keep the last value, as a `Value` map does. Equality with the `Value` path is the
+//! contract: unit tests here and the `list_item` fuzz target check it on arbitrary input. The same
+//! tree gives, for an endpoint object, what publishing it exactly as it came needs ([`AsIs`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;

@@ -11,14 +11,14 @@ use super::non_empty;
 use super::tree::{get, write_object, Node, Tree};
 use crate::cache::topology;
 
-/// The two lists of a subset that §4 filters, in the order a canonical subset has them.
+/// The two lists of a subset that §2.4 filters, in the order a canonical subset has them.
 const LISTS: [&str; 2] = ["addresses", "notReadyAddresses"];
 
-/// The `subsets` array of an Endpoints object in its canonical bytes, in one allocation of
-/// the exact size: the spans of every Endpoints object of a list live from the reflector
-/// thread's decoding to the cache's apply, so they are kept small (was a box and three
-/// vectors grown by pushing, ~650 bytes an object of 10 addresses, whose holes glibc kept:
-/// +14 MiB RSS at scale ×10).
+/// The `subsets` array of an Endpoints object in its canonical bytes, in one allocation of the
+/// exact size: the spans of every Endpoints object of a list live from the reflector thread's
+/// decoding to the cache's apply, so they are kept small (was a box and three vectors grown by
+/// pushing, whose spare room the allocator kept: a visible RSS cost in a large cluster, see
+/// BENCHMARKS.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AddressSpans {
     /// Offset of the array's `[`.

@@ -1,9 +1,9 @@
 //! Where each endpoint of a v1 slice sits in its canonical bytes, so that a topology Service's
-//! slice can be served by cutting pruned endpoints (and the `hints` of kept ones, §7) out of
-//! the bytes instead of decoding it into a `Value`, filtering and serializing it again (at
-//! scale S, half the slices of a list). Recorded while [`super::write`] writes the `endpoints`
-//! array by hand, with the same bytes serde_json would write; [`super::AsIs::check`] holds the
-//! splice to what filtering the `Value` gives.
+//! slice can be served by cutting pruned endpoints (and the `hints` of kept ones, docs/SEMANTICS.md
+//! §2.4) out of the bytes instead of decoding it into a `Value`, filtering and serializing it again
+//! (the slices of topology Services, often a large part of a list). Recorded while [`super::write`]
+//! writes the `endpoints` array by hand, with the same bytes serde_json would write;
+//! [`super::AsIs::check`] holds the splice to what filtering the `Value` gives.
 
 use serde_json::Value;
 

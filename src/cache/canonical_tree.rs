@@ -1,12 +1,12 @@
 //! The tree a list item is read into ([`Tree`], [`Node`]): strings borrowed from the text where
 //! they need no unescaping, each object's entries sorted by key, and written back exactly as
-//! serde_json writes a `Value` (compact). Objects' entries and arrays' elements live in the
-//! tree's own buffers, which one list's items share ([`Tree::recycle`]): reading an item
-//! allocates nothing once they have grown. Keys are compared and strings copied without the C
-//! library's per-call `memcmp`/`memcpy`, which musl (what the static builds link) does a byte
-//! at a time or with `rep movs`: making the slices list at scale S canonical took ~75 % longer
-//! with musl than with glibc, ~45 % after (criterion `prepare/slices_list_*` with `--target
-//! x86_64-unknown-linux-musl`; perf for the causes), ~20 % once the tree stopped allocating.
+//! serde_json writes a `Value` (compact). Objects' entries and arrays' elements live in the tree's
+//! own buffers, which one list's items share ([`Tree::recycle`]): reading an item allocates nothing
+//! once they have grown. Keys are compared and strings copied without the C library's per-call
+//! `memcmp`/`memcpy`, which musl (what the static builds link) does a byte at a time or with
+//! `rep movs`: with musl, making a list canonical was markedly slower than with glibc, and each of
+//! these measures narrowed the gap (criterion `prepare/slices_list_*` with
+//! `--target x86_64-unknown-linux-musl`, perf for the causes; the figures are in BENCHMARKS.md).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -48,8 +48,8 @@ pub(super) fn get<'n, 'a>(
 
 /// `out.extend_from_slice(bytes)` in copies of a fixed size, which the compiler inlines: a
 /// list item is hundreds of short strings, and musl's `memcpy` (`rep movsq`, then a byte at a
-/// time) costs more to start than such a string takes to copy (perf: 12 % of decoding a
-/// list with the static musl build was `memcpy` called from here).
+/// time) costs more to start than such a string takes to copy (perf of the static build showed
+/// `memcpy` called from here as a large share of decoding a list).
 fn append(out: &mut Vec<u8>, bytes: &[u8]) {
     out.reserve(bytes.len());
     let mut rest = bytes;
@@ -131,9 +131,9 @@ pub(super) fn write_object<'n, 'a>(
 /// (elements) stay on a stack until it ends, then move, sorted, to the end of the tree's.
 /// Kept from item to item ([`Tree::recycle`]), so that reading an item allocates nothing once
 /// the buffers have grown: a `Vec` of the exact size per object and array, freed with the
-/// item, made musl's allocator map and unmap a page for every item of a list (strace of a
-/// start at scale S: ~2,000 `mmap`/`munmap` pairs per list; perf: the decoding thread's
-/// kernel time as large as its user time).
+/// item, made musl's allocator map and unmap a page for every item of a list (strace and perf
+/// of a start: an `mmap`/`munmap` pair per item, and much of the decoding thread's time spent
+/// in the kernel).
 #[derive(Debug, Default)]
 pub(super) struct Tree<'a> {
     entries: Vec<(Cow<'a, str>, Node<'a>)>,

@@ -1,20 +1,19 @@
 //! A small LZ77 byte packer for the upstream bytes the cache keeps only to recompute from.
 //!
-//! A topology Service's endpoint objects are served pruned, so the cache keeps their upstream
-//! bytes as well (`store_upstream.rs`): at scale S that is ~4.4 MB beside ~7 MB of served
-//! JSON, read only when a relabel or a Service change recomputes the object, or a relist
-//! compares it. JSON repeats itself (every endpoint has the same keys, most of the same
-//! values), so these are kept packed.
+//! A topology Service's endpoint objects are served pruned, so the cache keeps their upstream bytes
+//! as well (`store_upstream.rs`): a sizeable amount next to the served JSON (see BENCHMARKS.md),
+//! read only when a relabel or a Service change recomputes the object, or a relist compares it.
+//! JSON repeats itself (every endpoint has the same keys, most of the same values), so these are
+//! kept packed.
 //!
 //! The format is LZ4's block format in spirit (a token with 4-bit literal and match lengths,
-//! extended by 255-runs, literals, a 2-byte little-endian offset), without its end-of-block
-//! rules: only [`unpack`] reads it, and nothing is written to disk in it (a snapshot holds
-//! whole objects). Greedy matching with a 4-byte hash of 4,096 slots: fast (a list's endpoint
-//! objects are packed as the list is decoded, which is on the way to readiness), not the best
-//! ratio (`cargo bench --bench core pack`: 1,000 slices of an
-//! apiserver's text, uids included, 3.4× smaller, ~850 MB/s packed, ~1.3 GB/s unpacked).
-//! [`unpack`] checks every length and offset, so bytes that were not made by [`pack`] give
-//! `None`, never a panic (the `pack` fuzz target: round trips, and arbitrary bytes unpacked).
+//! extended by 255-runs, literals, a 2-byte little-endian offset), without its end-of-block rules:
+//! only [`unpack`] reads it, and nothing is written to disk in it (a snapshot holds whole objects).
+//! Greedy matching with a 4-byte hash of 4,096 slots: fast (a list's endpoint objects are packed as
+//! the list is decoded, which is on the way to readiness), not the best ratio (measured by
+//! `cargo bench --bench core pack`; the figures are in BENCHMARKS.md). [`unpack`] checks every
+//! length and offset, so bytes that were not made by [`pack`] give `None`, never a panic (the
+//! `pack` fuzz target: round trips, and arbitrary bytes unpacked).
 
 /// Bytes packed by [`pack`], with the length they unpack to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,12 +129,11 @@ fn common(a: &[u8], b: &[u8]) -> usize {
     n + x.iter().zip(y).take_while(|(p, q)| p == q).count()
 }
 
-/// The match finder's hash table and the output buffer, kept per thread between calls, so
-/// that packing an object allocates only its result (a buffer per call, freed after the
-/// result was copied out, made musl's allocator map and unmap pages: the static musl build's
-/// last list → ready rose by ~40 ms at scale S). A slot holds a position plus `base`, and
-/// `base` moves past each input, so earlier inputs' entries are stale without clearing the
-/// table (16 KiB) for every object.
+/// The match finder's hash table and the output buffer, kept per thread between calls, so that
+/// packing an object allocates only its result (a buffer per call, freed after the result was
+/// copied out, made musl's allocator map and unmap pages, which delayed readiness in the static
+/// build). A slot holds a position plus `base`, and `base` moves past each input, so earlier
+/// inputs' entries are stale without clearing the table (16 KiB) for every object.
 struct Table {
     slots: Box<[u32]>,
     base: u32,

@@ -39,8 +39,8 @@ pub struct State {
     rv: u64,
     /// What readers see; locked only to read an old served object and record a new one.
     view: View,
-    // Upstream objects are kept as compact JSON bytes (a `Value` costs ~10× its JSON size) and
-    // parsed only when a topology change recomputes them — or not kept at all when the served
+    // Upstream objects are kept as compact JSON bytes (a `Value` costs many times its JSON size)
+    // and parsed only when a topology change recomputes them — or not kept at all when the served
     // object carries the same bytes (`store_upstream.rs`).
     nodes: BTreeMap<String, Stored>,
     node_labels: BTreeMap<String, Labels>,
@@ -64,10 +64,10 @@ pub struct State {
     dirty_services: BTreeSet<ObjectKey>,
     dirty_nodes: BTreeSet<String>,
     // Which endpoint objects have an endpoint on which node, so that a change of a node other
-    // than the local one recomputes only the objects it can affect (TOPOLOGY.md §9).
+    // than the local one recomputes only the objects it can affect (§6.2).
     // Node names are shared between the two (`Arc<str>`), each object's nodes are one sorted
-    // slice, and the by-node sets hold 4-byte ids of objects, not their 40-byte keys: at S
-    // there are ~4,000 such objects with ~10 nodes each (see `store_index.rs`).
+    // slice, and the by-node sets hold 4-byte ids of objects, not their 40-byte keys: a
+    // large cluster has thousands of such objects, each on several nodes (see `store_index.rs`).
     by_node: BTreeMap<Arc<str>, Vec<u32>>,
     nodes_of: BTreeMap<Target, index::Indexed>,
     /// The object of each id in `by_node` (`None`: a free id, reused first).

@@ -1,14 +1,13 @@
 //! Publication without a `Value` for an endpoint object of a listed list: no node is reported
-//! abnormal (§10) and it is not `default/kubernetes` (§8). If its Service has no topology keys,
-//! its served bytes are its upstream bytes with the resourceVersion stamp spliced into
-//! `metadata`; a topology Service's v1 slice has its pruned endpoints, and the `hints` of the
-//! kept ones, cut out of those bytes first (§2, §7), and its Endpoints their pruned addresses
-//! and the lists left empty (§4). What the indexes, the filter and the view
-//! need (its nodes, each endpoint's node and place, its Service, its labels) was read off the
-//! lock when the list item was made canonical ([`AsIs`]). At scale S that is every slice of a
-//! list, which otherwise are decoded into a `Value` again under the lock, filtered and
-//! serialized again. In debug builds every publication through here is checked against the
-//! `Value` path.
+//! abnormal (docs/SEMANTICS.md §10) and it is not `default/kubernetes` (§3). If its Service has no
+//! topology keys, its served bytes are its upstream bytes with the resourceVersion stamp spliced
+//! into `metadata`; a topology Service's v1 slice has its pruned endpoints, and the `hints` of the
+//! kept ones, cut out of those bytes first (§2.3, §2.4), and its Endpoints their pruned addresses
+//! and the lists left empty (§2.4). What the indexes, the filter and the view need (its nodes, each
+//! endpoint's node and place, its Service, its labels) was read off the lock when the list item was
+//! made canonical ([`AsIs`]). That is the common case for a list's slices, which otherwise are
+//! decoded into a `Value` again under the lock, filtered and serialized again. In debug builds
+//! every publication through here is checked against the `Value` path.
 
 use super::{State, Stored};
 use crate::cache::canonical::{AsIs, Item};
@@ -117,7 +116,7 @@ impl State {
         match read {
             Ok(Item::Kept(k, same, Some(mut facts))) if k == *key && same[..] == bytes[..] => {
                 // The upstream object did not change: if it stays pruned, its packed copy
-                // stays too (a relabel at scale ×10 recomputes every topology object).
+                // stays too (a relabel of the local node recomputes every topology object).
                 if let Some(Stored::Packed(packed)) = self.stored(kind, key) {
                     facts.packed = Some(packed.clone());
                 }

@@ -130,8 +130,8 @@ pub(super) struct Indexed {
 }
 
 impl State {
-    /// After a full list: the index vectors grew by doubling; give back the spare room (at S,
-    /// ~1 MiB of the by-node index).
+    /// After a full list: the index vectors grew by doubling; give back the spare room (a
+    /// sizeable part of the by-node index after a large list).
     pub(super) fn compact_indexes(&mut self) {
         for set in self.by_node.values_mut() {
             set.shrink_to_fit();
@@ -145,7 +145,7 @@ impl State {
 }
 
 /// Index sets are sorted vectors: a `BTreeSet` allocates a ~0.5 KiB node even for one element,
-/// and these sets are small (a Service's slices; the ~80 objects with an endpoint on a node).
+/// and these sets are small (a Service's slices; the objects with an endpoint on one node).
 fn insert_sorted<T: Ord>(set: &mut Vec<T>, item: T) {
     if let Err(at) = set.binary_search(&item) {
         set.insert(at, item);

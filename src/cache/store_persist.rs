@@ -44,7 +44,7 @@ impl State {
         ] {
             // As a list's items: the same canonical decode, the pruned objects' upstream
             // bytes packed as they are read (restored through `Value`s and packed afterwards,
-            // the static musl build held 1.7 MiB more after an offline start at scale S).
+            // the static build kept more memory after an offline start).
             // Prepared as a first list is (`list_preparer`), straight from the snapshot's bytes.
             let mut list = self.list_preparer(kind);
             for b in items.iter() {
@@ -57,7 +57,7 @@ impl State {
         }
         // Nodes, then Services, then the endpoint objects: each endpoint object was served with
         // every node and Service already in place, so the recomputation those upserts asked for
-        // would only repeat the same work (it was a third of the restore time at scale S).
+        // would only repeat the same work (a large share of the restore time).
         self.dirty_all = false;
         self.dirty_services.clear();
         self.dirty_nodes.clear();

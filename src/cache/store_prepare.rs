@@ -28,8 +28,7 @@ pub enum Prepared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hold {
     /// Whole, as well as packed: a kind's first list, every object of which is published (the
-    /// writer would otherwise unpack each one again under its lock, which delayed readiness at
-    /// scale S by ~30 ms).
+    /// writer would otherwise unpack each one again under its lock, which delayed readiness).
     Whole,
     /// Only packed where there is a packed copy: a relist, whose objects mostly compare equal
     /// to the stored ones (packed to packed), so the list is held once, not twice, while the

@@ -1,9 +1,9 @@
-//! How the cache keeps upstream objects: as compact bytes, or — when they are the served bytes
-//! but for the resourceVersion stamp (Nodes, Services, and the endpoint objects that no
-//! topology key or edge-health status prunes) — not at all: they are read back from the served
-//! object. At scale S that is about half of the upstream objects. The others (pruned), once
-//! published, are kept packed ([`crate::cache::pack`]): they are read only to recompute them
-//! or to compare a relisted object with them.
+//! How the cache keeps upstream objects: as compact bytes, or — when they are the served bytes but
+//! for the resourceVersion stamp (Nodes, Services, and the endpoint objects that no topology key or
+//! edge-health status prunes) — not at all: they are read back from the served object, which spares
+//! a second copy of everything served as it came. The others (pruned), once published, are kept
+//! packed ([`crate::cache::pack`]): they are read only to recompute them or to compare a relisted
+//! object with them.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -290,13 +290,12 @@ impl State {
     }
 
     /// Packs up to `max` of the upstream bytes kept for pruned objects since the last call
-    /// ([`crate::cache::pack`]); returns how many are left. The writer calls it after each
-    /// change is applied and served, a batch per lock. A list's endpoint objects come packed
-    /// already (packed as the list is decoded, off the lock: packing a list's worth under the
-    /// lock that applies it delayed readiness by ~40 ms at scale S with static musl, and
-    /// packing it here afterwards left the unpacked bytes' holes behind: RSS +1.6 MiB at S);
-    /// what is left here is a watch event's object, or one a relabel or edge-health change
-    /// newly prunes.
+    /// ([`crate::cache::pack`]); returns how many are left. The writer calls it after each change
+    /// is applied and served, a batch per lock. A list's endpoint objects come packed already
+    /// (packed as the list is decoded, off the lock: packing a list's worth under the lock that
+    /// applies it delayed readiness, and packing it here afterwards left the unpacked bytes' holes
+    /// behind in the allocator; see BENCHMARKS.md); what is left here is a watch event's object, or
+    /// one a relabel or edge-health change newly prunes.
     pub fn pack_pending(&mut self, max: usize) -> usize {
         let batch = self
             .to_pack

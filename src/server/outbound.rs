@@ -7,7 +7,7 @@ use std::io::{self, IoSlice, Write};
 use crate::api::handlers::Segment;
 
 /// Most segments handed to one `write_vectored` call: Linux's `IOV_MAX` (a list body is two
-/// segments per item, so a LIST at scale S is a handful of calls).
+/// segments per item, so even a large LIST takes only a few calls).
 const MAX_IOVECS: usize = 1024;
 
 /// Unsent response bytes of one connection.

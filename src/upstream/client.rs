@@ -56,8 +56,8 @@ pub const TOKEN_REREAD_INTERVAL: Duration = Duration::from_secs(60);
 /// than this is assembled by `decode::read_line`).
 const WATCH_BUF_BYTES: usize = 16 * 1024;
 /// Each pooled or watching connection's input buffer. ureq's default (128 KiB, plus as much
-/// again for output) held 1.25 MiB across the four watches and the idle pool — a third of the
-/// idle process. A 5 MiB LIST read in 32 KiB steps costs ~160 reads instead of ~40.
+/// again for output), held by every watch and idle pooled connection, is large for a node
+/// agent; a smaller buffer only makes a large LIST take more, cheap reads (see BENCHMARKS.md).
 pub const INPUT_BUF_BYTES: usize = 32 * 1024;
 /// Each connection's output buffer: it must hold a whole request head, and a forwarded head is
 /// the client's (at most [`crate::http::request::DEFAULT_MAX_HEAD`]) plus `Host` and framing.

@@ -107,8 +107,8 @@ pub enum WatchEvent {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ListResult {
     /// `items`, each as its JSON text (`null` decodes as empty). Not decoded into `Value`s
-    /// here: a whole list of `Value`s costs ~15× its JSON size and set the process's peak
-    /// memory; the cache parses one item at a time.
+    /// here: a whole list of `Value`s costs many times its JSON size and set the process's peak
+    /// memory (see BENCHMARKS.md); the cache parses one item at a time.
     pub items: Vec<Box<str>>,
     /// `metadata.resourceVersion`, empty when absent.
     pub resource_version: String,

@@ -2,15 +2,15 @@
 //! a copy of every item at once.
 //!
 //! [`crate::upstream::decode::decode_list`] needs the whole body in memory, and its items are
-//! copied out of it: at scale S the EndpointSlice list (5.8 MB) cost its body (grown to 8 MiB)
-//! plus 5.8 MB of item texts at the same moment, the process's peak during relists. The
+//! copied out of it: a large list then cost its body (grown by doubling) plus a copy of every item
+//! at the same moment, the process's memory peak during relists (see BENCHMARKS.md). The
 //! [`ListSplitter`] is fed the body in chunks as they arrive and keeps each element of the
-//! top-level `items` array as its own text ([`ListResult::items`]); everything else (the
-//! envelope: `kind`, `metadata`, `"items":[]`) is kept verbatim and decoded by `decode_list` at
-//! [`ListSplitter::finish`]. The result is exactly `decode_list`'s on the whole body: every item
-//! is checked to be one JSON value on its own, anything outside the items is checked by serde,
-//! and a body the splitter cannot follow (an `items` key spelled with escapes, say) is simply
-//! left in the envelope for serde. Pure: no I/O; the client feeds it.
+//! top-level `items` array as its own text ([`ListResult::items`]); everything else (the envelope:
+//! `kind`, `metadata`, `"items":[]`) is kept verbatim and decoded by `decode_list` at
+//! [`ListSplitter::finish`]. The result is exactly `decode_list`'s on the whole body: every item is
+//! checked to be one JSON value on its own, anything outside the items is checked by serde, and a
+//! body the splitter cannot follow (an `items` key spelled with escapes, say) is simply left in the
+//! envelope for serde. Pure: no I/O; the client feeds it.
 //!
 //! A bound on one item ([`ListSplitter::with_max_item_bytes`]): an item longer than the bound is
 //! not kept. The splitter keeps at most its first [`OVERSIZED_PREFIX_BYTES`], lets the rest
