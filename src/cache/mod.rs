@@ -2,6 +2,7 @@
 
 pub mod canonical;
 pub mod epoch;
+pub mod facts;
 pub mod health;
 pub mod pack;
 pub mod published;

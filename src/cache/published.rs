@@ -10,6 +10,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::cache::facts::SharedFacts;
 use crate::cache::view::{Collection, Retention};
 use crate::k8s::Resource;
 
@@ -24,6 +25,8 @@ pub struct Published {
     retention: Retention,
     /// The writer's clock (seconds) at its latest trim: the time base of the logs' entries.
     clock: u64,
+    /// What the health listener reads without this lock (stored while it is held).
+    facts: Arc<SharedFacts>,
 }
 
 /// The readers' handle on the [`Published`] view (shared with the writer).
@@ -45,6 +48,7 @@ impl Published {
             v1beta1: false,
             retention,
             clock: 0,
+            facts: Arc::new(SharedFacts::new(rv)),
         }
     }
 
@@ -98,7 +102,24 @@ impl Published {
     pub fn age(&mut self, now: u64) {
         if now > self.clock {
             self.trim_logs(now);
+            self.facts.store_log_entries(&self.log_lens());
         }
+    }
+
+    /// The figures the health listener reads (`crate::cache::facts`): the writer stores them at
+    /// the end of each change, [`Published::age`] the logs' lengths.
+    pub fn facts(&self) -> Arc<SharedFacts> {
+        Arc::clone(&self.facts)
+    }
+
+    /// Served objects per resource, in [`Resource::ALL`] order.
+    pub fn object_counts(&self) -> [u64; 5] {
+        std::array::from_fn(|i| self.served[i].len() as u64)
+    }
+
+    /// Event-log entries per resource, in [`Resource::ALL`] order.
+    pub fn log_lens(&self) -> [u64; 5] {
+        std::array::from_fn(|i| self.served[i].log_len() as u64)
     }
 
     fn trim_logs(&mut self, now: u64) {
@@ -221,6 +242,59 @@ mod tests {
         drop(busy);
         let _ = reader.join();
         assert_eq!(seen, Ok((true, rv, 1)), "the reader waited for the writer");
+    }
+
+    #[test]
+    fn the_facts_follow_each_change_and_the_ageing() {
+        use crate::cache::store::{Settings, State};
+        let retention = Retention {
+            min_entries: 0,
+            max_entries: 1024,
+            window_secs: 75,
+            max_bytes: 16 << 20,
+        };
+        let mut st = State::new(
+            Settings {
+                hostname: "h".into(),
+                wrapper_in_cluster: true,
+                retention,
+            },
+            1,
+        );
+        let facts = st.shared_facts();
+        assert_eq!(facts.load(), st.facts());
+        assert!(!facts.load().ready);
+        for kind in [
+            UpstreamKind::Nodes,
+            UpstreamKind::Services,
+            UpstreamKind::Endpoints,
+            UpstreamKind::SlicesV1,
+        ] {
+            st.apply(kind, Change::Replace(vec![]), 0);
+        }
+        let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "h"}});
+        st.apply(UpstreamKind::Nodes, Change::Upsert(node), 0);
+        let now = facts.load();
+        assert_eq!(now, st.facts());
+        assert!(now.ready && !now.serving_snapshot);
+        assert_eq!(now.resource_version, st.current_rv());
+        assert_eq!(
+            (
+                now.objects(Resource::Nodes),
+                now.log_entries(Resource::Nodes)
+            ),
+            (1, 1)
+        );
+        // Read without the writer's lock: as the health listener does while a relist is applied.
+        let writer = Mutex::new(st);
+        let busy = writer.lock().unwrap_or_else(|p| p.into_inner());
+        assert_eq!(facts.load(), now);
+        // The loop ages the log long after the change: the facts say so.
+        let view = busy.view();
+        drop(busy);
+        lock(&view).age(10_000);
+        assert_eq!(facts.load().log_entries(Resource::Nodes), 0);
+        assert_eq!(facts.load().objects(Resource::Nodes), 1);
     }
 
     #[test]

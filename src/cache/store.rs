@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use log::debug;
 use serde_json::Value;
 
+use crate::cache::facts::SharedFacts;
 use crate::cache::published::{self, CollectionRef, Published, View};
 use crate::cache::topology::{self, Labels, TopologyKeys};
 use crate::cache::view::{labels_of, Retention};
@@ -244,6 +245,12 @@ impl State {
         Arc::clone(&self.view)
     }
 
+    /// The figures the health listener reads without the writer's lock, refreshed at the end
+    /// of each change (see [`crate::cache::facts`]).
+    pub fn shared_facts(&self) -> Arc<SharedFacts> {
+        published::lock(&self.view).facts()
+    }
+
     /// The EndpointSlice version the upstream provides.
     pub fn slice_kind(&self) -> UpstreamKind {
         self.slice_kind
@@ -335,6 +342,7 @@ impl State {
             }
         }
         self.trim(now);
+        self.publish_facts();
         applied
     }
 

@@ -65,6 +65,7 @@ impl State {
         }
         self.flush_derived(now);
         self.trim(now);
+        self.publish_facts();
         Applied {
             events: (self.rv - before) as usize,
             ..Applied::default()

@@ -64,11 +64,14 @@ impl State {
         let _ = self.take_health_targets();
         self.ready = true;
         self.from_snapshot = true;
-        let mut view = published::lock(&self.view);
-        view.set_ready();
-        for coll in view.collections_mut() {
-            coll.reset_history(self.rv);
+        {
+            let mut view = published::lock(&self.view);
+            view.set_ready();
+            for coll in view.collections_mut() {
+                coll.reset_history(self.rv);
+            }
         }
+        self.publish_facts();
         true
     }
 }

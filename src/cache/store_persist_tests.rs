@@ -73,6 +73,9 @@ fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
         0
     ));
     assert!(restored.is_ready() && restored.serving_snapshot());
+    let facts = restored.shared_facts().load();
+    assert!(facts.ready && facts.serving_snapshot, "{facts:?}");
+    assert_eq!(facts, restored.facts(), "the health listener's figures");
     // Objects applied as `Value`s (the fixture's Replace) leave their pruned upstream bytes to
     // pack afterwards; a restore reads them as a list's items, packed as they are read.
     assert!(online.pack_pending(0) > 0, "the fixture prunes something");

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{admission_filtered, State, EXCLUDING_LABELS};
-use crate::cache::published;
+use crate::cache::facts::Facts;
+use crate::cache::published::{self, Published};
 use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Served};
 use crate::k8s::{ObjectKey, Resource};
 
@@ -86,6 +87,36 @@ impl State {
     /// Drops log entries beyond the retention, in every collection.
     pub(super) fn trim(&mut self, now: u64) {
         published::lock(&self.view).trim(now);
+    }
+
+    /// Ends a change: stores the figures the health listener reads without this lock or the
+    /// view's (`crate::cache::facts`), counted under the view's lock and stored while it is
+    /// held (the event loop stores the logs' lengths under it too when it ages them).
+    pub(super) fn publish_facts(&self) {
+        let view = published::lock(&self.view);
+        view.facts().store(&self.count_facts(&view));
+    }
+
+    /// The cache's figures now (one lock of the view; nothing allocated per object).
+    pub fn facts(&self) -> Facts {
+        self.count_facts(&published::lock(&self.view))
+    }
+
+    fn count_facts(&self, view: &Published) -> Facts {
+        let nodes = view.collection(Resource::Nodes);
+        let abnormal = self
+            .abnormal_nodes()
+            .iter()
+            .filter(|n| nodes.get(&ObjectKey::new("", n.as_str())).is_some())
+            .count();
+        Facts {
+            ready: self.ready,
+            serving_snapshot: self.from_snapshot,
+            resource_version: self.rv,
+            objects: view.object_counts(),
+            log_entries: view.log_lens(),
+            abnormal_nodes: abnormal as u64,
+        }
     }
 }
 

@@ -41,6 +41,8 @@ impl State {
             coll.seed(served);
         }
         coll.reset_history(rv);
+        drop(view);
+        self.publish_facts();
         info!("serving v1beta1 EndpointSlices from now on (first request): {count} built at resourceVersion {rv}");
     }
 
@@ -109,6 +111,9 @@ mod tests {
         let mut lazy = loaded();
         let mut eager = loaded();
         eager.serve_v1beta1();
+        let facts = eager.shared_facts().load();
+        assert_eq!(facts.objects(Resource::SlicesV1beta1), 3, "{facts:?}");
+        assert_eq!(facts, eager.facts(), "the health listener's figures");
         assert!(!lazy.serves_v1beta1());
         assert!(lazy.collection(Resource::SlicesV1beta1).is_empty());
         assert_eq!(lazy.collection(Resource::SlicesV1).len(), 3);

@@ -1,16 +1,47 @@
-//! `/healthz`, `/livez`, `/readyz` on `--metrics-bind-address`, on a thread of their own so the
-//! apiserver paths on the main port stay proxied and a stuck loop is still detectable.
+//! The health and metrics listener on `--metrics-bind-address`: `/healthz`, `/livez`,
+//! `/readyz`, `/metrics`, `/debug/topology`, and `/debug/state` with `--debug`.
+//!
+//! # No client delays a probe
+//!
+//! The kubelet restarts the pod when its liveness probe gets no answer within a second or so,
+//! so nothing another client of this port does may make a probe wait:
+//!
+//! - Many connections are served at once by a small mio loop on a thread of its own
+//!   (`health_loop.rs`), not by the kube-proxy event loop: `/metrics` reads `/proc` and the
+//!   debug pages take the cache's lock, neither of which may hold up kube-proxy's watches, and
+//!   a stuck kube-proxy loop does not silence the probes that would detect it. Each connection
+//!   has a deadline for its request head ([`READ_TIMEOUT`]) and one for its answer
+//!   ([`WRITE_TIMEOUT`]); a head is read up to [`MAX_HEAD`] bytes (answered from what came at
+//!   either limit, as before); answers are written without blocking, so a client that does
+//!   not read holds nothing but its own connection. At most [`MAX_CONNECTIONS`] are open: one
+//!   more closes the oldest, so a flood of idle connections cannot keep a new probe out.
+//! - `/healthz`, `/livez`, `/readyz` and `/metrics` take no lock of the cache: they read its
+//!   facts ([`crate::cache::facts`]), atomics the writer refreshes at the end of each change,
+//!   so a probe never waits for a relist being applied.
+//! - `/debug/topology` and `/debug/state` still take the cache's lock (as long as it takes to
+//!   copy what they need). They are answered one after the other on a worker thread, started
+//!   at the first such request, so while one waits for the lock the loop answers the probes.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use log::{debug, warn};
-
+use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::store::State;
-use crate::server::conn::lock;
+use crate::http::response::{self, Body};
 use crate::server::{debug_state, debug_topology, metrics};
+
+/// Most connections open at once; one more closes the oldest.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Most bytes of a request head read; a head that reaches it is answered from what came.
+pub const MAX_HEAD: usize = 4096;
+/// How long a connection may take to send its request head; then it is answered from what
+/// came (a silent one: 404).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to read its answer before its connection is closed.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a debug request may wait for the worker (and the cache's lock) before its
+/// connection is closed unanswered.
+pub const WORK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What `/readyz` reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +60,8 @@ pub enum Readiness {
 
 impl Readiness {
     /// The cache's readiness, with the restored snapshot's write time (Unix seconds).
-    pub fn of(state: &State, snapshot_written: Option<u64>, now_unix: u64) -> Readiness {
-        match (state.is_ready(), state.serving_snapshot()) {
+    pub fn of(facts: &Facts, snapshot_written: Option<u64>, now_unix: u64) -> Readiness {
+        match (facts.ready, facts.serving_snapshot) {
             (false, _) => Readiness::NotReady,
             (true, true) => Readiness::Snapshot {
                 age: now_unix.saturating_sub(snapshot_written.unwrap_or(now_unix)),
@@ -71,115 +102,96 @@ pub struct Extras {
     pub debug: bool,
 }
 
-/// (status, Content-Type, body) for one request path on the health/metrics listener.
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn is_topology(path: &str) -> bool {
+    path == "/debug/topology" || path.starts_with("/debug/topology/")
+}
+
+/// Whether `path` (without its query) is answered under the cache's lock, by [`route_locked`].
+fn takes_lock(path: &str, extras: &Extras) -> bool {
+    is_topology(path) || (path == "/debug/state" && extras.debug)
+}
+
+/// (status, Content-Type, body) for one request path, from the cache's facts alone (no lock);
+/// `None` for a path that takes the cache's lock (see [`route_locked`]).
 fn route(
+    path_and_query: &str,
+    facts: &SharedFacts,
+    extras: &Extras,
+) -> Option<(u16, &'static str, String)> {
+    let now = crate::persist::unix_now();
+    let path = path_and_query.split('?').next().unwrap_or("");
+    if takes_lock(path, extras) {
+        return None;
+    }
+    Some(match path {
+        "/metrics" => (
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics::render(&facts.load(), extras, now),
+        ),
+        _ => {
+            let readiness = Readiness::of(&facts.load(), extras.snapshot_written, now);
+            let (code, body) = answer(path_and_query, readiness);
+            (code, TEXT, body)
+        }
+    })
+}
+
+/// (status, Content-Type, body) for a path [`route`] leaves to the cache's lock.
+fn route_locked(
     path_and_query: &str,
     shared: &Mutex<State>,
     extras: &Extras,
 ) -> (u16, &'static str, String) {
-    const TEXT: &str = "text/plain; charset=utf-8";
-    let now = crate::persist::unix_now();
     let (path, query) = path_and_query
         .split_once('?')
         .unwrap_or((path_and_query, ""));
     match path {
-        "/metrics" => (
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(shared, extras, now),
-        ),
-        p if p == "/debug/topology" || p.starts_with("/debug/topology/") => {
-            debug_topology::answer(p, query, shared)
-        }
         "/debug/state" if extras.debug => debug_state::answer(query, shared, extras),
-        _ => {
-            let readiness = Readiness::of(&lock(shared), extras.snapshot_written, now);
-            let (code, body) = answer(path_and_query, readiness);
-            (code, TEXT, body)
-        }
+        p if is_topology(p) => debug_topology::answer(p, query, shared),
+        _ => (404, TEXT, "not found".into()),
     }
 }
 
-fn serve(mut sock: TcpStream, shared: &Mutex<State>, extras: &Extras) {
-    let _ = sock.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut buf = [0u8; 2048];
-    let mut len = 0;
-    while len < buf.len() {
-        match sock.read(&mut buf[len..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                len += n;
-                if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-        }
-    }
-    let line = String::from_utf8_lossy(&buf[..len]);
-    let path = line.split_whitespace().nth(1).unwrap_or("");
-    let (code, content_type, body) = route(path, shared, extras);
-    let reason = crate::http::response::reason(code);
-    let resp = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+/// The complete response: its head from [`crate::http::response::head`] (`Connection: close`),
+/// then the body.
+fn response(code: u16, content_type: &str, body: &str) -> Vec<u8> {
+    let mut out = response::head(
+        code,
+        &[("Content-Type", content_type)],
+        Body::Length(body.len()),
+        false,
     );
-    if let Err(e) = sock.write_all(resp.as_bytes()) {
-        debug!("health: write failed: {e}");
-    }
+    out.extend_from_slice(body.as_bytes());
+    out
 }
 
-/// Starts the health listener thread.
+/// The path of a request head as read (the second word; `""` when there is none).
+fn request_path(head: &[u8]) -> String {
+    let line = String::from_utf8_lossy(head);
+    line.split_whitespace().nth(1).unwrap_or("").to_string()
+}
+
+/// Starts the health listener's thread on `listener`. Its cache figures come from `shared`'s
+/// facts; only the debug pages lock `shared`.
 pub fn spawn(
-    listener: TcpListener,
+    listener: std::net::TcpListener,
     shared: Arc<Mutex<State>>,
     extras: Extras,
 ) -> std::io::Result<()> {
+    let facts = crate::server::conn::lock(&shared).shared_facts();
+    let health = serve::HealthLoop::new(listener, facts, shared, Arc::new(extras))?;
     std::thread::Builder::new()
         .name("health".into())
-        .spawn(move || {
-            for sock in listener.incoming() {
-                match sock {
-                    Ok(s) => serve(s, &shared, &extras),
-                    Err(e) => warn!("health: accept failed: {e}"),
-                }
-            }
-        })
+        .spawn(move || health.run())
         .map(|_| ())
 }
 
+#[path = "health_loop.rs"]
+mod serve;
+
 #[cfg(test)]
-mod tests {
-    use super::{answer, Readiness};
-
-    #[test]
-    fn readyz_follows_readiness() {
-        assert_eq!(answer("/readyz", Readiness::NotReady).0, 503);
-        assert_eq!(answer("/readyz", Readiness::Ready).0, 200);
-        let (code, body) = answer("/readyz", Readiness::Snapshot { age: 42 });
-        assert_eq!(code, 200);
-        assert!(body.contains("snapshot written 42 s ago"), "{body}");
-        assert_eq!(answer("/healthz", Readiness::NotReady).0, 200);
-        assert_eq!(answer("/livez?verbose", Readiness::NotReady).0, 200);
-        assert_eq!(answer("/debug/pprof", Readiness::Ready).0, 404);
-    }
-
-    #[test]
-    fn metrics_report_readiness_and_counts() {
-        use crate::cache::store::{Settings, State};
-        use crate::cache::view::Retention;
-        let st = State::new(
-            Settings {
-                hostname: "h".into(),
-                wrapper_in_cluster: true,
-                retention: Retention::for_queue(10),
-            },
-            42,
-        );
-        let m = crate::server::metrics::render_cache(&st, &super::Extras::default(), 0);
-        assert!(m.contains("grid_wrapper_ready 0\n"), "{m}");
-        assert!(m.contains("grid_wrapper_resource_version 42\n"));
-        assert!(
-            m.contains("grid_wrapper_objects{resource=\"endpointslices.discovery.k8s.io/v1\"} 0\n")
-        );
-    }
-}
+#[path = "health_tests.rs"]
+mod tests;

@@ -3,20 +3,18 @@
 //! reflectors.
 
 use std::fmt::Write as _;
-use std::sync::Mutex;
 
-use crate::cache::store::State;
+use crate::cache::facts::Facts;
 use crate::k8s::Resource;
-use crate::server::conn::lock;
 use crate::server::counters::resource_label;
 use crate::server::health::Extras;
 use crate::server::{counters, process};
 
-/// The whole `/metrics` text. The cache lock is held only for the cache's part; `/proc` is read
-/// and the counters are rendered after it is released.
-pub fn render(shared: &Mutex<State>, extras: &Extras, now_unix: u64) -> String {
+/// The whole `/metrics` text. The cache's part comes from its [`Facts`] (read without the
+/// cache's lock); `/proc` and the counters are read as they are rendered.
+pub fn render(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
     let mut out = String::with_capacity(16 * 1024);
-    out.push_str(&render_cache(&lock(shared), extras, now_unix));
+    out.push_str(&render_cache(facts, extras, now_unix));
     render_writer(extras, &mut out);
     counters::global().render_prometheus(&mut out);
     process::render_prometheus(&process::read(), &mut out);
@@ -25,7 +23,7 @@ pub fn render(shared: &Mutex<State>, extras: &Extras, now_unix: u64) -> String {
 }
 
 /// Prometheus text exposition of the cache's state (and the restored snapshot's age).
-pub fn render_cache(state: &State, extras: &Extras, now_unix: u64) -> String {
+pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, rows: Vec<(String, u64)>| {
         let _ = writeln!(out, "# HELP {name} {help}");
@@ -37,53 +35,43 @@ pub fn render_cache(state: &State, extras: &Extras, now_unix: u64) -> String {
     gauge(
         "grid_wrapper_ready",
         "1 once every reflector has listed and the view is built.",
-        vec![(String::new(), u64::from(state.is_ready()))],
+        vec![(String::new(), u64::from(facts.ready))],
     );
     gauge(
         "grid_wrapper_resource_version",
         "The last resourceVersion handed out.",
-        vec![(String::new(), state.current_rv())],
+        vec![(String::new(), facts.resource_version)],
     );
-    let per = |f: &dyn Fn(Resource) -> usize| {
+    let per = |f: &dyn Fn(Resource) -> u64| {
         Resource::ALL
             .iter()
             .map(|&r| {
                 let label = format!("{{resource=\"{}\"}}", resource_label(r));
-                (label, f(r) as u64)
+                (label, f(r))
             })
             .collect::<Vec<_>>()
     };
     gauge(
         "grid_wrapper_objects",
         "Served objects per resource.",
-        per(&|r| state.collection(r).len()),
+        per(&|r| facts.objects(r)),
     );
     gauge(
         "grid_wrapper_event_log_entries",
         "Event-log entries kept per resource for watch resumption.",
-        per(&|r| state.collection(r).log_len()),
+        per(&|r| facts.log_entries(r)),
     );
     gauge(
         "grid_wrapper_edge_health_abnormal_nodes",
         "Cached nodes the edge-health map reports abnormal (their endpoints are not served).",
-        vec![(
-            String::new(),
-            state
-                .abnormal_nodes()
-                .iter()
-                .filter(|n| {
-                    let key = crate::k8s::ObjectKey::new("", n.as_str());
-                    state.collection(Resource::Nodes).get(&key).is_some()
-                })
-                .count() as u64,
-        )],
+        vec![(String::new(), facts.abnormal_nodes)],
     );
     gauge(
         "grid_wrapper_serving_snapshot",
         "1 while the served view comes from the on-disk snapshot (upstream not synced yet).",
-        vec![(String::new(), u64::from(state.serving_snapshot()))],
+        vec![(String::new(), u64::from(facts.serving_snapshot))],
     );
-    if let Some(written) = extras.snapshot_written.filter(|_| state.serving_snapshot()) {
+    if let Some(written) = extras.snapshot_written.filter(|_| facts.serving_snapshot) {
         gauge(
             "grid_wrapper_snapshot_age_seconds",
             "Age of the on-disk snapshot being served (wall clock).",
@@ -138,7 +126,7 @@ fn render_writer(extras: &Extras, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::store::Settings;
+    use crate::cache::store::{Settings, State};
     use crate::cache::view::Retention;
     use crate::server::exposition::check_exposition;
 
@@ -158,7 +146,7 @@ mod tests {
             debug: false,
         };
         counters::global().request(counters::RouteKind::Proxy, None, 200);
-        let text = render(&Mutex::new(st), &extras, 100);
+        let text = render(&st.facts(), &extras, 100);
         let types = check_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         for (name, kind) in [
             ("grid_wrapper_ready", "gauge"),

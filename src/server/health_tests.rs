@@ -1,0 +1,181 @@
+//! The health listener: its answers, and (over loopback sockets) that no client and no holder
+//! of the cache's lock keeps a probe waiting.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{answer, spawn, Extras, Readiness, MAX_CONNECTIONS, MAX_HEAD};
+use crate::cache::store::{test_support, State};
+use crate::upstream::kind::{Change, UpstreamKind};
+
+/// How long a probe waits for its answer before it counts as not answered.
+const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+#[test]
+fn readyz_follows_readiness() {
+    assert_eq!(answer("/readyz", Readiness::NotReady).0, 503);
+    assert_eq!(answer("/readyz", Readiness::Ready).0, 200);
+    let (code, body) = answer("/readyz", Readiness::Snapshot { age: 42 });
+    assert_eq!(code, 200);
+    assert!(body.contains("snapshot written 42 s ago"), "{body}");
+    assert_eq!(answer("/healthz", Readiness::NotReady).0, 200);
+    assert_eq!(answer("/livez?verbose", Readiness::NotReady).0, 200);
+    assert_eq!(answer("/debug/pprof", Readiness::Ready).0, 404);
+}
+
+#[test]
+fn metrics_report_readiness_and_counts() {
+    use crate::cache::store::{Settings, State};
+    use crate::cache::view::Retention;
+    let st = State::new(
+        Settings {
+            hostname: "h".into(),
+            wrapper_in_cluster: true,
+            retention: Retention::for_queue(10),
+        },
+        42,
+    );
+    let m = crate::server::metrics::render_cache(&st.facts(), &super::Extras::default(), 0);
+    assert!(m.contains("grid_wrapper_ready 0\n"), "{m}");
+    assert!(m.contains("grid_wrapper_resource_version 42\n"));
+    assert!(m.contains("grid_wrapper_objects{resource=\"endpointslices.discovery.k8s.io/v1\"} 0\n"));
+}
+
+/// A ready (empty) cache and a health listener on it.
+fn listening(extras: Extras) -> (Arc<Mutex<State>>, SocketAddr) {
+    let mut st = test_support::state("h", 1);
+    for kind in [
+        UpstreamKind::Nodes,
+        UpstreamKind::Services,
+        UpstreamKind::Endpoints,
+        UpstreamKind::SlicesV1,
+    ] {
+        st.apply(kind, Change::Replace(vec![]), 0);
+    }
+    let shared = Arc::new(Mutex::new(st));
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("bound address");
+    spawn(listener, shared.clone(), extras).expect("spawn");
+    (shared, addr)
+}
+
+/// Sends `head` on a fresh connection and reads the answer until the server closes;
+/// `Err` when it does not come within [`ANSWER_WITHIN`] (status, whole response text).
+fn exchange(addr: SocketAddr, head: &[u8]) -> Result<(u16, String), String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(ANSWER_WITHIN))
+        .map_err(|e| e.to_string())?;
+    s.write_all(head).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)
+        .map_err(|e| format!("no answer within {ANSWER_WITHIN:?}: {e}"))?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or(format!("no status line in {text:?}"))?;
+    Ok((code, text))
+}
+
+fn get_within(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+    exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes(),
+    )
+}
+
+#[test]
+fn probes_answer_while_the_writer_holds_the_cache_lock() {
+    let (shared, addr) = listening(Extras::default());
+    // The writer is applying a relist: it holds the cache's lock throughout.
+    let busy = shared.lock().unwrap_or_else(|p| p.into_inner());
+    let answers: Vec<_> = ["/readyz", "/metrics", "/healthz"]
+        .into_iter()
+        .map(|path| (path, get_within(addr, path)))
+        .collect();
+    drop(busy);
+    for (path, answer) in answers {
+        match answer {
+            Ok((code, text)) => assert_eq!(code, 200, "{path}: {text}"),
+            Err(e) => panic!("{path} while the cache lock is held: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_debug_page_waiting_for_the_lock_holds_up_no_probe() {
+    let (shared, addr) = listening(Extras {
+        debug: true,
+        ..Extras::default()
+    });
+    let busy = shared.lock().unwrap_or_else(|p| p.into_inner());
+    let waiting = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        s.write_all(b"GET /debug/state HTTP/1.1\r\n\r\n")
+            .expect("send");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    });
+    // The debug request is (very likely) with the worker, which waits for the lock.
+    std::thread::sleep(Duration::from_millis(100));
+    let probe = get_within(addr, "/healthz");
+    drop(busy);
+    let debug = waiting.join().expect("debug client");
+    assert!(matches!(probe, Ok((200, _))), "{probe:?}");
+    assert!(debug.starts_with("HTTP/1.1 200 OK\r\n"), "{debug}");
+    assert!(debug.contains("\"ready\": true"), "{debug}");
+}
+
+#[test]
+fn a_probe_gets_in_past_the_connection_cap() {
+    let (_shared, addr) = listening(Extras::default());
+    let idle: Vec<TcpStream> = (0..MAX_CONNECTIONS + 10)
+        .map(|_| TcpStream::connect(addr).expect("connect an idle client"))
+        .collect();
+    let probe = get_within(addr, "/healthz");
+    drop(idle);
+    assert!(matches!(probe, Ok((200, _))), "{probe:?}");
+}
+
+#[test]
+fn a_head_too_long_is_answered_from_its_request_line_at_once() {
+    let (_shared, addr) = listening(Extras::default());
+    // No blank line ever comes: the head ends at the cap, not at the read deadline.
+    let mut head = b"GET /readyz HTTP/1.1\r\nX-Long: ".to_vec();
+    head.resize(MAX_HEAD + 100, b'a');
+    let answer = exchange(addr, &head);
+    let Ok((200, text)) = &answer else {
+        panic!("{answer:?}");
+    };
+    assert!(text.ends_with("\r\n\r\nok"), "{text}");
+}
+
+#[test]
+fn answers_are_framed_as_before() {
+    let (_shared, addr) = listening(Extras::default());
+    let answer = get_within(addr, "/nowhere");
+    assert_eq!(
+        answer,
+        Ok((
+            404,
+            "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n\
+             Content-Length: 9\r\nConnection: close\r\n\r\nnot found"
+                .to_string()
+        ))
+    );
+    let (code, text) = get_within(addr, "/metrics").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(code, 200);
+    assert!(
+        text.contains("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("\ngrid_wrapper_ready 1\n"), "{text}");
+    // Without --debug, /debug/state is not served.
+    assert!(matches!(get_within(addr, "/debug/state"), Ok((404, _))));
+}
