@@ -17,11 +17,12 @@ use crate::cache::store::{prepare, Hold, ListPreparer, Prepared, Settings, State
 use crate::cache::view::Retention;
 use crate::config::Config;
 use crate::persist::{self, CacheDir, Writer};
-use crate::server::conn::{lock, ServerOptions, TlsSlot};
+use crate::server::conn::{ServerOptions, TlsSlot};
 use crate::server::event_loop::Server;
 use crate::server::health;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport;
+use crate::sync::lock;
 use crate::upstream::client::{Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;

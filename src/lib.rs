@@ -23,6 +23,9 @@
 //! | [`app`] | startup wiring, the sink that applies reflector changes, graceful shutdown |
 //! | [`preflight`] | `grid-wrapper check`: one pass against the upstream, and a report |
 //!
+//! Below every layer, for all of them: [`bytes`] (byte comparisons) and [`sync`] (the one way a
+//! mutex is locked).
+//!
 //! `http`, `api`, `cache`, `k8s`, `config` and the decoding parts of `upstream` are the pure core
 //! (no sockets, threads or clocks). The I/O shell (`server`, `persist`, `app`, `preflight`, the
 //! upstream threads) is behind the default feature `io`, so the fuzz crate builds the core alone.
@@ -73,4 +76,5 @@ pub mod persist;
 pub mod preflight;
 #[cfg(feature = "io")]
 pub mod server;
+pub mod sync;
 pub mod upstream;

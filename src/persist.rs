@@ -37,7 +37,7 @@ use log::{debug, info, warn};
 use crate::cache::epoch;
 use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
 use crate::cache::store::State;
-use crate::server::conn::lock;
+use crate::sync::lock;
 
 #[path = "persist_failures.rs"]
 mod failures;
@@ -193,7 +193,7 @@ impl CacheDir {
     }
 
     fn set_valid(&self, written_unix: u64) {
-        *self.valid.lock().unwrap_or_else(|e| e.into_inner()) = Some(written_unix);
+        *lock(&self.valid) = Some(written_unix);
     }
 
     /// What a restart would find: the snapshot file as loaded or last written, if it is still
@@ -201,7 +201,7 @@ impl CacheDir {
     fn previous(&self) -> Previous {
         match fs::symlink_metadata(self.dir.join(SNAPSHOT_FILE)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Previous::None,
-            _ => match *self.valid.lock().unwrap_or_else(|e| e.into_inner()) {
+            _ => match *lock(&self.valid) {
                 Some(written_unix) => Previous::Kept { written_unix },
                 None => Previous::Unusable,
             },
@@ -392,7 +392,7 @@ impl Writer {
     /// The cache changed: write a snapshot soon. Cheap; never blocks on the disk.
     pub fn changed(&self) {
         let (m, cv) = &*self.pending;
-        let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = lock(m);
         let now = Instant::now();
         if !p.dirty {
             p.dirty = true;
@@ -409,12 +409,12 @@ impl Writer {
     pub fn finish(&self, cache: &CacheDir, shared: &Mutex<State>, force: bool) {
         let dirty = {
             let (m, cv) = &*self.pending;
-            let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+            let mut p = lock(m);
             p.stop = true;
             cv.notify_one();
             p.dirty
         };
-        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let handle = lock(&self.thread).take();
         let mut failures = handle.and_then(|h| h.join().ok()).unwrap_or_default();
         if dirty || force {
             write_once(cache, shared, &self.stats, &mut failures, "final");
@@ -512,7 +512,7 @@ fn writer_loop(
     loop {
         {
             let gap = failures.retry_gap(min_gap);
-            let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+            let mut p = lock(m);
             loop {
                 if p.stop {
                     return failures;
@@ -547,7 +547,7 @@ fn writer_loop(
             Attempt::Failed => {
                 // Retried after the gap (see `Failures::retry_gap`), not in a loop.
                 last_attempt = Some(Instant::now());
-                let mut p = m.lock().unwrap_or_else(|e| e.into_inner());
+                let mut p = lock(m);
                 if !p.dirty {
                     p.dirty = true;
                     p.since = Some(Instant::now());

@@ -29,14 +29,9 @@ pub struct Published {
     facts: Arc<SharedFacts>,
 }
 
-/// The readers' handle on the [`Published`] view (shared with the writer).
+/// The readers' handle on the [`Published`] view (shared with the writer; locked with
+/// [`crate::sync::lock`]).
 pub type View = Arc<Mutex<Published>>;
-
-/// Locks the view (a poisoned lock is taken over: the view is updated one object at a time, so
-/// a panic between two records leaves a consistent state).
-pub fn lock(view: &Mutex<Published>) -> MutexGuard<'_, Published> {
-    view.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 impl Published {
     /// An empty, not yet ready view whose history starts at `rv` and keeps `retention`.
@@ -209,6 +204,7 @@ mod tests {
     use crate::cache::store::test_support;
     use crate::cache::view::Served;
     use crate::k8s::ObjectKey;
+    use crate::sync::lock;
     use crate::upstream::kind::{Change, UpstreamKind};
 
     #[test]

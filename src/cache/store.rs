@@ -15,10 +15,11 @@ use log::debug;
 use serde_json::Value;
 
 use crate::cache::facts::SharedFacts;
-use crate::cache::published::{self, CollectionRef, Published, View};
+use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::topology::{self, Labels, TopologyKeys};
 use crate::cache::view::{labels_of, Retention};
 use crate::k8s::{ObjectKey, Resource};
+use crate::sync::lock;
 use crate::upstream::kind::{Change, UpstreamKind};
 
 /// Fixed inputs of the filter.
@@ -220,12 +221,12 @@ impl State {
     /// The served objects and event log of one resource, locked for as long as the returned
     /// reference lives (do not hold it across a call that changes the cache).
     pub fn collection(&self, res: Resource) -> CollectionRef<'_> {
-        CollectionRef::new(published::lock(&self.view), res)
+        CollectionRef::new(lock(&self.view), res)
     }
 
     /// Served Nodes, Services, Endpoints and v1 EndpointSlices (one lock, for log lines).
     pub fn served_counts(&self) -> [usize; 4] {
-        let view = published::lock(&self.view);
+        let view = lock(&self.view);
         [
             Resource::Nodes,
             Resource::Services,
@@ -237,7 +238,7 @@ impl State {
 
     /// Runs `f` on the locked served view (one lock for several collections).
     pub fn with_view<R>(&self, f: impl FnOnce(&Published) -> R) -> R {
-        f(&published::lock(&self.view))
+        f(&lock(&self.view))
     }
 
     /// The readers' handle on the served view (the event loop reads only through it).
@@ -248,7 +249,7 @@ impl State {
     /// The figures the health listener reads without the writer's lock, refreshed at the end
     /// of each change (see [`crate::cache::facts`]).
     pub fn shared_facts(&self) -> Arc<SharedFacts> {
-        published::lock(&self.view).facts()
+        lock(&self.view).facts()
     }
 
     /// The EndpointSlice version the upstream provides.
@@ -334,7 +335,7 @@ impl State {
             } else {
                 self.ready = true;
                 applied.became_ready = true;
-                let mut view = published::lock(&self.view);
+                let mut view = lock(&self.view);
                 view.set_ready();
                 for coll in view.collections_mut() {
                     coll.reset_history(self.rv);

@@ -4,8 +4,8 @@
 use log::warn;
 
 use super::{State, Upstream};
-use crate::cache::published;
 use crate::cache::snapshot::Objects;
+use crate::sync::lock;
 use crate::upstream::kind::UpstreamKind;
 
 impl State {
@@ -65,7 +65,7 @@ impl State {
         self.ready = true;
         self.from_snapshot = true;
         {
-            let mut view = published::lock(&self.view);
+            let mut view = lock(&self.view);
             view.set_ready();
             for coll in view.collections_mut() {
                 coll.reset_history(self.rv);

@@ -8,9 +8,10 @@ use serde_json::Value;
 
 use super::{admission_filtered, State, EXCLUDING_LABELS};
 use crate::cache::facts::Facts;
-use crate::cache::published::{self, Published};
+use crate::cache::published::Published;
 use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Served};
 use crate::k8s::{ObjectKey, Resource};
+use crate::sync::lock;
 
 impl State {
     /// Makes `value` the served content of `key`: no change, no RV, no event; otherwise a new
@@ -50,10 +51,7 @@ impl State {
     ) -> bool {
         // The view is locked twice, briefly: to read the old version, and to record the new one
         // (the serialization in between runs unlocked; this thread is the only writer).
-        let old = published::lock(&self.view)
-            .collection(res)
-            .get(key)
-            .cloned();
+        let old = lock(&self.view).collection(res).get(key).cloned();
         let Some(make) = make else {
             if old.is_none() {
                 return false;
@@ -79,27 +77,27 @@ impl State {
 
     /// Records a change of `key` at the current RV into the readers' view.
     fn record(&mut self, res: Resource, key: &ObjectKey, new: Option<Arc<Served>>, now: u64) {
-        let mut view = published::lock(&self.view);
+        let mut view = lock(&self.view);
         view.collection_mut(res).record(key, new, self.rv, now);
         view.set_rv(self.rv);
     }
 
     /// Drops log entries beyond the retention, in every collection.
     pub(super) fn trim(&mut self, now: u64) {
-        published::lock(&self.view).trim(now);
+        lock(&self.view).trim(now);
     }
 
     /// Ends a change: stores the figures the health listener reads without this lock or the
     /// view's (`crate::cache::facts`), counted under the view's lock and stored while it is
     /// held (the event loop stores the logs' lengths under it too when it ages them).
     pub(super) fn publish_facts(&self) {
-        let view = published::lock(&self.view);
+        let view = lock(&self.view);
         view.facts().store(&self.count_facts(&view));
     }
 
     /// The cache's figures now (one lock of the view; nothing allocated per object).
     pub fn facts(&self) -> Facts {
-        self.count_facts(&published::lock(&self.view))
+        self.count_facts(&lock(&self.view))
     }
 
     fn count_facts(&self, view: &Published) -> Facts {

@@ -14,10 +14,10 @@ use serde_json::Value;
 use super::{parse, Listed, Raw, State};
 use crate::bytes;
 use crate::cache::pack::{self, Packed};
-use crate::cache::published;
 use crate::cache::snapshot::Blob;
 use crate::cache::view::{find_stamp, rv_stamp};
 use crate::k8s::{ObjectKey, Resource};
+use crate::sync::lock;
 use crate::upstream::kind::UpstreamKind;
 
 /// An upstream object as the cache keeps it.
@@ -188,7 +188,7 @@ impl State {
 
     /// The served object that stands in for upstream object `key` of `kind`: its bytes and RV.
     fn served_for(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
-        let view = published::lock(&self.view);
+        let view = lock(&self.view);
         let served = view.collection(self.mirror(kind)?).get(key)?;
         Some((served.bytes.clone(), served.rv))
     }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use log::info;
 
 use super::{finish, State};
-use crate::cache::published;
 use crate::cache::view::Served;
 use crate::k8s::Resource;
+use crate::sync::lock;
 
 impl State {
     /// Starts serving v1beta1 EndpointSlices (no-op when already served): builds the served
@@ -34,7 +34,7 @@ impl State {
             built.push(Arc::new(Served::with_bytes(key.clone(), rv, &value, bytes)));
         }
         let count = built.len();
-        let mut view = published::lock(&self.view);
+        let mut view = lock(&self.view);
         view.set_v1beta1();
         let coll = view.collection_mut(res);
         for served in built {

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::cache::published;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology;
 use crate::cache::view::Retention;
 use crate::k8s::{ObjectKey, Resource};
+use crate::sync::lock;
 use crate::upstream::kind::{Change, UpstreamKind};
 
 use super::model::{Count, ServedCounts};
@@ -88,7 +88,7 @@ pub(super) fn compute<'k>(
     }
     let slice_res = slice_kind.resource();
     let view = state.view();
-    let view = published::lock(&view);
+    let view = lock(&view);
     let served_slices = view.collection(slice_res);
     let served_endpoints = view.collection(Resource::Endpoints);
 

@@ -14,7 +14,7 @@ use mio::Interest;
 
 use crate::api::handlers::{self, Answer, Reply, Segment};
 use crate::api::route::{route, Route};
-use crate::cache::published::{self, Published};
+use crate::cache::published::Published;
 use crate::cache::store::State;
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
@@ -26,6 +26,7 @@ use crate::server::proxy::{Proxy, ProxyMsg};
 use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, Watcher, HIGH_WATER};
 use crate::server::watchers;
+use crate::sync::lock;
 
 #[path = "conn_options.rs"]
 mod options;
@@ -47,12 +48,6 @@ pub struct Ctx<'a> {
     pub now: Instant,
     /// A number in [0, 1) for default watch lifetimes.
     pub jitter: f64,
-}
-
-/// Locks the cache; a poisoned lock (a panicked writer) still holds consistent data because
-/// every write completes before the next begins under the same lock.
-pub fn lock(shared: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[derive(Debug)]
@@ -234,7 +229,7 @@ impl Conn {
             let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
                 Phase::Idle => self.next_request(ctx),
                 Phase::Held { req, until } => {
-                    if published::lock(ctx.view).is_ready() || ctx.now >= until {
+                    if lock(ctx.view).is_ready() || ctx.now >= until {
                         self.dispatch(req, ctx, false);
                         true
                     } else {
@@ -353,13 +348,11 @@ impl Conn {
             }
             return;
         }
-        if r.resource() == Some(Resource::SlicesV1beta1)
-            && !published::lock(ctx.view).serves_v1beta1()
-        {
+        if r.resource() == Some(Resource::SlicesV1beta1) && !lock(ctx.view).serves_v1beta1() {
             // Once per process: waits for the writer if it is busy.
             lock(ctx.shared).serve_v1beta1();
         }
-        let state = published::lock(ctx.view);
+        let state = lock(ctx.view);
         if !state.is_ready() && may_hold {
             drop(state);
             self.phase = Phase::Held {
@@ -474,7 +467,7 @@ impl Conn {
     }
 
     fn stream(&mut self, mut w: Box<Watcher>, ctx: &Ctx<'_>) {
-        let state = published::lock(ctx.view);
+        let state = lock(ctx.view);
         let result = w
             .pump(&state, &mut self.out, ctx.opts.queue, ctx.now)
             .and_then(|()| w.tick(&state, &mut self.out, ctx.now));

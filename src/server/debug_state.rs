@@ -16,14 +16,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use crate::cache::published;
 use crate::cache::store::State;
 use crate::k8s::Resource;
-use crate::server::conn::lock;
 use crate::server::counters::resource_label;
 use crate::server::health::Extras;
 use crate::server::process::{self, ProcessStats};
 use crate::server::watchers::{self, WatcherStatus};
+use crate::sync::lock;
 use crate::upstream::kind::UpstreamKind;
 use crate::upstream::stats::{self, Stats};
 
@@ -72,7 +71,7 @@ impl CacheFacts {
     /// Reads the facts (call it under the cache lock; it allocates nothing per object).
     pub fn of(state: &State, streams: &[Arc<WatcherStatus>]) -> CacheFacts {
         let view = state.view();
-        let view = published::lock(&view);
+        let view = lock(&view);
         let resources = Resource::ALL
             .iter()
             .map(|&r| {

@@ -27,7 +27,7 @@ use crate::cache::store::explain::{Overview, ServiceExplanation};
 use crate::cache::store::State;
 use crate::k8s::status::ApiError;
 use crate::k8s::ObjectKey;
-use crate::server::conn::lock;
+use crate::sync::lock;
 
 /// Rows (Services, or endpoints of one Service) listed unless `limit` says otherwise.
 pub const DEFAULT_LIMIT: usize = 500;

@@ -12,11 +12,12 @@ use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::cache::published::{self, Ageing, View};
+use crate::cache::published::{Ageing, View};
 use crate::cache::store::State;
-use crate::server::conn::{self, Conn, Ctx, ServerOptions};
+use crate::server::conn::{Conn, Ctx, ServerOptions};
 use crate::server::proxy::Proxy;
 use crate::server::transport::Transport;
+use crate::sync::lock;
 use crate::upstream::client::Upstream;
 
 /// The listening socket.
@@ -65,7 +66,7 @@ impl Server {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let proxy = Proxy::new(upstream, waker.clone());
-        let view = conn::lock(&shared).view();
+        let view = lock(&shared).view();
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -126,7 +127,7 @@ impl Server {
         let Some(slot) = &self.opts.tls_reload else {
             return;
         };
-        let fresh = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let fresh = lock(slot).take();
         if let Some(cfg) = fresh {
             self.opts.tls = Some(cfg);
         }
@@ -200,7 +201,7 @@ impl Server {
         }
         let now = Instant::now();
         if self.ageing.is_due(now) {
-            self.ageing.tick(&mut published::lock(&self.view), now);
+            self.ageing.tick(&mut lock(&self.view), now);
         }
         let jitter = self.jitter();
         let mut touched: Vec<Token> = Vec::new();

@@ -181,7 +181,7 @@ pub fn spawn(
     shared: Arc<Mutex<State>>,
     extras: Extras,
 ) -> std::io::Result<()> {
-    let facts = crate::server::conn::lock(&shared).shared_facts();
+    let facts = crate::sync::lock(&shared).shared_facts();
     let health = serve::HealthLoop::new(listener, facts, shared, Arc::new(extras))?;
     std::thread::Builder::new()
         .name("health".into())

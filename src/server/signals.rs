@@ -18,6 +18,7 @@ use signal_hook::iterator::Signals;
 
 use crate::server::conn::TlsSlot;
 use crate::server::transport;
+use crate::sync::lock;
 
 /// How often the signal thread looks for signals.
 const TICK: Duration = Duration::from_millis(100);
@@ -50,7 +51,7 @@ impl TlsFiles {
     fn reload(&self, why: &str) {
         match transport::server_config(&self.cert, &self.key, self.ca.as_deref()) {
             Ok(cfg) => {
-                *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(cfg);
+                *lock(&self.slot) = Some(cfg);
                 info!("{why}: serving certificate reloaded from {}; new connections use it, open ones keep theirs", self.cert.display());
             }
             Err(e) => warn!("{why}: keeping the current serving certificate: {e}"),

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::k8s::Resource;
 use crate::server::counters::{Counters, EndReason};
+use crate::sync;
 
 /// Longest selector text kept per watcher (bytes; cut at a char boundary).
 pub const MAX_SELECTOR_TEXT: usize = 256;
@@ -117,7 +118,7 @@ impl Registry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<WatcherStatus>>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.open)
     }
 }
 

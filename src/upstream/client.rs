@@ -7,6 +7,7 @@
 //! [`crate::upstream::failover`], which picks the server; each attempt is counted in
 //! [`crate::upstream::stats::RequestStats`].
 
+use crate::sync::lock;
 use crate::upstream::decode::{self, DecodeError, ListResult};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
 use crate::upstream::kind::{ListItems, Texts};
@@ -354,12 +355,7 @@ impl Upstream {
     }
 
     fn pace(&self) {
-        let wait = self
-            .inner
-            .bucket
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take(Instant::now());
+        let wait = lock(&self.inner.bucket).take(Instant::now());
         if let Some(d) = wait {
             std::thread::sleep(d);
         }

@@ -6,6 +6,7 @@
 use super::{
     probe_passed, redact_userinfo, Outcome, Selection, Signal, PROBE_INTERVAL, PROBE_PATH, RISE,
 };
+use crate::sync;
 use crate::upstream::client::{Upstream, UpstreamError};
 use crate::upstream::stats::{RequestStats, ServerStats, Verb};
 use std::io::{self, BufRead, BufReader, Read};
@@ -149,7 +150,7 @@ impl Failover {
     }
 
     fn lock(&self) -> MutexGuard<'_, Selection> {
-        self.selection.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.selection)
     }
 
     /// How many servers.

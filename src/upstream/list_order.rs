@@ -18,6 +18,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::kind::UpstreamKind;
+use crate::sync;
 
 /// How long an endpoint reflector waits for Nodes and Services to make progress.
 pub const PATIENCE: Duration = Duration::from_secs(5);
@@ -68,7 +69,7 @@ impl ListOrder {
     }
 
     fn lock(&self) -> MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.progress)
     }
 
     /// Before `kind` lists: for Endpoints and EndpointSlices, waits until Nodes and Services

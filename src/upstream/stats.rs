@@ -7,6 +7,7 @@
 //! The reflectors started by `upstream::reflector::spawn` record into the process-wide [`global`]
 //! registry; tests give each reflector a [`KindStats`] of its own.
 
+use crate::sync::lock;
 use crate::upstream::kind::UpstreamKind;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -193,14 +194,14 @@ impl KindStats {
         while !text.is_char_boundary(end) {
             end -= 1;
         }
-        let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = lock(&self.last_error);
         last.clear();
         last.push_str(text.get(..end).unwrap_or_default());
     }
 
     /// Records the reflector's state (`Empty`, `Listed`, `Watching`) and its upstream RV.
     pub fn set_position(&self, state: &'static str, rv: &str) {
-        let mut p = self.position.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = lock(&self.position);
         if p.0 != state || p.1 != rv {
             p.0 = state;
             p.1.clear();
@@ -210,16 +211,13 @@ impl KindStats {
 
     /// The reflector's last recorded state and upstream RV (`("", "")` before its first step).
     pub fn position(&self) -> (&'static str, String) {
-        let p = self.position.lock().unwrap_or_else(|p| p.into_inner());
+        let p = lock(&self.position);
         (p.0, p.1.clone())
     }
 
     /// The last error recorded; empty if none.
     pub fn last_error(&self) -> String {
-        self.last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.last_error).clone()
     }
 }
 

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::sync::lock;
+
 /// The kind of an upstream request, the `verb` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Verb {
@@ -96,12 +98,7 @@ impl RequestStats {
     pub fn record(&self, verb: Verb, code: Option<u16>, took: Duration) {
         // HTTP codes are three digits; anything else would only grow the map.
         let code = code.filter(|c| (100..=999).contains(c)).unwrap_or(0);
-        *self
-            .codes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((verb, code))
-            .or_insert(0) += 1;
+        *lock(&self.codes).entry((verb, code)).or_insert(0) += 1;
         if let Some(h) = self.latency.get(verb.index()) {
             h.observe(took);
         }
@@ -110,7 +107,7 @@ impl RequestStats {
     /// Requests recorded for `verb` with `code` (`None`: without an answer).
     pub fn count(&self, verb: Verb, code: Option<u16>) -> u64 {
         let key = (verb, code.unwrap_or(0));
-        let codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
+        let codes = lock(&self.codes);
         codes.get(&key).copied().unwrap_or(0)
     }
 
@@ -124,7 +121,7 @@ impl RequestStats {
             "# HELP {name} Upstream requests (each attempt on each server) by verb (list, watch, get, forward) and HTTP status code; code=\"error\" when no answer came."
         );
         let _ = writeln!(out, "# TYPE {name} counter");
-        let codes = self.codes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let codes = lock(&self.codes).clone();
         for ((verb, code), n) in codes {
             let code = match code {
                 0 => "error".to_string(),
@@ -182,14 +179,14 @@ impl ServerStats {
     /// Registers the servers (URLs as shown, in order of preference), all healthy, the first
     /// selected. Switch counts are kept.
     pub fn set_servers(&self, urls: &[String]) {
-        let mut s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&self.servers);
         *s = urls.iter().map(|u| (u.clone(), true)).collect();
         self.selected.store(0, Ordering::Relaxed);
     }
 
     /// Records whether server `index` is healthy.
     pub fn set_healthy(&self, index: usize, healthy: bool) {
-        let mut s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&self.servers);
         if let Some(entry) = s.get_mut(index) {
             entry.1 = healthy;
         }
@@ -197,7 +194,7 @@ impl ServerStats {
 
     /// Whether server `index` is healthy (`false` if there is no such server).
     pub fn healthy(&self, index: usize) -> bool {
-        let s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let s = lock(&self.servers);
         s.get(index).is_some_and(|e| e.1)
     }
 
@@ -227,11 +224,7 @@ impl ServerStats {
     /// `grid_wrapper_upstream_current_server_index` (gauge, 0 = the primary); nothing before
     /// the servers are registered.
     pub fn render(&self, out: &mut String) {
-        let servers = self
-            .servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let servers = lock(&self.servers).clone();
         if servers.is_empty() {
             return;
         }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::sync::lock;
 use crate::upstream::kubeconfig;
 
 /// Bearer token: static, or read from a file at most every [`TOKEN_REREAD_INTERVAL`](crate::upstream::client::TOKEN_REREAD_INTERVAL); the last
@@ -33,7 +34,7 @@ impl TokenSource {
         let Some(path) = &self.file else {
             return self.fixed.clone();
         };
-        let mut guard = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.cached);
         let (value, tried) = &mut *guard;
         if tried.is_none_or(|at| now.saturating_duration_since(at) >= self.interval) {
             *tried = Some(now);
