@@ -15,6 +15,7 @@ use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
 use crate::cache::store::{prepare, Hold, ListPreparer, Prepared, Settings, State};
 use crate::cache::view::Retention;
+use crate::clock;
 use crate::config::Config;
 use crate::persist::{self, CacheDir, Writer};
 use crate::server::conn::{ServerOptions, TlsSlot};
@@ -301,7 +302,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let mut extras = health::Extras::default();
     let snapshot_slices = snapshot.as_ref().map(|s| s.meta.slice_kind);
     if let Some(snap) = snapshot {
-        let age = persist::unix_now().saturating_sub(snap.meta.written_unix_secs);
+        let age = clock::unix_now().saturating_sub(snap.meta.written_unix_secs);
         let (objects, written) = (snap.objects.len(), snap.meta.written_unix_secs);
         if state.restore(snap.objects, snap.meta.slice_kind, 0) {
             extras.snapshot_written = Some(written);

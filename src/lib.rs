@@ -23,8 +23,8 @@
 //! | [`app`] | startup wiring, the sink that applies reflector changes, graceful shutdown |
 //! | [`preflight`] | `grid-wrapper check`: one pass against the upstream, and a report |
 //!
-//! Below every layer, for all of them: [`bytes`] (byte comparisons) and [`sync`] (the one way a
-//! mutex is locked).
+//! Below every layer, for all of them: [`bytes`] (byte comparisons), [`sync`] (the one way a
+//! mutex is locked) and, for the I/O shell, `clock` (wall-clock Unix seconds).
 //!
 //! `http`, `api`, `cache`, `k8s`, `config` and the decoding parts of `upstream` are the pure core
 //! (no sockets, threads or clocks). The I/O shell (`server`, `persist`, `app`, `preflight`, the
@@ -67,6 +67,8 @@ pub mod api;
 pub mod app;
 pub mod bytes;
 pub mod cache;
+#[cfg(feature = "io")]
+pub mod clock;
 pub mod config;
 pub mod http;
 pub mod k8s;

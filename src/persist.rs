@@ -37,6 +37,7 @@ use log::{debug, info, warn};
 use crate::cache::epoch;
 use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
 use crate::cache::store::State;
+use crate::clock::unix_now;
 use crate::sync::lock;
 
 #[path = "persist_failures.rs"]
@@ -57,13 +58,6 @@ pub const QUIET: Duration = Duration::from_secs(1);
 pub const MAX_DELAY: Duration = Duration::from_secs(5);
 /// Largest snapshot file read (a larger one is not ours).
 const MAX_FILE_BYTES: u64 = 4 << 30;
-
-/// Wall-clock seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
 
 /// FNV-1a, 64 bits: a fingerprint, not a security measure.
 fn fingerprint(bytes: &[u8]) -> u64 {

@@ -389,7 +389,7 @@ impl Conn {
                 );
                 match Watcher::start(*plan, ctx.now, &mut self.out) {
                     Some(mut w) => {
-                        let info = w.info(&self.peer, &req.query, crate::persist::unix_now());
+                        let info = w.info(&self.peer, &req.query, crate::clock::unix_now());
                         w.track(watchers::global().register(info, counters::global()));
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
                         drop(state);

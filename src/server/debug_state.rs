@@ -112,7 +112,7 @@ fn watcher_cap(query: &str) -> usize {
 
 /// (status, Content-Type, body) for `/debug/state`.
 pub fn answer(query: &str, shared: &Mutex<State>, extras: &Extras) -> (u16, &'static str, String) {
-    let now = crate::persist::unix_now();
+    let now = crate::clock::unix_now();
     let (open, streams) = watchers::global().snapshot(watcher_cap(query));
     let facts = CacheFacts::of(&lock(shared), &streams);
     let doc = document(

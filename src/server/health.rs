@@ -120,7 +120,7 @@ fn route(
     facts: &SharedFacts,
     extras: &Extras,
 ) -> Option<(u16, &'static str, String)> {
-    let now = crate::persist::unix_now();
+    let now = crate::clock::unix_now();
     let path = path_and_query.split('?').next().unwrap_or("");
     if takes_lock(path, extras) {
         return None;

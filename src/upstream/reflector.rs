@@ -50,6 +50,7 @@
 //! empties the cache, and the cache diffs each list, so a relist from scratch only turns real
 //! changes into events.
 
+use crate::clock::unix_now;
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{is_stall, Upstream, UpstreamError};
 use crate::upstream::decode::{self, Line, ListResult, WatchEvent};
@@ -68,7 +69,7 @@ use serde_json::Value;
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Watch `timeoutSeconds` is drawn from `[MIN, MAX)` (client-go's range).
 pub const WATCH_TIMEOUT_SECONDS: (u64, u64) = (300, 600);
@@ -285,13 +286,6 @@ impl ListItems for Skipping<'_> {
 /// The upstream no longer serves the RV we asked for (410, or our RV is beyond its newest).
 fn is_rv_unavailable(e: &UpstreamError) -> bool {
     e.status_code() == Some(410) || e.is_rv_too_large()
-}
-
-/// Wall-clock Unix seconds (for the last-contact stat); 0 if the clock is before 1970.
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl<L: ListWatch> Reflector<L> {
