@@ -1,8 +1,8 @@
 //! Which served objects a request sees: path namespace AND label selector AND field selector.
 
-use crate::api::selector::{FieldSelector, LabelSelector};
+use crate::api::selector::{FieldSelector, LabelLookup, LabelSelector};
 use crate::cache::store::{admission_filtered, EXCLUDING_LABELS};
-use crate::cache::view::Served;
+use crate::cache::view::{LabelSet, Served};
 use crate::k8s::Resource;
 
 /// The selection of one list or watch: what "matches" means (docs/SEMANTICS.md §1, §6).
@@ -52,6 +52,14 @@ impl Filter {
         } else {
             Selection::PerItem
         }
+    }
+}
+
+/// A served object's labels, for label selectors (the cache keeps them; the selectors are the
+/// API's).
+impl LabelLookup for LabelSet {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
     }
 }
 

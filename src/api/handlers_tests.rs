@@ -5,7 +5,9 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::cache::store::{Settings, State};
+use crate::api::selector::FieldSelector;
+use crate::cache::store::{test_support, Settings, State};
+use crate::cache::topology::fixtures;
 use crate::cache::view::Retention;
 use crate::upstream::kind::{Change, UpstreamKind};
 
@@ -267,4 +269,29 @@ fn watch_starts_select_the_same_objects() {
             assert_eq!(plan.cursor, st.current_rv());
         }
     }
+}
+
+/// TOPOLOGY.md §11 case 37, the selection half (the cache's half, headless Endpoints never
+/// served, is among the cache's lifecycle tests): a headless Service is listed, and only
+/// `spec.clusterIP!=None` leaves it out.
+#[test]
+fn case_37_headless_service_only_without_field_selector() {
+    let fx = fixtures::fixture_f();
+    let mut st = test_support::loaded(&fx, 1_000, UpstreamKind::SlicesV1, vec![]);
+    let mut hl = fixtures::service("default", "hl", None);
+    hl["spec"]["clusterIP"] = json!("None");
+    st.apply(UpstreamKind::Services, Change::Upsert(hl), 1);
+    let all = |fields: &str| {
+        let filter = Filter {
+            fields: FieldSelector::parse(fields, Resource::Services.selectable_fields())
+                .unwrap_or_default(),
+            ..Filter::default()
+        };
+        st.with_view(|v| select(Resource::Services, &filter, v))
+            .iter()
+            .map(|o| o.key.name.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(all(""), fixtures::strs(&["hl", "s"]));
+    assert_eq!(all("spec.clusterIP!=None"), fixtures::strs(&["s"]));
 }

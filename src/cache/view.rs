@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::api::selector::LabelLookup;
 use crate::k8s::ObjectKey;
 
 /// Label map of an object, as topology and the selectors' tests use it.
@@ -68,12 +67,6 @@ impl LabelSet {
     /// Whether there is no label.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-}
-
-impl LabelLookup for LabelSet {
-    fn label(&self, key: &str) -> Option<&str> {
-        self.get(key)
     }
 }
 
