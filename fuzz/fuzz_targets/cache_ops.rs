@@ -5,11 +5,11 @@
 #![no_main]
 use std::collections::BTreeMap;
 
-use grid_wrapper::cache::health::HealthMap;
 use grid_wrapper::cache::snapshot::{self, Identity, Meta, Snapshot};
 use grid_wrapper::cache::store::{Settings, State};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::k8s::Resource;
+use grid_wrapper::upstream::edge_health_map::HealthMap;
 use grid_wrapper::upstream::kind::{Change, UpstreamKind};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};

@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::cache::health::HealthMap;
 use crate::cache::topology::fixtures::*;
+use crate::upstream::edge_health_map::HealthMap;
 use crate::upstream::kind::Change;
 
 fn load(fx: &Fixture, slices: Vec<Value>, kind: UpstreamKind) -> State {

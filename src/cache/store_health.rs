@@ -16,7 +16,8 @@ use log::info;
 use serde_json::Value;
 
 use super::{Applied, State, Target};
-use crate::cache::health::{self, HealthMap};
+use crate::cache::health;
+use crate::upstream::edge_health_map::HealthMap;
 
 /// Most node names an INFO line lists.
 const LOGGED_NAMES: usize = 20;

@@ -1,6 +1,6 @@
 //! The edge-health poller (TOPOLOGY.md §10), I/O shell: one thread that GETs edge-health's
 //! `localinfo` every `interval` with a plain ureq agent and hands each answer, parsed by
-//! [`crate::cache::health::parse`], to a callback (normally `State::set_edge_health` under the
+//! [`crate::upstream::edge_health_map::parse`], to a callback (normally `State::set_edge_health` under the
 //! cache lock).
 //!
 //! - One poll at start, then one per `interval` (measured from the start of the previous
@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use ureq::{http, Agent};
 
-use crate::cache::health::{self, HealthMap};
 use crate::upstream::client;
+use crate::upstream::edge_health_map::{self, HealthMap};
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::tls;
 
@@ -106,7 +106,7 @@ fn poll(agent: &Agent, address: &str) -> Result<HealthMap, String> {
         .limit(MAX_BODY_BYTES)
         .read_to_vec()
         .map_err(|e| format!("reading the body: {e}"))?;
-    health::parse(&body).map_err(|e| format!("bad answer: {e}"))
+    edge_health_map::parse(&body).map_err(|e| format!("bad answer: {e}"))
 }
 
 /// The thread body: poll, report, wait; until `stop`.

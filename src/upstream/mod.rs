@@ -3,7 +3,8 @@
 //! ([`decode`]; a list body split into its items as it arrives: [`list_split`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
 //! their health counters ([`stats`], pure), the order of the first lists ([`list_order`]), and the optional edge-health poller
-//! ([`edge_health`], `--service-autonomy-enhancement`), and the choice among several apiservers
+//! ([`edge_health`], `--service-autonomy-enhancement`) with the pure parser of its answer
+//! ([`edge_health_map`]), and the choice among several apiservers
 //! (`--master=A,B,…`) with its health probes ([`failover`]). Private: `episode` (the reflectors'
 //! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
 //! bucket).
@@ -17,6 +18,7 @@ pub mod decode;
 pub mod discovery;
 #[cfg(feature = "io")]
 pub mod edge_health;
+pub mod edge_health_map;
 #[cfg(feature = "io")]
 mod episode;
 pub mod failover;
