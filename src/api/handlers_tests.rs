@@ -271,7 +271,7 @@ fn watch_starts_select_the_same_objects() {
     }
 }
 
-/// TOPOLOGY.md §11 case 37, the selection half (the cache's half, headless Endpoints never
+/// Topology case 37 (the numbered catalogue of docs/ARCHITECTURE.md §9), the selection half (the cache's half, headless Endpoints never
 /// served, is among the cache's lifecycle tests): a headless Service is listed, and only
 /// `spec.clusterIP!=None` leaves it out.
 #[test]

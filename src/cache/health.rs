@@ -1,4 +1,4 @@
-//! Which nodes edge-health reports abnormal, pure (TOPOLOGY.md §10): the edge-health map (its
+//! Which nodes edge-health reports abnormal, pure (docs/SEMANTICS.md §10): the edge-health map (its
 //! `localinfo` answer, parsed by [`crate::upstream::edge_health_map`]) resolved against the
 //! cached nodes, by name and by InternalIP. Decisions fixed here:
 //!

@@ -121,7 +121,7 @@ impl Served {
         }
     }
 
-    /// The value of a selectable field (PROTOCOL.md §5), `None` when the object has none.
+    /// The value of a selectable field (docs/SEMANTICS.md §1), `None` when the object has none.
     pub fn field(&self, name: &str) -> Option<&str> {
         match name {
             "metadata.name" => Some(&self.key.name),
@@ -189,8 +189,8 @@ pub fn rv_stamp(rv: u64) -> String {
 
 /// Where the first `stamp` (an [`rv_stamp`]) starts in `hay`. Anchored on the stamp's capital
 /// `V`, rare in JSON, so a served object is scanned once with `memchr`-like speed instead of one
-/// comparison per byte (the writer runs this several times per object; at scale S the naive
-/// window search was the largest single cost of applying a list).
+/// comparison per byte (the writer runs this several times per object; in profiles the naive
+/// window search was the largest single cost of applying a list, see BENCHMARKS.md).
 pub fn find_stamp(hay: &[u8], stamp: &str) -> Option<usize> {
     const V_AT: usize = "\"resource".len();
     let stamp = stamp.as_bytes();
@@ -255,8 +255,8 @@ impl Retention {
     /// as too slow after that many piled up can resume); beyond them, what a resuming client
     /// needs, bounded the way the apiserver's watch cache is: entries younger than 75 s (its
     /// `eventFreshDuration`), at most 1,024 entries (or the minimum, if larger) and 16 MiB of
-    /// logged objects per resource (binding only for very large objects: 1,024 slices of ten
-    /// endpoints are ~3.5 MiB). A watch resuming from before that gets 410 and relists.
+    /// logged objects per resource (binding only for very large objects: a full log of ordinary
+    /// slices stays far below it). A watch resuming from before that gets 410 and relists.
     pub fn for_queue(size: usize) -> Retention {
         let min_entries = size.max(1);
         Retention {
@@ -321,7 +321,7 @@ impl Collection {
     /// Forgets the history and starts it at `rv` (used once, when the cache becomes ready).
     pub fn reset_history(&mut self, rv: u64) {
         // A new log, not a cleared one: the sync logged every object, and a cleared log would
-        // keep that room (32 bytes per object: ~0.6 MiB at ×10 per collection) for good.
+        // keep that room (an entry's worth per object, which adds up in a large cluster) for good.
         self.log = VecDeque::new();
         self.log_bytes = 0;
         self.horizon = rv;

@@ -1,5 +1,5 @@
 //! Response framing: status line and headers, `Content-Length` or chunked bodies, complete JSON
-//! and `Status` error responses, and `Accept` negotiation (PROTOCOL.md §4, §13). Pure.
+//! and `Status` error responses, and `Accept` negotiation (docs/SEMANTICS.md §1, "Content type" and "Errors"). Pure.
 //!
 //! It owns the bytes of every response head the server writes, so framing headers
 //! (`Content-Length`, `Transfer-Encoding`, `Connection: close`) are added here and nowhere else.
@@ -150,7 +150,7 @@ pub fn status(err: &ApiError, keep_alive: bool) -> Vec<u8> {
     }
 }
 
-/// PROTOCOL.md §4: JSON is acceptable iff `Accept` is absent or empty, or lists
+/// docs/SEMANTICS.md §1 ("Content type"): JSON is acceptable iff `Accept` is absent or empty, or lists
 /// `application/json`, `application/*` or `*/*` (case-insensitive; media-type parameters
 /// ignored, except that a range with `q=0` is excluded).
 pub fn accepts_json(accept: Option<&str>) -> bool {

@@ -86,7 +86,7 @@ pub struct Conn {
 }
 
 /// How many times one round refills a watch's output (up to `HIGH_WATER` each). A burst of
-/// thousands of events per watcher (a relabel of the local node at scale S) is then sent in
+/// thousands of events per watcher (a relabel of the local node in a large cluster) is then sent in
 /// turns across all connections, so a LIST or a new request waits for one round, not for every
 /// watcher's whole backlog.
 const STREAM_FILLS_PER_ROUND: usize = 1;

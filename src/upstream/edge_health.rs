@@ -1,4 +1,4 @@
-//! The edge-health poller (TOPOLOGY.md §10), I/O shell: one thread that GETs edge-health's
+//! The edge-health poller (docs/SEMANTICS.md §10), I/O shell: one thread that GETs edge-health's
 //! `localinfo` every `interval` with a plain ureq agent and hands each answer, parsed by
 //! [`crate::upstream::edge_health_map::parse`], to a callback (normally `State::set_edge_health` under the
 //! cache lock).

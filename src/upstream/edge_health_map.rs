@@ -1,4 +1,4 @@
-//! Edge-health's `localinfo` answer, parsed (TOPOLOGY.md §10): the map that the poller
+//! Edge-health's `localinfo` answer, parsed (docs/SEMANTICS.md §10): the map that the poller
 //! (`upstream::edge_health`) hands to the cache. Pure.
 //!
 //! The answer is a JSON object `{"<key>": {"normal": bool, "hmac": "...", "time": n}, ...}`.
