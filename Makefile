@@ -9,11 +9,14 @@ all: build
 build:
 	$(CARGO) build --release --bins
 
-## test: format check, clippy (warnings are errors), unit + integration tests.
+## test: format check, clippy (warnings are errors), unit + integration tests of both packages.
+## The integration tests start target/debug/grid-wrapper-sim, the binary of the sim/ package (no
+## CARGO_BIN_EXE_ path for another package's binary): `cargo build --bins` builds it first.
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --no-default-features --lib -- -D warnings
+	$(CARGO) build --bins
 	$(CARGO) test --all-targets
 
 lint:

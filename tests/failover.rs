@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::autonomy::{metric, metrics, served};
-use common::{request, wait_for, LogSink, Proc, Sim, Watch, Wrapper};
+use common::{request, sim_bin, wait_for, LogSink, Proc, Sim, Watch, Wrapper};
 use serde_json::{json, Value};
 
 const NODES: [&str; 4] = ["edge-a1", "edge-a2", "edge-b1", "edge-c1"];
@@ -23,7 +23,7 @@ const OUTAGE_SECS: u64 = 10;
 /// Starts the demo simulator on two loopback addresses; returns it (its `addr` is the first)
 /// and the second address.
 fn start_two_address_sim(extra: &[&str]) -> (Sim, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_grid-wrapper-sim"))
+    let mut child = Command::new(sim_bin())
         .args(["--fixture", "demo", "--listen", "127.0.0.1:0"])
         .args(["--listen", "127.0.0.1:0"])
         .args(extra)

@@ -13,6 +13,7 @@ pub use procs::*;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,25 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The `grid-wrapper-sim` binary of the build profile this test was built with: a package of its
+/// own (sim/), so Cargo gives the tests no `CARGO_BIN_EXE_` path for it. A test runs as
+/// target/<profile>/deps/<test>-<hash>; the simulator is target/<profile>/grid-wrapper-sim, built
+/// by `cargo build --bins` (`make test` does that before `cargo test`).
+pub fn sim_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let mut dir = exe.parent().expect("the test's directory").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let sim = dir.join(format!("grid-wrapper-sim{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        sim.is_file(),
+        "run `cargo build --bins` (or `make test`) first: grid-wrapper-sim is not built at {}",
+        sim.display()
+    );
+    sim
+}
+
 /// The simulated apiserver.
 pub struct Sim {
     pub proc: Proc,
@@ -52,7 +72,7 @@ impl Sim {
     /// Starts `grid-wrapper-sim` with `args` (fixture demo unless given) and waits for its
     /// "listening on" line.
     pub fn start(args: &[&str]) -> Sim {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_grid-wrapper-sim"));
+        let mut cmd = Command::new(sim_bin());
         if !args.contains(&"--fixture") {
             cmd.args(["--fixture", "demo"]);
         }
