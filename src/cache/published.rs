@@ -210,14 +210,7 @@ mod tests {
     #[test]
     fn readers_do_not_need_the_writer_lock() {
         let mut st = test_support::state("h", 1);
-        for kind in [
-            UpstreamKind::Nodes,
-            UpstreamKind::Services,
-            UpstreamKind::Endpoints,
-            UpstreamKind::SlicesV1,
-        ] {
-            st.apply(kind, Change::Replace(vec![]), 0);
-        }
+        test_support::list_all_empty(&mut st);
         let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "h"}});
         st.apply(UpstreamKind::Nodes, Change::Upsert(node), 0);
         let rv = st.current_rv();
@@ -260,14 +253,7 @@ mod tests {
         let facts = st.shared_facts();
         assert_eq!(facts.load(), st.facts());
         assert!(!facts.load().ready);
-        for kind in [
-            UpstreamKind::Nodes,
-            UpstreamKind::Services,
-            UpstreamKind::Endpoints,
-            UpstreamKind::SlicesV1,
-        ] {
-            st.apply(kind, Change::Replace(vec![]), 0);
-        }
+        test_support::list_all_empty(&mut st);
         let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "h"}});
         st.apply(UpstreamKind::Nodes, Change::Upsert(node), 0);
         let now = facts.load();

@@ -19,6 +19,18 @@ pub(crate) fn state(host: &str, seed: u64) -> State {
     )
 }
 
+/// Lists every resource empty: the cache becomes ready with nothing in it.
+pub(crate) fn list_all_empty(st: &mut State) {
+    for kind in [
+        UpstreamKind::Nodes,
+        UpstreamKind::Services,
+        UpstreamKind::Endpoints,
+        UpstreamKind::SlicesV1,
+    ] {
+        st.apply(kind, Change::Replace(vec![]), 0);
+    }
+}
+
 /// A ready cache: the fixture's nodes, Services and Endpoints listed, then `slices` as the
 /// `kind` slice list (not pinned: a later list of the other version switches, as upstream).
 pub(crate) fn loaded(fx: &Fixture, seed: u64, kind: UpstreamKind, slices: Vec<Value>) -> State {

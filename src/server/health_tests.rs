@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use super::{answer, spawn, Extras, Readiness, MAX_CONNECTIONS, MAX_HEAD};
 use crate::cache::store::{test_support, State};
-use crate::upstream::kind::{Change, UpstreamKind};
 
 /// How long a probe waits for its answer before it counts as not answered.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
@@ -46,14 +45,7 @@ fn metrics_report_readiness_and_counts() {
 /// A ready (empty) cache and a health listener on it.
 fn listening(extras: Extras) -> (Arc<Mutex<State>>, SocketAddr) {
     let mut st = test_support::state("h", 1);
-    for kind in [
-        UpstreamKind::Nodes,
-        UpstreamKind::Services,
-        UpstreamKind::Endpoints,
-        UpstreamKind::SlicesV1,
-    ] {
-        st.apply(kind, Change::Replace(vec![]), 0);
-    }
+    test_support::list_all_empty(&mut st);
     let shared = Arc::new(Mutex::new(st));
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("bound address");
