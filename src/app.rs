@@ -299,7 +299,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     };
     let (cache, snapshot, seed) = open_cache(&cfg, &ucfg);
     let mut state = State::new(settings, seed);
-    let mut extras = health::Extras::default();
+    let mut extras = crate::server::extras::Extras::default();
     let snapshot_slices = snapshot.as_ref().map(|s| s.meta.slice_kind);
     if let Some(snap) = snapshot {
         let age = clock::unix_now().saturating_sub(snap.meta.written_unix_secs);

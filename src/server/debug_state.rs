@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::cache::store::State;
 use crate::k8s::Resource;
 use crate::server::counters::resource_label;
-use crate::server::health::Extras;
+use crate::server::extras::Extras;
 use crate::server::process::{self, ProcessStats};
 use crate::server::watchers::{self, WatcherStatus};
 use crate::sync::lock;

@@ -28,6 +28,7 @@ use std::time::Duration;
 use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::store::State;
 use crate::http::response::{self, Body};
+use crate::server::extras::Extras;
 use crate::server::{debug_state, debug_topology, metrics};
 
 /// Most connections open at once; one more closes the oldest.
@@ -89,17 +90,6 @@ pub fn answer(path: &str, readiness: Readiness) -> (u16, String) {
         ),
         _ => (404, "not found".into()),
     }
-}
-
-/// What the health listener reports beyond the cache itself.
-#[derive(Debug, Default)]
-pub struct Extras {
-    /// Write time (Unix seconds) of the snapshot restored at startup, if one was.
-    pub snapshot_written: Option<u64>,
-    /// The snapshot writer's counters, with `--cache-dir`.
-    pub writer: Option<Arc<crate::persist::WriterStats>>,
-    /// `--debug`: serve `/debug/state`.
-    pub debug: bool,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";

@@ -14,11 +14,12 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::{
-    request_path, response, route, route_locked, Extras, MAX_CONNECTIONS, MAX_HEAD, READ_TIMEOUT,
+    request_path, response, route, route_locked, MAX_CONNECTIONS, MAX_HEAD, READ_TIMEOUT,
     WORK_TIMEOUT, WRITE_TIMEOUT,
 };
 use crate::cache::facts::SharedFacts;
 use crate::cache::store::State;
+use crate::server::extras::Extras;
 
 const LISTENER: Token = Token(0);
 /// Wakes the loop when the debug worker has an answer.

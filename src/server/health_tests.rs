@@ -6,8 +6,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{answer, spawn, Extras, Readiness, MAX_CONNECTIONS, MAX_HEAD};
+use super::{answer, spawn, Readiness, MAX_CONNECTIONS, MAX_HEAD};
 use crate::cache::store::{test_support, State};
+use crate::server::extras::Extras;
 
 /// How long a probe waits for its answer before it counts as not answered.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
@@ -36,7 +37,7 @@ fn metrics_report_readiness_and_counts() {
         },
         42,
     );
-    let m = crate::server::metrics::render_cache(&st.facts(), &super::Extras::default(), 0);
+    let m = crate::server::metrics::render_cache(&st.facts(), &Extras::default(), 0);
     assert!(m.contains("grid_wrapper_ready 0\n"), "{m}");
     assert!(m.contains("grid_wrapper_resource_version 42\n"));
     assert!(m.contains("grid_wrapper_objects{resource=\"endpointslices.discovery.k8s.io/v1\"} 0\n"));

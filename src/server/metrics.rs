@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::cache::facts::Facts;
 use crate::k8s::Resource;
 use crate::server::counters::resource_label;
-use crate::server::health::Extras;
+use crate::server::extras::Extras;
 use crate::server::{counters, process};
 
 /// The whole `/metrics` text. The cache's part comes from its [`Facts`] (read without the

@@ -8,6 +8,7 @@ pub mod debug_state;
 pub mod debug_topology;
 pub mod event_loop;
 pub mod exposition;
+pub mod extras;
 pub mod health;
 pub mod metrics;
 pub mod outbound;
