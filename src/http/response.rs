@@ -69,9 +69,30 @@ pub enum Body {
 /// here), as is a caller `Connection` header when `!keep_alive`. A header whose name is not a
 /// token or whose value contains CR, LF or NUL is dropped too (no header injection).
 pub fn head(code: u16, headers: &[(&str, &str)], body: Body, keep_alive: bool) -> Vec<u8> {
+    framed(code, headers, body, keep_alive)
+}
+
+/// [`head`] for a relayed upstream answer: the upstream's header names and byte values (a value
+/// may carry obs-text), framed the same way.
+pub fn relayed_head(
+    code: u16,
+    headers: &[(String, Vec<u8>)],
+    body: Body,
+    keep_alive: bool,
+) -> Vec<u8> {
+    framed(code, headers, body, keep_alive)
+}
+
+fn framed<N: AsRef<str>, V: AsRef<[u8]>>(
+    code: u16,
+    headers: &[(N, V)],
+    body: Body,
+    keep_alive: bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(format!("HTTP/1.1 {code} {}\r\n", reason(code)).as_bytes());
-    for &(name, value) in headers {
+    for (name, value) in headers {
+        let (name, value) = (name.as_ref(), value.as_ref());
         let framing = name.eq_ignore_ascii_case("content-length")
             || name.eq_ignore_ascii_case("transfer-encoding")
             || (!keep_alive && name.eq_ignore_ascii_case("connection"));
@@ -82,28 +103,28 @@ pub fn head(code: u16, headers: &[(&str, &str)], body: Body, keep_alive: bool) -
     }
     if !(100..200).contains(&code) && code != 204 {
         match body {
-            Body::Length(n) => push_field(&mut out, "Content-Length", &n.to_string()),
-            Body::Chunked => push_field(&mut out, "Transfer-Encoding", "chunked"),
+            Body::Length(n) => push_field(&mut out, "Content-Length", n.to_string().as_bytes()),
+            Body::Chunked => push_field(&mut out, "Transfer-Encoding", b"chunked"),
         }
     }
     if !keep_alive {
-        push_field(&mut out, "Connection", "close");
+        push_field(&mut out, "Connection", b"close");
     }
     out.extend_from_slice(b"\r\n");
     out
 }
 
-fn push_field(out: &mut Vec<u8>, name: &str, value: &str) {
+fn push_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");
-    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
-fn valid_field(name: &str, value: &str) -> bool {
+fn valid_field(name: &str, value: &[u8]) -> bool {
     !name.is_empty()
         && name.bytes().all(super::request::is_tchar)
-        && !value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0))
+        && !value.iter().any(|b| matches!(b, b'\r' | b'\n' | 0))
 }
 
 /// Appends one chunk (`<hex len>\r\n<data>\r\n`). A no-op for empty data: an empty chunk would
@@ -184,6 +205,28 @@ fn is_q_zero(param: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relayed_head_keeps_byte_values_and_is_framed_here() {
+        let headers = vec![
+            ("Content-Type".to_string(), b"application/json".to_vec()),
+            ("X-Obs".to_string(), vec![b'a', 0xE9, b'b']),
+            ("Content-Length".to_string(), b"99".to_vec()),
+            ("Transfer-Encoding".to_string(), b"gzip".to_vec()),
+            ("X-Bad".to_string(), b"a\r\nSet-Cookie: x".to_vec()),
+        ];
+        let h = relayed_head(200, &headers, Body::Chunked, true);
+        let want = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Obs: a\xE9b\r\n\
+                     Transfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(h, want.to_vec());
+        // No body framing on a 204, and the connection's end said when it closes.
+        let h = relayed_head(204, &headers[..1], Body::Length(0), false);
+        assert_eq!(
+            h,
+            b"HTTP/1.1 204 No Content\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+                .to_vec()
+        );
+    }
 
     fn text(bytes: &[u8]) -> &str {
         std::str::from_utf8(bytes).unwrap_or("<not utf-8>")

@@ -497,24 +497,13 @@ impl Conn {
             match rx.try_recv() {
                 Ok(ProxyMsg::Head { status, headers }) => {
                     counters::global().request(RouteKind::Proxy, None, status);
-                    let mut out =
-                        format!("HTTP/1.1 {status} {}\r\n", response::reason(status)).into_bytes();
-                    for (name, value) in &headers {
-                        out.extend_from_slice(name.as_bytes());
-                        out.extend_from_slice(b": ");
-                        out.extend_from_slice(value);
-                        out.extend_from_slice(b"\r\n");
-                    }
                     let has_body = body && status >= 200 && status != 204 && status != 304;
-                    if has_body {
-                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    let framing = if has_body {
+                        response::Body::Chunked
                     } else {
-                        out.extend_from_slice(b"Content-Length: 0\r\n");
-                    }
-                    if !self.keep_alive {
-                        out.extend_from_slice(b"Connection: close\r\n");
-                    }
-                    out.extend_from_slice(b"\r\n");
+                        response::Body::Length(0)
+                    };
+                    let out = response::relayed_head(status, &headers, framing, self.keep_alive);
                     self.out.push_owned(out);
                     head_sent = true;
                     if !has_body {
