@@ -22,7 +22,7 @@ use grid_wrapper::k8s::Resource;
 use grid_wrapper::server::outbound::Outbound;
 use grid_wrapper::server::watch::Watcher;
 use grid_wrapper::upstream::decode::decode_list;
-use grid_wrapper::upstream::kind::{Change, UpstreamKind};
+use grid_wrapper::upstream::kind::Change;
 use grid_wrapper::upstream::list_split::ListSplitter;
 
 const NODES: usize = 500;
@@ -71,18 +71,18 @@ fn scale_state() -> State {
         1,
     );
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Replace((0..NODES).map(|i| node(i, i % ZONES)).collect()),
         0,
     );
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Replace((0..SERVICES).map(service).collect()),
         0,
     );
-    st.apply(UpstreamKind::Endpoints, Change::Replace(vec![]), 0);
+    st.apply(Resource::Endpoints, Change::Replace(vec![]), 0);
     st.apply(
-        UpstreamKind::SlicesV1,
+        Resource::SlicesV1,
         Change::Replace((0..SERVICES).map(|i| slice(i, EPS)).collect()),
         0,
     );
@@ -207,7 +207,7 @@ fn list_and_fanout(c: &mut Criterion) {
                 s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
                 changing
                     .borrow_mut()
-                    .apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0);
+                    .apply(Resource::SlicesV1, Change::Upsert(s), 0);
             },
             |()| match changing
                 .borrow()
@@ -249,7 +249,7 @@ fn list_and_fanout(c: &mut Criterion) {
                 let mut s = slice(3, EPS);
                 s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
                 st.borrow_mut()
-                    .apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0);
+                    .apply(Resource::SlicesV1, Change::Upsert(s), 0);
                 watchers
             },
             |mut watchers| {
@@ -273,7 +273,7 @@ fn relabel(c: &mut Criterion) {
         b.iter(|| {
             flip = !flip;
             let zone = if flip { 1 } else { 0 };
-            black_box(st.apply(UpstreamKind::Nodes, Change::Upsert(node(0, zone)), 0))
+            black_box(st.apply(Resource::Nodes, Change::Upsert(node(0, zone)), 0))
         })
     });
     // Another node: only the objects with an endpoint on it are recomputed.
@@ -281,7 +281,7 @@ fn relabel(c: &mut Criterion) {
         b.iter(|| {
             flip = !flip;
             let zone = if flip { 1 } else { 7 };
-            black_box(st.apply(UpstreamKind::Nodes, Change::Upsert(node(7, zone)), 0))
+            black_box(st.apply(Resource::Nodes, Change::Upsert(node(7, zone)), 0))
         })
     });
 }
@@ -296,7 +296,7 @@ fn publish(c: &mut Criterion) {
             gen += 1;
             let mut s = slice(3, EPS);
             s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
-            black_box(st.apply(UpstreamKind::SlicesV1, Change::Upsert(s), 0))
+            black_box(st.apply(Resource::SlicesV1, Change::Upsert(s), 0))
         })
     });
 }
@@ -307,7 +307,7 @@ fn list_texts(items: impl Iterator<Item = Value>) -> Change {
 }
 
 /// A state with every list of scale S applied but `last`'s, and `last`'s list as texts.
-fn all_but(last: UpstreamKind) -> (State, Change) {
+fn all_but(last: Resource) -> (State, Change) {
     let mut st = State::new(
         Settings {
             hostname: "node-00000".into(),
@@ -317,16 +317,16 @@ fn all_but(last: UpstreamKind) -> (State, Change) {
         1,
     );
     let list = |kind| match kind {
-        UpstreamKind::Nodes => list_texts((0..NODES).map(|i| node(i, i % ZONES))),
-        UpstreamKind::Services => list_texts((0..SERVICES).map(service)),
-        UpstreamKind::Endpoints => Change::List(vec![]),
+        Resource::Nodes => list_texts((0..NODES).map(|i| node(i, i % ZONES))),
+        Resource::Services => list_texts((0..SERVICES).map(service)),
+        Resource::Endpoints => Change::List(vec![]),
         _ => list_texts((0..SERVICES).map(|i| slice(i, EPS))),
     };
     for kind in [
-        UpstreamKind::Nodes,
-        UpstreamKind::Services,
-        UpstreamKind::Endpoints,
-        UpstreamKind::SlicesV1,
+        Resource::Nodes,
+        Resource::Services,
+        Resource::Endpoints,
+        Resource::SlicesV1,
     ] {
         if kind != last {
             st.apply(kind, list(kind), 0);
@@ -341,9 +341,9 @@ fn sync(c: &mut Criterion) {
     let mut g = c.benchmark_group("sync");
     g.sample_size(10);
     for (name, kind) in [
-        ("last_list_slices_scale_S", UpstreamKind::SlicesV1),
-        ("last_list_services_scale_S", UpstreamKind::Services),
-        ("last_list_nodes_scale_S", UpstreamKind::Nodes),
+        ("last_list_slices_scale_S", Resource::SlicesV1),
+        ("last_list_services_scale_S", Resource::Services),
+        ("last_list_nodes_scale_S", Resource::Nodes),
     ] {
         g.bench_function(name, |b| {
             b.iter_batched(
@@ -398,7 +398,7 @@ fn prepare_lists(c: &mut Criterion) {
         })
         .collect();
     let go: Vec<Box<str>> = (0..SERVICES).map(|i| slice_go_order(i, EPS)).collect();
-    let kind = UpstreamKind::SlicesV1;
+    let kind = Resource::SlicesV1;
     for (name, texts) in [
         ("prepare/slices_list_sorted_keys_scale_S", sorted),
         ("prepare/slices_list_go_order_scale_S", go),

@@ -17,6 +17,7 @@ use crate::cache::store::{prepare, Hold, ListPreparer, Prepared, Settings, State
 use crate::cache::view::Retention;
 use crate::clock;
 use crate::config::Config;
+use crate::k8s::Resource;
 use crate::persist::{self, CacheDir, Writer};
 use crate::server::conn::{ServerOptions, TlsSlot};
 use crate::server::event_loop::Server;
@@ -28,7 +29,7 @@ use crate::upstream::client::{Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::list_order::{self, ListOrder};
-use crate::upstream::reflector::{self, Change, ListApply, ListItems, Sink, UpstreamKind};
+use crate::upstream::reflector::{self, Change, ListApply, ListItems, Sink};
 
 /// How often an offline start re-checks the upstream's EndpointSlice version.
 const SLICE_RECHECK: Duration = Duration::from_secs(5);
@@ -85,7 +86,7 @@ impl Sink for CacheSink {
         Some(&self.order)
     }
 
-    fn apply(&self, kind: UpstreamKind, change: Change) {
+    fn apply(&self, kind: Resource, change: Change) {
         let t0 = Instant::now();
         let list = match change {
             // The one list path: the same taker as a list read from the upstream.
@@ -103,7 +104,7 @@ impl Sink for CacheSink {
         self.publish(kind, prepared, list.map(|n| (n, t0)));
     }
 
-    fn list_items(&self, kind: UpstreamKind) -> Box<dyn ListApply + '_> {
+    fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
         // Chosen before the read (how it is held, what is packed): only this reflector
         // changes this kind's objects, and the Services list first.
         let list = lock(&self.shared).list_preparer(kind);
@@ -147,7 +148,7 @@ impl ListApply for Listing<'_> {
 impl CacheSink {
     /// Applies a prepared change under the writer's lock, then tells the snapshot writer and
     /// wakes the loop. `list`: a list's item count and when its preparing started.
-    fn publish(&self, kind: UpstreamKind, prepared: Prepared, list: Option<(usize, Instant)>) {
+    fn publish(&self, kind: Resource, prepared: Prepared, list: Option<(usize, Instant)>) {
         let t1 = Instant::now();
         let now = self.started.elapsed().as_secs();
         let mut state = lock(&self.shared);
@@ -392,7 +393,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         .spawn(move || {
             // A restored snapshot's pruned objects: packed while the loop already serves them.
             pack_pending(&starter_shared);
-            let start = |kind: UpstreamKind, stop: Arc<AtomicBool>| {
+            let start = |kind: Resource, stop: Arc<AtomicBool>| {
                 if let Err(e) = reflector::spawn(upstream.clone(), kind, sink.clone(), stop) {
                     // Without every reflector the cache never becomes ready: fail loudly.
                     log::error!("cannot start the {kind:?} reflector: {e}; exiting");
@@ -406,11 +407,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             }
             info!("upstream EndpointSlice version: {slices:?}");
             lock(&starter_shared).expect_slices(slices);
-            for kind in [
-                UpstreamKind::Nodes,
-                UpstreamKind::Services,
-                UpstreamKind::Endpoints,
-            ] {
+            for kind in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
                 start(kind, starter_stop.clone());
             }
             let mut slice_stop = Arc::new(AtomicBool::new(false));

@@ -77,9 +77,10 @@ mod tests;
 use std::time::Duration;
 
 use crate::config::{Config, OutputFormat};
+use crate::k8s::Resource;
 use crate::upstream::client::{Timeouts, Upstream, UpstreamError};
 use crate::upstream::discovery;
-use crate::upstream::kind::{with_query, UpstreamKind};
+use crate::upstream::kind::with_query;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector;
 
@@ -157,9 +158,9 @@ pub fn fetch(cfg: &Config) -> Fetched {
     }
     let slices = find_slices(&upstream);
     let resources = [
-        UpstreamKind::Nodes,
-        UpstreamKind::Services,
-        UpstreamKind::Endpoints,
+        Resource::Nodes,
+        Resource::Services,
+        Resource::Endpoints,
         slices.kind,
     ]
     .into_iter()
@@ -194,7 +195,7 @@ fn find_slices(upstream: &Upstream) -> SliceFinding {
 
 /// The reflector's LIST (label selector, `resourceVersion=0`, pages followed), then a short
 /// WATCH from its resourceVersion.
-fn fetch_resource(upstream: &Upstream, kind: UpstreamKind) -> ResourceFetch {
+fn fetch_resource(upstream: &Upstream, kind: Resource) -> ResourceFetch {
     let sel = kind.label_selector().unwrap_or("");
     let list = reflector::list_all(upstream, kind, "0");
     let rv = list

@@ -10,7 +10,7 @@ use grid_wrapper::cache::store::{Settings, State};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::upstream::edge_health_map::HealthMap;
-use grid_wrapper::upstream::kind::{Change, UpstreamKind};
+use grid_wrapper::upstream::kind::Change;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 
@@ -18,7 +18,7 @@ const NODES: [&str; 5] = ["h", "n1", "n2", "n3", "n4"];
 const SVCS: [&str; 3] = ["s", "t", "kubernetes"];
 const ZONES: [&str; 3] = ["a", "b", ""];
 const KEYS: [Option<&str>; 6] = [None, Some("[\"zone\"]"), Some("[]"), Some("zone"), Some("[\"zone\",\"rack\"]"), Some("[\"*\"]")];
-const KINDS: [UpstreamKind; 4] = [UpstreamKind::Nodes, UpstreamKind::Services, UpstreamKind::Endpoints, UpstreamKind::SlicesV1];
+const KINDS: [Resource; 4] = [Resource::Nodes, Resource::Services, Resource::Endpoints, Resource::SlicesV1];
 
 fn settings() -> Settings {
     Settings { hostname: "h".into(), wrapper_in_cluster: true, retention: Retention::for_queue(4) }
@@ -174,7 +174,7 @@ fuzz_target!(|data: &[u8]| {
             identity: Identity { hostname: "h".into(), upstream: "u".into() },
             written_unix_secs: 0,
             rv: st.current_rv(),
-            slice_kind: UpstreamKind::SlicesV1,
+            slice_kind: Resource::SlicesV1,
         },
         objects: st.export(),
     };

@@ -4,13 +4,13 @@
 //! facts read for publishing an endpoint object as it came are the `Value` path's.
 #![no_main]
 use grid_wrapper::cache::store::{prepare, Hold, Prepared};
-use grid_wrapper::upstream::kind::{Change, UpstreamKind};
+use grid_wrapper::upstream::kind::{Change, REFLECTED};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&k, rest)) = data.split_first() else { return };
     let Ok(text) = std::str::from_utf8(rest) else { return };
-    let kind = UpstreamKind::ALL[usize::from(k) % UpstreamKind::ALL.len()];
+    let kind = REFLECTED[usize::from(k) % REFLECTED.len()];
     let hold = if k & 0x80 == 0 { Hold::Whole } else { Hold::PackedOnly };
     let fast = prepare(kind, Change::List(vec![text.into()]), hold);
     let values = serde_json::from_str(text).into_iter().collect();

@@ -5,15 +5,16 @@ use std::io::BufReader;
 
 use grid_wrapper::cache::store::{Settings, State};
 use grid_wrapper::cache::view::Retention;
+use grid_wrapper::k8s::Resource;
 use grid_wrapper::upstream::decode::{self, Line, WatchEvent};
-use grid_wrapper::upstream::kind::{Change, UpstreamKind};
+use grid_wrapper::upstream::kind::Change;
 use libfuzzer_sys::fuzz_target;
 
-const KINDS: [UpstreamKind; 4] = [
-    UpstreamKind::Nodes,
-    UpstreamKind::Services,
-    UpstreamKind::Endpoints,
-    UpstreamKind::SlicesV1,
+const KINDS: [Resource; 4] = [
+    Resource::Nodes,
+    Resource::Services,
+    Resource::Endpoints,
+    Resource::SlicesV1,
 ];
 
 fuzz_target!(|data: &[u8]| {

@@ -9,7 +9,8 @@ use crate::api::selector::FieldSelector;
 use crate::cache::store::{test_support, Settings, State};
 use crate::cache::topology::fixtures;
 use crate::cache::view::Retention;
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::k8s::Resource;
+use crate::upstream::kind::Change;
 
 /// kube-proxy's label selector L, URL-encoded.
 const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
@@ -57,7 +58,7 @@ fn state() -> State {
             json!({"service.kubernetes.io/service-proxy-name":"x"}),
         ),
     ];
-    st.apply(UpstreamKind::Nodes, Change::Replace(nodes), 0);
+    st.apply(Resource::Nodes, Change::Replace(nodes), 0);
     let services = vec![
         service("default", "web", json!({"app":"web"})),
         service("kube-system", "dns", json!({})),
@@ -67,9 +68,9 @@ fn state() -> State {
             json!({"service.kubernetes.io/headless":""}),
         ),
     ];
-    st.apply(UpstreamKind::Services, Change::Replace(services), 0);
+    st.apply(Resource::Services, Change::Replace(services), 0);
     let eps = vec![endpoints("default", "web"), endpoints("kube-system", "dns")];
-    st.apply(UpstreamKind::Endpoints, Change::Replace(eps), 0);
+    st.apply(Resource::Endpoints, Change::Replace(eps), 0);
     let mut other = slice("default", "other", 0);
     other["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("x");
     let slices = vec![
@@ -77,7 +78,7 @@ fn state() -> State {
         slice("default", "web-b", 0),
         other,
     ];
-    st.apply(UpstreamKind::SlicesV1, Change::Replace(slices), 0);
+    st.apply(Resource::SlicesV1, Change::Replace(slices), 0);
     assert!(st.is_ready());
     st
 }
@@ -208,7 +209,7 @@ fn a_list_after_a_change_reflects_it() {
     let rv = st.current_rv();
 
     st.apply(
-        UpstreamKind::SlicesV1,
+        Resource::SlicesV1,
         Change::Upsert(slice("default", "web-c", 0)),
         0,
     );
@@ -224,7 +225,7 @@ fn a_list_after_a_change_reflects_it() {
 
     // A modification, then an object leaving the view by gaining an excluding label.
     st.apply(
-        UpstreamKind::SlicesV1,
+        Resource::SlicesV1,
         Change::Upsert(slice("default", "web-a", 1)),
         0,
     );
@@ -233,14 +234,14 @@ fn a_list_after_a_change_reflects_it() {
     assert!(String::from_utf8_lossy(&modified).contains("\"gen\":\"1\""));
     let mut hl = slice("default", "web-b", 0);
     hl["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
-    st.apply(UpstreamKind::SlicesV1, Change::Upsert(hl), 0);
+    st.apply(Resource::SlicesV1, Change::Upsert(hl), 0);
     let left = list_bytes(&st, res, L);
     assert_eq!(item_names(&left), vec!["web-a", "web-c"]);
     assert_eq!(left, per_item_bytes(&st, res, L));
 
     // A change elsewhere moves only the envelope's RV.
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "new", json!({}))),
         0,
     );
@@ -277,10 +278,10 @@ fn watch_starts_select_the_same_objects() {
 #[test]
 fn case_37_headless_service_only_without_field_selector() {
     let fx = fixtures::fixture_f();
-    let mut st = test_support::loaded(&fx, 1_000, UpstreamKind::SlicesV1, vec![]);
+    let mut st = test_support::loaded(&fx, 1_000, Resource::SlicesV1, vec![]);
     let mut hl = fixtures::service("default", "hl", None);
     hl["spec"]["clusterIP"] = json!("None");
-    st.apply(UpstreamKind::Services, Change::Upsert(hl), 1);
+    st.apply(Resource::Services, Change::Upsert(hl), 1);
     let all = |fields: &str| {
         let filter = Filter {
             fields: FieldSelector::parse(fields, Resource::Services.selectable_fields())

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::cache::store::{prepare, Hold, Prepared};
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::k8s::Resource;
+use crate::upstream::kind::{Change, REFLECTED};
 
 fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
     match p {
@@ -26,7 +27,7 @@ fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
 }
 
 /// Asserts that `texts` as a list give what their `Value`s give; returns the result.
-fn same_as_value_path(kind: UpstreamKind, texts: &[&str]) -> BTreeMap<ObjectKey, Vec<u8>> {
+fn same_as_value_path(kind: Resource, texts: &[&str]) -> BTreeMap<ObjectKey, Vec<u8>> {
     let list = || Change::List(texts.iter().map(|t| (*t).into()).collect());
     let fast = listed(prepare(kind, list(), Hold::Whole));
     let values: Vec<Value> = texts
@@ -51,7 +52,7 @@ fn an_item_is_cleaned_sorted_and_typed() {
     let text = r#"{ "spec": {"z": 1, "a": [3, {"y": null, "b": true}]},
         "metadata": {"resourceVersion": "77", "name": "svc", "namespace": "ns",
                      "managedFields": [{"manager": "kubectl"}], "labels": {"app": "x"}} }"#;
-    let out = same_as_value_path(UpstreamKind::Services, &[text]);
+    let out = same_as_value_path(Resource::Services, &[text]);
     let bytes = &out[&ObjectKey::new("ns", "svc")];
     assert_eq!(
         std::str::from_utf8(bytes).unwrap(),
@@ -59,7 +60,7 @@ fn an_item_is_cleaned_sorted_and_typed() {
     );
     // A kind the item names itself is kept (the slices of a v1beta1 upstream get theirs).
     let typed = r#"{"kind":"Other","metadata":{"name":"s"}}"#;
-    let out = same_as_value_path(UpstreamKind::SlicesV1beta1, &[typed]);
+    let out = same_as_value_path(Resource::SlicesV1beta1, &[typed]);
     assert_eq!(
         std::str::from_utf8(&out[&ObjectKey::new("", "s")]).unwrap(),
         r#"{"apiVersion":"discovery.k8s.io/v1beta1","kind":"Other","metadata":{"name":"s"}}"#
@@ -82,12 +83,12 @@ fn strings_numbers_and_repeated_keys_come_out_as_from_a_value() {
         // Pretty-printed, empty containers, nesting.
         "{\n  \"metadata\" : { \"name\" : \"p\" } ,\n  \"list\" : [ [ ], { }, [ [ 1 ] ] ]\n}",
     ];
-    for kind in UpstreamKind::ALL {
+    for kind in Resource::ALL {
         for text in cases {
             same_as_value_path(kind, &[text]);
         }
     }
-    let out = same_as_value_path(UpstreamKind::Services, &[cases[3]]);
+    let out = same_as_value_path(Resource::Services, &[cases[3]]);
     assert!(out.contains_key(&ObjectKey::new("", "third")), "{out:?}");
 }
 
@@ -104,21 +105,19 @@ fn what_the_value_path_drops_is_dropped() {
         r#"{"metadata":{"name":7}}"#,
         r#"{"metadata":{"namespace":"a"}}"#,
     ];
-    for kind in UpstreamKind::ALL {
+    for kind in Resource::ALL {
         for text in dropped {
             assert!(same_as_value_path(kind, &[text]).is_empty(), "{text}");
         }
     }
     // Excluded by a label, except Nodes; a namespace of another type counts as none.
     let headless = r#"{"metadata":{"name":"h","labels":{"service.kubernetes.io/headless":""}}}"#;
-    assert!(same_as_value_path(UpstreamKind::Services, &[headless]).is_empty());
-    assert_eq!(
-        same_as_value_path(UpstreamKind::Nodes, &[headless]).len(),
-        1
-    );
+    assert!(same_as_value_path(Resource::Services, &[headless]).is_empty());
+    assert_eq!(same_as_value_path(Resource::Nodes, &[headless]).len(), 1);
     let odd_ns = r#"{"metadata":{"name":"o","namespace":5,"labels":"x"}}"#;
-    assert!(same_as_value_path(UpstreamKind::Endpoints, &[odd_ns])
-        .contains_key(&ObjectKey::new("", "o")));
+    assert!(
+        same_as_value_path(Resource::Endpoints, &[odd_ns]).contains_key(&ObjectKey::new("", "o"))
+    );
 }
 
 #[test]
@@ -135,7 +134,7 @@ fn bad_json_is_skipped_and_the_rest_of_the_list_kept() {
         &format!("{}{}", "[".repeat(200), "]".repeat(200)),
     ];
     for text in bad {
-        let out = same_as_value_path(UpstreamKind::Services, &[text, good]);
+        let out = same_as_value_path(Resource::Services, &[text, good]);
         assert_eq!(out.len(), 1, "{text}");
         assert!(matches!(
             item(text, Resource::Services, &[]),
@@ -147,7 +146,7 @@ fn bad_json_is_skipped_and_the_rest_of_the_list_kept() {
         r#"{"metadata":{"name":"d"},"v":1}"#,
         r#"{"metadata":{"name":"d"},"v":2}"#,
     ];
-    let out = same_as_value_path(UpstreamKind::Services, &twice);
+    let out = same_as_value_path(Resource::Services, &twice);
     assert!(String::from_utf8_lossy(&out[&ObjectKey::new("", "d")]).contains(r#""v":2"#));
 }
 
@@ -158,7 +157,7 @@ fn an_embedded_raw_value_token_takes_the_value_path() {
         item(text, Resource::Services, &[]),
         Ok(Item::Slow)
     ));
-    same_as_value_path(UpstreamKind::Services, &[text]);
+    same_as_value_path(Resource::Services, &[text]);
 }
 
 /// A small deterministic generator (xorshift) of JSON texts with few distinct keys, so that
@@ -310,7 +309,7 @@ fn generated_items_agree_with_the_value_path() {
     let mut g = Gen(0x9e37_79b9_7f4a_7c15);
     for round in 0..3000 {
         let text = g.object(3, true);
-        let kind = UpstreamKind::ALL[round % UpstreamKind::ALL.len()];
+        let kind = REFLECTED[round % REFLECTED.len()];
         same_as_value_path(kind, &[&text]);
     }
 }
@@ -321,7 +320,7 @@ fn scale_objects_agree_with_the_value_path() {
         "labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4",
         "endpoints":[{"addresses":["10.0.0.1"],"conditions":{"ready":true},"nodeName":"n1",
         "hints":{"forZones":[{"name":"z"}]},"zone":"z"}],"ports":[{"port":80,"protocol":"TCP"}]});
-    same_as_value_path(UpstreamKind::SlicesV1, &[&slice.to_string()]);
+    same_as_value_path(Resource::SlicesV1, &[&slice.to_string()]);
 }
 
 fn facts_of(v: &Value, res: Resource) -> Option<AsIs> {
@@ -544,7 +543,7 @@ fn an_apiserver_ordered_slice_agrees_with_the_value_path() {
     // Go struct field order, as an apiserver writes a list item (no kind/apiVersion), with a
     // repeated key; sorted in place.
     let text = r#"{"metadata":{"name":"s","generateName":"s-","namespace":"d","uid":"u","resourceVersion":"7","generation":3,"labels":{"kubernetes.io/service-name":"svc","a":"1"},"ownerReferences":[{"apiVersion":"v1","kind":"Service","name":"svc","uid":"w","controller":true}]},"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"],"conditions":{"ready":true,"serving":true,"terminating":false},"targetRef":{"kind":"Pod","namespace":"d","name":"p"},"nodeName":"n1","zone":"z","hints":{"forZones":[{"name":"z"}]},"zone":"y"}],"ports":[{"name":"http","protocol":"TCP","port":80}]}"#;
-    same_as_value_path(UpstreamKind::SlicesV1, &[text]);
+    same_as_value_path(Resource::SlicesV1, &[text]);
     let v: Value = serde_json::from_str(text).expect("JSON");
     let f = facts_of(&v, Resource::SlicesV1).expect("servable as it came");
     assert_eq!(f.endpoints().map(|s| s.items.len()), Some(1));

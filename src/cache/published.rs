@@ -205,14 +205,14 @@ mod tests {
     use crate::cache::view::Served;
     use crate::k8s::ObjectKey;
     use crate::sync::lock;
-    use crate::upstream::kind::{Change, UpstreamKind};
+    use crate::upstream::kind::Change;
 
     #[test]
     fn readers_do_not_need_the_writer_lock() {
         let mut st = test_support::state("h", 1);
         test_support::list_all_empty(&mut st);
         let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "h"}});
-        st.apply(UpstreamKind::Nodes, Change::Upsert(node), 0);
+        st.apply(Resource::Nodes, Change::Upsert(node), 0);
         let rv = st.current_rv();
         let view = st.view();
         let writer = Mutex::new(st);
@@ -255,7 +255,7 @@ mod tests {
         assert!(!facts.load().ready);
         test_support::list_all_empty(&mut st);
         let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "h"}});
-        st.apply(UpstreamKind::Nodes, Change::Upsert(node), 0);
+        st.apply(Resource::Nodes, Change::Upsert(node), 0);
         let now = facts.load();
         assert_eq!(now, st.facts());
         assert!(now.ready && !now.serving_snapshot);

@@ -46,7 +46,7 @@ use std::sync::Arc;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::upstream::kind::UpstreamKind;
+use crate::k8s::Resource;
 
 #[path = "snapshot_crc32.rs"]
 mod crc32;
@@ -75,7 +75,7 @@ pub struct Meta {
     /// The last resourceVersion handed out when it was taken.
     pub rv: u64,
     /// The EndpointSlice version mirrored (`SlicesV1` or `SlicesV1beta1`).
-    pub slice_kind: UpstreamKind,
+    pub slice_kind: Resource,
 }
 
 /// The cached upstream objects, each as compact JSON bytes, per resource: as a file holds
@@ -231,10 +231,10 @@ struct MetaJson {
     endpointslices: String,
 }
 
-fn slice_version(kind: UpstreamKind) -> Option<&'static str> {
+fn slice_version(kind: Resource) -> Option<&'static str> {
     match kind {
-        UpstreamKind::SlicesV1 => Some("v1"),
-        UpstreamKind::SlicesV1beta1 => Some("v1beta1"),
+        Resource::SlicesV1 => Some("v1"),
+        Resource::SlicesV1beta1 => Some("v1beta1"),
         _ => None,
     }
 }
@@ -253,8 +253,8 @@ fn parse_meta(bytes: &[u8]) -> Result<Meta, SnapshotError> {
     let m: MetaJson = serde_json::from_slice(bytes).map_err(|e| malformed(format!("meta: {e}")))?;
     let rv = parse_rv(&m.rv).ok_or_else(|| malformed(format!("meta: rv {:?}", m.rv)))?;
     let slice_kind = match m.endpointslices.as_str() {
-        "v1" => UpstreamKind::SlicesV1,
-        "v1beta1" => UpstreamKind::SlicesV1beta1,
+        "v1" => Resource::SlicesV1,
+        "v1beta1" => Resource::SlicesV1beta1,
         other => return Err(malformed(format!("meta: endpointslices {other:?}"))),
     };
     Ok(Meta {

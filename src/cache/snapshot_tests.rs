@@ -9,7 +9,7 @@ fn obj(s: &str) -> Arc<[u8]> {
     Arc::from(s.as_bytes())
 }
 
-fn meta(slice_kind: UpstreamKind) -> Meta {
+fn meta(slice_kind: Resource) -> Meta {
     Meta {
         identity: Identity {
             hostname: "h".into(),
@@ -23,7 +23,7 @@ fn meta(slice_kind: UpstreamKind) -> Meta {
 
 fn empty() -> Snapshot {
     Snapshot {
-        meta: meta(UpstreamKind::SlicesV1),
+        meta: meta(Resource::SlicesV1),
         objects: Objects::default(),
     }
 }
@@ -31,7 +31,7 @@ fn empty() -> Snapshot {
 /// One small object of every resource, v1beta1 slices.
 fn small() -> Snapshot {
     Snapshot {
-        meta: meta(UpstreamKind::SlicesV1beta1),
+        meta: meta(Resource::SlicesV1beta1),
         objects: Objects {
             nodes: vec![obj(r#"{"n":1}"#)],
             services: vec![obj(r#"{"s":2}"#)],
@@ -116,7 +116,7 @@ fn round_trip_every_resource_v1beta1() {
     snap.objects.slices.push(obj("{}"));
     let back = decode(&encode(&snap)).unwrap();
     assert_eq!(back, snap);
-    assert_eq!(back.meta.slice_kind, UpstreamKind::SlicesV1beta1);
+    assert_eq!(back.meta.slice_kind, Resource::SlicesV1beta1);
     assert_eq!(back.objects.len(), 6);
 }
 
@@ -379,7 +379,7 @@ fn counts_must_add_up() {
 #[test]
 fn writer_refuses_what_the_format_cannot_hold() {
     let mut snap = small();
-    snap.meta.slice_kind = UpstreamKind::Nodes;
+    snap.meta.slice_kind = Resource::Nodes;
     let mut out = Vec::new();
     let err = write_to(&snap, &mut out).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);

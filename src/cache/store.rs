@@ -20,7 +20,7 @@ use crate::cache::topology::{self, Labels, TopologyKeys};
 use crate::cache::view::{labels_of, Retention};
 use crate::k8s::{ObjectKey, Resource};
 use crate::sync::lock;
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::upstream::kind::Change;
 
 /// Fixed inputs of the filter.
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ pub struct State {
     service_keys: BTreeMap<ObjectKey, TopologyKeys>,
     endpoints: BTreeMap<ObjectKey, Stored>,
     slices: BTreeMap<ObjectKey, Stored>,
-    slice_kind: UpstreamKind,
+    slice_kind: Resource,
     /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
     slice_kind_pinned: bool,
     slice_owner: BTreeMap<ObjectKey, ObjectKey>,
@@ -86,7 +86,7 @@ pub struct State {
     decoder: crate::cache::canonical::Decoder,
     /// Upstream bytes that [`State::pack_pending`] is to pack (`store_upstream.rs`): left for
     /// after the change is served, so that readiness and other writers do not wait for it.
-    to_pack: Vec<(UpstreamKind, ObjectKey)>,
+    to_pack: Vec<(Resource, ObjectKey)>,
 }
 
 /// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
@@ -122,16 +122,16 @@ pub fn admission_filtered(res: Resource) -> bool {
 
 /// Whether `obj` is outside selector L. The reflectors already list+watch with L; this guard
 /// keeps such objects out even from an upstream that ignores label selectors.
-fn excluded(kind: UpstreamKind, obj: &Value) -> bool {
+fn excluded(kind: Resource, obj: &Value) -> bool {
     obj.pointer("/metadata/labels")
         .and_then(Value::as_object)
         .is_some_and(|l| excluding(kind).iter().any(|k| l.contains_key(*k)))
 }
 
 /// The labels that keep an object of `kind` out: [`EXCLUDING_LABELS`], none for Nodes.
-fn excluding(kind: UpstreamKind) -> &'static [&'static str] {
+fn excluding(kind: Resource) -> &'static [&'static str] {
     match kind {
-        UpstreamKind::Nodes => &[],
+        Resource::Nodes => &[],
         _ => &EXCLUDING_LABELS,
     }
 }
@@ -154,14 +154,14 @@ fn parse(raw: &Raw) -> Option<Value> {
 /// Drops what is never served (upstream RV, managedFields), fills in `kind`/`apiVersion` (so
 /// that a listed object compares equal to its served form) and reads the key.
 /// [`canonical::item`] does the same for list items without a `Value`.
-fn clean(kind: UpstreamKind, mut obj: Value) -> Option<(ObjectKey, Value)> {
+fn clean(kind: Resource, mut obj: Value) -> Option<(ObjectKey, Value)> {
     let key = ObjectKey::of(&obj)?;
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
         meta.remove("managedFields");
     }
     if let Some(map) = obj.as_object_mut() {
-        kind.resource().fill_type_meta(map);
+        kind.fill_type_meta(map);
     }
     Some((key, obj))
 }
@@ -180,7 +180,7 @@ impl State {
             service_keys: BTreeMap::new(),
             endpoints: BTreeMap::new(),
             slices: BTreeMap::new(),
-            slice_kind: UpstreamKind::SlicesV1,
+            slice_kind: Resource::SlicesV1,
             slice_kind_pinned: false,
             slice_owner: BTreeMap::new(),
             slices_by_service: BTreeMap::new(),
@@ -253,7 +253,7 @@ impl State {
     }
 
     /// The EndpointSlice version the upstream provides.
-    pub fn slice_kind(&self) -> UpstreamKind {
+    pub fn slice_kind(&self) -> Resource {
         self.slice_kind
     }
 
@@ -261,14 +261,14 @@ impl State {
     /// found a different one). From then on, changes of the other version are ignored — a
     /// reflector being replaced cannot mix versions — and the new version's first full list
     /// replaces every stored slice.
-    pub fn expect_slices(&mut self, kind: UpstreamKind) {
+    pub fn expect_slices(&mut self, kind: Resource) {
         self.slice_kind = kind;
         self.slice_kind_pinned = true;
     }
 
     /// Applies one upstream change, recomputes what it affects, and logs every change of served
     /// content with a new RV. `now` is monotonic seconds (for the log's time window).
-    pub fn apply(&mut self, kind: UpstreamKind, change: Change, now: u64) -> Applied {
+    pub fn apply(&mut self, kind: Resource, change: Change, now: u64) -> Applied {
         let prepared = match change {
             // As a reflector's list is taken ([`State::list_preparer`]).
             Change::List(texts) => {
@@ -282,11 +282,9 @@ impl State {
     }
 
     /// [`State::apply`] of a change already [`prepare`]d (outside the lock).
-    pub fn apply_prepared(&mut self, kind: UpstreamKind, change: Prepared, now: u64) -> Applied {
+    pub fn apply_prepared(&mut self, kind: Resource, change: Prepared, now: u64) -> Applied {
         let before = self.rv;
-        if matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1)
-            && kind != self.slice_kind
-        {
+        if matches!(kind, Resource::SlicesV1 | Resource::SlicesV1beta1) && kind != self.slice_kind {
             if self.slice_kind_pinned {
                 debug!(
                     "ignoring a {kind:?} change: mirroring {:?}",
@@ -327,7 +325,7 @@ impl State {
         if listed {
             self.compact_indexes();
         }
-        if listed && self.synced.insert(kind.slot()) && self.synced.len() == 4 {
+        if listed && self.synced.insert(kind.sync_slot()) && self.synced.len() == 4 {
             if self.from_snapshot {
                 // Ready since the restore; the history (and open watches) carry on.
                 self.from_snapshot = false;
@@ -348,7 +346,7 @@ impl State {
     }
 
     /// A full list: objects gone from it are deleted, the others upserted.
-    fn replace(&mut self, kind: UpstreamKind, fresh: BTreeMap<ObjectKey, Listed>, now: u64) {
+    fn replace(&mut self, kind: Resource, fresh: BTreeMap<ObjectKey, Listed>, now: u64) {
         let gone: Vec<ObjectKey> = self
             .keys_of(kind)
             .into_iter()
@@ -379,12 +377,12 @@ impl State {
 
     /// How a list of `kind` is best prepared: [`Hold::Whole`] while the store holds none of its
     /// objects (a first list, every object of which is published), else [`Hold::PackedOnly`].
-    pub fn hold_for(&self, kind: UpstreamKind) -> Hold {
+    pub fn hold_for(&self, kind: Resource) -> Hold {
         let holds_some = match kind {
-            UpstreamKind::Nodes => !self.nodes.is_empty(),
-            UpstreamKind::Services => !self.services.is_empty(),
-            UpstreamKind::Endpoints => !self.endpoints.is_empty(),
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => !self.slices.is_empty(),
+            Resource::Nodes => !self.nodes.is_empty(),
+            Resource::Services => !self.services.is_empty(),
+            Resource::Endpoints => !self.endpoints.is_empty(),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => !self.slices.is_empty(),
         };
         if holds_some {
             Hold::PackedOnly
@@ -397,7 +395,7 @@ impl State {
     /// only the objects of the Services with topology keys: only a pruned object keeps its
     /// upstream bytes; those of any other are served as they came and a packed copy would be
     /// dropped unused (one whose Service comes later is packed then, `pack_pending`).
-    pub fn list_preparer(&self, kind: UpstreamKind) -> ListPreparer {
+    pub fn list_preparer(&self, kind: Resource) -> ListPreparer {
         let list = ListPreparer::new(kind, self.hold_for(kind));
         match list.hold() {
             Hold::Whole => list.packing_only_for(self.service_keys.keys().cloned().collect()),
@@ -405,18 +403,16 @@ impl State {
         }
     }
 
-    fn keys_of(&self, kind: UpstreamKind) -> Vec<ObjectKey> {
+    fn keys_of(&self, kind: Resource) -> Vec<ObjectKey> {
         match kind {
-            UpstreamKind::Nodes => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
-            UpstreamKind::Services => self.services.keys().cloned().collect(),
-            UpstreamKind::Endpoints => self.endpoints.keys().cloned().collect(),
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
-                self.slices.keys().cloned().collect()
-            }
+            Resource::Nodes => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
+            Resource::Services => self.services.keys().cloned().collect(),
+            Resource::Endpoints => self.endpoints.keys().cloned().collect(),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => self.slices.keys().cloned().collect(),
         }
     }
 
-    fn upsert(&mut self, kind: UpstreamKind, key: ObjectKey, obj: Value, now: u64) {
+    fn upsert(&mut self, kind: Resource, key: ObjectKey, obj: Value, now: u64) {
         let bytes = raw(&obj);
         if self.same_upstream(kind, &key, &bytes) {
             return;
@@ -425,10 +421,10 @@ impl State {
     }
 
     /// [`State::upsert`] of a changed object whose compact bytes are already known (a list).
-    fn upsert_raw(&mut self, kind: UpstreamKind, key: ObjectKey, obj: Value, bytes: Raw, now: u64) {
+    fn upsert_raw(&mut self, kind: Resource, key: ObjectKey, obj: Value, bytes: Raw, now: u64) {
         let bytes = Stored::Own(bytes);
         match kind {
-            UpstreamKind::Nodes => {
+            Resource::Nodes => {
                 self.health_node_changed(&key.name, Some(&obj));
                 let labels = labels_of(&obj);
                 if self.node_labels.get(&*key.name) != Some(&labels) {
@@ -438,7 +434,7 @@ impl State {
                 self.nodes.insert(key.name.to_string(), bytes);
                 self.publish(Resource::Nodes, &key, Some(obj), now);
             }
-            UpstreamKind::Services => {
+            Resource::Services => {
                 let keys = topology::service_keys_logged(&key, &obj);
                 let is_new = !self.services.contains_key(&key);
                 if is_new || self.service_keys.get(&key) != keys.as_ref() {
@@ -451,12 +447,12 @@ impl State {
                 self.services.insert(key.clone(), bytes);
                 self.publish(Resource::Services, &key, Some(obj), now);
             }
-            UpstreamKind::Endpoints => {
+            Resource::Endpoints => {
                 self.keep_endpoint_object(kind, &key, bytes, topology::endpoint_nodes(&obj), None);
                 let served = self.serve_endpoints(&key, obj);
                 self.publish(Resource::Endpoints, &key, Some(served), now);
             }
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => {
                 let (nodes, service) = (
                     topology::endpoint_nodes(&obj),
                     topology::slice_service(&obj),
@@ -472,13 +468,13 @@ impl State {
     /// on, and a slice's Service.
     fn keep_endpoint_object(
         &mut self,
-        kind: UpstreamKind,
+        kind: Resource,
         key: &ObjectKey,
         bytes: Stored,
         nodes: BTreeSet<String>,
         service: Option<ObjectKey>,
     ) {
-        if kind == UpstreamKind::Endpoints {
+        if kind == Resource::Endpoints {
             self.endpoints.insert(key.clone(), bytes);
             self.index_nodes(Target::Endpoints(key.clone()), nodes);
         } else {
@@ -488,9 +484,9 @@ impl State {
         }
     }
 
-    fn delete(&mut self, kind: UpstreamKind, key: &ObjectKey, now: u64) {
+    fn delete(&mut self, kind: Resource, key: &ObjectKey, now: u64) {
         match kind {
-            UpstreamKind::Nodes => {
+            Resource::Nodes => {
                 if self.nodes.remove(&*key.name).is_some() {
                     self.node_labels.remove(&*key.name);
                     self.mark_node(&key.name);
@@ -498,20 +494,20 @@ impl State {
                     self.publish(Resource::Nodes, key, None, now);
                 }
             }
-            UpstreamKind::Services => {
+            Resource::Services => {
                 if self.services.remove(key).is_some() {
                     self.service_keys.remove(key);
                     self.dirty_services.insert(key.clone());
                     self.publish(Resource::Services, key, None, now);
                 }
             }
-            UpstreamKind::Endpoints => {
+            Resource::Endpoints => {
                 if self.endpoints.remove(key).is_some() {
                     self.index_nodes(Target::Endpoints(key.clone()), BTreeSet::new());
                     self.publish(Resource::Endpoints, key, None, now);
                 }
             }
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => {
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => {
                 if self.slices.remove(key).is_some() {
                     self.index_slice(key, None);
                     self.index_nodes(Target::Slice(key.clone()), BTreeSet::new());
@@ -562,7 +558,7 @@ impl State {
         for target in targets {
             match target {
                 Target::Endpoints(key) => {
-                    let kind = UpstreamKind::Endpoints;
+                    let kind = Resource::Endpoints;
                     if self.recompute_as_is(kind, &key, now) {
                         continue; // filtered on its bytes
                     }

@@ -14,31 +14,28 @@ use crate::cache::canonical::{AsIs, Item};
 use crate::cache::topology::{self, Class};
 use crate::cache::view::Served;
 use crate::k8s::{ObjectKey, Resource};
-use crate::upstream::kind::UpstreamKind;
 
 impl State {
     /// Upserts a listed endpoint object without a `Value` when it is served as it came;
     /// `false` (nothing done) when it is not, or its bytes need the `Value` path.
     pub(super) fn upsert_as_is(
         &mut self,
-        kind: UpstreamKind,
+        kind: Resource,
         key: &ObjectKey,
         bytes: &super::Raw,
         mut facts: AsIs,
         now: u64,
     ) -> bool {
         let res = match kind {
-            UpstreamKind::Endpoints => Resource::Endpoints,
-            UpstreamKind::SlicesV1 if self.slice_kind == kind && !self.v1beta1 => {
-                Resource::SlicesV1
-            }
+            Resource::Endpoints => kind,
+            Resource::SlicesV1 if self.slice_kind == kind && !self.v1beta1 => kind,
             _ => return false,
         };
         if topology::may_rewrite(key, &self.locality()) || !self.health.abnormal.is_empty() {
             return false;
         }
         let service = match kind {
-            UpstreamKind::Endpoints => Some(key),
+            Resource::Endpoints => Some(key),
             _ => facts.service.as_ref(),
         };
         // A topology Service's v1 slice or Endpoints: which endpoints (addresses) stay (§2.3;
@@ -96,13 +93,8 @@ impl State {
     /// changed) through [`State::upsert_as_is`]: its stored bytes are canonical, so reading them
     /// again as a list item gives the same bytes and the facts. `false` (nothing done) when it
     /// must take the `Value` path.
-    pub(super) fn recompute_as_is(
-        &mut self,
-        kind: UpstreamKind,
-        key: &ObjectKey,
-        now: u64,
-    ) -> bool {
-        if !matches!(kind, UpstreamKind::SlicesV1 | UpstreamKind::Endpoints) {
+    pub(super) fn recompute_as_is(&mut self, kind: Resource, key: &ObjectKey, now: u64) -> bool {
+        if !matches!(kind, Resource::SlicesV1 | Resource::Endpoints) {
             return false;
         }
         let Some(bytes) = self.upstream_bytes(kind, key) else {
@@ -111,7 +103,7 @@ impl State {
         let Ok(text) = std::str::from_utf8(&bytes) else {
             return false;
         };
-        let read = self.decoder.item(text, kind.resource(), &[]);
+        let read = self.decoder.item(text, kind, &[]);
         self.decoder.shrink();
         match read {
             Ok(Item::Kept(k, same, Some(mut facts))) if k == *key && same[..] == bytes[..] => {

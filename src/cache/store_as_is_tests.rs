@@ -5,11 +5,12 @@ use serde_json::{json, Value};
 use super::super::{test_support, Target};
 use super::*;
 use crate::cache::topology::fixtures::*;
+use crate::k8s::Resource;
 use crate::upstream::kind::Change;
 
 /// `v` as a list item of `kind` becomes: its canonical bytes and facts.
-fn prepared(v: &Value, kind: UpstreamKind) -> (super::super::Raw, AsIs) {
-    match crate::cache::canonical::item(&v.to_string(), kind.resource(), &[]) {
+fn prepared(v: &Value, kind: Resource) -> (super::super::Raw, AsIs) {
+    match crate::cache::canonical::item(&v.to_string(), kind, &[]) {
         Ok(crate::cache::canonical::Item::Kept(_, bytes, Some(facts))) => (bytes, facts),
         other => panic!("{v} is not servable as it came: {other:?}"),
     }
@@ -28,9 +29,9 @@ fn taken_only_for_objects_served_as_they_came() {
     );
     let topo = slice_v1("default", "s-a", Some("s"), vec![ep("10.0.0.1", "h")]);
     let dangling = slice_v1("default", "d-a", Some("nobody"), vec![ep("10.0.0.4", "n3")]);
-    let mut st = test_support::loaded(&fx, 1, UpstreamKind::SlicesV1, vec![]);
+    let mut st = test_support::loaded(&fx, 1, Resource::SlicesV1, vec![]);
     let key = |v: &Value| ObjectKey::of(v).expect("named");
-    let kind = UpstreamKind::SlicesV1;
+    let kind = Resource::SlicesV1;
     let as_is = |st: &mut State, kind, v: &Value, now| {
         let (bytes, facts) = prepared(v, kind);
         st.upsert_as_is(kind, &key(v), &bytes, facts, now)
@@ -83,7 +84,7 @@ fn taken_only_for_objects_served_as_they_came() {
     // default/kubernetes is not.
     let plain_eps = endpoints("default", "plain", f_addresses());
     let kube = endpoints("default", "kubernetes", f_addresses());
-    let ekind = UpstreamKind::Endpoints;
+    let ekind = Resource::Endpoints;
     let mut topo_eps = fx.endpoints[0].clone();
     // A second subset whose addresses are all pruned and whose notReadyAddresses came empty:
     // both lists go, the subset stays.
@@ -139,10 +140,10 @@ fn taken_only_for_objects_served_as_they_came() {
 #[test]
 fn topology_endpoints_are_recomputed_on_their_bytes() {
     let fx = fixture_f();
-    let mut st = test_support::loaded(&fx, 1, UpstreamKind::SlicesV1, vec![]);
+    let mut st = test_support::loaded(&fx, 1, Resource::SlicesV1, vec![]);
     let eps = &fx.endpoints[0];
     let key = ObjectKey::of(eps).expect("named");
-    assert!(st.recompute_as_is(UpstreamKind::Endpoints, &key, 2));
+    assert!(st.recompute_as_is(Resource::Endpoints, &key, 2));
     let coll = st.collection(Resource::Endpoints);
     let served = coll.get(&key).expect("served").clone();
     drop(coll);
@@ -151,7 +152,7 @@ fn topology_endpoints_are_recomputed_on_their_bytes() {
     let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
     assert_eq!(got, want);
     // Not for a kind without spans, nor an object not stored.
-    assert!(!st.recompute_as_is(UpstreamKind::Services, &key, 3));
+    assert!(!st.recompute_as_is(Resource::Services, &key, 3));
     let nobody = ObjectKey::new("default", "nobody");
-    assert!(!st.recompute_as_is(UpstreamKind::Endpoints, &nobody, 3));
+    assert!(!st.recompute_as_is(Resource::Endpoints, &nobody, 3));
 }

@@ -20,7 +20,6 @@ use serde::Serialize;
 use super::{parse, Raw, State, Target};
 use crate::cache::topology::{self, Class, Labels, Locality, ObjectVerdicts, Reason, TopologyKeys};
 use crate::k8s::{convert, ObjectKey, Resource};
-use crate::upstream::kind::UpstreamKind;
 
 /// Most abnormal node names an [`Overview`] lists.
 pub const MAX_ABNORMAL_LISTED: usize = 100;
@@ -238,7 +237,7 @@ impl State {
                     served_rv,
                 }
             };
-            let endpoints = (self.upstream_bytes(UpstreamKind::Endpoints, &key))
+            let endpoints = (self.upstream_bytes(Resource::Endpoints, &key))
                 .map(|raw| object(Target::Endpoints(key.clone()), &raw));
             let slices = (self.slices_by_service.get(&key).into_iter().flatten())
                 .filter_map(|s| {
@@ -247,7 +246,7 @@ impl State {
                 })
                 .collect();
             services.push(ServiceInput {
-                service: self.upstream_bytes(UpstreamKind::Services, &key),
+                service: self.upstream_bytes(Resource::Services, &key),
                 keys: filter.cloned(),
                 endpoints,
                 slices,
@@ -271,7 +270,7 @@ impl State {
             wrapper_in_cluster: self.settings.wrapper_in_cluster,
             nodes,
             abnormal: self.health.abnormal.clone(),
-            v1beta1_upstream: self.slice_kind == UpstreamKind::SlicesV1beta1,
+            v1beta1_upstream: self.slice_kind == Resource::SlicesV1beta1,
             services,
             topology_services: self.service_keys.len(),
         }

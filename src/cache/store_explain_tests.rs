@@ -6,10 +6,11 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::cache::topology::fixtures::*;
+use crate::k8s::Resource;
 use crate::upstream::edge_health_map::HealthMap;
 use crate::upstream::kind::Change;
 
-fn load(fx: &Fixture, slices: Vec<Value>, kind: UpstreamKind) -> State {
+fn load(fx: &Fixture, slices: Vec<Value>, kind: Resource) -> State {
     crate::cache::store::test_support::loaded(fx, 1_000, kind, slices)
 }
 
@@ -81,7 +82,7 @@ fn assert_agrees(st: &State, service: &str) -> ServiceExplanation {
 #[test]
 fn explains_what_it_serves_and_follows_changes() {
     let f = fixture_f();
-    let mut st = load(&f, f_slices(), UpstreamKind::SlicesV1);
+    let mut st = load(&f, f_slices(), Resource::SlicesV1);
     let e = assert_agrees(&st, "s");
     assert_eq!(
         (e.class, e.keys.clone(), e.source.as_deref()),
@@ -137,7 +138,7 @@ fn explains_what_it_serves_and_follows_changes() {
 
     // n2 joins zone a: kept now, with the new served RV.
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Upsert(node("n2", &labels(&[("zone", "a")]))),
         1,
     );
@@ -149,11 +150,7 @@ fn explains_what_it_serves_and_follows_changes() {
         .expect("row");
     assert_eq!((n2.kept, n2.reason), (true, "KeyMatches"));
     // The local node leaves every zone: nothing kept, the reason says why.
-    st.apply(
-        UpstreamKind::Nodes,
-        Change::Upsert(node("h", &labels(&[]))),
-        2,
-    );
+    st.apply(Resource::Nodes, Change::Upsert(node("h", &labels(&[]))), 2);
     let e = assert_agrees(&st, "s");
     assert!(e
         .objects
@@ -162,7 +159,7 @@ fn explains_what_it_serves_and_follows_changes() {
         .all(|r| r.reason == "LocalNodeLacksKeys"));
     // Edge-health on a normal Service.
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "s", None)),
         3,
     );
@@ -196,7 +193,7 @@ fn v1beta1_upstream_is_explained_in_its_v1_view() {
         .iter()
         .map(crate::k8s::convert::slice_v1_to_v1beta1)
         .collect();
-    let st = load(&f, beta, UpstreamKind::SlicesV1beta1);
+    let st = load(&f, beta, Resource::SlicesV1beta1);
     let e = assert_agrees(&st, "s");
     assert_eq!(e.objects[1].api_version, "discovery.k8s.io/v1");
     assert_eq!((e.objects[1].kept, e.objects[1].total), (1, 2));
@@ -211,7 +208,7 @@ fn overview_counts_and_limits() {
     let mut yurt = service("default", "y", None);
     yurt["metadata"]["annotations"] = json!({"openyurt.io/topologyKeys": "kubernetes.io/hostname"});
     f.services.push(yurt);
-    let st = load(&f, f_slices(), UpstreamKind::SlicesV1);
+    let st = load(&f, f_slices(), Resource::SlicesV1);
     let o = st.topology_overview(100);
     assert_eq!(
         (
@@ -261,7 +258,7 @@ fn unknown_dangling_and_row_limit() {
         "orphan",
         vec![address("10.9.0.1", Some("n1"))],
     ));
-    let st = load(&f, f_slices(), UpstreamKind::SlicesV1);
+    let st = load(&f, f_slices(), Resource::SlicesV1);
     assert!(st
         .explain_service(&ObjectKey::new("default", "nope"), 10)
         .is_none());
@@ -292,7 +289,7 @@ fn copies_only_the_nodes_and_labels_in_play() {
         labels(&[("zone", "a"), ("rack", "r1"), ("big", "x")]),
     );
     f.nodes.insert("far".into(), labels(&[("zone", "a")]));
-    let st = load(&f, vec![], UpstreamKind::SlicesV1);
+    let st = load(&f, vec![], Resource::SlicesV1);
     let input = st
         .explain_input(&ObjectKey::new("default", "s"))
         .expect("known");

@@ -61,7 +61,7 @@ fn world() -> State {
         node_ips("n2", &[("zone", "b")], &["192.168.0.12"]),
         node_ips("n3", &[], &["192.168.0.13"]),
     ];
-    st.apply(UpstreamKind::Nodes, Change::Replace(nodes), 0);
+    st.apply(Resource::Nodes, Change::Replace(nodes), 0);
     let slices = vec![
         slice_v1(
             "default",
@@ -79,7 +79,7 @@ fn world() -> State {
             vec![slice_endpoint_v1("10.1.0.4", Some("n3"), None)],
         ),
     ];
-    st.apply(UpstreamKind::SlicesV1, Change::Replace(slices), 0);
+    st.apply(Resource::SlicesV1, Change::Replace(slices), 0);
     st
 }
 
@@ -147,7 +147,7 @@ fn topology_service_and_relabel_interplay() {
     // n2 joins zone a: `s` gains 10.0.0.3, still without n1's 10.0.0.2.
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Upsert(node_ips("n2", &[("zone", "a")], &["192.168.0.12"])),
         2,
     );
@@ -175,7 +175,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     // n2's InternalIP changes: n2 is normal again; only objects on n2 change.
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Upsert(node_ips("n2", &[("zone", "b")], &["192.168.0.99"])),
         2,
     );
@@ -187,7 +187,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     // n3 takes over the abnormal IP.
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Upsert(node_ips("n3", &[], &["192.168.0.12"])),
         2,
     );
@@ -202,11 +202,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     );
     // n3 deleted: its IP no longer names it, its endpoints are served again.
     let cur = st.current_rv();
-    st.apply(
-        UpstreamKind::Nodes,
-        Change::Delete(node("n3", &labels(&[]))),
-        3,
-    );
+    st.apply(Resource::Nodes, Change::Delete(node("n3", &labels(&[]))), 3);
     assert_eq!(names(&st, Resource::Endpoints, cur), modified(&["plain"]));
     assert_eq!(
         slice_ips(&served(&st, Resource::SlicesV1, "default", "plain-b")),
@@ -215,7 +211,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     // ... and added back with it: abnormal again.
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Upsert(node_ips("n3", &[], &["192.168.0.12"])),
         4,
     );
@@ -223,11 +219,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     // A name key survives the node's deletion (an endpoint still names it).
     st.set_edge_health(map(&[("n1", false)]), 5);
     let cur = st.current_rv();
-    st.apply(
-        UpstreamKind::Nodes,
-        Change::Delete(node("n1", &labels(&[]))),
-        6,
-    );
+    st.apply(Resource::Nodes, Change::Delete(node("n1", &labels(&[]))), 6);
     // Nothing changes: `s` and `plain` already drop n1's 10.0.0.2, and still do.
     assert!(names(&st, Resource::Endpoints, cur).is_empty());
     assert!(!ips(&served(&st, Resource::Endpoints, "default", "plain"))
@@ -236,7 +228,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     let cur = st.current_rv();
     let mut n2 = node_ips("n2", &[("zone", "b")], &["192.168.0.99"]);
     n2["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
-    st.apply(UpstreamKind::Nodes, Change::Upsert(n2), 7);
+    st.apply(Resource::Nodes, Change::Upsert(n2), 7);
     assert!(names(&st, Resource::Endpoints, cur).is_empty());
 }
 
@@ -245,7 +237,7 @@ fn node_ip_changes_without_a_map_recompute_nothing() {
     let mut st = world();
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Upsert(node_ips("n2", &[("zone", "b")], &["192.168.0.77"])),
         1,
     );
@@ -257,12 +249,12 @@ fn node_ip_changes_without_a_map_recompute_nothing() {
 fn default_kubernetes_ignores_edge_health() {
     let mut st = world();
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "kubernetes", None)),
         1,
     );
     st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Upsert(endpoints(
             "default",
             "kubernetes",
@@ -326,13 +318,13 @@ fn incremental_health_view_equals_rebuild() {
                     .collect();
                 let n = node_ips(name, &[("zone", zone)], &ip);
                 nodes.insert(name.into(), n.clone());
-                st.apply(UpstreamKind::Nodes, Change::Upsert(n), step);
+                st.apply(Resource::Nodes, Change::Upsert(n), step);
             }
             2 => {
                 let name = names_[1 + rng.next(4) as usize];
                 nodes.remove(name);
                 st.apply(
-                    UpstreamKind::Nodes,
+                    Resource::Nodes,
                     Change::Delete(node(name, &labels(&[]))),
                     step,
                 );
@@ -355,7 +347,7 @@ fn incremental_health_view_equals_rebuild() {
                 let keys = [None, Some(r#"["zone"]"#)][rng.next(2) as usize];
                 let svc = service("default", name, keys);
                 services.insert(name.into(), svc.clone());
-                st.apply(UpstreamKind::Services, Change::Upsert(svc), step);
+                st.apply(Resource::Services, Change::Upsert(svc), step);
             }
             6 => {
                 let name = ["s", "t", "kubernetes", "u"][rng.next(4) as usize];
@@ -370,7 +362,7 @@ fn incremental_health_view_equals_rebuild() {
                     .collect();
                 let e = endpoints("default", name, addrs);
                 eps.insert(name.into(), e.clone());
-                st.apply(UpstreamKind::Endpoints, Change::Upsert(e), step);
+                st.apply(Resource::Endpoints, Change::Upsert(e), step);
             }
             _ => {
                 let name = format!("sl-{}", rng.next(4));
@@ -383,7 +375,7 @@ fn incremental_health_view_equals_rebuild() {
                     .collect();
                 let s = slice_v1("default", &name, Some(svc), list);
                 slices.insert(name, s.clone());
-                st.apply(UpstreamKind::SlicesV1, Change::Upsert(s), step);
+                st.apply(Resource::SlicesV1, Change::Upsert(s), step);
             }
         }
         if step % 10 != 9 {
@@ -393,10 +385,10 @@ fn incremental_health_view_equals_rebuild() {
         let mut fresh = state_for("h");
         fresh.set_edge_health(health.clone(), step);
         for (kind, items) in [
-            (UpstreamKind::Nodes, nodes.values()),
-            (UpstreamKind::Services, services.values()),
-            (UpstreamKind::Endpoints, eps.values()),
-            (UpstreamKind::SlicesV1, slices.values()),
+            (Resource::Nodes, nodes.values()),
+            (Resource::Services, services.values()),
+            (Resource::Endpoints, eps.values()),
+            (Resource::SlicesV1, slices.values()),
         ] {
             fresh.apply(kind, Change::Replace(items.cloned().collect()), step);
         }

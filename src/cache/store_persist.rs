@@ -5,17 +5,17 @@ use log::warn;
 
 use super::{State, Upstream};
 use crate::cache::snapshot::Objects;
+use crate::k8s::Resource;
 use crate::sync::lock;
-use crate::upstream::kind::UpstreamKind;
 
 impl State {
     /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
     /// and RV): taken under the lock (pointer copies), made whole and written off it.
     pub fn export(&self) -> Objects<Upstream> {
         Objects {
-            nodes: self.upstream_blobs(UpstreamKind::Nodes),
-            services: self.upstream_blobs(UpstreamKind::Services),
-            endpoints: self.upstream_blobs(UpstreamKind::Endpoints),
+            nodes: self.upstream_blobs(Resource::Nodes),
+            services: self.upstream_blobs(Resource::Services),
+            endpoints: self.upstream_blobs(Resource::Endpoints),
             slices: self.upstream_blobs(self.slice_kind),
         }
     }
@@ -24,22 +24,19 @@ impl State {
     /// by this process's RVs, and stays marked as serving the snapshot until every reflector has
     /// listed from the upstream (whose lists are then diffed against it, as any relist is).
     /// Only for a fresh cache (nothing applied yet); returns whether it restored.
-    pub fn restore(&mut self, objects: Objects, slice_kind: UpstreamKind, now: u64) -> bool {
+    pub fn restore(&mut self, objects: Objects, slice_kind: Resource, now: u64) -> bool {
         if self.ready || !self.synced.is_empty() || !self.nodes.is_empty() {
             warn!("not restoring the snapshot: the cache already holds upstream data");
             return false;
         }
-        if matches!(
-            slice_kind,
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1
-        ) {
+        if matches!(slice_kind, Resource::SlicesV1 | Resource::SlicesV1beta1) {
             self.slice_kind = slice_kind;
         }
         let slices = self.slice_kind;
         for (kind, items) in [
-            (UpstreamKind::Nodes, objects.nodes),
-            (UpstreamKind::Services, objects.services),
-            (UpstreamKind::Endpoints, objects.endpoints),
+            (Resource::Nodes, objects.nodes),
+            (Resource::Services, objects.services),
+            (Resource::Endpoints, objects.endpoints),
             (slices, objects.slices),
         ] {
             // As a list's items: the same canonical decode, the pruned objects' upstream

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::super::State;
 use crate::cache::topology::fixtures::*;
 use crate::k8s::Resource;
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::upstream::kind::Change;
 
 use crate::cache::store::test_support::state;
 
@@ -37,12 +37,8 @@ fn world() -> (Fixture, Vec<Value>) {
 }
 
 fn listed(fx: &Fixture, slices: &[Value], seed: u64) -> State {
-    let st = crate::cache::store::test_support::loaded(
-        fx,
-        seed,
-        UpstreamKind::SlicesV1,
-        slices.to_vec(),
-    );
+    let st =
+        crate::cache::store::test_support::loaded(fx, seed, Resource::SlicesV1, slices.to_vec());
     assert!(!st.serving_snapshot());
     st
 }
@@ -69,7 +65,7 @@ fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
     let mut restored = state(&fx.hostname, 5_000);
     assert!(restored.restore(
         online.export().whole().expect("whole"),
-        UpstreamKind::SlicesV1,
+        Resource::SlicesV1,
         0
     ));
     assert!(restored.is_ready() && restored.serving_snapshot());
@@ -103,7 +99,7 @@ fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
     assert!(
         !restored.restore(
             online.export().whole().expect("whole"),
-            UpstreamKind::SlicesV1,
+            Resource::SlicesV1,
             0
         ),
         "only once"
@@ -117,7 +113,7 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
     let mut st = state(&fx.hostname, 5_000);
     st.restore(
         online.export().whole().expect("whole"),
-        UpstreamKind::SlicesV1,
+        Resource::SlicesV1,
         0,
     );
     st.serve_v1beta1();
@@ -140,20 +136,20 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
             .cloned()
             .collect()
     };
-    let a = st.apply(UpstreamKind::Nodes, Change::Replace(nodes), 1);
+    let a = st.apply(Resource::Nodes, Change::Replace(nodes), 1);
     assert!(!a.became_ready && !a.upstream_synced && st.serving_snapshot());
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Replace(same(&fx.services, "no-region")),
         1,
     );
     st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Replace(same(&fx.endpoints, "no-region")),
         1,
     );
     let last = st.apply(
-        UpstreamKind::SlicesV1,
+        Resource::SlicesV1,
         Change::Replace(same(&slices, "no-region-xyz")),
         1,
     );
@@ -228,7 +224,7 @@ fn an_export_writes_the_file_its_whole_objects_write() {
         },
         written_unix_secs: 7,
         rv: online.current_rv(),
-        slice_kind: UpstreamKind::SlicesV1,
+        slice_kind: Resource::SlicesV1,
     };
     let whole = export.whole().expect("whole");
     let written = snapshot::encode(&Snapshot {
@@ -259,7 +255,7 @@ fn a_restore_skips_an_object_that_is_not_utf8() {
         &b"{\"metadata\":{\"name\":\"\xff\"}}"[..],
     ));
     let mut restored = state(&fx.hostname, 5_000);
-    assert!(restored.restore(objects, UpstreamKind::SlicesV1, 0));
+    assert!(restored.restore(objects, Resource::SlicesV1, 0));
     assert_eq!(restored.collection(Resource::Nodes).len(), good);
     assert_eq!(
         view(&restored),

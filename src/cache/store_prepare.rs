@@ -11,7 +11,8 @@ use super::{clean, excluded, excluding, raw, Raw};
 use crate::cache::canonical::{self, AsIs, Item};
 use crate::cache::pack;
 use crate::k8s::ObjectKey;
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::k8s::Resource;
+use crate::upstream::kind::Change;
 
 /// An upstream change reduced to what the cache compares, done by the reflector thread before
 /// it takes the cache lock ([`prepare`]): a list's items decoded, cleaned and re-serialized, so
@@ -84,7 +85,7 @@ impl Listed {
 
 /// The admitted, cleaned objects of a full list as compact bytes by key.
 pub(super) fn fresh(
-    kind: UpstreamKind,
+    kind: Resource,
     items: impl Iterator<Item = Value>,
 ) -> BTreeMap<ObjectKey, Raw> {
     items.filter_map(|o| admitted(kind, o)).collect()
@@ -92,7 +93,7 @@ pub(super) fn fresh(
 
 /// [`fresh`] as the prepared list of decoded objects (which take the `Value` path).
 pub(super) fn fresh_values(
-    kind: UpstreamKind,
+    kind: Resource,
     items: impl Iterator<Item = Value>,
 ) -> BTreeMap<ObjectKey, Listed> {
     fresh(kind, items)
@@ -102,7 +103,7 @@ pub(super) fn fresh_values(
 }
 
 /// An object of a list, cleaned, as compact bytes, unless it is dropped.
-fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
+fn admitted(kind: Resource, obj: Value) -> Option<(ObjectKey, Raw)> {
     if excluded(kind, &obj) {
         return None;
     }
@@ -114,7 +115,7 @@ fn admitted(kind: UpstreamKind, obj: Value) -> Option<(ObjectKey, Raw)> {
 /// [`Change::List`] of the same texts gives the same [`Prepared`].
 #[derive(Debug)]
 pub struct ListPreparer {
-    kind: UpstreamKind,
+    kind: Resource,
     hold: Hold,
     decoder: canonical::Decoder,
     /// `None`: every endpoint object is packed as it is decoded; else only those of these
@@ -126,7 +127,7 @@ pub struct ListPreparer {
 
 impl ListPreparer {
     /// An empty list of `kind`, its endpoint objects held as `hold` says.
-    pub fn new(kind: UpstreamKind, hold: Hold) -> Self {
+    pub fn new(kind: Resource, hold: Hold) -> Self {
         ListPreparer {
             kind,
             hold,
@@ -157,11 +158,11 @@ impl ListPreparer {
         let kind = self.kind;
         let skip = |e: serde_json::Error| warn!("{kind:?}: skipping an undecodable list item: {e}");
         self.pushed += 1;
-        let kept = match self.decoder.item(text, kind.resource(), excluding(kind)) {
+        let kept = match self.decoder.item(text, kind, excluding(kind)) {
             Ok(Item::Kept(key, bytes, mut as_is)) => {
                 if let (Some(services), Some(facts)) = (&self.packs, &mut as_is) {
                     let service = match kind {
-                        UpstreamKind::Endpoints => Some(&key),
+                        Resource::Endpoints => Some(&key),
                         _ => facts.service.as_ref(),
                     };
                     if service.is_some_and(|s| services.contains(s)) {
@@ -191,7 +192,7 @@ impl ListPreparer {
     }
 
     /// The list's kind.
-    pub fn kind(&self) -> UpstreamKind {
+    pub fn kind(&self) -> Resource {
         self.kind
     }
 
@@ -214,7 +215,7 @@ impl ListPreparer {
 /// Prepares `change` for [`super::State::apply_prepared`]. Pure and lock-free. Items are reduced to
 /// compact bytes one at a time, so the whole list never exists decoded at once; a list's endpoint
 /// objects are held as `hold` says.
-pub fn prepare(kind: UpstreamKind, change: Change, hold: Hold) -> Prepared {
+pub fn prepare(kind: Resource, change: Change, hold: Hold) -> Prepared {
     match change {
         Change::Replace(items) => Prepared::Listed(fresh_values(kind, items.into_iter())),
         Change::List(texts) => {

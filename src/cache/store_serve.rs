@@ -6,7 +6,6 @@ use serde_json::Value;
 use super::State;
 use crate::cache::topology::{self, Class, Locality};
 use crate::k8s::{convert, ObjectKey, Resource};
-use crate::upstream::kind::UpstreamKind;
 
 impl State {
     /// The class the Service `service` gives its endpoint objects (docs/SEMANTICS.md §2.6).
@@ -40,7 +39,7 @@ impl State {
     pub(super) fn serve_slice(&self, key: &ObjectKey, obj: Value, res: Resource) -> Value {
         let class = self.class_of(self.slice_owner.get(key));
         let loc = self.locality();
-        let v1_upstream = self.slice_kind == UpstreamKind::SlicesV1;
+        let v1_upstream = self.slice_kind == Resource::SlicesV1;
         match (res, v1_upstream) {
             (Resource::SlicesV1, true) => topology::serve_slice_v1(obj, class, &loc),
             (Resource::SlicesV1, false) => {

@@ -5,7 +5,8 @@ use serde_json::Value;
 use super::{Settings, State};
 use crate::cache::topology::fixtures::Fixture;
 use crate::cache::view::Retention;
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::k8s::Resource;
+use crate::upstream::kind::Change;
 
 /// A cache for `host` whose RVs start above `seed` (retention of 100 entries).
 pub(crate) fn state(host: &str, seed: u64) -> State {
@@ -22,10 +23,10 @@ pub(crate) fn state(host: &str, seed: u64) -> State {
 /// Lists every resource empty: the cache becomes ready with nothing in it.
 pub(crate) fn list_all_empty(st: &mut State) {
     for kind in [
-        UpstreamKind::Nodes,
-        UpstreamKind::Services,
-        UpstreamKind::Endpoints,
-        UpstreamKind::SlicesV1,
+        Resource::Nodes,
+        Resource::Services,
+        Resource::Endpoints,
+        Resource::SlicesV1,
     ] {
         st.apply(kind, Change::Replace(vec![]), 0);
     }
@@ -33,16 +34,12 @@ pub(crate) fn list_all_empty(st: &mut State) {
 
 /// A ready cache: the fixture's nodes, Services and Endpoints listed, then `slices` as the
 /// `kind` slice list (not pinned: a later list of the other version switches, as upstream).
-pub(crate) fn loaded(fx: &Fixture, seed: u64, kind: UpstreamKind, slices: Vec<Value>) -> State {
+pub(crate) fn loaded(fx: &Fixture, seed: u64, kind: Resource, slices: Vec<Value>) -> State {
     let mut st = state(&fx.hostname, seed);
-    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
+    st.apply(Resource::Nodes, Change::Replace(fx.node_objects()), 0);
+    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 0);
     st.apply(
-        UpstreamKind::Services,
-        Change::Replace(fx.services.clone()),
-        0,
-    );
-    st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Replace(fx.endpoints.clone()),
         0,
     );

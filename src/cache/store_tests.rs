@@ -17,7 +17,7 @@ fn state_for(host: &str) -> State {
 
 /// A ready cache loaded with a fixture's nodes, services and endpoints.
 fn load(fx: &Fixture) -> State {
-    test_support::loaded(fx, SEED, UpstreamKind::SlicesV1, vec![])
+    test_support::loaded(fx, SEED, Resource::SlicesV1, vec![])
 }
 
 /// (type, name, rv, served JSON) of every log entry of `res` after `cursor`.
@@ -57,7 +57,7 @@ fn rv_of(v: &Value) -> u64 {
 
 fn relabel(st: &mut State, name: &str, pairs: &[(&str, &str)]) {
     st.apply(
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         Change::Upsert(node(name, &labels(pairs))),
         1,
     );
@@ -107,7 +107,7 @@ fn case_04_05_service_annotation_changes() {
     let cur = st.current_rv();
     let mut svc = service("default", "no-region", None);
     svc["metadata"]["annotations"] = json!({"non-relative": "true"});
-    st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::Upsert(svc), 1);
     assert!(events(&st, Resource::Endpoints, cur).is_empty());
     let sev = events(&st, Resource::Services, cur);
     assert_eq!(sev.len(), 1);
@@ -115,7 +115,7 @@ fn case_04_05_service_annotation_changes() {
     // Case 5.
     let cur = st.current_rv();
     let svc = service("default", "no-region", Some(r#"["region"]"#));
-    st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::Upsert(svc), 1);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].1, "no-region");
@@ -133,7 +133,7 @@ fn case_06_service_event_sequence() {
     for i in 0..10 {
         let keys = (i % 2 == 0).then_some(r#"["foo", "bar"]"#);
         st.apply(
-            UpstreamKind::Services,
+            Resource::Services,
             Change::Upsert(service("default", &i.to_string(), keys)),
             1,
         );
@@ -147,10 +147,10 @@ fn case_06_service_event_sequence() {
                 (i % 2 == 0).then_some(r#"["foo", "bar"]"#),
             );
             svc["metadata"]["annotations"]["updated"] = json!("true");
-            st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+            st.apply(Resource::Services, Change::Upsert(svc), 1);
         } else {
             st.apply(
-                UpstreamKind::Services,
+                Resource::Services,
                 Change::Delete(service("default", &name, None)),
                 1,
             );
@@ -182,17 +182,17 @@ fn case_07_upserts_deletes_and_unknown_keys() {
     for i in 0..10 {
         let n = i.to_string();
         st.apply(
-            UpstreamKind::Nodes,
+            Resource::Nodes,
             Change::Upsert(node(&format!("node-{i}"), &labels(&[]))),
             1,
         );
         st.apply(
-            UpstreamKind::Services,
+            Resource::Services,
             Change::Upsert(service("default", &n, None)),
             1,
         );
         st.apply(
-            UpstreamKind::Endpoints,
+            Resource::Endpoints,
             Change::Upsert(json!({"metadata":{"namespace":"default","name":n}})),
             1,
         );
@@ -201,7 +201,7 @@ fn case_07_upserts_deletes_and_unknown_keys() {
     assert_eq!(st.collection(Resource::Endpoints).len(), 10);
     // An update for an unknown key is an upsert (Deviation from T1).
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "new", None)),
         1,
     );
@@ -209,18 +209,18 @@ fn case_07_upserts_deletes_and_unknown_keys() {
     // Deleting unknown names: no events.
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Delete(service("default", "nope", None)),
         1,
     );
     st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Delete(json!({"metadata":{"namespace":"x","name":"y"}})),
         1,
     );
     assert_eq!(st.current_rv(), cur);
-    st.apply(UpstreamKind::Services, Change::Replace(vec![]), 1);
-    st.apply(UpstreamKind::Endpoints, Change::Replace(vec![]), 1);
+    st.apply(Resource::Services, Change::Replace(vec![]), 1);
+    st.apply(Resource::Endpoints, Change::Replace(vec![]), 1);
     assert!(st.collection(Resource::Services).is_empty());
     assert!(st.collection(Resource::Endpoints).is_empty());
 }
@@ -256,7 +256,7 @@ fn case_17_endpoints_before_service() {
     );
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(fx.services[0].clone()),
         1,
     );
@@ -276,7 +276,7 @@ fn case_18_service_deleted() {
     let mut st = load(&fx);
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Delete(fx.services[0].clone()),
         1,
     );
@@ -294,7 +294,7 @@ fn case_19_node_change_without_topology_effect() {
     relabel(&mut st, "n3", &[("foo", "bar")]);
     let mut n2 = node("n2", &labels(&[("zone", "b")]));
     n2["status"] = json!({"conditions":[{"type":"Ready","status":"False"}]});
-    st.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
+    st.apply(Resource::Nodes, Change::Upsert(n2), 1);
     assert!(events(&st, Resource::Endpoints, cur).is_empty());
     let nev = events(&st, Resource::Nodes, cur);
     assert_eq!(
@@ -311,11 +311,7 @@ fn case_20_21_node_deleted_and_back_and_local_node_deleted() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
-    st.apply(
-        UpstreamKind::Nodes,
-        Change::Delete(node("n1", &labels(&[]))),
-        1,
-    );
+    st.apply(Resource::Nodes, Change::Delete(node("n1", &labels(&[]))), 1);
     relabel(&mut st, "n1", &[("zone", "a")]);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 2);
@@ -323,21 +319,17 @@ fn case_20_21_node_deleted_and_back_and_local_node_deleted() {
     assert_eq!(ips(&ev[1].3), strs(&["10.0.0.1", "10.0.0.2"]));
     // Case 21: the local node goes; a normal service is untouched.
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "plain", None)),
         1,
     );
     st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Upsert(endpoints("default", "plain", f_addresses())),
         1,
     );
     let cur = st.current_rv();
-    st.apply(
-        UpstreamKind::Nodes,
-        Change::Delete(node("h", &labels(&[]))),
-        1,
-    );
+    st.apply(Resource::Nodes, Change::Delete(node("h", &labels(&[]))), 1);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].1, "s");
@@ -352,7 +344,7 @@ fn case_22_endpoints_deleted_carry_last_served_content() {
     let mut st = load(&fx);
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Delete(fx.endpoints[0].clone()),
         1,
     );
@@ -369,21 +361,17 @@ fn case_23_identical_redelivery_is_silent() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
+    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 1);
     st.apply(
-        UpstreamKind::Services,
-        Change::Replace(fx.services.clone()),
-        1,
-    );
-    st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Replace(fx.endpoints.clone()),
         1,
     );
-    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 1);
+    st.apply(Resource::Nodes, Change::Replace(fx.node_objects()), 1);
     // A different upstream RV alone is no change either.
     let mut svc = fx.services[0].clone();
     svc["metadata"]["resourceVersion"] = json!("999");
-    st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::Upsert(svc), 1);
     assert_eq!(st.current_rv(), cur);
 }
 
@@ -392,7 +380,7 @@ fn case_24_25_key_set_semantics() {
     let mut st = load(&fixture_f());
     let cur = st.current_rv();
     let svc = service("default", "s", Some(r#"[ "zone", "zone" ]"#));
-    st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::Upsert(svc), 1);
     assert_eq!(events(&st, Resource::Services, cur).len(), 1);
     assert!(
         events(&st, Resource::Endpoints, cur).is_empty(),
@@ -400,7 +388,7 @@ fn case_24_25_key_set_semantics() {
     );
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "s", Some("[zone"))),
         1,
     );
@@ -429,7 +417,7 @@ fn case_39_every_slice_of_the_service_gets_a_new_rv() {
         Some("s"),
         vec![slice_endpoint_v1("10.0.0.3", Some("n2"), None)],
     );
-    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![a, b]), 1);
+    st.apply(Resource::SlicesV1, Change::Replace(vec![a, b]), 1);
     assert_eq!(
         slice_ips(&served(&st, Resource::SlicesV1, "default", "s-aaaaa")),
         strs(&["10.0.0.2"])
@@ -437,7 +425,7 @@ fn case_39_every_slice_of_the_service_gets_a_new_rv() {
     assert!(slice_ips(&served(&st, Resource::SlicesV1, "default", "s-bbbbb")).is_empty());
     let cur = st.current_rv();
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "s", None)),
         1,
     );

@@ -17,8 +17,8 @@ fn v1beta1_upstream_serves_both_versions() {
             {"addresses": ["10.0.0.3"], "nodeName": "n2"}
         ]
     });
-    st.apply(UpstreamKind::SlicesV1beta1, Change::Replace(vec![b]), 1);
-    assert_eq!(st.slice_kind(), UpstreamKind::SlicesV1beta1);
+    st.apply(Resource::SlicesV1beta1, Change::Replace(vec![b]), 1);
+    assert_eq!(st.slice_kind(), Resource::SlicesV1beta1);
     assert_eq!(
         slice_ips(&served(&st, Resource::SlicesV1beta1, "default", "s-x")),
         strs(&["10.0.0.2"])
@@ -32,24 +32,20 @@ fn v1beta1_upstream_serves_both_versions() {
 fn not_ready_until_every_kind_listed_and_history_starts_at_ready() {
     let fx = fixture_f();
     let mut st = state_for("h");
-    st.apply(UpstreamKind::Nodes, Change::Replace(fx.node_objects()), 0);
+    st.apply(Resource::Nodes, Change::Replace(fx.node_objects()), 0);
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(fx.services[0].clone()),
         0,
     );
+    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 0);
     st.apply(
-        UpstreamKind::Services,
-        Change::Replace(fx.services.clone()),
-        0,
-    );
-    st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Replace(fx.endpoints.clone()),
         0,
     );
     assert!(!st.is_ready(), "slices have not listed yet");
-    let a = st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![]), 0);
+    let a = st.apply(Resource::SlicesV1, Change::Replace(vec![]), 0);
     assert!(a.became_ready && st.is_ready());
     let c = st.collection(Resource::Endpoints);
     assert_eq!(c.horizon(), st.current_rv());
@@ -83,13 +79,13 @@ fn incremental_view_equals_from_scratch_recompute() {
                 let name = ["h", "n1", "n2", "n3", "n4"][rng.next(5) as usize];
                 let l = labels(&[("zone", zones[rng.next(3) as usize])]);
                 fx.nodes.insert(name.into(), l.clone());
-                st.apply(UpstreamKind::Nodes, Change::Upsert(node(name, &l)), step);
+                st.apply(Resource::Nodes, Change::Upsert(node(name, &l)), step);
             }
             1 => {
                 let name = ["n1", "n2", "n3", "n4"][rng.next(4) as usize];
                 fx.nodes.remove(name);
                 st.apply(
-                    UpstreamKind::Nodes,
+                    Resource::Nodes,
                     Change::Delete(node(name, &labels(&[]))),
                     step,
                 );
@@ -102,14 +98,14 @@ fn incremental_view_equals_from_scratch_recompute() {
                 fx.services
                     .retain(|s| ObjectKey::of(s).as_ref() != Some(&key));
                 fx.services.push(svc.clone());
-                st.apply(UpstreamKind::Services, Change::Upsert(svc), step);
+                st.apply(Resource::Services, Change::Upsert(svc), step);
             }
             3 => {
                 let name = ["s", "t"][rng.next(2) as usize];
                 fx.services
                     .retain(|s| ObjectKey::of(s) != Some(ObjectKey::new("default", name)));
                 st.apply(
-                    UpstreamKind::Services,
+                    Resource::Services,
                     Change::Delete(service("default", name, None)),
                     step,
                 );
@@ -125,7 +121,7 @@ fn incremental_view_equals_from_scratch_recompute() {
                     .collect();
                 let s = slice_v1("default", &name, Some(svc), eps);
                 slices.insert(name, s.clone());
-                st.apply(UpstreamKind::SlicesV1, Change::Upsert(s), step);
+                st.apply(Resource::SlicesV1, Change::Upsert(s), step);
             }
         }
         for (name, upstream) in &slices {
@@ -173,9 +169,9 @@ fn case_37_headless_endpoints_never_served() {
     hl["spec"]["clusterIP"] = json!("None");
     let mut hl_eps = endpoints("default", "hl", f_addresses());
     hl_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
-    st.apply(UpstreamKind::Services, Change::Upsert(hl), 1);
+    st.apply(Resource::Services, Change::Upsert(hl), 1);
     st.apply(
-        UpstreamKind::Endpoints,
+        Resource::Endpoints,
         Change::Replace(vec![fx.endpoints[0].clone(), hl_eps.clone()]),
         1,
     );
@@ -187,7 +183,7 @@ fn case_37_headless_endpoints_never_served() {
     let cur = st.current_rv();
     let mut s_eps = fx.endpoints[0].clone();
     s_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
-    st.apply(UpstreamKind::Endpoints, Change::Upsert(s_eps), 1);
+    st.apply(Resource::Endpoints, Change::Upsert(s_eps), 1);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!((ev.len(), ev[0].0, ev[0].1.as_str()), (1, "DELETED", "s"));
 }
@@ -206,8 +202,8 @@ fn case_38_service_proxy_name_objects_never_served() {
     );
     sl["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("foo");
     let cur = st.current_rv();
-    st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
-    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![sl]), 1);
+    st.apply(Resource::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::SlicesV1, Change::Replace(vec![sl]), 1);
     assert_eq!(st.current_rv(), cur, "nothing entered the view");
     assert!(st
         .collection(Resource::Services)
@@ -224,7 +220,7 @@ fn list_texts_are_decoded_one_by_one_and_garbage_items_are_skipped() {
     let good = fx.services[0].to_string().into_boxed_str();
     let other = service("default", "t", None).to_string().into_boxed_str();
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::List(vec![good, "{not json".into(), other]),
         1,
     );
@@ -246,12 +242,12 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
         Some("s"),
         vec![slice_endpoint_v1("10.0.0.2", Some("n1"), None)],
     );
-    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![v1.clone()]), 1);
-    st.expect_slices(UpstreamKind::SlicesV1beta1);
+    st.apply(Resource::SlicesV1, Change::Replace(vec![v1.clone()]), 1);
+    st.expect_slices(Resource::SlicesV1beta1);
     let cur = st.current_rv();
     // A late change from the replaced v1 reflector: ignored.
     st.apply(
-        UpstreamKind::SlicesV1,
+        Resource::SlicesV1,
         Change::Upsert(slice_v1("default", "s-b", Some("s"), vec![])),
         1,
     );
@@ -260,7 +256,7 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
     let b = json!({"apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
         "metadata": {"namespace": "default", "name": "s-x", "labels": {"kubernetes.io/service-name": "s"}},
         "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": "h"}]});
-    st.apply(UpstreamKind::SlicesV1beta1, Change::Replace(vec![b]), 1);
+    st.apply(Resource::SlicesV1beta1, Change::Replace(vec![b]), 1);
     let names: Vec<String> = st
         .collection(Resource::SlicesV1)
         .objects()
@@ -278,7 +274,7 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
     let fx = fixture_f();
     let mut st = load(&fx);
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "t", None)),
         1,
     );
@@ -306,10 +302,9 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
     };
     // Prepared off the lock, a relist's endpoint objects are held once: packed. A first list
     // keeps them whole too (every object of it is published).
-    assert_eq!(st.hold_for(UpstreamKind::SlicesV1), Hold::Whole);
+    assert_eq!(st.hold_for(Resource::SlicesV1), Hold::Whole);
     for hold in [Hold::Whole, Hold::PackedOnly] {
-        let Prepared::Listed(m) =
-            prepare(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1"), hold)
+        let Prepared::Listed(m) = prepare(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), hold)
         else {
             panic!("a list prepares to Listed");
         };
@@ -319,21 +314,21 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
             assert!(l.whole().is_some_and(|b| b.starts_with(b"{")));
         }
     }
-    st.apply(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
-    assert_eq!(st.hold_for(UpstreamKind::SlicesV1), Hold::PackedOnly);
+    st.apply(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
+    assert_eq!(st.hold_for(Resource::SlicesV1), Hold::PackedOnly);
     let ips = |st: &State, name: &str| slice_ips(&served(st, Resource::SlicesV1, "default", name));
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
     assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.1"]));
-    let same = st.apply(UpstreamKind::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
+    let same = st.apply(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
     assert_eq!(same.events, 0, "an unchanged relist publishes nothing");
     // Only the pruned-away endpoint changed: the served object is the same, but the stored
     // upstream object is the new one (n2 joining h's zone shows it).
-    st.apply(UpstreamKind::SlicesV1, list("10.0.0.9", "10.0.1.1"), 1);
+    st.apply(Resource::SlicesV1, list("10.0.0.9", "10.0.1.1"), 1);
     let n2 = node("n2", &labels(&[("zone", "a")]));
-    st.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
+    st.apply(Resource::Nodes, Change::Upsert(n2), 1);
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1", "10.0.0.9"]));
     // An object served whole changes: one event.
-    let changed = st.apply(UpstreamKind::SlicesV1, list("10.0.0.9", "10.0.1.2"), 1);
+    let changed = st.apply(Resource::SlicesV1, list("10.0.0.9", "10.0.1.2"), 1);
     assert_eq!(changed.events, 1);
     assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.2"]));
 }
@@ -357,19 +352,19 @@ fn a_list_taken_item_by_item_then_read_again_holds_only_the_second_reading() {
     let second = [slice("s-a", "10.0.0.7"), slice("s-c", "10.0.0.8")];
     // What a reflector does: the hold first, then each item as it is read.
     let mut taken = load(&fx);
-    let hold = taken.hold_for(UpstreamKind::SlicesV1);
-    let mut list = ListPreparer::new(UpstreamKind::SlicesV1, hold);
+    let hold = taken.hold_for(Resource::SlicesV1);
+    let mut list = ListPreparer::new(Resource::SlicesV1, hold);
     list.push(&slice("s-a", "10.0.0.3"));
     list.push(&slice("s-b", "10.0.0.4"));
     list.push("{not json");
     assert_eq!(list.pushed(), 3);
     list.clear(); // read again, from another server
     second.iter().for_each(|t| list.push(t));
-    assert_eq!((list.pushed(), list.kind()), (2, UpstreamKind::SlicesV1));
-    taken.apply_prepared(UpstreamKind::SlicesV1, list.finish(), 1);
+    assert_eq!((list.pushed(), list.kind()), (2, Resource::SlicesV1));
+    taken.apply_prepared(Resource::SlicesV1, list.finish(), 1);
     // The same as the second reading applied as one list of texts.
     let mut whole = load(&fx);
-    whole.apply(UpstreamKind::SlicesV1, Change::List(second.to_vec()), 1);
+    whole.apply(Resource::SlicesV1, Change::List(second.to_vec()), 1);
     let objects = |st: &State| -> Vec<(String, Value)> {
         let names: Vec<String> = st
             .collection(Resource::SlicesV1)
@@ -386,7 +381,7 @@ fn a_list_taken_item_by_item_then_read_again_holds_only_the_second_reading() {
     // Both pruned to h's endpoint (n2 is in another zone), and then n2 joining h's zone
     // shows the upstream object kept is the second reading's.
     let n2 = node("n2", &labels(&[("zone", "a")]));
-    taken.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
+    taken.apply(Resource::Nodes, Change::Upsert(n2), 1);
     let ips = slice_ips(&served(&taken, Resource::SlicesV1, "default", "s-a"));
     assert_eq!(ips, strs(&["10.0.0.1", "10.0.0.7"]));
 }
@@ -396,7 +391,7 @@ fn a_first_list_packs_only_the_objects_of_topology_services() {
     let fx = fixture_f();
     let mut st = load(&fx);
     st.apply(
-        UpstreamKind::Services,
+        Resource::Services,
         Change::Upsert(service("default", "t", None)),
         1,
     );
@@ -408,7 +403,7 @@ fn a_first_list_packs_only_the_objects_of_topology_services() {
         slice_v1("default", name, Some(svc), eps).to_string()
     };
     // A first list of slices ("s" has topology keys, "t" none, "u" is not known yet).
-    let mut list = st.list_preparer(UpstreamKind::SlicesV1);
+    let mut list = st.list_preparer(Resource::SlicesV1);
     assert_eq!(list.hold(), Hold::Whole);
     for (name, svc) in [("s-a", "s"), ("t-a", "t"), ("u-a", "u")] {
         list.push(&slice(name, svc));
@@ -425,24 +420,24 @@ fn a_first_list_packs_only_the_objects_of_topology_services() {
         .collect();
     assert_eq!(packed, [("s-a", true), ("t-a", false), ("u-a", false)]);
     assert!(m.values().all(|l| l.bytes().is_some()), "held whole");
-    st.apply_prepared(UpstreamKind::SlicesV1, Prepared::Listed(m), 1);
+    st.apply_prepared(Resource::SlicesV1, Prepared::Listed(m), 1);
     let ips = |st: &State, name: &str| slice_ips(&served(st, Resource::SlicesV1, "default", name));
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
     assert_eq!(ips(&st, "t-a"), strs(&["10.0.0.1", "10.0.0.2"]));
     // "u" comes with topology keys: its slice is pruned now, its upstream bytes kept (packed
     // later), so that n2 joining h's zone serves its endpoint again.
     let u = service("default", "u", Some(r#"["zone"]"#));
-    st.apply(UpstreamKind::Services, Change::Upsert(u), 1);
+    st.apply(Resource::Services, Change::Upsert(u), 1);
     while st.pack_pending(16) > 0 {}
     assert_eq!(ips(&st, "u-a"), strs(&["10.0.0.1"]));
     let n2 = node("n2", &labels(&[("zone", "a")]));
-    st.apply(UpstreamKind::Nodes, Change::Upsert(n2), 1);
+    st.apply(Resource::Nodes, Change::Upsert(n2), 1);
     for name in ["s-a", "u-a", "t-a"] {
         assert_eq!(ips(&st, name), strs(&["10.0.0.1", "10.0.0.2"]), "{name}");
     }
     // A relist packs every endpoint object (it compares them packed to packed).
     assert_eq!(
-        st.list_preparer(UpstreamKind::SlicesV1).hold(),
+        st.list_preparer(Resource::SlicesV1).hold(),
         Hold::PackedOnly
     );
 }

@@ -18,7 +18,6 @@ use crate::cache::snapshot::Blob;
 use crate::cache::view::{find_stamp, rv_stamp};
 use crate::k8s::{ObjectKey, Resource};
 use crate::sync::lock;
-use crate::upstream::kind::UpstreamKind;
 
 /// An upstream object as the cache keeps it.
 #[derive(Clone, Debug)]
@@ -156,84 +155,80 @@ pub(super) fn unstamped_eq(raw: &[u8], served: &[u8], rv: u64) -> bool {
 
 impl State {
     /// The served resource whose objects may stand in for upstream objects of `kind`.
-    fn mirror(&self, kind: UpstreamKind) -> Option<Resource> {
+    fn mirror(&self, kind: Resource) -> Option<Resource> {
         match kind {
-            UpstreamKind::Nodes => Some(Resource::Nodes),
-            UpstreamKind::Services => Some(Resource::Services),
-            UpstreamKind::Endpoints => Some(Resource::Endpoints),
-            UpstreamKind::SlicesV1 if self.slice_kind == UpstreamKind::SlicesV1 => {
-                Some(Resource::SlicesV1)
-            }
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => None,
+            Resource::Nodes | Resource::Services | Resource::Endpoints => Some(kind),
+            Resource::SlicesV1 if self.slice_kind == Resource::SlicesV1 => Some(kind),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => None,
         }
     }
 
-    pub(super) fn stored(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<&Stored> {
+    pub(super) fn stored(&self, kind: Resource, key: &ObjectKey) -> Option<&Stored> {
         match kind {
-            UpstreamKind::Nodes => self.nodes.get(&*key.name),
-            UpstreamKind::Services => self.services.get(key),
-            UpstreamKind::Endpoints => self.endpoints.get(key),
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => self.slices.get(key),
+            Resource::Nodes => self.nodes.get(&*key.name),
+            Resource::Services => self.services.get(key),
+            Resource::Endpoints => self.endpoints.get(key),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => self.slices.get(key),
         }
     }
 
-    fn stored_mut(&mut self, kind: UpstreamKind, key: &ObjectKey) -> Option<&mut Stored> {
+    fn stored_mut(&mut self, kind: Resource, key: &ObjectKey) -> Option<&mut Stored> {
         match kind {
-            UpstreamKind::Nodes => self.nodes.get_mut(&*key.name),
-            UpstreamKind::Services => self.services.get_mut(key),
-            UpstreamKind::Endpoints => self.endpoints.get_mut(key),
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => self.slices.get_mut(key),
+            Resource::Nodes => self.nodes.get_mut(&*key.name),
+            Resource::Services => self.services.get_mut(key),
+            Resource::Endpoints => self.endpoints.get_mut(key),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => self.slices.get_mut(key),
         }
     }
 
     /// The served object that stands in for upstream object `key` of `kind`: its bytes and RV.
-    fn served_for(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
+    fn served_for(&self, kind: Resource, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
         let view = lock(&self.view);
         let served = view.collection(self.mirror(kind)?).get(key)?;
         Some((served.bytes.clone(), served.rv))
     }
 
     /// The upstream object for a snapshot: what the cache holds, shared.
-    pub(super) fn upstream_blob(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Upstream> {
+    pub(super) fn upstream_blob(&self, kind: Resource, key: &ObjectKey) -> Option<Upstream> {
         Upstream::of(self.stored(kind, key)?, || self.served_for(kind, key))
     }
 
     /// Every upstream object of `kind` for a snapshot, in key order ([`State::upstream_blob`]
     /// of each, walking the store once). The served view is locked per object, as the loop
     /// locks it per request, so that a LIST never waits for a whole export.
-    pub(super) fn upstream_blobs(&self, kind: UpstreamKind) -> Vec<Upstream> {
+    pub(super) fn upstream_blobs(&self, kind: Resource) -> Vec<Upstream> {
         let all = |map: &BTreeMap<ObjectKey, Stored>| -> Vec<Upstream> {
             map.iter()
                 .filter_map(|(key, stored)| Upstream::of(stored, || self.served_for(kind, key)))
                 .collect()
         };
         match kind {
-            UpstreamKind::Nodes => self
+            Resource::Nodes => self
                 .nodes
                 .iter()
                 .filter_map(|(name, stored)| {
                     Upstream::of(stored, || self.served_for(kind, &ObjectKey::new("", name)))
                 })
                 .collect(),
-            UpstreamKind::Services => all(&self.services),
-            UpstreamKind::Endpoints => all(&self.endpoints),
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => all(&self.slices),
+            Resource::Services => all(&self.services),
+            Resource::Endpoints => all(&self.endpoints),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => all(&self.slices),
         }
     }
 
     /// The upstream object's compact JSON (a copy when it is kept packed or as the served
     /// object).
-    pub(super) fn upstream_bytes(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Raw> {
+    pub(super) fn upstream_bytes(&self, kind: Resource, key: &ObjectKey) -> Option<Raw> {
         self.upstream_blob(kind, key)?.bytes()
     }
 
     /// The upstream object, decoded.
-    pub(super) fn upstream_value(&self, kind: UpstreamKind, key: &ObjectKey) -> Option<Value> {
+    pub(super) fn upstream_value(&self, kind: Resource, key: &ObjectKey) -> Option<Value> {
         parse(&self.upstream_bytes(kind, key)?)
     }
 
     /// Whether the stored upstream object of `key` has exactly these bytes.
-    pub(super) fn same_upstream(&self, kind: UpstreamKind, key: &ObjectKey, bytes: &[u8]) -> bool {
+    pub(super) fn same_upstream(&self, kind: Resource, key: &ObjectKey, bytes: &[u8]) -> bool {
         match self.stored(kind, key) {
             None => false,
             Some(Stored::Own(raw)) => bytes::eq(raw, bytes),
@@ -249,7 +244,7 @@ impl State {
 
     /// [`State::same_upstream`] of a listed object, without unpacking it where it was kept
     /// packed (a relist's unchanged pruned objects compare packed to packed).
-    pub(super) fn same_listed(&self, kind: UpstreamKind, key: &ObjectKey, listed: &Listed) -> bool {
+    pub(super) fn same_listed(&self, kind: Resource, key: &ObjectKey, listed: &Listed) -> bool {
         let stored = self.stored(kind, key);
         let packed = listed.as_is.as_ref().and_then(|f| f.packed.as_ref());
         match (stored, listed.bytes(), packed) {
@@ -264,7 +259,7 @@ impl State {
     }
 
     /// Before a recomputation may change the served object: keep the upstream bytes again.
-    pub(super) fn materialize(&mut self, kind: UpstreamKind, key: &ObjectKey) {
+    pub(super) fn materialize(&mut self, kind: Resource, key: &ObjectKey) {
         if matches!(self.stored(kind, key), Some(Stored::AsServed)) {
             let bytes = self.upstream_bytes(kind, key);
             if let (Some(bytes), Some(stored)) = (bytes, self.stored_mut(kind, key)) {
@@ -275,7 +270,7 @@ impl State {
 
     /// After a publication: drop the upstream bytes if the served object carries them, else
     /// leave them for [`State::pack_pending`].
-    pub(super) fn settle(&mut self, kind: UpstreamKind, key: &ObjectKey) {
+    pub(super) fn settle(&mut self, kind: Resource, key: &ObjectKey) {
         let Some(Stored::Own(raw)) = self.stored(kind, key) else {
             return;
         };
@@ -336,7 +331,7 @@ mod tests {
                 },
                 written_unix_secs: 1,
                 rv: 77,
-                slice_kind: UpstreamKind::SlicesV1,
+                slice_kind: Resource::SlicesV1,
             },
             objects: crate::cache::snapshot::Objects {
                 nodes: vec![blob],
@@ -403,15 +398,10 @@ mod state_tests {
                 vec![ep("10.0.0.3", "n2")],
             ),
         ];
-        let mut st = test_support::loaded(&fx, 1, UpstreamKind::SlicesV1, slices.clone());
+        let mut st = test_support::loaded(&fx, 1, Resource::SlicesV1, slices.clone());
         // Kept whole until the writer packs them, after the change (in batches).
         let s_a = ObjectKey::new("default", "s-a");
-        let own = |st: &State| {
-            matches!(
-                st.stored(UpstreamKind::SlicesV1, &s_a),
-                Some(Stored::Own(_))
-            )
-        };
+        let own = |st: &State| matches!(st.stored(Resource::SlicesV1, &s_a), Some(Stored::Own(_)));
         assert!(own(&st));
         assert!(st.pack_pending(1) > 0, "more than one object to pack");
         assert_eq!(st.pack_pending(usize::MAX), 0);
@@ -423,12 +413,12 @@ mod state_tests {
             )
         };
         // Served as they came (but for the RV): not kept twice.
-        assert!(!kept(&st, UpstreamKind::Nodes, "", "n2"));
-        assert!(!kept(&st, UpstreamKind::Services, "default", "s"));
-        assert!(!kept(&st, UpstreamKind::SlicesV1, "default", "plain-a"));
+        assert!(!kept(&st, Resource::Nodes, "", "n2"));
+        assert!(!kept(&st, Resource::Services, "default", "s"));
+        assert!(!kept(&st, Resource::SlicesV1, "default", "plain-a"));
         // Pruned by topology: the upstream bytes are needed to recompute.
-        assert!(kept(&st, UpstreamKind::Endpoints, "default", "s"));
-        assert!(kept(&st, UpstreamKind::SlicesV1, "default", "s-a"));
+        assert!(kept(&st, Resource::Endpoints, "default", "s"));
+        assert!(kept(&st, Resource::SlicesV1, "default", "s-a"));
 
         // Whatever is kept where, the upstream objects read back are exactly the ones listed.
         let expect = |kind, items: Vec<Value>| -> Vec<Raw> {
@@ -436,16 +426,16 @@ mod state_tests {
         };
         let check = |st: &State| {
             let out = st.export().whole().expect("whole");
-            assert_eq!(out.nodes, expect(UpstreamKind::Nodes, fx.node_objects()));
+            assert_eq!(out.nodes, expect(Resource::Nodes, fx.node_objects()));
             assert_eq!(
                 out.services,
-                expect(UpstreamKind::Services, fx.services.clone())
+                expect(Resource::Services, fx.services.clone())
             );
             assert_eq!(
                 out.endpoints,
-                expect(UpstreamKind::Endpoints, fx.endpoints.clone())
+                expect(Resource::Endpoints, fx.endpoints.clone())
             );
-            assert_eq!(out.slices, expect(UpstreamKind::SlicesV1, slices.clone()));
+            assert_eq!(out.slices, expect(Resource::SlicesV1, slices.clone()));
         };
         check(&st);
 
@@ -453,23 +443,19 @@ mod state_tests {
         // are kept again; once n2 is back they are dropped again, and nothing was lost.
         st.set_edge_health([("n2".to_string(), false)].into_iter().collect(), 1);
         st.pack_pending(usize::MAX);
-        assert!(kept(&st, UpstreamKind::SlicesV1, "default", "plain-a"));
-        assert!(kept(&st, UpstreamKind::Endpoints, "default", "plain"));
+        assert!(kept(&st, Resource::SlicesV1, "default", "plain-a"));
+        assert!(kept(&st, Resource::Endpoints, "default", "plain"));
         check(&st);
         st.set_edge_health(BTreeMap::new(), 2);
-        assert!(!kept(&st, UpstreamKind::SlicesV1, "default", "plain-a"));
+        assert!(!kept(&st, Resource::SlicesV1, "default", "plain-a"));
         check(&st);
         // An identical relist changes nothing; a real change is seen.
         let rv = st.current_rv();
-        st.apply(
-            UpstreamKind::Services,
-            Change::Replace(fx.services.clone()),
-            3,
-        );
+        st.apply(Resource::Services, Change::Replace(fx.services.clone()), 3);
         assert_eq!(st.current_rv(), rv);
         let mut changed = service("default", "plain", None);
         changed["spec"]["clusterIP"] = json!("10.96.9.9");
-        st.apply(UpstreamKind::Services, Change::Upsert(changed), 3);
+        st.apply(Resource::Services, Change::Upsert(changed), 3);
         assert_eq!(st.current_rv(), rv + 1);
     }
 
@@ -493,13 +479,13 @@ mod state_tests {
         let listed =
             |objs: Vec<Value>| Change::List(objs.iter().map(|o| o.to_string().into()).collect());
         let mut st = test_support::state(&fx.hostname, 1);
-        st.apply(UpstreamKind::Nodes, listed(fx.node_objects()), 0);
-        st.apply(UpstreamKind::Services, listed(fx.services.clone()), 0);
-        st.apply(UpstreamKind::Endpoints, listed(fx.endpoints.clone()), 0);
-        st.apply(UpstreamKind::SlicesV1, listed(slices.clone()), 0);
+        st.apply(Resource::Nodes, listed(fx.node_objects()), 0);
+        st.apply(Resource::Services, listed(fx.services.clone()), 0);
+        st.apply(Resource::Endpoints, listed(fx.endpoints.clone()), 0);
+        st.apply(Resource::SlicesV1, listed(slices.clone()), 0);
         assert!(st.is_ready());
         let key = ObjectKey::new("default", "s-a");
-        let packed = |st: &State| match st.stored(UpstreamKind::SlicesV1, &key) {
+        let packed = |st: &State| match st.stored(Resource::SlicesV1, &key) {
             Some(Stored::Packed(p)) => Some(p.clone()),
             _ => None,
         };
@@ -527,7 +513,7 @@ mod state_tests {
         assert_eq!(served_ips(&st), vec![json!("10.0.0.1"), json!("10.0.0.2")]);
         // h moves to zone b: the slice is recomputed (n2's endpoint for n1's), still pruned.
         st.apply(
-            UpstreamKind::Nodes,
+            Resource::Nodes,
             Change::Upsert(node("h", &labels(&[("zone", "b")]))),
             1,
         );
@@ -538,7 +524,7 @@ mod state_tests {
         let out = st.export().whole().expect("whole");
         assert_eq!(
             out.slices,
-            fresh(UpstreamKind::SlicesV1, slices.into_iter())
+            fresh(Resource::SlicesV1, slices.into_iter())
                 .into_values()
                 .collect::<Vec<_>>()
         );
@@ -564,27 +550,27 @@ mod state_tests {
             )
         };
         let mut st = test_support::state(&fx.hostname, 1);
-        st.apply(UpstreamKind::Nodes, bare(fx.node_objects()), 0);
-        st.apply(UpstreamKind::Services, bare(fx.services.clone()), 0);
-        st.apply(UpstreamKind::Endpoints, bare(fx.endpoints.clone()), 0);
-        st.apply(UpstreamKind::SlicesV1, Change::List(vec![]), 0);
+        st.apply(Resource::Nodes, bare(fx.node_objects()), 0);
+        st.apply(Resource::Services, bare(fx.services.clone()), 0);
+        st.apply(Resource::Endpoints, bare(fx.endpoints.clone()), 0);
+        st.apply(Resource::SlicesV1, Change::List(vec![]), 0);
         assert!(st.is_ready());
         for node in fx.node_objects() {
             let key = ObjectKey::of(&node).expect("named");
             assert!(
-                matches!(st.stored(UpstreamKind::Nodes, &key), Some(Stored::AsServed)),
+                matches!(st.stored(Resource::Nodes, &key), Some(Stored::AsServed)),
                 "node {key} is kept as well as served"
             );
         }
         let svc = fx.services[0].clone();
         let key = ObjectKey::of(&svc).expect("named");
         assert!(matches!(
-            st.stored(UpstreamKind::Services, &key),
+            st.stored(Resource::Services, &key),
             Some(Stored::AsServed)
         ));
         // The same object from a watch (with its type meta): nothing changed, no new RV.
         let rv = st.current_rv();
-        st.apply(UpstreamKind::Services, Change::Upsert(svc), 1);
+        st.apply(Resource::Services, Change::Upsert(svc), 1);
         assert_eq!(st.current_rv(), rv);
         // What is exported for the disk carries them too.
         let out = st.export().whole().expect("whole");

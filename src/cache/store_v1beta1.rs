@@ -59,7 +59,7 @@ mod tests {
     use super::super::test_support;
     use super::*;
     use crate::cache::topology::fixtures::*;
-    use crate::upstream::kind::{Change, UpstreamKind};
+    use crate::upstream::kind::Change;
 
     /// Fixture F with two v1 slices of `default/s` (topology) and one of a Service without keys.
     fn slices() -> Vec<Value> {
@@ -84,7 +84,7 @@ mod tests {
     fn loaded() -> State {
         let mut fx = fixture_f();
         fx.services.push(service("default", "other", None));
-        test_support::loaded(&fx, 1_000, UpstreamKind::SlicesV1, slices())
+        test_support::loaded(&fx, 1_000, Resource::SlicesV1, slices())
     }
 
     /// The served v1beta1 objects, without their resourceVersions.
@@ -103,7 +103,7 @@ mod tests {
 
     fn relabel_local(st: &mut State, zone: &str) -> usize {
         let h = node("h", &labels(&[("zone", zone)]));
-        st.apply(UpstreamKind::Nodes, Change::Upsert(h), 1).events
+        st.apply(Resource::Nodes, Change::Upsert(h), 1).events
     }
 
     #[test]
@@ -132,13 +132,10 @@ mod tests {
         let mut eager = test_support::state("h", 1_000);
         eager.serve_v1beta1();
         for (kind, change) in [
-            (UpstreamKind::Nodes, Change::Replace(fx.node_objects())),
-            (UpstreamKind::Services, Change::Replace(fx.services.clone())),
-            (
-                UpstreamKind::Endpoints,
-                Change::Replace(fx.endpoints.clone()),
-            ),
-            (UpstreamKind::SlicesV1, Change::Replace(slices())),
+            (Resource::Nodes, Change::Replace(fx.node_objects())),
+            (Resource::Services, Change::Replace(fx.services.clone())),
+            (Resource::Endpoints, Change::Replace(fx.endpoints.clone())),
+            (Resource::SlicesV1, Change::Replace(slices())),
         ] {
             eager.apply(kind, change, 0);
         }
@@ -178,7 +175,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["s-a", "s-b"]);
         let gone = json!({"metadata": {"namespace": "default", "name": "other-a"}});
-        lazy.apply(UpstreamKind::SlicesV1, Change::Delete(gone), 2);
+        lazy.apply(Resource::SlicesV1, Change::Delete(gone), 2);
         assert_eq!(lazy.collection(Resource::SlicesV1beta1).len(), 2);
         // A second call changes nothing.
         let rv = lazy.current_rv();

@@ -64,8 +64,13 @@ impl fmt::Display for ObjectKey {
     }
 }
 
-/// A resource grid-wrapper serves from its cache. Both EndpointSlice versions are served, each
-/// derived from the one version the upstream offers.
+/// kube-proxy's selector for Services, Endpoints and EndpointSlices (docs/SEMANTICS.md §4): the
+/// label selector the upstream is listed and watched with ([`Resource::label_selector`]).
+pub const SERVICE_PROXY_SELECTOR: &str =
+    "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+
+/// A resource grid-wrapper mirrors from the upstream and serves from its cache. Both
+/// EndpointSlice versions are served, each derived from the one version the upstream offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Resource {
     /// core/v1 Services.
@@ -99,6 +104,36 @@ impl Resource {
             Resource::SlicesV1beta1 => 3,
             Resource::Nodes => 4,
         }
+    }
+
+    /// The slot of the cache's first-list bookkeeping, 0..=3: which of its four collections the
+    /// resource's upstream list fills (both EndpointSlice versions fill the same one, so either
+    /// one's list completes it). The cache is synced once all four slots are listed, and
+    /// [`crate::upstream::list_order::ListOrder`] tracks which first lists are done by it.
+    pub fn sync_slot(self) -> u8 {
+        match self {
+            Resource::Nodes => 0,
+            Resource::Services => 1,
+            Resource::Endpoints => 2,
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => 3,
+        }
+    }
+
+    /// Cluster-wide collection path upstream, e.g. `/api/v1/services`.
+    pub fn path(self) -> &'static str {
+        match self {
+            Resource::Nodes => "/api/v1/nodes",
+            Resource::Services => "/api/v1/services",
+            Resource::Endpoints => "/api/v1/endpoints",
+            Resource::SlicesV1 => "/apis/discovery.k8s.io/v1/endpointslices",
+            Resource::SlicesV1beta1 => "/apis/discovery.k8s.io/v1beta1/endpointslices",
+        }
+    }
+
+    /// The label selector the upstream is listed and watched with, if any: every resource but
+    /// Nodes (unfiltered) uses [`SERVICE_PROXY_SELECTOR`].
+    pub fn label_selector(self) -> Option<&'static str> {
+        (self != Resource::Nodes).then_some(SERVICE_PROXY_SELECTOR)
     }
 
     /// Item kind, e.g. `EndpointSlice`.

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
-use crate::upstream::kind::UpstreamKind;
 
 /// Layout version of the JSON report (`reportFormat`); bumped only when a field changes
 /// meaning or disappears (added fields keep it).
@@ -46,7 +46,7 @@ pub struct Reached {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SliceFinding {
     /// The version.
-    pub kind: UpstreamKind,
+    pub kind: Resource,
     /// How it was found.
     pub source: SliceSource,
 }
@@ -66,7 +66,7 @@ pub enum SliceSource {
 #[derive(Debug)]
 pub struct ResourceFetch {
     /// The resource.
-    pub kind: UpstreamKind,
+    pub kind: Resource,
     /// The full list.
     pub list: Result<ListResult, UpstreamError>,
     /// A watch from the list's resourceVersion with `timeoutSeconds=1`: `Ok` when it answered

@@ -157,7 +157,7 @@ fn reached_part(
     warnings: &mut Vec<Problem>,
 ) {
     let slices = reached.slices;
-    report.upstream.endpoint_slice_version = Some(slices.kind.resource().api_version().into());
+    report.upstream.endpoint_slice_version = Some(slices.kind.api_version().into());
     report.upstream.endpoint_slice_version_source = Some(match &slices.source {
         SliceSource::Discovery(versions) => {
             report.upstream.discovery_versions = versions.clone();
@@ -168,7 +168,7 @@ fn reached_part(
     });
     let mut lists: BTreeMap<&'static str, Option<Vec<Value>>> = BTreeMap::new();
     for r in &reached.resources {
-        let res = r.kind.resource();
+        let res = r.kind;
         for (verb, err) in [
             ("list", r.list.as_ref().err()),
             ("watch", r.watch.as_ref().err()),

@@ -11,7 +11,7 @@ use crate::cache::topology;
 use crate::cache::view::Retention;
 use crate::k8s::{ObjectKey, Resource};
 use crate::sync::lock;
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::upstream::kind::Change;
 
 use super::model::{Count, ServedCounts};
 
@@ -57,7 +57,7 @@ fn parse(bytes: &[u8]) -> Option<Value> {
 pub(super) fn compute<'k>(
     hostname: &str,
     wrapper_in_cluster: bool,
-    slice_kind: UpstreamKind,
+    slice_kind: Resource,
     lists: [&Vec<Value>; 4],
     services_of_interest: impl Iterator<Item = &'k ObjectKey>,
 ) -> Computed {
@@ -74,19 +74,19 @@ pub(super) fn compute<'k>(
     };
     let mut state = State::new(settings, 0);
     state.expect_slices(slice_kind);
-    if slice_kind == UpstreamKind::SlicesV1beta1 {
+    if slice_kind == Resource::SlicesV1beta1 {
         state.serve_v1beta1();
     }
     let [nodes, services, endpoints, slices] = lists;
     for (kind, items) in [
-        (UpstreamKind::Nodes, nodes),
-        (UpstreamKind::Services, services),
-        (UpstreamKind::Endpoints, endpoints),
+        (Resource::Nodes, nodes),
+        (Resource::Services, services),
+        (Resource::Endpoints, endpoints),
         (slice_kind, slices),
     ] {
         state.apply(kind, Change::Replace(items.clone()), 0);
     }
-    let slice_res = slice_kind.resource();
+    let slice_res = slice_kind;
     let view = state.view();
     let view = lock(&view);
     let served_slices = view.collection(slice_res);

@@ -6,9 +6,9 @@ use serde_json::{json, Value};
 use super::model::{Count, Fetched, Reached, ResourceFetch, SliceFinding, SliceSource, Tag};
 use super::render;
 use super::report::build;
+use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
-use crate::upstream::kind::UpstreamKind;
 
 const HOST: &str = "edge-a1";
 
@@ -80,13 +80,13 @@ fn cluster(local_zone: Option<&str>) -> [Vec<Value>; 4] {
 
 fn fetched(
     data: [Vec<Value>; 4],
-    fail: &dyn Fn(UpstreamKind, &str) -> Option<UpstreamError>,
+    fail: &dyn Fn(Resource, &str) -> Option<UpstreamError>,
 ) -> Fetched {
     let kinds = [
-        UpstreamKind::Nodes,
-        UpstreamKind::Services,
-        UpstreamKind::Endpoints,
-        UpstreamKind::SlicesV1,
+        Resource::Nodes,
+        Resource::Services,
+        Resource::Endpoints,
+        Resource::SlicesV1,
     ];
     let resources = kinds
         .into_iter()
@@ -105,7 +105,7 @@ fn fetched(
         version: Ok(json!({"gitVersion": "v1.28.3"})),
         reached: Some(Reached {
             slices: SliceFinding {
-                kind: UpstreamKind::SlicesV1,
+                kind: Resource::SlicesV1,
                 source: SliceSource::Discovery(vec!["v1".into()]),
             },
             resources,
@@ -113,7 +113,7 @@ fn fetched(
     }
 }
 
-fn ok(_: UpstreamKind, _: &str) -> Option<UpstreamError> {
+fn ok(_: Resource, _: &str) -> Option<UpstreamError> {
     None
 }
 
@@ -285,7 +285,7 @@ fn a_service_with_another_key_the_node_has_is_not_fully_pruned() {
 
 #[test]
 fn refusals_are_reported_per_resource_and_verb() {
-    let wrong_token = |_: UpstreamKind, _: &str| Some(status(401, "Unauthorized"));
+    let wrong_token = |_: Resource, _: &str| Some(status(401, "Unauthorized"));
     let mut f = fetched(cluster(Some("zone-a")), &wrong_token);
     f.version = Err(status(401, "Unauthorized"));
     let r = build(f);
@@ -304,8 +304,8 @@ fn refusals_are_reported_per_resource_and_verb() {
     );
     assert!(r.topology_services.is_none() && r.totals.is_none() && r.node.found.is_none());
 
-    let no_slice_watch = |k: UpstreamKind, verb: &str| {
-        (k == UpstreamKind::SlicesV1 && verb == "watch").then(|| status(403, "Forbidden"))
+    let no_slice_watch = |k: Resource, verb: &str| {
+        (k == Resource::SlicesV1 && verb == "watch").then(|| status(403, "Forbidden"))
     };
     let r = build(fetched(cluster(Some("zone-a")), &no_slice_watch));
     assert_eq!(tags(&r), [Tag::Rbac]);

@@ -23,7 +23,7 @@ use crate::server::extras::Extras;
 use crate::server::process::{self, ProcessStats};
 use crate::server::watchers::{self, WatcherStatus};
 use crate::sync::lock;
-use crate::upstream::kind::UpstreamKind;
+use crate::upstream::kind::REFLECTED;
 use crate::upstream::stats::{self, Stats};
 
 /// Watch streams listed unless `?watchers=N` asks otherwise.
@@ -170,7 +170,7 @@ pub fn document(
             })
         })
         .collect();
-    let reflectors: Vec<Value> = UpstreamKind::ALL
+    let reflectors: Vec<Value> = REFLECTED
         .iter()
         .map(|&k| (k, reflectors.kind(k)))
         .filter(|(_, s)| s.active())
@@ -292,15 +292,13 @@ mod tests {
         assert_eq!(facts.pending, vec![0]);
         assert_eq!(facts.resources.len(), 5);
         let reflectors = Stats::new();
-        reflectors.kind(UpstreamKind::Nodes).set_active(true);
+        reflectors.kind(Resource::Nodes).set_active(true);
         reflectors
-            .kind(UpstreamKind::Nodes)
+            .kind(Resource::Nodes)
             .set_position("Watching", "777");
-        reflectors.kind(UpstreamKind::Nodes).record_contact(90);
-        reflectors
-            .kind(UpstreamKind::Nodes)
-            .record_failing_since(70);
-        reflectors.kind(UpstreamKind::Nodes).record_stall();
+        reflectors.kind(Resource::Nodes).record_contact(90);
+        reflectors.kind(Resource::Nodes).record_failing_since(70);
+        reflectors.kind(Resource::Nodes).record_stall();
         let extras = Extras {
             snapshot_written: Some(40),
             ..Extras::default()

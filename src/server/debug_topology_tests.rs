@@ -6,7 +6,8 @@ use super::*;
 use crate::cache::store::Settings;
 use crate::cache::topology::fixtures::*;
 use crate::cache::view::Retention;
-use crate::upstream::kind::{Change, UpstreamKind};
+use crate::k8s::Resource;
+use crate::upstream::kind::Change;
 
 fn shared() -> Mutex<State> {
     let f = fixture_f();
@@ -18,18 +19,10 @@ fn shared() -> Mutex<State> {
         },
         1,
     );
-    st.apply(UpstreamKind::Nodes, Change::Replace(f.node_objects()), 0);
-    st.apply(
-        UpstreamKind::Services,
-        Change::Replace(f.services.clone()),
-        0,
-    );
-    st.apply(
-        UpstreamKind::Endpoints,
-        Change::Replace(f.endpoints.clone()),
-        0,
-    );
-    st.apply(UpstreamKind::SlicesV1, Change::Replace(vec![]), 0);
+    st.apply(Resource::Nodes, Change::Replace(f.node_objects()), 0);
+    st.apply(Resource::Services, Change::Replace(f.services.clone()), 0);
+    st.apply(Resource::Endpoints, Change::Replace(f.endpoints.clone()), 0);
+    st.apply(Resource::SlicesV1, Change::Replace(vec![]), 0);
     Mutex::new(st)
 }
 

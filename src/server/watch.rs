@@ -329,7 +329,7 @@ mod tests {
     use super::*;
     use crate::api::query;
     use crate::cache::store::test_support;
-    use crate::upstream::kind::{Change, UpstreamKind};
+    use crate::upstream::kind::Change;
 
     const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
 
@@ -378,12 +378,8 @@ mod tests {
     fn events_for_everything_selections_skip_matching_but_are_the_same() {
         let mut st = test_support::state("edge-1", 1);
         let res = Resource::SlicesV1;
-        let kind = UpstreamKind::SlicesV1;
-        for k in [
-            UpstreamKind::Nodes,
-            UpstreamKind::Services,
-            UpstreamKind::Endpoints,
-        ] {
+        let kind = Resource::SlicesV1;
+        for k in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
             st.apply(k, Change::Replace(vec![]), 0);
         }
         st.apply(kind, Change::Replace(vec![slice("a", 0, None)]), 0);

@@ -1,47 +1,48 @@
 //! Which EndpointSlice version to mirror from the upstream (docs/SEMANTICS.md §5).
 
+use crate::k8s::Resource;
 use crate::upstream::client::Upstream;
-use crate::upstream::kind::{with_query, UpstreamKind};
+use crate::upstream::kind::with_query;
 use crate::upstream::reflector::ListWatch;
 use serde_json::Value;
 
 /// Which EndpointSlice version to mirror (docs/SEMANTICS.md §5). API discovery
 /// (`GET /apis/discovery.k8s.io`, v1 preferred); if that fails, probe LIST v1 then v1beta1,
 /// preferring a non-empty answer; default v1.
-pub fn discover_slice_kind(upstream: &Upstream) -> UpstreamKind {
+pub fn discover_slice_kind(upstream: &Upstream) -> Resource {
     discover_with(upstream).0
 }
 
 /// Like [`discover_slice_kind`], also saying whether the upstream answered at all (discovery or
 /// a probe). When it did not (an offline start), the version is a guess to re-check later.
-pub fn discover_slice_kind_checked(upstream: &Upstream) -> (UpstreamKind, bool) {
+pub fn discover_slice_kind_checked(upstream: &Upstream) -> (Resource, bool) {
     discover_with(upstream)
 }
 
 /// The version API discovery names, or `None` when discovery cannot be reached (then
 /// [`discover_slice_kind`] guessed by probing, and the caller re-checks later).
-pub fn discovered_slice_kind(upstream: &Upstream) -> Option<UpstreamKind> {
+pub fn discovered_slice_kind(upstream: &Upstream) -> Option<Resource> {
     discovery_answer(upstream).ok()
 }
 
-pub(crate) fn discover_with(lw: &dyn ListWatch) -> (UpstreamKind, bool) {
+pub(crate) fn discover_with(lw: &dyn ListWatch) -> (Resource, bool) {
     match discovery_answer(lw) {
         Ok(kind) => (kind, true),
         Err(e) => {
             log::info!("API discovery failed ({e}); probing EndpointSlice versions");
-            let probe = |k: UpstreamKind| {
+            let probe = |k: Resource| {
                 lw.list(&with_query(k.path(), &[("limit", "1")]))
                     .map(|l| !l.items.is_empty())
             };
-            let v1 = probe(UpstreamKind::SlicesV1);
+            let v1 = probe(Resource::SlicesV1);
             let (kind, answered) = if v1 == Ok(true) {
-                (UpstreamKind::SlicesV1, true)
+                (Resource::SlicesV1, true)
             } else {
-                match (v1.is_ok(), probe(UpstreamKind::SlicesV1beta1)) {
-                    (_, Ok(true)) => (UpstreamKind::SlicesV1beta1, true),
-                    (true, _) => (UpstreamKind::SlicesV1, true),
-                    (false, Ok(false)) => (UpstreamKind::SlicesV1beta1, true),
-                    (false, Err(_)) => (UpstreamKind::SlicesV1, false),
+                match (v1.is_ok(), probe(Resource::SlicesV1beta1)) {
+                    (_, Ok(true)) => (Resource::SlicesV1beta1, true),
+                    (true, _) => (Resource::SlicesV1, true),
+                    (false, Ok(false)) => (Resource::SlicesV1beta1, true),
+                    (false, Err(_)) => (Resource::SlicesV1, false),
                 }
             };
             if answered {
@@ -56,7 +57,7 @@ pub(crate) fn discover_with(lw: &dyn ListWatch) -> (UpstreamKind, bool) {
 
 /// The version to mirror given the `discovery.k8s.io` APIGroup document (v1 unless only
 /// v1beta1 is listed), with the versions it lists. Pure.
-pub fn slice_kind_from_group(group: &Value) -> (UpstreamKind, Vec<String>) {
+pub fn slice_kind_from_group(group: &Value) -> (Resource, Vec<String>) {
     let versions: Vec<String> = group
         .get("versions")
         .and_then(Value::as_array)
@@ -69,16 +70,16 @@ pub fn slice_kind_from_group(group: &Value) -> (UpstreamKind, Vec<String>) {
         .unwrap_or_default();
     let has = |v: &str| versions.iter().any(|x| x == v);
     let kind = if has("v1") || !has("v1beta1") {
-        UpstreamKind::SlicesV1
+        Resource::SlicesV1
     } else {
-        UpstreamKind::SlicesV1beta1
+        Resource::SlicesV1beta1
     };
     (kind, versions)
 }
 
 fn discovery_answer(
     lw: &dyn ListWatch,
-) -> Result<UpstreamKind, crate::upstream::client::UpstreamError> {
+) -> Result<Resource, crate::upstream::client::UpstreamError> {
     let group = lw.get_json("/apis/discovery.k8s.io")?;
     let (kind, versions) = slice_kind_from_group(&group);
     log::info!("EndpointSlice versions served upstream: {versions:?}; mirroring {kind:?}");

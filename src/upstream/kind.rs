@@ -1,77 +1,26 @@
-//! The upstream resources a reflector mirrors, their collection paths and label selectors, and
-//! query-string building with Go-compatible percent-encoding. Pure.
+//! What a reflector hands the cache: the order reflectors are reported in, the changes and the
+//! sink they go to, and query-string building with Go-compatible percent-encoding. The
+//! resources themselves, with their collection paths and label selectors, are
+//! [`crate::k8s::Resource`]. Pure.
 
 use crate::k8s::Resource;
 use serde_json::Value;
 
 use super::list_order::ListOrder;
 
-/// kube-proxy's selector for Services, Endpoints and EndpointSlices (docs/SEMANTICS.md §4).
-pub const SERVICE_PROXY_SELECTOR: &str =
-    "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
-/// An upstream resource that a reflector mirrors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UpstreamKind {
-    /// core/v1 Nodes (unfiltered).
-    Nodes,
-    /// core/v1 Services.
-    Services,
-    /// core/v1 Endpoints.
-    Endpoints,
-    /// discovery.k8s.io/v1 EndpointSlices.
-    SlicesV1,
-    /// discovery.k8s.io/v1beta1 EndpointSlices.
-    SlicesV1beta1,
-}
+/// kube-proxy's selector for Services, Endpoints and EndpointSlices (docs/SEMANTICS.md §4);
+/// [`Resource::label_selector`] is where it is used.
+pub use crate::k8s::SERVICE_PROXY_SELECTOR;
 
-impl UpstreamKind {
-    /// Every upstream resource, in rendering order.
-    pub const ALL: [UpstreamKind; 5] = [
-        UpstreamKind::Nodes,
-        UpstreamKind::Services,
-        UpstreamKind::Endpoints,
-        UpstreamKind::SlicesV1,
-        UpstreamKind::SlicesV1beta1,
-    ];
-
-    /// Which of the cache's four collections the kind fills, 0..=3 (slices of either version
-    /// fill the same one).
-    pub fn slot(self) -> u8 {
-        match self {
-            UpstreamKind::Nodes => 0,
-            UpstreamKind::Services => 1,
-            UpstreamKind::Endpoints => 2,
-            UpstreamKind::SlicesV1 | UpstreamKind::SlicesV1beta1 => 3,
-        }
-    }
-
-    /// The matching served resource (its kind, apiVersion, plural).
-    pub fn resource(self) -> Resource {
-        match self {
-            UpstreamKind::Nodes => Resource::Nodes,
-            UpstreamKind::Services => Resource::Services,
-            UpstreamKind::Endpoints => Resource::Endpoints,
-            UpstreamKind::SlicesV1 => Resource::SlicesV1,
-            UpstreamKind::SlicesV1beta1 => Resource::SlicesV1beta1,
-        }
-    }
-
-    /// Cluster-wide collection path.
-    pub fn path(self) -> &'static str {
-        match self {
-            UpstreamKind::Nodes => "/api/v1/nodes",
-            UpstreamKind::Services => "/api/v1/services",
-            UpstreamKind::Endpoints => "/api/v1/endpoints",
-            UpstreamKind::SlicesV1 => "/apis/discovery.k8s.io/v1/endpointslices",
-            UpstreamKind::SlicesV1beta1 => "/apis/discovery.k8s.io/v1beta1/endpointslices",
-        }
-    }
-
-    /// The label selector used upstream, if any.
-    pub fn label_selector(self) -> Option<&'static str> {
-        (self != UpstreamKind::Nodes).then_some(SERVICE_PROXY_SELECTOR)
-    }
-}
+/// The upstream resources a reflector mirrors, in the order reflectors are reported in
+/// (`/metrics` reflector lines, `/debug/state` reflectors, the stats array).
+pub const REFLECTED: [Resource; 5] = [
+    Resource::Nodes,
+    Resource::Services,
+    Resource::Endpoints,
+    Resource::SlicesV1,
+    Resource::SlicesV1beta1,
+];
 
 /// Percent-encodes a query value like Go's `url.QueryEscape` (space as `%20`).
 #[cfg_attr(not(feature = "io"), allow(dead_code))]
@@ -118,39 +67,24 @@ mod tests {
     }
 
     #[test]
-    fn kinds_map_to_paths_resources_and_selectors() {
+    fn resources_map_to_paths_and_selectors() {
         let table = [
-            (UpstreamKind::Nodes, "/api/v1/nodes", Resource::Nodes, false),
+            (Resource::Nodes, "/api/v1/nodes", false),
+            (Resource::Services, "/api/v1/services", true),
+            (Resource::Endpoints, "/api/v1/endpoints", true),
             (
-                UpstreamKind::Services,
-                "/api/v1/services",
-                Resource::Services,
-                true,
-            ),
-            (
-                UpstreamKind::Endpoints,
-                "/api/v1/endpoints",
-                Resource::Endpoints,
-                true,
-            ),
-            (
-                UpstreamKind::SlicesV1,
-                "/apis/discovery.k8s.io/v1/endpointslices",
                 Resource::SlicesV1,
+                "/apis/discovery.k8s.io/v1/endpointslices",
                 true,
             ),
             (
-                UpstreamKind::SlicesV1beta1,
-                "/apis/discovery.k8s.io/v1beta1/endpointslices",
                 Resource::SlicesV1beta1,
+                "/apis/discovery.k8s.io/v1beta1/endpointslices",
                 true,
             ),
         ];
-        for (k, path, r, filtered) in table {
-            assert_eq!(
-                (k.path(), k.resource(), k.label_selector().is_some()),
-                (path, r, filtered)
-            );
+        for (r, path, filtered) in table {
+            assert_eq!((r.path(), r.label_selector().is_some()), (path, filtered));
         }
     }
 }
@@ -215,7 +149,7 @@ pub trait ListApply: ListItems {
 
 /// The default taker: the texts, applied as [`Change::List`].
 struct TextsFor {
-    kind: UpstreamKind,
+    kind: Resource,
     texts: Texts,
 }
 
@@ -242,12 +176,12 @@ impl ListApply for TextsFor {
 /// which the cache cleans and types itself.
 pub trait Sink: Send + Sync + 'static {
     /// Applies one change for `kind`.
-    fn apply(&self, kind: UpstreamKind, change: Change);
+    fn apply(&self, kind: Resource, change: Change);
 
     /// Takes a full list of `kind` item by item while it is read. The default collects the
     /// texts and applies them as one [`Change::List`]; the cache prepares each item as it
     /// comes, so that a list is held only in its prepared form.
-    fn list_items(&self, kind: UpstreamKind) -> Box<dyn ListApply + '_> {
+    fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
         Box::new(TextsFor {
             kind,
             texts: Texts::default(),

@@ -1,9 +1,10 @@
 //! The reflectors' full LIST (also `grid-wrapper check`'s): one request, then `continue` pages if
 //! the upstream paginates unasked.
 
+use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::{DecodeError, ListResult};
-use crate::upstream::kind::{with_query, ListItems, Oversized, Texts, UpstreamKind};
+use crate::upstream::kind::{with_query, ListItems, Oversized, Texts};
 use crate::upstream::reflector::ListWatch;
 
 /// Most pages followed in one list (only if the upstream paginates unasked).
@@ -14,7 +15,7 @@ pub const MAX_LIST_PAGES: usize = 10_000;
 /// [`MAX_LIST_PAGES`]) if the upstream paginates unasked. Also used by `grid-wrapper check`.
 pub fn list_all<L: ListWatch + ?Sized>(
     lw: &L,
-    kind: UpstreamKind,
+    kind: Resource,
     rv: &str,
 ) -> Result<ListResult, UpstreamError> {
     let mut texts = Texts::default();
@@ -27,7 +28,7 @@ pub fn list_all<L: ListWatch + ?Sized>(
 /// the cache prepares each item as it comes). The answer's `items` is empty.
 pub fn list_all_into<L: ListWatch + ?Sized>(
     lw: &L,
-    kind: UpstreamKind,
+    kind: Resource,
     rv: &str,
     items: &mut dyn ListItems,
 ) -> Result<ListResult, UpstreamError> {
@@ -151,20 +152,20 @@ mod tests {
     fn pages_add_to_the_items_and_a_page_read_twice_fails_the_list() {
         let mut texts = Texts::default();
         let lw = TwoPages { retried: false };
-        let all = list_all_into(&lw, UpstreamKind::Services, "0", &mut texts).unwrap();
+        let all = list_all_into(&lw, Resource::Services, "0", &mut texts).unwrap();
         assert!(all.items.is_empty());
         assert_eq!(all.resource_version, "5");
         let names: Vec<&str> = texts.0.iter().map(|t| &t[6..7]).collect();
         assert_eq!(names, ["a", "b", "c"]);
         // The same through `list_all`, which collects the texts.
         assert_eq!(
-            list_all(&lw, UpstreamKind::Services, "0").unwrap().items,
+            list_all(&lw, Resource::Services, "0").unwrap().items,
             texts.0
         );
 
         // A second page read again would repeat its first items after the earlier pages'.
         let lw = TwoPages { retried: true };
-        let err = list_all_into(&lw, UpstreamKind::Services, "0", &mut texts).unwrap_err();
+        let err = list_all_into(&lw, Resource::Services, "0", &mut texts).unwrap_err();
         assert!(err.to_string().contains("read again"), "{err}");
     }
 }

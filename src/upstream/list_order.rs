@@ -17,7 +17,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::kind::UpstreamKind;
+use crate::k8s::Resource;
 use crate::sync;
 
 /// How long an endpoint reflector waits for Nodes and Services to make progress.
@@ -42,8 +42,8 @@ struct Progress {
     last: Instant,
 }
 
-fn bit(kind: UpstreamKind) -> u8 {
-    1 << kind.slot()
+fn bit(kind: Resource) -> u8 {
+    1 << kind.sync_slot()
 }
 
 /// What endpoint objects wait for: a list tried by Nodes and by Services.
@@ -75,8 +75,8 @@ impl ListOrder {
     /// Before `kind` lists: for Endpoints and EndpointSlices, waits until Nodes and Services
     /// have tried a list, or neither made progress for the patience. Returns whether the
     /// patience ran out.
-    pub fn wait_turn(&self, kind: UpstreamKind) -> bool {
-        if matches!(kind, UpstreamKind::Nodes | UpstreamKind::Services) {
+    pub fn wait_turn(&self, kind: Resource) -> bool {
+        if matches!(kind, Resource::Nodes | Resource::Services) {
             return false;
         }
         let mut p = self.lock();
@@ -100,7 +100,7 @@ impl ListOrder {
     }
 
     /// `kind` starts a list (it has its turn).
-    pub fn listing(&self, kind: UpstreamKind) {
+    pub fn listing(&self, kind: Resource) {
         let mut p = self.lock();
         p.listing |= bit(kind);
         p.last = Instant::now();
@@ -108,7 +108,7 @@ impl ListOrder {
     }
 
     /// After `kind` tried a list (applied or failed).
-    pub fn tried(&self, kind: UpstreamKind) {
+    pub fn tried(&self, kind: Resource) {
         let mut p = self.lock();
         p.listing &= !bit(kind);
         p.tried |= bit(kind);
@@ -128,8 +128,8 @@ mod tests {
     /// Runs `kind`'s turn on a thread: wait, then record the kind, then mark it tried.
     fn lister(
         order: &Arc<ListOrder>,
-        log: &Arc<Mutex<Vec<UpstreamKind>>>,
-        kind: UpstreamKind,
+        log: &Arc<Mutex<Vec<Resource>>>,
+        kind: Resource,
     ) -> std::thread::JoinHandle<bool> {
         let (order, log) = (order.clone(), log.clone());
         std::thread::spawn(move || {
@@ -145,28 +145,28 @@ mod tests {
         let order = Arc::new(ListOrder::new(PATIENT));
         let log = Arc::new(Mutex::new(Vec::new()));
         // The endpoint reflectors arrive first and must wait (the patience is long).
-        let slices = lister(&order, &log, UpstreamKind::SlicesV1);
-        let endpoints = lister(&order, &log, UpstreamKind::Endpoints);
+        let slices = lister(&order, &log, Resource::SlicesV1);
+        let endpoints = lister(&order, &log, Resource::Endpoints);
         std::thread::sleep(Duration::from_millis(50));
         assert!(
             log.lock().unwrap().is_empty(),
             "nobody went before Services"
         );
-        lister(&order, &log, UpstreamKind::Services).join().unwrap();
+        lister(&order, &log, Resource::Services).join().unwrap();
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
             *log.lock().unwrap(),
-            [UpstreamKind::Services],
+            [Resource::Services],
             "Nodes has not listed yet"
         );
-        lister(&order, &log, UpstreamKind::Nodes).join().unwrap();
+        lister(&order, &log, Resource::Nodes).join().unwrap();
         assert!(!slices.join().unwrap() && !endpoints.join().unwrap());
         let log = log.lock().unwrap();
-        assert_eq!(log[..2], [UpstreamKind::Services, UpstreamKind::Nodes]);
+        assert_eq!(log[..2], [Resource::Services, Resource::Nodes]);
         assert_eq!(log.len(), 4);
         // From now on nobody waits, not even with no patience at all.
         drop(log);
-        assert!(!order.wait_turn(UpstreamKind::Endpoints));
+        assert!(!order.wait_turn(Resource::Endpoints));
     }
 
     #[test]
@@ -174,11 +174,11 @@ mod tests {
         let order = ListOrder::new(Duration::from_millis(30));
         // Nobody lists Nodes or Services: the endpoint reflector goes ahead once its patience
         // ran out (and says so).
-        assert!(order.wait_turn(UpstreamKind::SlicesV1beta1));
+        assert!(order.wait_turn(Resource::SlicesV1beta1));
         // A tried list counts whether it worked or not (the caller marks it either way).
-        order.tried(UpstreamKind::Nodes);
-        order.tried(UpstreamKind::Services);
-        assert!(!order.wait_turn(UpstreamKind::SlicesV1beta1));
+        order.tried(Resource::Nodes);
+        order.tried(Resource::Services);
+        assert!(!order.wait_turn(Resource::SlicesV1beta1));
     }
 
     #[test]
@@ -186,24 +186,24 @@ mod tests {
         let order = Arc::new(ListOrder::new(Duration::from_millis(20)));
         let log = Arc::new(Mutex::new(Vec::new()));
         // Services is listing (a big cluster's list takes long) when the slices come.
-        order.listing(UpstreamKind::Services);
-        let slices = lister(&order, &log, UpstreamKind::SlicesV1);
+        order.listing(Resource::Services);
+        let slices = lister(&order, &log, Resource::SlicesV1);
         std::thread::sleep(Duration::from_millis(200)); // ten patiences
         assert!(
             log.lock().unwrap().is_empty(),
             "the slices waited for Services"
         );
-        order.tried(UpstreamKind::Services);
+        order.tried(Resource::Services);
         // Nodes has not started: after a patience without progress the slices go ahead.
         assert!(slices.join().unwrap(), "impatient: Nodes never listed");
-        assert_eq!(*log.lock().unwrap(), [UpstreamKind::SlicesV1]);
+        assert_eq!(*log.lock().unwrap(), [Resource::SlicesV1]);
     }
 
     #[test]
     fn nodes_and_services_never_wait() {
         // Nodes and Services never wait.
         let fresh = ListOrder::new(PATIENT);
-        assert!(!fresh.wait_turn(UpstreamKind::Nodes));
-        assert!(!fresh.wait_turn(UpstreamKind::Services));
+        assert!(!fresh.wait_turn(Resource::Nodes));
+        assert!(!fresh.wait_turn(Resource::Services));
     }
 }

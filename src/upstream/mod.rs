@@ -41,7 +41,7 @@ mod token;
 #[cfg(feature = "io")]
 pub use client::{ForwardRequest, ForwardResponse, Timeouts, Upstream, UpstreamError};
 pub use decode::ListResult;
-pub use kind::{Change, Sink, UpstreamKind};
+pub use kind::{Change, Sink};
 pub use kubeconfig::{KubeconfigError, UpstreamConfig};
 #[cfg(feature = "io")]
 pub use reflector::{discover_slice_kind, spawn, ListWatch};

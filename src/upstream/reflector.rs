@@ -51,6 +51,7 @@
 //! changes into events.
 
 use crate::clock::unix_now;
+use crate::k8s::Resource;
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{is_stall, Upstream, UpstreamError};
 use crate::upstream::decode::{self, Line, ListResult, WatchEvent};
@@ -61,7 +62,7 @@ pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
 use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::{
-    Change, ListApply, ListItems, Oversized, Sink, Texts, UpstreamKind, SERVICE_PROXY_SELECTOR,
+    Change, ListApply, ListItems, Oversized, Sink, Texts, SERVICE_PROXY_SELECTOR,
 };
 pub use crate::upstream::list::{list_all, list_all_into};
 use crate::upstream::stats::{self, KindStats, RelistReason};
@@ -245,7 +246,7 @@ impl State {
 /// One reflector: its I/O, sink and retry bookkeeping.
 pub(crate) struct Reflector<L> {
     lw: L,
-    kind: UpstreamKind,
+    kind: Resource,
     sink: Arc<dyn Sink>,
     backoff: Backoff,
     list_from: ListFrom,
@@ -291,7 +292,7 @@ fn is_rv_unavailable(e: &UpstreamError) -> bool {
 impl<L: ListWatch> Reflector<L> {
     pub(crate) fn new(
         lw: L,
-        kind: UpstreamKind,
+        kind: Resource,
         sink: Arc<dyn Sink>,
         backoff: Backoff,
         stats: Arc<KindStats>,
@@ -369,7 +370,7 @@ impl<L: ListWatch> Reflector<L> {
             );
             return None;
         };
-        self.kind.resource().fill_type_meta(map);
+        self.kind.fill_type_meta(map);
         Some(obj)
     }
 
@@ -787,7 +788,7 @@ impl<L: ListWatch> Reflector<L> {
 /// Starts a reflector thread for `kind`; it runs until `stop` is set. It records into [`stats::global`].
 pub fn spawn(
     upstream: Upstream,
-    kind: UpstreamKind,
+    kind: Resource,
     sink: Arc<dyn Sink>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -797,7 +798,7 @@ pub fn spawn(
 
 pub(crate) fn spawn_with<L: ListWatch + Send + 'static>(
     lw: L,
-    kind: UpstreamKind,
+    kind: Resource,
     sink: Arc<dyn Sink>,
     stop: Arc<AtomicBool>,
     stats: Arc<KindStats>,

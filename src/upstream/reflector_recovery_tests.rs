@@ -9,7 +9,7 @@ fn nodes<'a>(fake: &'a Fake, sink: &Arc<Rec>) -> (Reflector<&'a Fake>, Arc<KindS
     let stats = Arc::new(KindStats::new());
     let r = Reflector::new(
         fake,
-        UpstreamKind::Nodes,
+        Resource::Nodes,
         sink.clone(),
         Backoff::without_jitter(),
         stats.clone(),

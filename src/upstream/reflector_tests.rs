@@ -91,9 +91,9 @@ impl ListWatch for &Fake {
 }
 
 #[derive(Default)]
-struct Rec(Mutex<Vec<(UpstreamKind, Change)>>);
+struct Rec(Mutex<Vec<(Resource, Change)>>);
 impl Sink for Rec {
-    fn apply(&self, kind: UpstreamKind, change: Change) {
+    fn apply(&self, kind: Resource, change: Change) {
         self.0.lock().unwrap().push((kind, change));
     }
 }
@@ -149,7 +149,7 @@ fn run_steps(r: &mut Reflector<&Fake>, n: usize) -> (State, Vec<Option<Duration>
     (state, waits)
 }
 
-fn reflector<'a>(fake: &'a Fake, kind: UpstreamKind, sink: &Arc<Rec>) -> Reflector<&'a Fake> {
+fn reflector<'a>(fake: &'a Fake, kind: Resource, sink: &Arc<Rec>) -> Reflector<&'a Fake> {
     Reflector::new(
         fake,
         kind,
@@ -182,7 +182,7 @@ fn list_watch_events_bookmark_and_rewatch_after_stream_end() {
         Reply::Watch(Ok(("", false))),
     ]);
     let sink = Arc::new(Rec::default());
-    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let mut r = reflector(&fake, Resource::Services, &sink);
     // list, watch start, 6 lines, EOF, rewatch
     let (state, waits) = run_steps(&mut r, 10);
     assert_eq!(state.describe(), ("Watching", "20"));
@@ -236,7 +236,7 @@ fn error_410_relists_at_last_rv_then_without_rv_when_that_is_gone_too() {
         list("41", &["x", "y"]),
     ]);
     let sink = Arc::new(Rec::default());
-    let mut r = reflector(&fake, UpstreamKind::Nodes, &sink);
+    let mut r = reflector(&fake, Resource::Nodes, &sink);
     // list, watch, bookmark, ERROR → Empty, list 410 → Empty, list ok, watch 410 → Empty, list ok
     let (state, waits) = run_steps(&mut r, 8);
     assert_eq!(state.describe(), ("Listed", "41"));
@@ -273,7 +273,7 @@ fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
         Reply::Watch(Ok(("{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"6\"}}}\n{\"type\":\"ADD", true))),
     ]);
     let sink = Arc::new(Rec::default());
-    let mut r = reflector(&fake, UpstreamKind::Endpoints, &sink);
+    let mut r = reflector(&fake, Resource::Endpoints, &sink);
     // list ✗, list ✗, list ok, watch ✗, watch ok, bookmark, read error → Listed{6}
     let (state, waits) = run_steps(&mut r, 7);
     assert_eq!(state.describe(), ("Listed", "6"));
@@ -319,7 +319,7 @@ fn non_410_watch_errors_rewatch_with_backoff() {
         Reply::Watch(Err(status(429, "TooManyRequests", "", &[]))),
     ]);
     let sink = Arc::new(Rec::default());
-    let mut r = reflector(&fake, UpstreamKind::SlicesV1, &sink);
+    let mut r = reflector(&fake, Resource::SlicesV1, &sink);
     let (state, waits) = run_steps(&mut r, 4);
     assert_eq!(state.describe(), ("Listed", "1"));
     assert_eq!(
@@ -348,7 +348,7 @@ fn non_410_watch_errors_rewatch_with_backoff() {
 fn very_short_empty_watch_backs_off() {
     let fake = Fake::new(vec![list("1", &[]), Reply::Watch(Ok(("", false)))]);
     let sink = Arc::new(Rec::default());
-    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let mut r = reflector(&fake, Resource::Services, &sink);
     let (state, waits) = run_steps(&mut r, 3);
     assert_eq!(state.describe(), ("Listed", "1"));
     assert_eq!(waits[2], Some(Duration::from_millis(800)));
@@ -406,7 +406,7 @@ fn garbage_and_truncated_lines() {
     for (stream, steps, want, backoff, dropped, relist_rv) in table {
         let fake = Fake::new(vec![list("1", &[]), Reply::Watch(Ok((stream, false)))]);
         let sink = Arc::new(Rec::default());
-        let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+        let mut r = reflector(&fake, Resource::Services, &sink);
         let (mut state, _) = run_steps(&mut r, 2);
         let mut last_wait = None;
         for _ in 0..steps {
@@ -431,7 +431,7 @@ fn garbage_and_truncated_lines() {
 fn over_long_line_relists() {
     let fake = Fake::new(vec![list("1", &[])]);
     let sink = Arc::new(Rec::default());
-    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let mut r = reflector(&fake, Resource::Services, &sink);
     let big: &'static [u8] =
         Box::leak(vec![b'x'; decode::MAX_WATCH_LINE_BYTES + 1].into_boxed_slice());
     let state = State::Watching {
@@ -453,7 +453,7 @@ fn paginated_lists_are_followed_and_replace_once() {
     }));
     let fake = Fake::new(vec![page1, list("9", &["b"]), Reply::Watch(Err(down()))]);
     let sink = Arc::new(Rec::default());
-    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let mut r = reflector(&fake, Resource::Services, &sink);
     let (state, _) = run_steps(&mut r, 1);
     assert_eq!(state.describe(), ("Listed", "9"));
     assert_eq!(
@@ -475,7 +475,7 @@ fn paginated_lists_are_followed_and_replace_once() {
         continue_token: Some("t".into()),
     }));
     let fake = Fake::new(vec![page1]);
-    let mut r = reflector(&fake, UpstreamKind::Services, &sink);
+    let mut r = reflector(&fake, Resource::Services, &sink);
     let (state, waits) = run_steps(&mut r, 1);
     assert_eq!(
         (state.describe(), waits[0].is_some()),
@@ -497,26 +497,26 @@ fn slice_version_discovery() {
     };
     let nonempty = || list("1", &["s"]);
     let empty = || list("1", &[]);
-    let table: Vec<(Vec<Reply>, UpstreamKind)> = vec![
-        (vec![group(&["v1", "v1beta1"])], UpstreamKind::SlicesV1),
-        (vec![group(&["v1beta1"])], UpstreamKind::SlicesV1beta1),
-        (vec![group(&[])], UpstreamKind::SlicesV1),
+    let table: Vec<(Vec<Reply>, Resource)> = vec![
+        (vec![group(&["v1", "v1beta1"])], Resource::SlicesV1),
+        (vec![group(&["v1beta1"])], Resource::SlicesV1beta1),
+        (vec![group(&[])], Resource::SlicesV1),
         // discovery fails → probe
         (
             vec![Reply::Get(Err(down())), nonempty()],
-            UpstreamKind::SlicesV1,
+            Resource::SlicesV1,
         ),
         (
             vec![Reply::Get(Err(down())), empty(), nonempty()],
-            UpstreamKind::SlicesV1beta1,
+            Resource::SlicesV1beta1,
         ),
         (
             vec![Reply::Get(Err(down())), empty(), empty()],
-            UpstreamKind::SlicesV1,
+            Resource::SlicesV1,
         ),
         (
             vec![Reply::Get(Err(down())), Reply::List(Err(down())), empty()],
-            UpstreamKind::SlicesV1beta1,
+            Resource::SlicesV1beta1,
         ),
         (
             vec![
@@ -524,7 +524,7 @@ fn slice_version_discovery() {
                 Reply::List(Err(down())),
                 Reply::List(Err(down())),
             ],
-            UpstreamKind::SlicesV1,
+            Resource::SlicesV1,
         ),
     ];
     let last = table.len() - 1;
@@ -569,7 +569,7 @@ fn spawned_thread_applies_and_stops() {
     let stats = Arc::new(KindStats::new());
     let h = spawn_with(
         Owned(fake.clone()),
-        UpstreamKind::Services,
+        Resource::Services,
         sink.clone(),
         stop.clone(),
         stats.clone(),

@@ -7,8 +7,9 @@
 //! The reflectors started by `upstream::reflector::spawn` record into the process-wide [`global`]
 //! registry; tests give each reflector a [`KindStats`] of its own.
 
+use crate::k8s::Resource;
 use crate::sync::lock;
-use crate::upstream::kind::UpstreamKind;
+use crate::upstream::kind::REFLECTED;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -221,25 +222,26 @@ impl KindStats {
     }
 }
 
-fn kind_index(kind: UpstreamKind) -> usize {
+/// A resource's position in [`REFLECTED`] (the stats array's order).
+fn kind_index(kind: Resource) -> usize {
     match kind {
-        UpstreamKind::Nodes => 0,
-        UpstreamKind::Services => 1,
-        UpstreamKind::Endpoints => 2,
-        UpstreamKind::SlicesV1 => 3,
-        UpstreamKind::SlicesV1beta1 => 4,
+        Resource::Nodes => 0,
+        Resource::Services => 1,
+        Resource::Endpoints => 2,
+        Resource::SlicesV1 => 3,
+        Resource::SlicesV1beta1 => 4,
     }
 }
 
 /// The `resource` label of a kind: the plural for core resources, kubectl's
 /// `plural.version.group` for the two EndpointSlice versions (so they never collide).
-pub fn resource_label(kind: UpstreamKind) -> &'static str {
+pub fn resource_label(kind: Resource) -> &'static str {
     match kind {
-        UpstreamKind::Nodes => "nodes",
-        UpstreamKind::Services => "services",
-        UpstreamKind::Endpoints => "endpoints",
-        UpstreamKind::SlicesV1 => "endpointslices.v1.discovery.k8s.io",
-        UpstreamKind::SlicesV1beta1 => "endpointslices.v1beta1.discovery.k8s.io",
+        Resource::Nodes => "nodes",
+        Resource::Services => "services",
+        Resource::Endpoints => "endpoints",
+        Resource::SlicesV1 => "endpointslices.v1.discovery.k8s.io",
+        Resource::SlicesV1beta1 => "endpointslices.v1beta1.discovery.k8s.io",
     }
 }
 
@@ -259,7 +261,7 @@ impl Stats {
     }
 
     /// The counters of `kind`.
-    pub fn kind(&self, kind: UpstreamKind) -> &Arc<KindStats> {
+    pub fn kind(&self, kind: Resource) -> &Arc<KindStats> {
         // kind_index is always < 5, the array's length.
         &self.kinds[kind_index(kind)]
     }
@@ -335,7 +337,7 @@ impl Stats {
         for (name, kind, help, value) in metrics {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} {kind}");
-            for k in UpstreamKind::ALL {
+            for k in REFLECTED {
                 let s = self.kind(k);
                 if s.active() {
                     let _ = writeln!(
@@ -414,7 +416,7 @@ mod tests {
         assert!(!out.contains("resource="), "nothing running: {out}");
         assert!(out.contains("# TYPE grid_wrapper_upstream_relists_total counter\n"));
 
-        let nodes = st.kind(UpstreamKind::Nodes);
+        let nodes = st.kind(Resource::Nodes);
         nodes.set_active(true);
         nodes.record_relist(RelistReason::Repeated);
         nodes.record_watch_error();
@@ -424,7 +426,7 @@ mod tests {
         nodes.record_failing_since(1_700_000_001);
         nodes.record_stall();
         nodes.record_oversized();
-        st.kind(UpstreamKind::SlicesV1).set_active(true);
+        st.kind(Resource::SlicesV1).set_active(true);
         let mut out = String::new();
         st.render_prometheus(&mut out);
         for line in [
