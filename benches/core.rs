@@ -17,12 +17,12 @@ use grid_wrapper::cache::pack::{pack, Packed};
 use grid_wrapper::cache::store::{prepare, Hold, Settings, State};
 use grid_wrapper::cache::topology::{self, Class, Locality, TopologyKeys};
 use grid_wrapper::cache::view::Retention;
+use grid_wrapper::handoff::Change;
 use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::server::outbound::Outbound;
 use grid_wrapper::server::watch::Watcher;
 use grid_wrapper::upstream::decode::decode_list;
-use grid_wrapper::upstream::kind::Change;
 use grid_wrapper::upstream::list_split::ListSplitter;
 
 const NODES: usize = 500;

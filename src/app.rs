@@ -17,6 +17,8 @@ use crate::cache::store::{prepare, Hold, ListPreparer, Prepared, Settings, State
 use crate::cache::view::Retention;
 use crate::clock;
 use crate::config::Config;
+use crate::handoff::list_order::{self, ListOrder};
+use crate::handoff::{Change, ListApply, ListItems, Sink};
 use crate::k8s::Resource;
 use crate::persist::{self, CacheDir, Writer};
 use crate::server::conn::{ServerOptions, TlsSlot};
@@ -28,8 +30,7 @@ use crate::sync::lock;
 use crate::upstream::client::{Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
-use crate::upstream::list_order::{self, ListOrder};
-use crate::upstream::reflector::{self, Change, ListApply, ListItems, Sink};
+use crate::upstream::reflector;
 
 /// How often an offline start re-checks the upstream's EndpointSlice version.
 const SLICE_RECHECK: Duration = Duration::from_secs(5);

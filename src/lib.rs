@@ -17,6 +17,7 @@
 //! | [`k8s`] | served resources, object keys, the `Status` object, EndpointSlice conversion |
 //! | [`config`] | command-line flags into a validated `Config` |
 //! | [`bytes`] | byte-string comparison that does not go through the C library's `memcmp` |
+//! | [`handoff`] | what the upstream hands the cache: changes, lists item by item, the receiver, the first-list order |
 //! | [`upstream`] | the apiserver side: kubeconfig, ureq client, decoding, reflectors, failover |
 //! | [`server`] | the mio event loop, connections, watches, proxy workers, signals, health |
 //! | [`persist`] | `--cache-dir`: the snapshot and epoch files and the snapshot writer thread |
@@ -70,6 +71,7 @@ pub mod cache;
 #[cfg(feature = "io")]
 pub mod clock;
 pub mod config;
+pub mod handoff;
 pub mod http;
 pub mod k8s;
 #[cfg(feature = "io")]

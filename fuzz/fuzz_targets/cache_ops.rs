@@ -10,7 +10,7 @@ use grid_wrapper::cache::store::{Settings, State};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::upstream::edge_health_map::HealthMap;
-use grid_wrapper::upstream::kind::Change;
+use grid_wrapper::handoff::Change;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 

@@ -4,7 +4,8 @@
 //! facts read for publishing an endpoint object as it came are the `Value` path's.
 #![no_main]
 use grid_wrapper::cache::store::{prepare, Hold, Prepared};
-use grid_wrapper::upstream::kind::{Change, REFLECTED};
+use grid_wrapper::upstream::kind::REFLECTED;
+use grid_wrapper::handoff::Change;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,8 +9,8 @@ use crate::api::selector::FieldSelector;
 use crate::cache::store::{test_support, Settings, State};
 use crate::cache::topology::fixtures;
 use crate::cache::view::Retention;
+use crate::handoff::Change;
 use crate::k8s::Resource;
-use crate::upstream::kind::Change;
 
 /// kube-proxy's label selector L, URL-encoded.
 const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";

@@ -7,8 +7,9 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::cache::store::{prepare, Hold, Prepared};
+use crate::handoff::Change;
 use crate::k8s::Resource;
-use crate::upstream::kind::{Change, REFLECTED};
+use crate::upstream::kind::REFLECTED;
 
 fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
     match p {

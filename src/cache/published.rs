@@ -203,9 +203,9 @@ mod tests {
     use super::*;
     use crate::cache::store::test_support;
     use crate::cache::view::Served;
+    use crate::handoff::Change;
     use crate::k8s::ObjectKey;
     use crate::sync::lock;
-    use crate::upstream::kind::Change;
 
     #[test]
     fn readers_do_not_need_the_writer_lock() {

@@ -18,9 +18,9 @@ use crate::cache::facts::SharedFacts;
 use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::topology::{self, Labels, TopologyKeys};
 use crate::cache::view::{labels_of, Retention};
+use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
 use crate::sync::lock;
-use crate::upstream::kind::Change;
 
 /// Fixed inputs of the filter.
 #[derive(Clone, Debug)]

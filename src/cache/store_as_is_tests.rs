@@ -5,8 +5,8 @@ use serde_json::{json, Value};
 use super::super::{test_support, Target};
 use super::*;
 use crate::cache::topology::fixtures::*;
+use crate::handoff::Change;
 use crate::k8s::Resource;
-use crate::upstream::kind::Change;
 
 /// `v` as a list item of `kind` becomes: its canonical bytes and facts.
 fn prepared(v: &Value, kind: Resource) -> (super::super::Raw, AsIs) {

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use super::super::State;
 use crate::cache::topology::fixtures::*;
+use crate::handoff::Change;
 use crate::k8s::Resource;
-use crate::upstream::kind::Change;
 
 use crate::cache::store::test_support::state;
 

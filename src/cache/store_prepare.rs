@@ -10,9 +10,9 @@ use serde_json::Value;
 use super::{clean, excluded, excluding, raw, Raw};
 use crate::cache::canonical::{self, AsIs, Item};
 use crate::cache::pack;
+use crate::handoff::Change;
 use crate::k8s::ObjectKey;
 use crate::k8s::Resource;
-use crate::upstream::kind::Change;
 
 /// An upstream change reduced to what the cache compares, done by the reflector thread before
 /// it takes the cache lock ([`prepare`]): a list's items decoded, cleaned and re-serialized, so

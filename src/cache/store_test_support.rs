@@ -5,8 +5,8 @@ use serde_json::Value;
 use super::{Settings, State};
 use crate::cache::topology::fixtures::Fixture;
 use crate::cache::view::Retention;
+use crate::handoff::Change;
 use crate::k8s::Resource;
-use crate::upstream::kind::Change;
 
 /// A cache for `host` whose RVs start above `seed` (retention of 100 entries).
 pub(crate) fn state(host: &str, seed: u64) -> State {

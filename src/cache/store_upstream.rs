@@ -375,7 +375,7 @@ mod state_tests {
     use super::super::{fresh, test_support};
     use super::*;
     use crate::cache::topology::fixtures::*;
-    use crate::upstream::kind::Change;
+    use crate::handoff::Change;
 
     #[test]
     fn upstream_bytes_are_kept_only_where_served_content_differs() {

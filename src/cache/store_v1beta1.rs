@@ -59,7 +59,7 @@ mod tests {
     use super::super::test_support;
     use super::*;
     use crate::cache::topology::fixtures::*;
-    use crate::upstream::kind::Change;
+    use crate::handoff::Change;
 
     /// Fixture F with two v1 slices of `default/s` (topology) and one of a Service without keys.
     fn slices() -> Vec<Value> {

@@ -109,7 +109,7 @@ impl Resource {
     /// The slot of the cache's first-list bookkeeping, 0..=3: which of its four collections the
     /// resource's upstream list fills (both EndpointSlice versions fill the same one, so either
     /// one's list completes it). The cache is synced once all four slots are listed, and
-    /// [`crate::upstream::list_order::ListOrder`] tracks which first lists are done by it.
+    /// [`crate::handoff::list_order::ListOrder`] tracks which first lists are done by it.
     pub fn sync_slot(self) -> u8 {
         match self {
             Resource::Nodes => 0,

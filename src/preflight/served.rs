@@ -9,9 +9,9 @@ use serde_json::Value;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology;
 use crate::cache::view::Retention;
+use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
 use crate::sync::lock;
-use crate::upstream::kind::Change;
 
 use super::model::{Count, ServedCounts};
 

@@ -6,8 +6,8 @@ use super::*;
 use crate::cache::store::Settings;
 use crate::cache::topology::fixtures::*;
 use crate::cache::view::Retention;
+use crate::handoff::Change;
 use crate::k8s::Resource;
-use crate::upstream::kind::Change;
 
 fn shared() -> Mutex<State> {
     let f = fixture_f();

@@ -329,7 +329,7 @@ mod tests {
     use super::*;
     use crate::api::query;
     use crate::cache::store::test_support;
-    use crate::upstream::kind::Change;
+    use crate::handoff::Change;
 
     const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
 

@@ -7,10 +7,10 @@
 //! [`crate::upstream::failover`], which picks the server; each attempt is counted in
 //! [`crate::upstream::stats::RequestStats`].
 
+use crate::handoff::{ListItems, Texts};
 use crate::sync::lock;
 use crate::upstream::decode::{self, DecodeError, ListResult};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
-use crate::upstream::kind::{ListItems, Texts};
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::list_split::ListSplitter;
 use crate::upstream::stats::{self, RequestStats, Stats, Verb};

@@ -1,10 +1,11 @@
 //! The reflectors' full LIST (also `grid-wrapper check`'s): one request, then `continue` pages if
 //! the upstream paginates unasked.
 
+use crate::handoff::{ListItems, Oversized, Texts};
 use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::{DecodeError, ListResult};
-use crate::upstream::kind::{with_query, ListItems, Oversized, Texts};
+use crate::upstream::kind::with_query;
 use crate::upstream::reflector::ListWatch;
 
 /// Most pages followed in one list (only if the upstream paginates unasked).

@@ -57,18 +57,7 @@ const KEY_BYTES: usize = 8;
 /// How much of an item longer than the bound is kept, to name it ([`Oversized`]).
 pub const OVERSIZED_PREFIX_BYTES: usize = 64 * 1024;
 
-/// An item of the list longer than the splitter's bound, not kept: who it is, as far as its
-/// first [`OVERSIZED_PREFIX_BYTES`] tell ([`object_ref_from_prefix`]; `None` when they do not),
-/// and its length.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Oversized {
-    /// `metadata.namespace`.
-    pub namespace: Option<String>,
-    /// `metadata.name`.
-    pub name: Option<String>,
-    /// The item's whole length in bytes.
-    pub bytes: u64,
-}
+pub use crate::handoff::Oversized;
 
 /// Splits a LIST body fed in chunks; see the module docs.
 #[derive(Debug)]
@@ -421,7 +410,7 @@ impl ListSplitter {
     }
 
     /// The items split so far and not yet taken, for a reader that takes each item as it comes
-    /// ([`crate::upstream::kind::ListItems`]); `finish` answers only the rest.
+    /// ([`crate::handoff::ListItems`]); `finish` answers only the rest.
     pub fn take_items(&mut self) -> std::vec::Drain<'_, Box<str>> {
         self.items.drain(..)
     }

@@ -2,7 +2,7 @@
 //! agent every thread clones ([`client`]), pure decoding of list bodies and watch lines
 //! ([`decode`]; a list body split into its items as it arrives: [`list_split`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
-//! their health counters ([`stats`], pure), the order of the first lists ([`list_order`]), and the optional edge-health poller
+//! their health counters ([`stats`], pure), and the optional edge-health poller
 //! ([`edge_health`], `--service-autonomy-enhancement`) with the pure parser of its answer
 //! ([`edge_health_map`]), and the choice among several apiservers
 //! (`--master=A,B,…`) with its health probes ([`failover`]). Private: `episode` (the reflectors'
@@ -26,7 +26,6 @@ pub mod kind;
 pub mod kubeconfig;
 #[cfg(feature = "io")]
 pub mod list;
-pub mod list_order;
 pub mod list_split;
 #[cfg(feature = "io")]
 pub mod reflector;
@@ -41,7 +40,6 @@ mod token;
 #[cfg(feature = "io")]
 pub use client::{ForwardRequest, ForwardResponse, Timeouts, Upstream, UpstreamError};
 pub use decode::ListResult;
-pub use kind::{Change, Sink};
 pub use kubeconfig::{KubeconfigError, UpstreamConfig};
 #[cfg(feature = "io")]
 pub use reflector::{discover_slice_kind, spawn, ListWatch};

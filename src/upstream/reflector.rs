@@ -51,6 +51,7 @@
 //! changes into events.
 
 use crate::clock::unix_now;
+use crate::handoff::{Change, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{is_stall, Upstream, UpstreamError};
@@ -61,9 +62,7 @@ pub use crate::upstream::discovery::{
 pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
 use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
-pub use crate::upstream::kind::{
-    Change, ListApply, ListItems, Oversized, Sink, Texts, SERVICE_PROXY_SELECTOR,
-};
+pub use crate::upstream::kind::SERVICE_PROXY_SELECTOR;
 pub use crate::upstream::list::{list_all, list_all_into};
 use crate::upstream::stats::{self, KindStats, RelistReason};
 use serde_json::Value;
