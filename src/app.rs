@@ -9,28 +9,27 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use mio::Waker;
 
 use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
-use crate::cache::store::{prepare, Hold, ListPreparer, Prepared, Settings, State};
+use crate::cache::store::{prepare, Hold, ListPreparer, Settings, State};
 use crate::cache::view::Retention;
 use crate::clock;
 use crate::config::Config;
 use crate::handoff::list_order::{self, ListOrder};
 use crate::handoff::{Change, ListApply, ListItems, Sink};
 use crate::k8s::Resource;
-use crate::persist::{self, CacheDir, Writer};
+use crate::persist::{self, CacheDir, SnapshotWriter};
 use crate::server::conn::{ServerOptions, TlsSlot};
 use crate::server::event_loop::Server;
 use crate::server::health;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport;
-use crate::sync::lock;
 use crate::upstream::client::{Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector;
+use crate::writer::{self, Callbacks, Writer};
 
 /// How often an offline start re-checks the upstream's EndpointSlice version.
 const SLICE_RECHECK: Duration = Duration::from_secs(5);
@@ -64,20 +63,10 @@ impl fmt::Display for AppError {
 
 impl std::error::Error for AppError {}
 
-/// Packs the upstream bytes the last change left to pack, a batch per lock, after it was
-/// applied and served (`State::pack_pending`).
-fn pack_pending(shared: &Mutex<State>) {
-    const BATCH: usize = 256;
-    while lock(shared).pack_pending(BATCH) > 0 {}
-}
-
-/// Publishes reflector changes into the cache and wakes the loop (the single writer path).
+/// Hands reflector changes to the one writer (`crate::writer`), which applies them, wakes the
+/// loop and tells the snapshot writer.
 struct CacheSink {
-    shared: Arc<Mutex<State>>,
-    waker: Arc<Waker>,
-    started: Instant,
-    /// The snapshot writer, with `--cache-dir`.
-    writer: Option<Arc<Writer>>,
+    writer: Writer,
     /// Nodes and Services list first.
     order: ListOrder,
 }
@@ -99,16 +88,16 @@ impl Sink for CacheSink {
             Change::Replace(ref items) => Some(items.len()),
             _ => None,
         };
-        // Decoding happens here, before the lock: readers wait only for the comparison and for
-        // what really changed.
+        // Decoding happens here, on the reflector's thread: the writer only compares and
+        // publishes what really changed.
         let prepared = prepare(kind, change, Hold::Whole);
-        self.publish(kind, prepared, list.map(|n| (n, t0)));
+        self.writer.apply(kind, prepared, list.map(|n| (n, t0)));
     }
 
     fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
         // Chosen before the read (how it is held, what is packed): only this reflector
         // changes this kind's objects, and the Services list first.
-        let list = lock(&self.shared).list_preparer(kind);
+        let list = self.writer.list_preparer(kind);
         Box::new(Listing {
             sink: self,
             list,
@@ -117,8 +106,8 @@ impl Sink for CacheSink {
     }
 }
 
-/// A list the cache takes item by item while the reflector reads it: each item is prepared
-/// (off every lock) as soon as it is split from the body, and its text let go of.
+/// A list the cache takes item by item while the reflector reads it: each item is prepared on
+/// the reflector's thread as soon as it is split from the body, and its text let go of.
 struct Listing<'a> {
     sink: &'a CacheSink,
     list: ListPreparer,
@@ -142,55 +131,8 @@ impl ListApply for Listing<'_> {
         let n = self.list.pushed();
         let kind = self.list.kind();
         self.sink
-            .publish(kind, self.list.finish(), Some((n, self.started)));
-    }
-}
-
-impl CacheSink {
-    /// Applies a prepared change under the writer's lock, then tells the snapshot writer and
-    /// wakes the loop. `list`: a list's item count and when its preparing started.
-    fn publish(&self, kind: Resource, prepared: Prepared, list: Option<(usize, Instant)>) {
-        let t1 = Instant::now();
-        let now = self.started.elapsed().as_secs();
-        let mut state = lock(&self.shared);
-        let t2 = Instant::now();
-        let applied = state.apply_prepared(kind, prepared, now);
-        if let Some((n, t0)) = list {
-            // A list is the writer's longest job: its cost, split as the readers see it.
-            info!(
-                "{kind:?}: list of {n} items applied in {:.1} ms: read and decoded off the lock in {:.1} ms, waited {:.1} ms for the lock, held it {:.1} ms; {} changes published",
-                t0.elapsed().as_secs_f64() * 1e3,
-                (t1 - t0).as_secs_f64() * 1e3,
-                (t2 - t1).as_secs_f64() * 1e3,
-                t2.elapsed().as_secs_f64() * 1e3,
-                applied.events,
-            );
-        }
-        if applied.became_ready {
-            let [nodes, services, endpoints, slices] = state.served_counts();
-            info!(
-                "cache ready at resourceVersion {}: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices ({:?} upstream)",
-                state.current_rv(),
-                state.slice_kind(),
-            );
-        }
-        if applied.upstream_synced {
-            info!(
-                "upstream synced: the snapshot is no longer served as such; resourceVersion {}",
-                state.current_rv()
-            );
-        }
-        drop(state);
-        if applied.events > 0 || applied.became_ready {
-            if let Some(w) = &self.writer {
-                w.changed();
-            }
-            if let Err(e) = self.waker.wake() {
-                warn!("cannot wake the event loop: {e}");
-            }
-        }
-        // After the wake: the watches get the change without waiting for the packing.
-        pack_pending(&self.shared);
+            .writer
+            .apply(kind, self.list.finish(), Some((n, self.started)));
     }
 }
 
@@ -241,19 +183,12 @@ fn open_cache(
 /// cache (which logs when the set of abnormal nodes changes) and wakes the loop on a change.
 fn start_edge_health(
     cfg: &Config,
-    shared: &Arc<Mutex<State>>,
-    waker: Arc<Waker>,
-    started: Instant,
+    writer: &Writer,
     stop: &Arc<AtomicBool>,
 ) -> Result<(), AppError> {
-    let shared = shared.clone();
+    let writer = writer.clone();
     let on_poll = Box::new(move |map| {
-        let applied = lock(&shared).set_edge_health(map, started.elapsed().as_secs());
-        if applied.events > 0 {
-            if let Err(e) = waker.wake() {
-                warn!("cannot wake the event loop: {e}");
-            }
-        }
+        writer.set_edge_health(map);
     });
     let interval = Duration::from_secs(cfg.autonomy.interval_secs);
     edge_health::spawn(
@@ -316,19 +251,20 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             );
         }
     }
-    let shared = Arc::new(Mutex::new(state));
-    let writer = match &cache {
+    let started = Instant::now();
+    let (cache_writer, unstarted) = Writer::new(state);
+    let snapshots = match &cache {
         Some(c) => Some(
-            Writer::spawn(
+            SnapshotWriter::spawn(
                 c.clone(),
-                shared.clone(),
+                cache_writer.clone(),
                 Duration::from_secs(cfg.cache_write_interval_secs),
             )
             .map_err(AppError::Thread)?,
         ),
         None => None,
     };
-    extras.writer = writer.as_ref().map(|w| w.stats.clone());
+    extras.writer = snapshots.as_ref().map(|w| w.stats.clone());
     extras.debug = cfg.debug;
 
     let bind = resolve(&cfg.bind_address)?;
@@ -356,12 +292,12 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         not_ready_hold: Duration::from_secs(cfg.not_ready_hold_secs),
         ..ServerOptions::default()
     };
-    let mut server = Server::bind(bind, shared.clone(), Some(upstream.clone()), opts)
+    let mut server = Server::bind(bind, cache_writer.clone(), Some(upstream.clone()), opts)
         .map_err(|e| AppError::Bind(cfg.bind_address.clone(), e))?;
     let metrics = resolve(&cfg.metrics_bind_address)?;
     let health_listener = TcpListener::bind(metrics)
         .map_err(|e| AppError::Bind(cfg.metrics_bind_address.clone(), e))?;
-    health::spawn(health_listener, shared.clone(), extras).map_err(AppError::Thread)?;
+    health::spawn(health_listener, cache_writer.clone(), extras).map_err(AppError::Thread)?;
     info!(
         "serving kube-proxy on {scheme}://{} (health on http://{}), local node {:?}",
         server.local_addr().map_err(AppError::Loop)?,
@@ -372,28 +308,36 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         info!("--debug: /debug/state on http://{metrics}/debug/state");
     }
 
-    let started = Instant::now();
+    let changed_snapshots = snapshots.clone();
+    unstarted
+        .start(
+            started,
+            Callbacks {
+                wake: writer::wake_with(server.waker()),
+                changed: Box::new(move || {
+                    if let Some(w) = &changed_snapshots {
+                        w.changed();
+                    }
+                }),
+            },
+        )
+        .map_err(AppError::Thread)?;
     let sink: Arc<dyn Sink> = Arc::new(CacheSink {
-        shared: shared.clone(),
-        waker: server.waker(),
-        started,
-        writer: writer.clone(),
+        writer: cache_writer.clone(),
         order: ListOrder::new(list_order::PATIENCE),
     });
     let stop = Arc::new(AtomicBool::new(false));
     signals::spawn(stop.clone(), server.waker(), tls_files).map_err(AppError::Thread)?;
     if cfg.autonomy.enabled {
-        start_edge_health(&cfg, &shared, server.waker(), started, &stop)?;
+        start_edge_health(&cfg, &cache_writer, &stop)?;
     }
     // Version discovery talks to the upstream and may wait for its timeouts: it runs on its own
     // thread so the loop answers (holds, then 503) from the first moment.
     let starter_stop = stop.clone();
-    let starter_shared = shared.clone();
+    let starter_writer = cache_writer.clone();
     std::thread::Builder::new()
         .name("start-reflectors".into())
         .spawn(move || {
-            // A restored snapshot's pruned objects: packed while the loop already serves them.
-            pack_pending(&starter_shared);
             let start = |kind: Resource, stop: Arc<AtomicBool>| {
                 if let Err(e) = reflector::spawn(upstream.clone(), kind, sink.clone(), stop) {
                     // Without every reflector the cache never becomes ready: fail loudly.
@@ -407,7 +351,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
                 slices = kind;
             }
             info!("upstream EndpointSlice version: {slices:?}");
-            lock(&starter_shared).expect_slices(slices);
+            starter_writer.expect_slices(slices);
             for kind in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
                 start(kind, starter_stop.clone());
             }
@@ -424,7 +368,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
                     if found != slices {
                         warn!("upstream serves {found:?}, not the guessed {slices:?}: switching");
                         slice_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                        lock(&starter_shared).expect_slices(found);
+                        starter_writer.expect_slices(found);
                         slices = found;
                         slice_stop = Arc::new(AtomicBool::new(false));
                         start(slices, slice_stop.clone());
@@ -435,8 +379,8 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         })
         .map_err(AppError::Thread)?;
     server.run(&stop).map_err(AppError::Loop)?;
-    if let (Some(w), Some(c)) = (&writer, &cache) {
-        w.finish(c, &shared, false);
+    if let (Some(w), Some(c)) = (&snapshots, &cache) {
+        w.finish(c, &cache_writer, false);
     }
     info!("stopped");
     Ok(())

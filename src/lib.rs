@@ -3,7 +3,7 @@
 //!
 //! What clients get is specified in `docs/SEMANTICS.md`. How the code is built — the module map,
 //! both flows step by step, the threads and what each lock guards, edge autonomy, the pure core
-//! and the I/O shell, and where the code is being reshaped — is in `docs/ARCHITECTURE.md`. In
+//! and the I/O shell — is in `docs/ARCHITECTURE.md`. In
 //! code comments, `§N` names a section of `docs/SEMANTICS.md` (unless an RFC is named), and
 //! measured figures are left to `BENCHMARKS.md`.
 //!
@@ -21,7 +21,8 @@
 //! | [`upstream`] | the apiserver side: kubeconfig, ureq client, decoding, reflectors, failover |
 //! | [`server`] | the mio event loop, connections, watches, proxy workers, signals, health |
 //! | [`persist`] | `--cache-dir`: the snapshot and epoch files and the snapshot writer thread |
-//! | [`app`] | startup wiring, the sink that applies reflector changes, graceful shutdown |
+//! | [`writer`] | the one writer: the thread that owns the cache's state and applies every change |
+//! | [`app`] | startup wiring, the sink that hands reflector changes to the writer, graceful shutdown |
 //! | [`preflight`] | `grid-wrapper check`: one pass against the upstream, and a report |
 //!
 //! Below every layer, for all of them: [`bytes`] (byte comparisons), [`sync`] (the one way a
@@ -41,7 +42,7 @@
 //!                         │                                 │                     server::watch (streams)
 //!                         │                                 └▶ server::proxy ─▶ upstream::client (worker thread)
 //!  apiserver ─ureq─▶ upstream::reflector ─▶ cache::store::prepare / ListPreparer (off every lock)
-//!                                              ─▶ cache::store::State::apply_prepared (writer lock)
+//!                                              ─▶ writer (one thread, a channel) ─▶ cache::store::State::apply_prepared
 //!                                              ├─ cache::topology (pure pruning) + k8s::convert
 //!                                              └─ cache::published + cache::view (new RV, shared
 //!                                                 bytes, event log; view lock per record) ─▶ wake the loop
@@ -55,8 +56,8 @@
 //!
 //! **An upstream change:** an [`upstream::reflector`] thread lists (item by item,
 //! [`upstream::list_split`]) and watches; each change is prepared off every lock
-//! ([`cache::store::ListPreparer`]), applied under the writer's lock by
-//! [`cache::store::State::apply_prepared`], pruned by [`cache::topology`], and recorded with a new
+//! ([`cache::store::ListPreparer`]), sent to the one [`writer`] thread, which owns the cache's
+//! state and applies it with [`cache::store::State::apply_prepared`], pruned by [`cache::topology`], and recorded with a new
 //! resourceVersion in the [`cache::published::Published`] view, one record at a time under the
 //! view's own lock. Then the loop is woken and every watcher pulls the entries after its cursor.
 
@@ -82,3 +83,5 @@ pub mod preflight;
 pub mod server;
 pub mod sync;
 pub mod upstream;
+#[cfg(feature = "io")]
+pub mod writer;

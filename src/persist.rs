@@ -36,9 +36,9 @@ use log::{debug, info, warn};
 
 use crate::cache::epoch;
 use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
-use crate::cache::store::State;
 use crate::clock::unix_now;
 use crate::sync::lock;
+use crate::writer::{Busy, Writer as CacheWriter};
 
 #[path = "persist_failures.rs"]
 mod failures;
@@ -168,8 +168,8 @@ pub struct Written {
     pub bytes: u64,
     /// Objects in it.
     pub objects: usize,
-    /// Time under the cache lock (taking the objects).
-    pub locked: Duration,
+    /// Time to get the objects from the cache's writer (waiting for it, then pointer copies).
+    pub taken: Duration,
     /// Encoding, writing and syncing (off the lock).
     pub write: Duration,
 }
@@ -272,31 +272,37 @@ impl CacheDir {
         Some(snap)
     }
 
-    /// Takes the cache's objects under the lock (pointer copies only) and writes them off it.
-    pub fn save(&self, shared: &Mutex<State>) -> io::Result<Written> {
+    /// Asks the cache's writer for its objects (pointer copies, taken between two changes) and
+    /// writes them on this thread. `Ok(None)`: the cache is not ready (nothing worth keeping).
+    pub fn save(&self, cache: &CacheWriter) -> io::Result<Option<Written>> {
         let start = Instant::now();
-        let snap = {
-            let state = lock(shared);
-            Snapshot {
+        let identity = self.identity.clone();
+        let taken = cache.ask(move |state| {
+            state.is_ready().then(|| Snapshot {
                 meta: Meta {
-                    identity: self.identity.clone(),
+                    identity,
                     written_unix_secs: unix_now(),
                     rv: state.current_rv(),
                     slice_kind: state.slice_kind(),
                 },
                 objects: state.export(),
-            }
+            })
+        });
+        let snap = match taken {
+            Ok(Some(snap)) => snap,
+            Ok(None) => return Ok(None),
+            Err(Busy) => return Err(io::Error::other("the cache's writer is gone")),
         };
-        let locked = start.elapsed();
+        let taken = start.elapsed();
         let path = self.dir.join(SNAPSHOT_FILE);
         let bytes = write_atomically(&path, |w| snapshot::write_to(&snap, w))?;
         self.set_valid(snap.meta.written_unix_secs);
-        Ok(Written {
+        Ok(Some(Written {
             bytes,
             objects: snap.objects.len(),
-            locked,
-            write: start.elapsed() - locked,
-        })
+            taken,
+            write: start.elapsed() - taken,
+        }))
     }
 }
 
@@ -350,10 +356,10 @@ struct Pending {
     stop: bool,
 }
 
-/// The writer thread's handle: [`Writer::changed`] after every applied change,
-/// [`Writer::finish`] at shutdown.
+/// The writer thread's handle: [`SnapshotWriter::changed`] after every applied change,
+/// [`SnapshotWriter::finish`] at shutdown.
 #[derive(Debug)]
-pub struct Writer {
+pub struct SnapshotWriter {
     pending: Arc<(Mutex<Pending>, Condvar)>,
     /// The thread; it returns its failure bookkeeping when it stops, for the final write.
     thread: Mutex<Option<JoinHandle<Failures>>>,
@@ -361,22 +367,22 @@ pub struct Writer {
     pub stats: Arc<WriterStats>,
 }
 
-impl Writer {
+impl SnapshotWriter {
     /// Starts the writer: after a change it waits for [`QUIET`] (at most [`MAX_DELAY`]), and
     /// for `min_gap` since its last write, then writes a snapshot if the cache is ready. After a
     /// failed write it waits at least as long, backing off while the writes keep failing.
     pub fn spawn(
         cache: CacheDir,
-        shared: Arc<Mutex<State>>,
+        shared: CacheWriter,
         min_gap: Duration,
-    ) -> io::Result<Arc<Writer>> {
+    ) -> io::Result<Arc<SnapshotWriter>> {
         let pending = Arc::new((Mutex::new(Pending::default()), Condvar::new()));
         let stats = Arc::new(WriterStats::default());
         let (p, s) = (pending.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("snapshot-writer".into())
             .spawn(move || writer_loop(&cache, &shared, &p, &s, min_gap))?;
-        Ok(Arc::new(Writer {
+        Ok(Arc::new(SnapshotWriter {
             pending,
             thread: Mutex::new(Some(thread)),
             stats,
@@ -400,7 +406,7 @@ impl Writer {
     /// anything changed since the last one, or the last write failed (or always, with `force`).
     /// A failure is logged (WARN, or INFO within a failure episode already warned about) and
     /// otherwise ignored: the shutdown goes on.
-    pub fn finish(&self, cache: &CacheDir, shared: &Mutex<State>, force: bool) {
+    pub fn finish(&self, cache: &CacheDir, shared: &CacheWriter, force: bool) {
         let dirty = {
             let (m, cv) = &*self.pending;
             let mut p = lock(m);
@@ -429,17 +435,17 @@ enum Attempt {
 
 fn write_once(
     cache: &CacheDir,
-    shared: &Mutex<State>,
+    shared: &CacheWriter,
     stats: &WriterStats,
     failures: &mut Failures,
     why: &str,
 ) -> Attempt {
-    if !lock(shared).is_ready() {
-        debug!("not writing a snapshot: the cache is not ready");
-        return Attempt::NotReady;
-    }
     match cache.save(shared) {
-        Ok(w) => {
+        Ok(None) => {
+            debug!("not writing a snapshot: the cache is not ready");
+            Attempt::NotReady
+        }
+        Ok(Some(w)) => {
             stats.writes.fetch_add(1, Ordering::Relaxed);
             stats.last_write_unix.store(unix_now(), Ordering::Relaxed);
             stats.last_bytes.store(w.bytes, Ordering::Relaxed);
@@ -449,11 +455,11 @@ fn write_once(
                 info!("{}", failures::recovery_note(ended));
             }
             let msg = format!(
-                "{why} snapshot written: {} objects, {} bytes in {} ms ({} µs under the cache lock)",
+                "{why} snapshot written: {} objects, {} bytes in {} ms ({} µs to take them from the cache's writer)",
                 w.objects,
                 w.bytes,
                 w.write.as_millis(),
-                w.locked.as_micros()
+                w.taken.as_micros()
             );
             if why == "final" {
                 info!("{msg}");
@@ -494,7 +500,7 @@ fn write_once(
 
 fn writer_loop(
     cache: &CacheDir,
-    shared: &Mutex<State>,
+    shared: &CacheWriter,
     pending: &(Mutex<Pending>, Condvar),
     stats: &WriterStats,
     min_gap: Duration,

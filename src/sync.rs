@@ -2,9 +2,10 @@
 //!
 //! A lock is poisoned when a thread panics while holding it. [`lock`] takes a poisoned lock over
 //! rather than panicking in turn, so that one panic does not spread to every thread that later
-//! takes the same lock. That is sound for what the crate's mutexes guard: the cache's writer
-//! state completes each write before the next begins under its lock, the served view is updated
-//! one object at a time, and the others hold counters, slots and small maps.
+//! takes the same lock. That is sound for what the crate's mutexes guard: the served view is
+//! updated one object at a time (each record complete under the lock), and the others hold
+//! counters, slots and small maps. The cache's state itself has no lock: one thread owns it
+//! (`crate::writer`).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -87,6 +87,20 @@ pub struct State {
     /// Upstream bytes that [`State::pack_pending`] is to pack (`store_upstream.rs`): left for
     /// after the change is served, so that readiness and other writers do not wait for it.
     to_pack: Vec<(Resource, ObjectKey)>,
+    /// Test-only: run after each object is recorded into the view (to park the writer there).
+    #[cfg(test)]
+    record_hook: Option<RecordHook>,
+}
+
+/// Test-only: what [`State::set_record_hook`] runs after each recorded object.
+#[cfg(test)]
+pub(crate) struct RecordHook(pub Box<dyn FnMut() + Send>);
+
+#[cfg(test)]
+impl std::fmt::Debug for RecordHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordHook")
+    }
 }
 
 /// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
@@ -198,7 +212,16 @@ impl State {
             v1beta1: false,
             decoder: Default::default(),
             to_pack: Vec::new(),
+            #[cfg(test)]
+            record_hook: None,
         }
+    }
+
+    /// Test-only: runs `hook` after each object recorded into the view, outside the view's
+    /// lock (a test parks the writer mid-apply with it).
+    #[cfg(test)]
+    pub(crate) fn set_record_hook(&mut self, hook: Option<RecordHook>) {
+        self.record_hook = hook;
     }
 
     /// The current resourceVersion (the last one handed out).

@@ -80,6 +80,11 @@ impl State {
         let mut view = lock(&self.view);
         view.collection_mut(res).record(key, new, self.rv, now);
         view.set_rv(self.rv);
+        drop(view);
+        #[cfg(test)]
+        if let Some(hook) = &mut self.record_hook {
+            (hook.0)();
+        }
     }
 
     /// Drops log entries beyond the retention, in every collection.

@@ -6,7 +6,7 @@
 
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 use mio::net::TcpStream;
@@ -15,7 +15,6 @@ use mio::Interest;
 use crate::api::handlers::{self, Answer, Reply, Segment};
 use crate::api::route::{route, Route};
 use crate::cache::published::Published;
-use crate::cache::store::State;
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
@@ -27,6 +26,7 @@ use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, Watcher, HIGH_WATER};
 use crate::server::watchers;
 use crate::sync::lock;
+use crate::writer::Writer;
 
 #[path = "conn_options.rs"]
 mod options;
@@ -35,9 +35,9 @@ pub use options::{ServerOptions, TlsSlot};
 /// What a connection needs from the server while it is driven.
 #[derive(Debug)]
 pub struct Ctx<'a> {
-    /// The cache's writer state: locked by the loop only to build v1beta1 EndpointSlices at
-    /// the first request for them.
-    pub shared: &'a Mutex<State>,
+    /// The cache's writer: told (without waiting) to build v1beta1 EndpointSlices at the first
+    /// request for them.
+    pub cache: &'a Writer,
     /// What the loop reads: the served view, never held by the writer while it computes.
     pub view: &'a Mutex<Published>,
     /// Proxy workers.
@@ -48,6 +48,18 @@ pub struct Ctx<'a> {
     pub now: Instant,
     /// A number in [0, 1) for default watch lifetimes.
     pub jitter: f64,
+}
+
+/// How long a request for v1beta1 EndpointSlices waits for the writer to build them (the first
+/// one, on a ready cache) before it gets 503.
+const V1BETA1_BUILD_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether `req` can be answered from `view` now: the cache is ready and, for v1beta1
+/// EndpointSlices, they are built.
+fn can_answer(view: &Published, req: &Request) -> bool {
+    view.is_ready()
+        && (view.serves_v1beta1()
+            || route(&req.method, &req.path).resource() != Some(Resource::SlicesV1beta1))
 }
 
 #[derive(Debug)]
@@ -229,7 +241,7 @@ impl Conn {
             let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
                 Phase::Idle => self.next_request(ctx),
                 Phase::Held { req, until } => {
-                    if lock(ctx.view).is_ready() || ctx.now >= until {
+                    if can_answer(&lock(ctx.view), &req) || ctx.now >= until {
                         self.dispatch(req, ctx, false);
                         true
                     } else {
@@ -348,16 +360,34 @@ impl Conn {
             }
             return;
         }
-        if r.resource() == Some(Resource::SlicesV1beta1) && !lock(ctx.view).serves_v1beta1() {
-            // Once per process: waits for the writer if it is busy.
-            lock(ctx.shared).serve_v1beta1();
-        }
+        let wants_v1beta1 = r.resource() == Some(Resource::SlicesV1beta1);
         let state = lock(ctx.view);
-        if !state.is_ready() && may_hold {
+        if wants_v1beta1 && !state.serves_v1beta1() {
+            // Once per process: the writer builds them; the request waits as one before the
+            // first sync does, without holding up the loop.
+            ctx.cache.want_v1beta1();
+            if !may_hold {
+                drop(state);
+                self.reply(Reply::error(&ApiError::unavailable(
+                    "v1beta1 EndpointSlices are still being built; retry",
+                    Some(1),
+                )));
+                return;
+            }
+        }
+        if !can_answer(&state, &req) && may_hold {
+            // Before the first sync, as long as `--not-ready-hold-seconds` says; a ready cache
+            // building v1beta1 EndpointSlices, until they are built (a moment, unless the writer
+            // is applying a long change).
+            let hold = if state.is_ready() {
+                ctx.opts.not_ready_hold.max(V1BETA1_BUILD_WAIT)
+            } else {
+                ctx.opts.not_ready_hold
+            };
             drop(state);
             self.phase = Phase::Held {
                 req,
-                until: ctx.now + ctx.opts.not_ready_hold,
+                until: ctx.now + hold,
             };
             return;
         }

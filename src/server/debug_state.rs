@@ -12,7 +12,7 @@
 //! a binary search of its log), and the JSON is built after both are released.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -25,6 +25,7 @@ use crate::server::watchers::{self, WatcherStatus};
 use crate::sync::lock;
 use crate::upstream::kind::REFLECTED;
 use crate::upstream::stats::{self, Stats};
+use crate::writer::{Writer, DEBUG_WAIT};
 
 /// Watch streams listed unless `?watchers=N` asks otherwise.
 pub const DEFAULT_WATCHERS: usize = 100;
@@ -111,10 +112,21 @@ fn watcher_cap(query: &str) -> usize {
 }
 
 /// (status, Content-Type, body) for `/debug/state`.
-pub fn answer(query: &str, shared: &Mutex<State>, extras: &Extras) -> (u16, &'static str, String) {
+pub fn answer(query: &str, shared: &Writer, extras: &Extras) -> (u16, &'static str, String) {
     let now = crate::clock::unix_now();
     let (open, streams) = watchers::global().snapshot(watcher_cap(query));
-    let facts = CacheFacts::of(&lock(shared), &streams);
+    let asked = streams.clone();
+    let facts = match shared.ask_within(DEBUG_WAIT, move |s| CacheFacts::of(s, &asked)) {
+        Ok(facts) => facts,
+        Err(busy) => {
+            let e = busy.to_api_error();
+            return (
+                e.code,
+                "application/json",
+                String::from_utf8_lossy(&e.to_json()).into_owned(),
+            );
+        }
+    };
     let doc = document(
         &facts,
         open,

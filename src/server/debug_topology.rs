@@ -17,17 +17,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 
 use serde::Serialize;
 
 use crate::api::query::decode_query;
 use crate::api::route::segment;
 use crate::cache::store::explain::{Overview, ServiceExplanation};
-use crate::cache::store::State;
 use crate::k8s::status::ApiError;
 use crate::k8s::ObjectKey;
-use crate::sync::lock;
+use crate::writer::{Busy, Writer, DEBUG_WAIT};
 
 /// Rows (Services, or endpoints of one Service) listed unless `limit` says otherwise.
 pub const DEFAULT_LIMIT: usize = 500;
@@ -126,7 +124,7 @@ fn target(path: &str) -> Result<Option<ObjectKey>, ApiError> {
 }
 
 /// (status, Content-Type, body) for `/debug/topology[/<namespace>/<service>]`.
-pub fn answer(path: &str, query: &str, shared: &Mutex<State>) -> (u16, &'static str, String) {
+pub fn answer(path: &str, query: &str, shared: &Writer) -> (u16, &'static str, String) {
     match respond(path, query, shared) {
         Ok(ok) => ok,
         Err(e) => (
@@ -140,18 +138,23 @@ pub fn answer(path: &str, query: &str, shared: &Mutex<State>) -> (u16, &'static 
 fn respond(
     path: &str,
     query: &str,
-    shared: &Mutex<State>,
+    shared: &Writer,
 ) -> Result<(u16, &'static str, String), ApiError> {
     let opts = Options::parse(query)?;
     match target(path)? {
         None => {
-            // The guard is a temporary: dropped at the end of this statement.
-            let input = lock(shared).overview_input(opts.limit);
+            let limit = opts.limit;
+            let input = shared
+                .ask_within(DEBUG_WAIT, move |s| s.overview_input(limit))
+                .map_err(Busy::to_api_error)?;
             let overview = input.overview();
             Ok(render(opts.format, &overview, overview_text))
         }
         Some(key) => {
-            let input = lock(shared).explain_input(&key);
+            let asked = key.clone();
+            let input = shared
+                .ask_within(DEBUG_WAIT, move |s| s.explain_input(&asked))
+                .map_err(Busy::to_api_error)?;
             let Some(input) = input else {
                 let mut e = ApiError::new(
                     404,

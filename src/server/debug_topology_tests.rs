@@ -3,13 +3,13 @@
 use serde_json::Value;
 
 use super::*;
-use crate::cache::store::Settings;
+use crate::cache::store::{Settings, State};
 use crate::cache::topology::fixtures::*;
 use crate::cache::view::Retention;
 use crate::handoff::Change;
 use crate::k8s::Resource;
 
-fn shared() -> Mutex<State> {
+fn shared() -> Writer {
     let f = fixture_f();
     let mut st = State::new(
         Settings {
@@ -23,7 +23,7 @@ fn shared() -> Mutex<State> {
     st.apply(Resource::Services, Change::Replace(f.services.clone()), 0);
     st.apply(Resource::Endpoints, Change::Replace(f.endpoints.clone()), 0);
     st.apply(Resource::SlicesV1, Change::Replace(vec![]), 0);
-    Mutex::new(st)
+    Writer::started(st)
 }
 
 fn status(answer: (u16, &'static str, String), code: u16) -> Value {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{debug, info, warn};
@@ -13,12 +13,12 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::cache::published::{Ageing, View};
-use crate::cache::store::State;
 use crate::server::conn::{Conn, Ctx, ServerOptions};
 use crate::server::proxy::Proxy;
 use crate::server::transport::Transport;
 use crate::sync::lock;
 use crate::upstream::client::Upstream;
+use crate::writer::Writer;
 
 /// The listening socket.
 const LISTENER: Token = Token(0);
@@ -42,8 +42,9 @@ pub struct Server {
     waker: Arc<Waker>,
     conns: HashMap<Token, Conn>,
     next_token: usize,
-    shared: Arc<Mutex<State>>,
-    /// The served view (taken from `shared` at bind time): what the loop reads.
+    /// The cache's writer (told to build v1beta1 EndpointSlices when first asked for).
+    cache: Writer,
+    /// The served view the writer publishes into: what the loop reads.
     view: View,
     proxy: Proxy,
     opts: ServerOptions,
@@ -56,7 +57,7 @@ impl Server {
     /// Binds the listener and prepares the loop.
     pub fn bind(
         addr: SocketAddr,
-        shared: Arc<Mutex<State>>,
+        cache: Writer,
         upstream: Option<Upstream>,
         opts: ServerOptions,
     ) -> io::Result<Server> {
@@ -66,7 +67,7 @@ impl Server {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let proxy = Proxy::new(upstream, waker.clone());
-        let view = lock(&shared).view();
+        let view = cache.view();
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -77,7 +78,7 @@ impl Server {
             waker,
             conns: HashMap::new(),
             next_token: FIRST_CONN,
-            shared,
+            cache,
             view,
             proxy,
             opts,
@@ -242,7 +243,7 @@ impl Server {
                 .map(|(t, _)| *t),
         );
         let ctx = Ctx {
-            shared: &self.shared,
+            cache: &self.cache,
             view: &self.view,
             proxy: &self.proxy,
             opts: &self.opts,

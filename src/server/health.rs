@@ -22,14 +22,14 @@
 //!   copy what they need). They are answered one after the other on a worker thread, started
 //!   at the first such request, so while one waits for the lock the loop answers the probes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cache::facts::{Facts, SharedFacts};
-use crate::cache::store::State;
 use crate::http::response::{self, Body};
 use crate::server::extras::Extras;
 use crate::server::{debug_state, debug_topology, metrics};
+use crate::writer::Writer;
 
 /// Most connections open at once; one more closes the oldest.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -129,10 +129,11 @@ fn route(
     })
 }
 
-/// (status, Content-Type, body) for a path [`route`] leaves to the cache's lock.
-fn route_locked(
+/// (status, Content-Type, body) for a path [`route`] leaves to the debug worker (the answer
+/// asks the cache's writer).
+fn route_debug(
     path_and_query: &str,
-    shared: &Mutex<State>,
+    shared: &Writer,
     extras: &Extras,
 ) -> (u16, &'static str, String) {
     let (path, query) = path_and_query
@@ -164,14 +165,14 @@ fn request_path(head: &[u8]) -> String {
     line.split_whitespace().nth(1).unwrap_or("").to_string()
 }
 
-/// Starts the health listener's thread on `listener`. Its cache figures come from `shared`'s
-/// facts; only the debug pages lock `shared`.
+/// Starts the health listener's thread on `listener`. Its cache figures come from the
+/// writer's facts; only the debug pages ask the writer (on a worker thread of their own).
 pub fn spawn(
     listener: std::net::TcpListener,
-    shared: Arc<Mutex<State>>,
+    shared: Writer,
     extras: Extras,
 ) -> std::io::Result<()> {
-    let facts = crate::sync::lock(&shared).shared_facts();
+    let facts = shared.facts();
     let health = serve::HealthLoop::new(listener, facts, shared, Arc::new(extras))?;
     std::thread::Builder::new()
         .name("health".into())

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{debug, warn};
@@ -14,12 +14,12 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::{
-    request_path, response, route, route_locked, MAX_CONNECTIONS, MAX_HEAD, READ_TIMEOUT,
+    request_path, response, route, route_debug, MAX_CONNECTIONS, MAX_HEAD, READ_TIMEOUT,
     WORK_TIMEOUT, WRITE_TIMEOUT,
 };
 use crate::cache::facts::SharedFacts;
-use crate::cache::store::State;
 use crate::server::extras::Extras;
+use crate::writer::Writer;
 
 const LISTENER: Token = Token(0);
 /// Wakes the loop when the debug worker has an answer.
@@ -160,7 +160,7 @@ pub(super) struct HealthLoop {
     clients: BTreeMap<usize, Client>,
     next_id: usize,
     facts: Arc<SharedFacts>,
-    shared: Arc<Mutex<State>>,
+    shared: Writer,
     extras: Arc<Extras>,
     /// The debug worker's queue, once it is started.
     worker: Option<Sender<Job>>,
@@ -173,7 +173,7 @@ impl HealthLoop {
     pub(super) fn new(
         listener: std::net::TcpListener,
         facts: Arc<SharedFacts>,
-        shared: Arc<Mutex<State>>,
+        shared: Writer,
         extras: Arc<Extras>,
     ) -> io::Result<HealthLoop> {
         listener.set_nonblocking(true)?;
@@ -335,7 +335,7 @@ impl HealthLoop {
             .name("health-debug".into())
             .spawn(move || {
                 for (id, path) in rx {
-                    let (code, content_type, body) = route_locked(&path, &shared, &extras);
+                    let (code, content_type, body) = route_debug(&path, &shared, &extras);
                     if done
                         .send((id, response(code, content_type, &body)))
                         .is_err()

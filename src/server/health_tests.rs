@@ -1,13 +1,13 @@
 //! The health listener: its answers, and (over loopback sockets) that no client and no holder
 //! of the cache's lock keeps a probe waiting.
 
+use crate::writer::Writer;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{answer, spawn, Readiness, MAX_CONNECTIONS, MAX_HEAD};
-use crate::cache::store::{test_support, State};
+use crate::cache::store::test_support;
 use crate::server::extras::Extras;
 
 /// How long a probe waits for its answer before it counts as not answered.
@@ -44,10 +44,10 @@ fn metrics_report_readiness_and_counts() {
 }
 
 /// A ready (empty) cache and a health listener on it.
-fn listening(extras: Extras) -> (Arc<Mutex<State>>, SocketAddr) {
+fn listening(extras: Extras) -> (Writer, SocketAddr) {
     let mut st = test_support::state("h", 1);
     test_support::list_all_empty(&mut st);
-    let shared = Arc::new(Mutex::new(st));
+    let shared = Writer::started(st);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("bound address");
     spawn(listener, shared.clone(), extras).expect("spawn");
@@ -81,10 +81,10 @@ fn get_within(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
 }
 
 #[test]
-fn probes_answer_while_the_writer_holds_the_cache_lock() {
+fn probes_answer_while_the_writer_is_busy() {
     let (shared, addr) = listening(Extras::default());
-    // The writer is applying a relist: it holds the cache's lock throughout.
-    let busy = shared.lock().unwrap_or_else(|p| p.into_inner());
+    // The writer is applying a relist: busy throughout.
+    let busy = shared.hold();
     let answers: Vec<_> = ["/readyz", "/metrics", "/healthz"]
         .into_iter()
         .map(|path| (path, get_within(addr, path)))
@@ -93,18 +93,18 @@ fn probes_answer_while_the_writer_holds_the_cache_lock() {
     for (path, answer) in answers {
         match answer {
             Ok((code, text)) => assert_eq!(code, 200, "{path}: {text}"),
-            Err(e) => panic!("{path} while the cache lock is held: {e}"),
+            Err(e) => panic!("{path} while the writer is busy: {e}"),
         }
     }
 }
 
 #[test]
-fn a_debug_page_waiting_for_the_lock_holds_up_no_probe() {
+fn a_debug_page_waiting_for_the_writer_holds_up_no_probe() {
     let (shared, addr) = listening(Extras {
         debug: true,
         ..Extras::default()
     });
-    let busy = shared.lock().unwrap_or_else(|p| p.into_inner());
+    let busy = shared.hold();
     let waiting = std::thread::spawn(move || {
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(30)))
@@ -115,7 +115,7 @@ fn a_debug_page_waiting_for_the_lock_holds_up_no_probe() {
         let _ = s.read_to_string(&mut out);
         out
     });
-    // The debug request is (very likely) with the worker, which waits for the lock.
+    // The debug request is (very likely) with the worker, which waits for the writer.
     std::thread::sleep(Duration::from_millis(100));
     let probe = get_within(addr, "/healthz");
     drop(busy);

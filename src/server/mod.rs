@@ -18,3 +18,6 @@ pub mod signals;
 pub mod transport;
 pub mod watch;
 pub mod watchers;
+
+#[cfg(test)]
+mod tests_writer_parked;

@@ -1,0 +1,423 @@
+//! The one writer: a thread that owns the cache's [`State`] and applies every change to it, one
+//! message at a time (I/O shell; the state machine it drives is pure).
+//!
+//! Everyone else holds a [`Writer`] handle and sends it messages over a channel: the reflectors
+//! their prepared changes and lists, the edge-health poller its map, the reflector starter the
+//! EndpointSlice version, the event loop its wish for v1beta1 EndpointSlices, the snapshot writer
+//! and the debug pages their questions ([`Writer::ask`]). Nobody locks the state: it has no lock.
+//!
+//! Readers read what the writer publishes: the served view ([`crate::cache::published`]), which
+//! the writer records into one object at a time under the view's own short lock, and the facts
+//! the health listener reads as atomics ([`crate::cache::facts`]). A relist, a relabel or an
+//! export in progress on this thread makes none of them wait.
+//!
+//! After each change the writer wakes the event loop and tells the snapshot writer (two
+//! callbacks given at [`Writer::spawn`]), then packs the upstream bytes that change left to
+//! pack, a batch at a time, handling any message that comes in meanwhile first.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+
+use crate::cache::facts::SharedFacts;
+use crate::cache::published::View;
+use crate::cache::store::{Applied, ListPreparer, Prepared, State};
+use crate::k8s::status::ApiError;
+use crate::k8s::Resource;
+use crate::upstream::edge_health_map::HealthMap;
+
+/// Upstream bytes packed per turn between two looks at the channel.
+const PACK_BATCH: usize = 256;
+
+/// What the writer is told to do.
+enum Message {
+    /// Apply a prepared change; answer what it did.
+    Apply {
+        kind: Resource,
+        change: Prepared,
+        /// A list's item count and when its preparing started (for the log line).
+        list: Option<(usize, Instant)>,
+        sent: Instant,
+        done: Sender<Applied>,
+    },
+    /// The edge-health poller's latest map.
+    EdgeHealth(HealthMap, Sender<Applied>),
+    /// Mirror this EndpointSlice version.
+    ExpectSlices(Resource),
+    /// Build and serve v1beta1 EndpointSlices (the first request for them came).
+    ServeV1beta1,
+    /// Run a question on the state, between changes.
+    Ask(Box<dyn FnOnce(&State) + Send>),
+    /// Test-only: change the state outside the change path (to set a hook).
+    #[cfg(test)]
+    Tweak(Box<dyn FnOnce(&mut State) + Send>),
+}
+
+/// Told after a change: wake the event loop; tell the snapshot writer.
+pub struct Callbacks {
+    /// The served view changed: the event loop should look.
+    pub wake: Box<dyn Fn() + Send>,
+    /// The cache's content changed: a snapshot is due.
+    pub changed: Box<dyn Fn() + Send>,
+}
+
+impl Callbacks {
+    /// Callbacks that do nothing (a writer nobody needs to hear from: tests, tools).
+    pub fn none() -> Callbacks {
+        Callbacks {
+            wake: Box::new(|| {}),
+            changed: Box::new(|| {}),
+        }
+    }
+}
+
+/// How long a debug page waits for the writer's answer before it answers 503.
+pub const DEBUG_WAIT: Duration = Duration::from_secs(2);
+
+/// The writer did not answer in time (it is applying a long change) or is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Busy;
+
+impl Busy {
+    /// The 503 a page answers with when the writer does not answer in time.
+    pub fn to_api_error(self) -> ApiError {
+        ApiError::unavailable(
+            "the cache's writer is busy applying a change (a relist?); retry",
+            Some(1),
+        )
+    }
+}
+
+/// A handle on the one writer; cheap to clone, one per thread that sends it changes.
+#[derive(Clone)]
+pub struct Writer {
+    tx: Sender<Message>,
+    view: View,
+    facts: Arc<SharedFacts>,
+    /// Whether v1beta1 EndpointSlices were asked for (sent once).
+    v1beta1_asked: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    /// A handle on `state`'s writer, and the writer itself, not started yet: messages sent
+    /// before [`Unstarted::start`] wait in the channel (the handle is needed to wire the event
+    /// loop and the snapshot writer whose callbacks the writer takes).
+    pub fn new(state: State) -> (Writer, Unstarted) {
+        let (tx, rx) = mpsc::channel();
+        let handle = Writer {
+            tx,
+            view: state.view(),
+            facts: state.shared_facts(),
+            v1beta1_asked: Arc::new(AtomicBool::new(state.serves_v1beta1())),
+        };
+        (handle, Unstarted { state, rx })
+    }
+
+    /// The served view the writer publishes into.
+    pub fn view(&self) -> View {
+        self.view.clone()
+    }
+
+    /// The figures the writer stores after each change.
+    pub fn facts(&self) -> Arc<SharedFacts> {
+        self.facts.clone()
+    }
+
+    /// Applies a prepared change and waits until it is applied and served (a reflector goes on
+    /// only then: its next change, or its next list, follows this one).
+    pub fn apply(
+        &self,
+        kind: Resource,
+        change: Prepared,
+        list: Option<(usize, Instant)>,
+    ) -> Applied {
+        let (done, answer) = mpsc::channel();
+        let sent = Instant::now();
+        let msg = Message::Apply {
+            kind,
+            change,
+            list,
+            sent,
+            done,
+        };
+        if self.tx.send(msg).is_err() {
+            return Applied::default();
+        }
+        answer.recv().unwrap_or_default()
+    }
+
+    /// Hands the edge-health poller's map to the writer and waits until it is applied.
+    pub fn set_edge_health(&self, map: HealthMap) -> Applied {
+        let (done, answer) = mpsc::channel();
+        if self.tx.send(Message::EdgeHealth(map, done)).is_err() {
+            return Applied::default();
+        }
+        answer.recv().unwrap_or_default()
+    }
+
+    /// Pins the EndpointSlice version (see `State::expect_slices`).
+    pub fn expect_slices(&self, kind: Resource) {
+        let _ = self.tx.send(Message::ExpectSlices(kind));
+    }
+
+    /// Asks for v1beta1 EndpointSlices to be built and served from now on. Does not wait: the
+    /// caller holds its request until the view serves them (the writer wakes the loop then).
+    pub fn want_v1beta1(&self) {
+        if !self.v1beta1_asked.swap(true, Ordering::Relaxed) {
+            let _ = self.tx.send(Message::ServeV1beta1);
+        }
+    }
+
+    /// A taker for a list of `kind`, chosen by what the cache holds now (see
+    /// `State::list_preparer`).
+    pub fn list_preparer(&self, kind: Resource) -> ListPreparer {
+        self.ask(move |s| s.list_preparer(kind))
+            .unwrap_or_else(|_| ListPreparer::new(kind, crate::cache::store::Hold::Whole))
+    }
+
+    /// Runs `question` on the state between two changes and waits for its answer.
+    pub fn ask<R: Send + 'static>(
+        &self,
+        question: impl FnOnce(&State) -> R + Send + 'static,
+    ) -> Result<R, Busy> {
+        let answer = self.send_question(question)?;
+        answer.recv().map_err(|_| Busy)
+    }
+
+    /// [`Writer::ask`], waiting at most `within` (the question is still answered later, and the
+    /// answer dropped).
+    pub fn ask_within<R: Send + 'static>(
+        &self,
+        within: Duration,
+        question: impl FnOnce(&State) -> R + Send + 'static,
+    ) -> Result<R, Busy> {
+        let answer = self.send_question(question)?;
+        answer.recv_timeout(within).map_err(|e| match e {
+            RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected => Busy,
+        })
+    }
+
+    /// Keeps the writer busy until the returned guard is dropped (a test stands in for a long
+    /// change with it); returns once the writer is busy.
+    #[cfg(test)]
+    pub(crate) fn hold(&self) -> Held {
+        let (release, wait) = mpsc::channel::<()>();
+        let (busy_tx, busy) = mpsc::channel();
+        let _ = self.send_question(move |_| {
+            let _ = busy_tx.send(());
+            let _ = wait.recv();
+        });
+        let _ = busy.recv_timeout(Duration::from_secs(10));
+        Held(release)
+    }
+
+    /// Parks the writer in the middle of its next change, after it recorded `after` objects
+    /// into the view, until [`Park::release`].
+    #[cfg(test)]
+    pub(crate) fn park_mid_apply(&self, after: usize) -> Park {
+        let (parked_tx, parked) = mpsc::channel();
+        let (release, wait) = mpsc::channel::<()>();
+        let mut seen = 0;
+        let hook = crate::cache::store::RecordHook(Box::new(move || {
+            seen += 1;
+            if seen == after {
+                let _ = parked_tx.send(());
+                let _ = wait.recv();
+            }
+        }));
+        let _ = self.tx.send(Message::Tweak(Box::new(move |s| {
+            s.set_record_hook(Some(hook))
+        })));
+        Park { parked, release }
+    }
+
+    /// A running writer on `state` that tells nobody of its changes (tests).
+    #[cfg(test)]
+    pub(crate) fn started(state: State) -> Writer {
+        let (writer, unstarted) = Writer::new(state);
+        let _ = unstarted.start(Instant::now(), Callbacks::none());
+        writer
+    }
+
+    fn send_question<R: Send + 'static>(
+        &self,
+        question: impl FnOnce(&State) -> R + Send + 'static,
+    ) -> Result<Receiver<R>, Busy> {
+        let (tx, rx) = mpsc::channel();
+        let ask = Box::new(move |s: &State| {
+            let _ = tx.send(question(s));
+        });
+        self.tx.send(Message::Ask(ask)).map_err(|_| Busy)?;
+        Ok(rx)
+    }
+}
+
+/// Keeps the writer busy while it lives (see `Writer::hold`).
+#[cfg(test)]
+pub(crate) struct Held(#[allow(dead_code)] Sender<()>);
+
+/// A writer parked mid-apply (see `Writer::park_mid_apply`).
+#[cfg(test)]
+pub(crate) struct Park {
+    parked: Receiver<()>,
+    release: Sender<()>,
+}
+
+#[cfg(test)]
+impl Park {
+    /// Waits until the writer is parked (at most 10 s).
+    pub(crate) fn wait_parked(&self) {
+        let _ = self.parked.recv_timeout(Duration::from_secs(10));
+    }
+
+    /// Lets the writer go on.
+    pub(crate) fn release(self) {
+        let _ = self.release.send(());
+    }
+}
+
+/// The writer before its thread runs (see [`Writer::new`]).
+pub struct Unstarted {
+    state: State,
+    rx: Receiver<Message>,
+}
+
+impl Unstarted {
+    /// Starts the writer thread. `started` is the time base of the event logs' window
+    /// (monotonic seconds since it). The thread ends when every [`Writer`] handle is dropped.
+    pub fn start(self, started: Instant, callbacks: Callbacks) -> std::io::Result<JoinHandle<()>> {
+        let Unstarted { state, rx } = self;
+        std::thread::Builder::new()
+            .name("cache-writer".into())
+            .spawn(move || {
+                Thread {
+                    state,
+                    started,
+                    callbacks,
+                }
+                .run(rx)
+            })
+    }
+}
+
+/// The writer thread's own part: the state, and whom to tell.
+struct Thread {
+    state: State,
+    started: Instant,
+    callbacks: Callbacks,
+}
+
+impl Thread {
+    /// Handles messages until every handle is dropped; packs between them.
+    fn run(mut self, rx: Receiver<Message>) {
+        loop {
+            let msg = if self.state.pack_pending(0) > 0 {
+                match rx.try_recv() {
+                    Ok(msg) => msg,
+                    Err(TryRecvError::Empty) => {
+                        self.state.pack_pending(PACK_BATCH);
+                        continue;
+                    }
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(msg) => msg,
+                    Err(_) => return,
+                }
+            };
+            self.handle(msg);
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    fn handle(&mut self, msg: Message) {
+        match msg {
+            Message::Apply {
+                kind,
+                change,
+                list,
+                sent,
+                done,
+            } => {
+                let t0 = Instant::now();
+                let applied = self.state.apply_prepared(kind, change, self.now());
+                if let Some((n, prepared_from)) = list {
+                    // A list is the writer's longest job: its cost, as the reflector saw it.
+                    info!(
+                        "{kind:?}: list of {n} items applied in {:.1} ms: read and decoded in {:.1} ms, queued {:.1} ms for the writer, applied in {:.1} ms; {} changes published",
+                        prepared_from.elapsed().as_secs_f64() * 1e3,
+                        (sent - prepared_from).as_secs_f64() * 1e3,
+                        (t0 - sent).as_secs_f64() * 1e3,
+                        t0.elapsed().as_secs_f64() * 1e3,
+                        applied.events,
+                    );
+                }
+                self.log_milestones(&applied);
+                self.tell(&applied);
+                let _ = done.send(applied);
+            }
+            Message::EdgeHealth(map, done) => {
+                let applied = self.state.set_edge_health(map, self.now());
+                self.tell(&applied);
+                let _ = done.send(applied);
+            }
+            Message::ExpectSlices(kind) => self.state.expect_slices(kind),
+            Message::ServeV1beta1 => {
+                self.state.serve_v1beta1();
+                (self.callbacks.wake)();
+            }
+            Message::Ask(question) => question(&self.state),
+            #[cfg(test)]
+            Message::Tweak(tweak) => tweak(&mut self.state),
+        }
+    }
+
+    fn log_milestones(&self, applied: &Applied) {
+        let state = &self.state;
+        if applied.became_ready {
+            let [nodes, services, endpoints, slices] = state.served_counts();
+            info!(
+                "cache ready at resourceVersion {}: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices ({:?} upstream)",
+                state.current_rv(),
+                state.slice_kind(),
+            );
+        }
+        if applied.upstream_synced {
+            info!(
+                "upstream synced: the snapshot is no longer served as such; resourceVersion {}",
+                state.current_rv()
+            );
+        }
+    }
+
+    /// Wakes the loop and tells the snapshot writer, when something changed.
+    fn tell(&self, applied: &Applied) {
+        if applied.events > 0 || applied.became_ready {
+            (self.callbacks.changed)();
+            (self.callbacks.wake)();
+        }
+    }
+}
+
+/// A waker callback that logs (once per call) when the loop cannot be woken.
+pub fn wake_with(waker: Arc<mio::Waker>) -> Box<dyn Fn() + Send> {
+    Box::new(move || {
+        if let Err(e) = waker.wake() {
+            warn!("cannot wake the event loop: {e}");
+        }
+    })
+}
