@@ -7,8 +7,8 @@
 //! JSON tools reading numbers as doubles would round.
 //!
 //! It never holds up the event loop: the streams are read from `server::watchers` (a short lock
-//! to clone at most `?watchers=N` handles, then relaxed atomics), the cache lock is held once
-//! for counting (object bytes are summed from the shared serialized bytes, a stream's backlog is
+//! to clone at most `?watchers=N` handles, then relaxed atomics), the cache's writer counts
+//! between two changes, under the view's lock once (object bytes are summed from the shared serialized bytes, a stream's backlog is
 //! a binary search of its log), and the JSON is built after both are released.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -34,7 +34,7 @@ pub const MAX_WATCHERS: usize = crate::server::event_loop::MAX_CONNECTIONS;
 /// Most abnormal nodes listed.
 pub const MAX_NODES: usize = 100;
 
-/// One served resource, as counted under the cache lock.
+/// One served resource, as counted under the view's lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResourceFacts {
     /// The resource.
@@ -69,7 +69,7 @@ pub struct CacheFacts {
 }
 
 impl CacheFacts {
-    /// Reads the facts (call it under the cache lock; it allocates nothing per object).
+    /// Reads the facts (on the writer's thread; it allocates nothing per object).
     pub fn of(state: &State, streams: &[Arc<WatcherStatus>]) -> CacheFacts {
         let view = state.view();
         let view = lock(&view);

@@ -11,9 +11,9 @@
 //! endpoint rows in a Service's view; the output says when it was truncated. Anything else is a
 //! 400, an unknown path or Service a 404, both as JSON `Status` objects.
 //!
-//! The data comes from [`crate::cache::store::explain`]: the cache lock is held only while that
-//! copies shared bytes and a few labels; parsing, evaluating and formatting happen after the
-//! guard is dropped, so the event loop is never held up by a large answer.
+//! The data comes from [`crate::cache::store::explain`]: the cache's writer copies shared bytes
+//! and a few labels between two changes (503 if it does not answer within 2 s); parsing,
+//! evaluating and formatting happen on the debug worker, so the event loop is never held up.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -5,9 +5,9 @@
 //! (cursor, unsent bytes, events) in the stream's shared [`WatcherStatus`]; the health thread
 //! takes the registry lock just long enough to clone at most a bounded number of `Arc`s.
 //!
-//! Lock order: the loop may take the registry lock while it holds the cache lock (a stream
-//! starts under it); the health thread never holds the registry lock while taking the cache
-//! lock, so the two cannot deadlock.
+//! Lock order: the loop may take the registry lock while it holds the view's lock (a stream
+//! starts under it); the health thread never holds the registry lock while the view's lock is
+//! taken for it, so the two cannot deadlock.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

@@ -1,7 +1,6 @@
 //! The edge-health poller (docs/SEMANTICS.md §10), I/O shell: one thread that GETs edge-health's
 //! `localinfo` every `interval` with a plain ureq agent and hands each answer, parsed by
-//! [`crate::upstream::edge_health_map::parse`], to a callback (normally `State::set_edge_health` under the
-//! cache lock).
+//! [`crate::upstream::edge_health_map::parse`], to a callback (normally a message to the cache's writer, `crate::writer::Writer::set_edge_health`).
 //!
 //! - One poll at start, then one per `interval` (measured from the start of the previous
 //!   poll); each poll is bounded by [`POLL_TIMEOUT`] end to end.
