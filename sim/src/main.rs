@@ -23,7 +23,6 @@
 
 mod api;
 mod args;
-mod b64;
 mod conn;
 mod control;
 mod convert;

@@ -7,7 +7,6 @@
 //! answer for everything else.
 
 use crate::api::{self, Filter};
-use crate::b64;
 use crate::conn::Conn;
 use crate::control;
 use crate::fault::{self, EdgeHealthStub};
@@ -16,6 +15,8 @@ use crate::listen::Listen;
 use crate::routes::{route, Query, Route, SimOp, SliceVersions};
 use crate::store::Store;
 use crate::watch::{self, WatchSpec, DEFAULT_WATCH_TIMEOUT};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
 use grid_wrapper::k8s::status::ApiError;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -66,7 +67,7 @@ impl Recorded {
             "headers": headers,
             "contentType": header("content-type"),
             "authorization": header("authorization"),
-            "body": b64::encode(&self.body),
+            "body": BASE64.encode(&self.body),
             "bodyLength": self.body.len(),
             "listen": self.listen,
         })
@@ -480,6 +481,37 @@ fn other(conn: &mut Conn, req: &Request) -> io::Result<()> {
             );
             // A HEAD answer must not carry a body; closing keeps the framing honest.
             httpio::write_status(conn, &e, req.close || m == "HEAD")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Recorded;
+
+    #[test]
+    fn recorded_bodies_are_padded_standard_base64() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg=="),
+            (b"fooba", "Zm9vYmE="),
+            (b"foobar", "Zm9vYmFy"),
+            (b"k8s\x00\xff\xfe", "azhzAP/+"),
+        ];
+        for (input, want) in cases {
+            let rec = Recorded {
+                method: "POST".into(),
+                path: "/".into(),
+                query: String::new(),
+                headers: Vec::new(),
+                body: input.to_vec(),
+                listen: String::new(),
+            };
+            assert_eq!(rec.to_json()["body"], *want);
+            assert_eq!(rec.to_json()["bodyLength"], input.len());
         }
     }
 }

@@ -328,7 +328,10 @@ fn other_requests_are_recorded_and_echoed() {
         "/apis/events.k8s.io/v1/namespaces/default/events"
     );
     assert_eq!(recs[0]["query"], "x=1");
-    assert_eq!(recs[0]["body"], crate::b64::encode(body));
+    assert_eq!(
+        recs[0]["body"],
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, body)
+    );
     assert_eq!(
         recs[0]["contentType"],
         "application/vnd.kubernetes.protobuf"
