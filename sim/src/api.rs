@@ -2,10 +2,10 @@
 //! and field selectors), the served form of stored objects (slices converted to the route's
 //! version), LIST bodies, single-object GETs and discovery documents. Pure over a `Store`.
 
-use crate::convert;
 use crate::routes::{Discovery, Query, SliceVersions};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Kind, Store};
+use grid_wrapper::k8s::convert;
 use grid_wrapper::k8s::status::ApiError;
 use grid_wrapper::k8s::{ObjectKey, Resource};
 use serde_json::{json, Value};
@@ -42,21 +42,31 @@ impl Filter {
     }
 }
 
-/// The stored object as served on `res`: slices converted to the route's version; `kind` and
-/// `apiVersion` always set.
+/// The stored object as served on `res`: slices converted to the route's version (by the
+/// product's `k8s::convert`); `kind` and `apiVersion` always set. A slice without `apiVersion`
+/// counts as v1.
 pub fn served(res: Resource, obj: &Value) -> Value {
-    match res {
-        Resource::SlicesV1 => convert::slice_to(obj, convert::V1),
-        Resource::SlicesV1beta1 => convert::slice_to(obj, convert::V1BETA1),
-        _ => {
-            let mut o = obj.clone();
-            if let Some(m) = o.as_object_mut() {
-                m.insert("kind".into(), json!(res.kind()));
-                m.insert("apiVersion".into(), json!(res.api_version()));
+    let mut out = match res {
+        Resource::SlicesV1 | Resource::SlicesV1beta1 => {
+            let from = obj
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(convert::SLICE_V1);
+            if from == res.api_version() {
+                obj.clone()
+            } else if res == Resource::SlicesV1 {
+                convert::slice_v1beta1_to_v1(obj)
+            } else {
+                convert::slice_v1_to_v1beta1(obj)
             }
-            o
         }
+        _ => obj.clone(),
+    };
+    if let Some(m) = out.as_object_mut() {
+        m.insert("kind".into(), json!(res.kind()));
+        m.insert("apiVersion".into(), json!(res.api_version()));
     }
+    out
 }
 
 /// A LIST body: `{"kind":"<Kind>List","apiVersion":..,"metadata":{"resourceVersion":..},"items":[..]}`.
@@ -149,6 +159,78 @@ pub fn discovery(doc: &Discovery, slices: SliceVersions) -> Value {
 mod tests {
     use super::*;
     use crate::fixture;
+
+    const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
+    const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+
+    fn v1() -> Value {
+        json!({"kind": "EndpointSlice", "apiVersion": convert::SLICE_V1,
+            "metadata": {"name": "web-abc12", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": [
+                {"addresses": ["10.244.1.10"], "conditions": {"ready": true},
+                 "nodeName": "edge-a1", "zone": "zone-a",
+                 "hints": {"forZones": [{"name": "zone-a"}]}},
+                {"addresses": ["10.244.9.10"], "deprecatedTopology": {"rack": "r1"}}
+            ],
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+    }
+
+    #[test]
+    fn v1_to_v1beta1_moves_node_and_zone_into_topology() {
+        let b = served(Resource::SlicesV1beta1, &v1());
+        assert_eq!(b["apiVersion"], convert::SLICE_V1BETA1);
+        let ep = &b["endpoints"][0];
+        assert_eq!(ep["topology"][HOSTNAME_KEY], "edge-a1");
+        assert_eq!(ep["topology"][ZONE_KEY], "zone-a");
+        assert_eq!(ep["nodeName"], "edge-a1");
+        assert!(ep.get("zone").is_none());
+        assert_eq!(ep["hints"]["forZones"][0]["name"], "zone-a");
+        assert_eq!(b["endpoints"][1]["topology"], json!({"rack": "r1"}));
+        assert!(b["endpoints"][1].get("deprecatedTopology").is_none());
+        assert_eq!(b["ports"], v1()["ports"]);
+        assert_eq!(b["metadata"], v1()["metadata"]);
+    }
+
+    #[test]
+    fn round_trip_is_identity() {
+        let back = served(Resource::SlicesV1, &served(Resource::SlicesV1beta1, &v1()));
+        assert_eq!(back, v1());
+    }
+
+    #[test]
+    fn v1beta1_hostname_only_becomes_node_name() {
+        let b = json!({"apiVersion": convert::SLICE_V1BETA1, "kind": "EndpointSlice",
+            "endpoints": [{"addresses": ["10.0.0.1"],
+                "topology": {HOSTNAME_KEY: "edge-b1", ZONE_KEY: "zone-b"}}]});
+        let v = served(Resource::SlicesV1, &b);
+        let ep = &v["endpoints"][0];
+        assert_eq!(ep["nodeName"], "edge-b1");
+        assert_eq!(ep["zone"], "zone-b");
+        assert!(ep.get("topology").is_none());
+        assert!(ep.get("deprecatedTopology").is_none());
+    }
+
+    #[test]
+    fn same_version_is_unchanged_and_odd_shapes_do_not_panic() {
+        assert_eq!(served(Resource::SlicesV1, &v1()), v1());
+        let mut no_type_meta = v1();
+        if let Some(m) = no_type_meta.as_object_mut() {
+            m.remove("kind");
+            m.remove("apiVersion");
+        }
+        assert_eq!(served(Resource::SlicesV1, &no_type_meta), v1());
+        for odd in [
+            json!(null),
+            json!([1]),
+            json!({"endpoints": "x"}),
+            json!({"endpoints": [1, null]}),
+        ] {
+            let _ = served(Resource::SlicesV1beta1, &odd);
+            let _ = served(Resource::SlicesV1, &odd);
+        }
+    }
 
     fn demo_store() -> Store {
         let mut s = Store::new(1000);

@@ -25,7 +25,6 @@ mod api;
 mod args;
 mod conn;
 mod control;
-mod convert;
 mod fault;
 mod fixture;
 mod httpio;
