@@ -3,15 +3,19 @@
 //! version), LIST bodies, single-object GETs and discovery documents. Pure over a `Store`.
 
 use crate::routes::{Discovery, Query, SliceVersions};
-use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Kind, Store};
+use grid_wrapper::api::selector::{FieldSelector, LabelLookup, LabelSelector};
 use grid_wrapper::k8s::convert;
 use grid_wrapper::k8s::status::ApiError;
 use grid_wrapper::k8s::{ObjectKey, Resource};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// What a LIST or WATCH selects.
+/// Longest selector string accepted (a named bound; real selectors are far shorter).
+pub const MAX_SELECTOR_LEN: usize = 4096;
+
+/// What a LIST or WATCH selects. The selectors are the product's (`grid_wrapper::api::selector`,
+/// apimachinery's grammar), matched here against stored JSON.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     /// Path namespace.
@@ -27,19 +31,62 @@ impl Filter {
     pub fn new(res: Resource, ns: Option<String>, q: &Query) -> Result<Filter, ApiError> {
         Ok(Filter {
             ns,
-            labels: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?,
-            fields: FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), res)?,
+            labels: label_selector(q.get("labelSelector").unwrap_or(""))?,
+            fields: field_selector(q.get("fieldSelector").unwrap_or(""), res)?,
         })
     }
 
-    /// Whether a stored object is selected.
+    /// Whether a stored object is selected. A label must be a JSON string to count; a field
+    /// that is absent or not a string compares as `""`.
     pub fn matches(&self, obj: &Value) -> bool {
         let ns_ok = match &self.ns {
             None => true,
             Some(ns) => obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns),
         };
-        ns_ok && self.labels.matches(obj) && self.fields.matches(obj)
+        let labels = JsonLabels(obj.pointer("/metadata/labels").and_then(Value::as_object));
+        ns_ok
+            && self.labels.matches(&labels)
+            && self.fields.matches(|field| {
+                field
+                    .split('.')
+                    .try_fold(obj, |v, seg| v.get(seg))
+                    .and_then(Value::as_str)
+            })
     }
+}
+
+/// A stored object's `metadata.labels`, for the product's label selectors.
+struct JsonLabels<'a>(Option<&'a serde_json::Map<String, Value>>);
+
+impl LabelLookup for JsonLabels<'_> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.0?.get(key)?.as_str()
+    }
+}
+
+/// Parses a `labelSelector`. Only equality-based requirements are simulated: set-based and
+/// ordinal ones (`in`, `notin`, `>`, `<`, whose characters no valid label key or value holds)
+/// stay a 400 here, although the product's parser reads them.
+pub fn label_selector(s: &str) -> Result<LabelSelector, ApiError> {
+    if s.len() > MAX_SELECTOR_LEN {
+        return Err(ApiError::bad_request("label selector too long"));
+    }
+    if s.contains(['(', ')', '<', '>']) {
+        return Err(ApiError::bad_request(format!(
+            "unable to parse requirement: unsupported label selector requirement {s:?}"
+        )));
+    }
+    LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// Parses a `fieldSelector` for `res`: the fields it may use are `Resource::selectable_fields`
+/// (others are a 400 `field label not supported: <field>`).
+pub fn field_selector(s: &str, res: Resource) -> Result<FieldSelector, ApiError> {
+    if s.len() > MAX_SELECTOR_LEN {
+        return Err(ApiError::bad_request("field selector too long"));
+    }
+    FieldSelector::parse(s, res.selectable_fields())
+        .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 /// The stored object as served on `res`: slices converted to the route's version (by the
@@ -159,6 +206,111 @@ pub fn discovery(doc: &Discovery, slices: SliceVersions) -> Value {
 mod tests {
     use super::*;
     use crate::fixture;
+
+    fn labelled(labels: Value) -> Value {
+        json!({"metadata": {"name": "web", "namespace": "default", "labels": labels},
+               "spec": {"clusterIP": "None"}})
+    }
+
+    fn by_labels(sel: &str) -> Filter {
+        let labels = label_selector(sel).unwrap_or_else(|e| panic!("{sel}: {e}"));
+        Filter {
+            labels,
+            ..Filter::default()
+        }
+    }
+
+    #[test]
+    fn label_selector_table() {
+        let headless = labelled(json!({"service.kubernetes.io/headless": ""}));
+        let plain = labelled(json!({"app": "web"}));
+        let none = json!({"metadata": {"name": "x"}});
+        let l = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+        // (selector, object, expected)
+        let cases: &[(&str, &Value, bool)] = &[
+            ("", &plain, true),
+            (l, &headless, false),
+            (l, &plain, true),
+            (l, &none, true),
+            ("app", &plain, true),
+            ("app", &none, false),
+            ("app=web", &plain, true),
+            ("app==web", &plain, true),
+            ("app=api", &plain, false),
+            ("app!=api", &plain, true),
+            ("app!=web", &plain, false),
+            ("app!=web", &none, true),
+            ("app=web,!service.kubernetes.io/headless", &plain, true),
+            ("app=web,service.kubernetes.io/headless", &plain, false),
+            (" app = web ", &plain, true),
+            ("service.kubernetes.io/headless=", &headless, true),
+        ];
+        for (sel, o, want) in cases {
+            assert_eq!(by_labels(sel).matches(o), *want, "selector {sel:?}");
+        }
+    }
+
+    #[test]
+    fn label_selector_rejects_unsupported() {
+        for sel in [
+            "app in (a,b)",
+            "app notin (a)",
+            "x>1",
+            "x<1",
+            "a,,b",
+            "!",
+            "=v",
+            "a=b=c",
+            "a b",
+        ] {
+            let e = label_selector(sel).expect_err(sel);
+            assert_eq!(e.code, 400, "{sel}");
+        }
+    }
+
+    #[test]
+    fn field_selector_table() {
+        let o = labelled(json!({}));
+        let cases: &[(&str, Resource, bool)] = &[
+            ("metadata.name=web", Resource::Services, true),
+            ("metadata.name==web", Resource::Services, true),
+            ("metadata.name=api", Resource::Services, false),
+            ("metadata.name!=api", Resource::Services, true),
+            ("metadata.namespace=default", Resource::SlicesV1, true),
+            ("metadata.namespace=kube-system", Resource::Endpoints, false),
+            (
+                "metadata.name=web,metadata.namespace=default",
+                Resource::Endpoints,
+                true,
+            ),
+            ("spec.clusterIP!=None", Resource::Services, false),
+            ("metadata.name=web", Resource::Nodes, true),
+        ];
+        for (sel, res, want) in cases {
+            let fields = field_selector(sel, *res).unwrap_or_else(|e| panic!("{sel}: {e}"));
+            let f = Filter {
+                fields,
+                ..Filter::default()
+            };
+            assert_eq!(f.matches(&o), *want, "{sel}");
+        }
+    }
+
+    #[test]
+    fn field_selector_rejects_unknown_fields() {
+        let cases: &[(&str, Resource)] = &[
+            ("spec.nodeName=x", Resource::Services),
+            ("spec.clusterIP=None", Resource::Endpoints),
+            ("metadata.namespace=default", Resource::Nodes),
+            ("metadata.name", Resource::Nodes),
+        ];
+        for (sel, res) in cases {
+            let e = field_selector(sel, *res).expect_err(sel);
+            assert_eq!(e.code, 400);
+        }
+        let e = field_selector("spec.nodeName=x", Resource::Services).expect_err("unsupported");
+        assert_eq!(e.message, "field label not supported: spec.nodeName");
+    }
 
     const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
     const ZONE_KEY: &str = "topology.kubernetes.io/zone";

@@ -30,7 +30,6 @@ mod fixture;
 mod httpio;
 mod listen;
 mod routes;
-mod selector;
 mod server;
 mod store;
 mod watch;
