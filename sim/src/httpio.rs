@@ -1,53 +1,30 @@
-//! HTTP/1.1 framing for the simulator: an incremental request parser over a byte buffer
-//! (httparse head, `Content-Length` or chunked body, named bounds) and response writers (fixed
-//! length, Status errors, chunked streams). The parser is pure; the writers take any `Write`.
+//! HTTP/1.1 over one blocking connection. Requests are read by the product's incremental reader
+//! (`grid_wrapper::http::request`, with the simulator's larger limits) and response bytes are
+//! framed by `grid_wrapper::http::response`; this module only moves them through `Read` and
+//! `Write`. No `100 Continue` is sent: a client expecting one sends its body after its own wait.
 
+use grid_wrapper::http::request::{self, Limits, RequestReader};
+use grid_wrapper::http::response::{self, Body};
 use grid_wrapper::k8s::status::ApiError;
 use std::io::{self, Read, Write};
 
-/// Largest request head accepted (431 past it).
-pub const MAX_HEAD: usize = 64 * 1024;
-/// Most headers accepted in one request.
-pub const MAX_HEADERS: usize = 100;
-/// Largest request body accepted (413 past it).
-pub const MAX_BODY: usize = 16 * 1024 * 1024;
+pub use grid_wrapper::http::request::Request;
 
-/// A fully read request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
-    /// Method, e.g. `GET`.
-    pub method: String,
-    /// Path without the query.
-    pub path: String,
-    /// Raw query string without `?` (`""` when absent).
-    pub query: String,
-    /// Headers in order, names as sent.
-    pub headers: Vec<(String, Vec<u8>)>,
-    /// Decoded body.
-    pub body: Vec<u8>,
-    /// HTTP/1.0 or `Connection: close`.
-    pub close: bool,
-}
+/// Request limits: a 64 KiB head (431 past it), 100 header fields, a 16 MiB body (413 past it).
+pub const LIMITS: Limits = Limits {
+    max_head: 64 * 1024,
+    max_headers: 100,
+    max_body: 16 * 1024 * 1024,
+};
 
-impl Request {
-    /// First header with this name (case-insensitive), if it is UTF-8.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-    }
-}
+/// Size of each socket read.
+const READ_CHUNK: usize = 16 * 1024;
 
-/// Why a request could not be read.
+/// Why no request could be read.
 #[derive(Debug)]
 pub enum ReadError {
-    /// Not HTTP/1.x, or a bad body framing.
-    Malformed,
-    /// Head exceeds [`MAX_HEAD`] or [`MAX_HEADERS`].
-    HeadTooLarge,
-    /// Body exceeds [`MAX_BODY`].
-    BodyTooLarge,
+    /// The reader refused the input (answer with its Status, then close).
+    Refused(request::ReadError),
     /// Socket error or EOF inside a request.
     Io(io::Error),
 }
@@ -55,9 +32,7 @@ pub enum ReadError {
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadError::Malformed => f.write_str("malformed request"),
-            ReadError::HeadTooLarge => f.write_str("request head too large"),
-            ReadError::BodyTooLarge => f.write_str("request body too large"),
+            ReadError::Refused(e) => write!(f, "{e}"),
             ReadError::Io(e) => write!(f, "read: {e}"),
         }
     }
@@ -67,187 +42,64 @@ impl ReadError {
     /// The Status to answer with, if the connection can still take one.
     pub fn status(&self) -> Option<ApiError> {
         match self {
-            ReadError::Malformed => Some(ApiError::bad_request("malformed HTTP request")),
-            ReadError::HeadTooLarge => Some(ApiError::new(
-                431,
-                "RequestHeaderFieldsTooLarge",
-                "request head too large",
-            )),
-            ReadError::BodyTooLarge => Some(ApiError::new(
-                413,
-                "RequestEntityTooLarge",
-                "request body too large",
-            )),
+            ReadError::Refused(e) => Some(e.to_api_error()),
             ReadError::Io(_) => None,
         }
     }
 }
 
-/// Result of one parse attempt over the buffered bytes.
+/// The request reader of one connection: the product's, with [`LIMITS`], plus whether bytes of
+/// an unfinished request have arrived (an EOF then is an error, not a clean close).
 #[derive(Debug)]
-pub enum Parsed {
-    /// More bytes needed.
-    Partial,
-    /// A request and how many buffered bytes it used.
-    Complete(Request, usize),
+pub struct Reader {
+    inner: RequestReader,
+    /// Bytes were pushed since the last complete request.
+    started: bool,
 }
 
-/// Parses one request from the start of `buf`.
-pub fn parse(buf: &[u8]) -> Result<Parsed, ReadError> {
-    let mut hdrs = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut hdrs);
-    let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-            return Err(ReadError::HeadTooLarge)
-        }
-        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
-        Err(httparse::Error::TooManyHeaders) => return Err(ReadError::HeadTooLarge),
-        Err(_) => return Err(ReadError::Malformed),
-    };
-    if head_len > MAX_HEAD {
-        return Err(ReadError::HeadTooLarge);
-    }
-    let method = req.method.unwrap_or("").to_string();
-    let target = req.path.unwrap_or("/");
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let headers: Vec<(String, Vec<u8>)> = req
-        .headers
-        .iter()
-        .map(|h| (h.name.to_string(), h.value.to_vec()))
-        .collect();
-    let get = |name: &str| {
-        headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| String::from_utf8_lossy(v).trim().to_ascii_lowercase())
-    };
-    let conn = get("connection").unwrap_or_default();
-    let close = req.version == Some(0) && !conn.contains("keep-alive") || conn.contains("close");
-    let rest = buf.get(head_len..).unwrap_or(&[]);
-    let (body, body_len) = match (get("transfer-encoding"), get("content-length")) {
-        (Some(te), None) if te == "chunked" => match parse_chunked(rest)? {
-            Some(x) => x,
-            None => return Ok(Parsed::Partial),
-        },
-        (Some(_), _) => return Err(ReadError::Malformed),
-        (None, Some(cl)) => {
-            let n: usize = cl.parse().map_err(|_| ReadError::Malformed)?;
-            if n > MAX_BODY {
-                return Err(ReadError::BodyTooLarge);
-            }
-            match rest.get(..n) {
-                Some(b) => (b.to_vec(), n),
-                None => return Ok(Parsed::Partial),
-            }
-        }
-        (None, None) => (Vec::new(), 0),
-    };
-    let request = Request {
-        method,
-        path: path.to_string(),
-        query: query.to_string(),
-        headers,
-        body,
-        close,
-    };
-    Ok(Parsed::Complete(request, head_len + body_len))
-}
-
-/// Decodes a chunked body; `None` = incomplete. Trailers are skipped.
-fn parse_chunked(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, ReadError> {
-    let mut body = Vec::new();
-    let mut pos = 0;
-    loop {
-        let rest = buf.get(pos..).unwrap_or(&[]);
-        let (n, size) = match httparse::parse_chunk_size(rest) {
-            Ok(httparse::Status::Complete(x)) => x,
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(_) => return Err(ReadError::Malformed),
-        };
-        let size = usize::try_from(size).map_err(|_| ReadError::BodyTooLarge)?;
-        if size > MAX_BODY.saturating_sub(body.len()) {
-            return Err(ReadError::BodyTooLarge);
-        }
-        pos += n;
-        if size == 0 {
-            // Trailer section: lines until an empty line.
-            loop {
-                let rest = buf.get(pos..).unwrap_or(&[]);
-                let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
-                    return if rest.len() > MAX_HEAD {
-                        Err(ReadError::HeadTooLarge)
-                    } else {
-                        Ok(None)
-                    };
-                };
-                pos += eol + 2;
-                if eol == 0 {
-                    return Ok(Some((body, pos)));
-                }
-            }
-        }
-        let Some(data) = buf.get(pos..pos + size) else {
-            return Ok(None);
-        };
-        body.extend_from_slice(data);
-        pos += size;
-        match buf.get(pos..pos + 2) {
-            None => return Ok(None),
-            Some(b"\r\n") => pos += 2,
-            Some(_) => return Err(ReadError::Malformed),
+impl Reader {
+    /// An empty reader.
+    pub fn new() -> Self {
+        Reader {
+            inner: RequestReader::new(LIMITS),
+            started: false,
         }
     }
 }
 
-/// Size of each socket read.
-const READ_CHUNK: usize = 16 * 1024;
-
-/// Reads the next request from `r`, keeping extra bytes in `buf` for the next call.
-/// `Ok(None)` on a clean EOF between requests.
-pub fn read_request<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<Request>, ReadError> {
+/// Reads the next request from `r` through `reader`, which keeps extra bytes for the next call
+/// (pipelining). `Ok(None)` on a clean EOF between requests.
+pub fn read_request<R: Read>(r: &mut R, reader: &mut Reader) -> Result<Option<Request>, ReadError> {
     let mut chunk = [0u8; READ_CHUNK];
     loop {
-        if !buf.is_empty() {
-            if let Parsed::Complete(req, used) = parse(buf)? {
-                buf.drain(..used.min(buf.len()));
-                return Ok(Some(req));
-            }
+        if let Some(req) = reader.inner.next_request().map_err(ReadError::Refused)? {
+            reader.started = reader.inner.buffered() > 0;
+            return Ok(Some(req));
         }
         match r.read(&mut chunk) {
-            Ok(0) if buf.is_empty() => return Ok(None),
+            Ok(0) if !reader.started => return Ok(None),
             Ok(0) => {
                 return Err(ReadError::Io(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "EOF inside a request",
                 )))
             }
-            Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or(&[])),
+            Ok(n) => {
+                reader.started = true;
+                reader
+                    .inner
+                    .push(chunk.get(..n).unwrap_or_default())
+                    .map_err(ReadError::Refused)?;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(ReadError::Io(e)),
         }
     }
 }
 
-/// Reason phrase of the codes the simulator sends.
-pub fn reason(code: u16) -> &'static str {
-    match code {
-        200 => "OK",
-        201 => "Created",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        410 => "Gone",
-        413 => "Payload Too Large",
-        422 => "Unprocessable Entity",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Unknown",
-    }
+fn send<W: Write>(w: &mut W, bytes: &[u8]) -> io::Result<()> {
+    w.write_all(bytes)?;
+    w.flush()
 }
 
 /// Writes a complete response with `Content-Length`, then flushes.
@@ -258,27 +110,18 @@ pub fn write_response<W: Write>(
     body: &[u8],
     close: bool,
 ) -> io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {code} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n",
-        reason(code),
-        body.len()
-    );
-    if close {
-        head.push_str("Connection: close\r\n");
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
+    let headers = [("Content-Type", content_type)];
+    let mut out = response::head(code, &headers, Body::Length(body.len()), !close);
     out.extend_from_slice(body);
-    w.write_all(&out)?;
-    w.flush()
+    send(w, &out)
 }
 
 /// Writes an `ApiError` as a JSON Status response.
 pub fn write_status<W: Write>(w: &mut W, err: &ApiError, close: bool) -> io::Result<()> {
-    write_response(w, err.code, "application/json", &err.to_json(), close)
+    send(w, &response::status(err, !close))
 }
 
-/// Writes a JSON value as a 200/201 response.
+/// Writes a JSON value as a complete response.
 pub fn write_json<W: Write>(
     w: &mut W,
     code: u16,
@@ -286,87 +129,108 @@ pub fn write_json<W: Write>(
     close: bool,
 ) -> io::Result<()> {
     let body = serde_json::to_vec(v).unwrap_or_default();
-    write_response(w, code, "application/json", &body, close)
+    send(w, &response::json(code, &body, !close))
 }
 
 /// Starts a chunked 200 `application/json` response and flushes the head.
 pub fn start_chunked<W: Write>(w: &mut W) -> io::Result<()> {
-    w.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
-    )?;
-    w.flush()
+    let headers = [("Content-Type", "application/json")];
+    send(w, &response::head(200, &headers, Body::Chunked, true))
 }
 
 /// Writes one chunk (no flush; empty data writes nothing).
 pub fn write_chunk<W: Write>(w: &mut W, data: &[u8]) -> io::Result<()> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
+    let mut out = Vec::with_capacity(data.len() + 12);
+    response::push_chunk(&mut out, data);
     w.write_all(&out)
 }
 
 /// Writes the terminating chunk and flushes.
 pub fn end_chunked<W: Write>(w: &mut W) -> io::Result<()> {
-    w.write_all(b"0\r\n\r\n")?;
-    w.flush()
+    let mut out = Vec::new();
+    response::push_last_chunk(&mut out);
+    send(w, &out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Cursor;
 
-    fn complete(raw: &[u8]) -> (Request, usize) {
-        match parse(raw) {
-            Ok(Parsed::Complete(r, n)) => (r, n),
-            other => panic!("not complete: {other:?}"),
+    fn read_all(raw: &[u8]) -> Vec<Result<Request, u16>> {
+        let mut cur = Cursor::new(raw.to_vec());
+        let mut reader = Reader::new();
+        let mut out = Vec::new();
+        loop {
+            match read_request(&mut cur, &mut reader) {
+                Ok(Some(r)) => out.push(Ok(r)),
+                Ok(None) => return out,
+                Err(e) => {
+                    out.push(Err(e.status().map_or(0, |s| s.code)));
+                    return out;
+                }
+            }
+        }
+    }
+
+    fn one(raw: &[u8]) -> Request {
+        match read_all(raw).into_iter().next() {
+            Some(Ok(r)) => r,
+            other => panic!("no request in {raw:?}: {other:?}"),
         }
     }
 
     #[test]
     fn parses_get_with_query() {
-        let raw = b"GET /api/v1/nodes?watch=true&x=1 HTTP/1.1\r\nHost: a\r\n\r\nGET /next";
-        let (r, n) = complete(raw);
+        let r = one(b"GET /api/v1/nodes?watch=true&x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(r.method, "GET");
         assert_eq!(r.path, "/api/v1/nodes");
         assert_eq!(r.query, "watch=true&x=1");
-        assert_eq!(r.header("host"), Some("a"));
-        assert!(!r.close);
-        assert_eq!(raw.get(n..), Some(&b"GET /next"[..]));
+        assert_eq!(r.header_str("host"), Some("a"));
+        assert!(r.keep_alive());
     }
 
     #[test]
     fn bodies_content_length_and_chunked() {
-        let raw = b"POST /e HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc";
-        let (r, n) = complete(raw);
+        let r = one(b"POST /e HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc");
         assert_eq!(r.body, b"abc");
-        assert!(r.close);
-        assert_eq!(n, raw.len());
-        let raw = b"PATCH /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nT: 1\r\n\r\n";
-        let (r, n) = complete(raw);
+        assert!(!r.keep_alive());
+        let r = one(b"PATCH /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nT: 1\r\n\r\n");
         assert_eq!(r.body, b"abcde");
-        assert_eq!(n, raw.len());
     }
 
     #[test]
-    fn every_prefix_is_partial_never_an_error() {
-        let raw: &[u8] =
-            b"POST /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
-        for cut in 0..raw.len() {
-            let prefix = raw.get(..cut).unwrap_or_default();
-            assert!(matches!(parse(prefix), Ok(Parsed::Partial)), "cut {cut}");
-        }
-        assert!(matches!(parse(raw), Ok(Parsed::Complete(..))));
+    fn pipelining_eof_and_eof_inside_a_request() {
+        let reqs = read_all(b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
+        let paths: Vec<_> = reqs.iter().flatten().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, ["/a", "/b"]);
+        assert_eq!(reqs.len(), 2);
+        let cut = read_all(b"GET /a HTTP/1.1\r\nHost");
+        assert_eq!(cut.len(), 1);
+        assert!(
+            matches!(cut.first(), Some(Err(0))),
+            "an I/O error, no Status"
+        );
     }
 
     #[test]
-    fn bad_input_is_an_error() {
+    fn the_sim_limits_apply() {
+        // A 40 KiB header: past the product's default head limit, within the simulator's.
+        let mut raw = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        raw.extend(std::iter::repeat_n(b'a', 40 * 1024));
+        raw.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(one(&raw).path, "/");
+        let mut raw = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        raw.extend(std::iter::repeat_n(b'a', LIMITS.max_head + 10));
+        assert!(matches!(read_all(&raw).first(), Some(Err(431))));
+    }
+
+    #[test]
+    fn bad_input_gets_a_status() {
         let cases: &[(&[u8], u16)] = &[
-            (b"\x00\x01garbage\r\n\r\n", 400),
+            (b"\x16\x03\x01garbage\r\n\r\n", 400),
             (b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
-            (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
+            (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
             (
                 b"POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n",
                 413,
@@ -381,24 +245,23 @@ mod tests {
             ),
         ];
         for (raw, code) in cases {
-            let e = parse(raw).expect_err("error");
-            assert_eq!(e.status().map(|s| s.code), Some(*code), "{raw:?}");
+            let got = read_all(raw);
+            assert!(
+                matches!(got.as_slice(), [Err(c)] if c == code),
+                "{raw:?}: {got:?}"
+            );
         }
-        let big = vec![b'a'; MAX_HEAD + 10];
-        let mut raw = b"GET / HTTP/1.1\r\nX: ".to_vec();
-        raw.extend_from_slice(&big);
-        assert!(matches!(parse(&raw), Err(ReadError::HeadTooLarge)));
     }
 
     #[test]
-    fn read_request_handles_pipelining_and_eof() {
-        let raw = b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n".to_vec();
-        let mut cur = std::io::Cursor::new(raw);
-        let mut buf = Vec::new();
-        let a = read_request(&mut cur, &mut buf).expect("a").expect("some");
-        let b = read_request(&mut cur, &mut buf).expect("b").expect("some");
-        assert_eq!((a.path.as_str(), b.path.as_str()), ("/a", "/b"));
-        assert!(read_request(&mut cur, &mut buf).expect("eof").is_none());
+    fn every_prefix_is_incomplete_never_refused() {
+        let raw: &[u8] =
+            b"POST /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        for cut in 1..raw.len() {
+            let got = read_all(raw.get(..cut).unwrap_or_default());
+            assert!(matches!(got.as_slice(), [Err(0)]), "cut {cut}: {got:?}");
+        }
+        assert!(matches!(read_all(raw).as_slice(), [Ok(_)]));
     }
 
     #[test]
@@ -410,25 +273,35 @@ mod tests {
             b"GET / HTTP/1.1\r\n",
             b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
         ];
+        let alphabet = b"0123456789abcdefXYZ:; \r\n";
         for i in 0..3000 {
             let mut buf = prefixes[i % 3].to_vec();
             for _ in 0..(i % 97) {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let alphabet = b"0123456789abcdefXYZ:; \r\n";
                 buf.push(alphabet[(x % alphabet.len() as u64) as usize]);
             }
-            let _ = parse(&buf);
+            let _ = read_all(&buf);
         }
     }
 
     #[test]
-    fn chunk_framing() {
+    fn response_framing() {
         let mut out = Vec::new();
+        write_response(&mut out, 201, "text/plain", b"hi", true).expect("write");
+        assert_eq!(
+            out,
+            b"HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"
+        );
+        let mut out = Vec::new();
+        start_chunked(&mut out).expect("head");
         write_chunk(&mut out, b"hello\n").expect("write");
         write_chunk(&mut out, b"").expect("write");
         end_chunked(&mut out).expect("end");
-        assert_eq!(out, b"6\r\nhello\n\r\n0\r\n\r\n");
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello\n\r\n0\r\n\r\n"
+        );
     }
 }

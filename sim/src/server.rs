@@ -257,9 +257,9 @@ fn handle_conn(
             return;
         }
     };
-    let mut buf = Vec::new();
+    let mut reader = httpio::Reader::new();
     loop {
-        let req = match read_request(&mut conn, &mut buf) {
+        let req = match read_request(&mut conn, &mut reader) {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => {
@@ -288,7 +288,7 @@ fn authorized(shared: &Shared, req: &Request) -> bool {
     match &shared.token {
         None => true,
         Some(t) => req
-            .header("authorization")
+            .header_str("authorization")
             .and_then(|h| h.strip_prefix("Bearer "))
             .is_some_and(|given| given.trim() == t),
     }
@@ -297,6 +297,7 @@ fn authorized(shared: &Shared, req: &Request) -> bool {
 /// Answers one request from `origin`; `Ok(true)` when the connection stays open.
 pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, origin: Origin) -> io::Result<bool> {
     let r = route(&req.method, &req.path, shared.slices);
+    let close = !req.keep_alive();
     if !matches!(r, Route::Sim(_) | Route::SimBad) {
         shared
             .listen(origin.listener)
@@ -306,14 +307,14 @@ pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, origin: Origin) -
     match r {
         Route::Sim(SimOp::Refuse) => match refuse(shared, &req.body, origin) {
             Ok(v) => write_json(conn, 200, &v, true).map(|()| false),
-            Err(e) => write_status(conn, &e, req.close).map(|()| !req.close),
+            Err(e) => write_status(conn, &e, close).map(|()| !close),
         },
         Route::Sim(SimOp::EdgeHealth) => {
             let (code, body) = shared.edge_health.poll();
-            write_response(conn, code, "application/json", &body, req.close)?;
-            Ok(!req.close)
+            write_response(conn, code, "application/json", &body, close)?;
+            Ok(!close)
         }
-        r => answer(conn, shared, req, r, origin.listener).map(|()| !req.close),
+        r => answer(conn, shared, req, r, origin.listener).map(|()| !close),
     }
 }
 
@@ -368,7 +369,7 @@ fn answer(
     r: Route,
     listener: usize,
 ) -> io::Result<()> {
-    let close = req.close;
+    let close = !req.keep_alive();
     // Health endpoints are public, as on an apiserver (system:public-info-viewer).
     if !matches!(r, Route::Sim(_) | Route::SimBad | Route::Health) && !authorized(shared, req) {
         let e = ApiError::new(401, "Unauthorized", "Unauthorized");
@@ -464,14 +465,15 @@ fn answer(
 /// The generic answer for unserved requests: POST echoes with 201, PATCH/PUT with 200,
 /// DELETE gets a Success Status, anything else a 404 Status.
 fn other(conn: &mut Conn, req: &Request) -> io::Result<()> {
-    let ctype = req.header("content-type").unwrap_or("application/json");
+    let close = !req.keep_alive();
+    let ctype = req.header_str("content-type").unwrap_or("application/json");
     match req.method.as_str() {
-        "POST" => write_response(conn, 201, ctype, &req.body, req.close),
-        "PATCH" | "PUT" => write_response(conn, 200, ctype, &req.body, req.close),
+        "POST" => write_response(conn, 201, ctype, &req.body, close),
+        "PATCH" | "PUT" => write_response(conn, 200, ctype, &req.body, close),
         "DELETE" => {
             let ok = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                             "status": "Success", "code": 200});
-            write_json(conn, 200, &ok, req.close)
+            write_json(conn, 200, &ok, close)
         }
         m => {
             let e = ApiError::new(
@@ -480,7 +482,7 @@ fn other(conn: &mut Conn, req: &Request) -> io::Result<()> {
                 "the server could not find the requested resource",
             );
             // A HEAD answer must not carry a body; closing keeps the framing honest.
-            httpio::write_status(conn, &e, req.close || m == "HEAD")
+            httpio::write_status(conn, &e, close || m == "HEAD")
         }
     }
 }
