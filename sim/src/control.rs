@@ -168,11 +168,10 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
         }
         SimOp::State => {
             let store = lock(shared);
-            let counts: serde_json::Map<String, Value> =
-                [Kind::Node, Kind::Service, Kind::Endpoints, Kind::Slice]
-                    .iter()
-                    .map(|k| (k.plural().to_string(), json!(store.count(*k))))
-                    .collect();
+            let counts: serde_json::Map<String, Value> = Kind::ALL
+                .iter()
+                .map(|k| (k.plural().to_string(), json!(store.count(*k))))
+                .collect();
             let recorded = shared
                 .recorded
                 .lock()

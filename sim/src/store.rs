@@ -31,15 +31,12 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every stored kind.
+    pub const ALL: [Kind; 4] = [Kind::Node, Kind::Service, Kind::Endpoints, Kind::Slice];
+
     /// Parses a `kind` field value.
     pub fn from_kind(kind: &str) -> Option<Kind> {
-        match kind {
-            "Node" => Some(Kind::Node),
-            "Service" => Some(Kind::Service),
-            "Endpoints" => Some(Kind::Endpoints),
-            "EndpointSlice" => Some(Kind::Slice),
-            _ => None,
-        }
+        Kind::ALL.into_iter().find(|k| k.name() == kind)
     }
 
     /// The stored kind a served resource reads.
@@ -52,24 +49,24 @@ impl Kind {
         }
     }
 
+    /// A served resource of this kind (v1 for slices): names come from it.
+    fn resource(self) -> Resource {
+        match self {
+            Kind::Node => Resource::Nodes,
+            Kind::Service => Resource::Services,
+            Kind::Endpoints => Resource::Endpoints,
+            Kind::Slice => Resource::SlicesV1,
+        }
+    }
+
     /// The `kind` string.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Node => "Node",
-            Kind::Service => "Service",
-            Kind::Endpoints => "Endpoints",
-            Kind::Slice => "EndpointSlice",
-        }
+        self.resource().kind()
     }
 
     /// Plural resource name (for Status details and `/sim/state`).
     pub fn plural(self) -> &'static str {
-        match self {
-            Kind::Node => "nodes",
-            Kind::Service => "services",
-            Kind::Endpoints => "endpoints",
-            Kind::Slice => "endpointslices",
-        }
+        self.resource().plural()
     }
 }
 
