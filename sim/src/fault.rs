@@ -44,7 +44,8 @@ impl TooLarge {
 }
 
 /// The Status a real apiserver sends for a `resourceVersion` above its current one (the watch
-/// cache's "Too large resource version" after its wait, code 504, reason `Timeout`).
+/// cache's "Too large resource version" after its wait, code 504, reason `Timeout`). Built here,
+/// not by the product's `ApiError`, which has no `details.causes`.
 pub fn too_large_status(requested: &str, current: u64) -> Value {
     json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

@@ -18,6 +18,15 @@
 //! Failover tests: `--listen A --listen B` serves one store on both addresses (the same objects
 //! and RVs, like two apiservers of one cluster); `/sim/refuse` with `listen` takes one down;
 //! recorded requests and `/sim/state` `listens` say which address served what.
+//!
+//! From the product's pure core (`grid-wrapper` without `io`): the request reader and response
+//! framing (`http::request`, `http::response`, under `httpio`'s blocking glue), label and field
+//! selectors (`api::selector`, matched against stored JSON in `api`), collection and object
+//! routing (`api::route`, under `routes`), EndpointSlice version conversion (`k8s::convert`),
+//! resource names (`k8s::Resource`) and Status errors (`k8s::status::ApiError`); base64 is the
+//! `base64` crate. The sim's own: serving as an apiserver (store, RVs, history, watches,
+//! discovery), the `/sim/` control API and fault injection, lenient query decoding, and the
+//! Status bodies `ApiError` cannot express (`causes` of a too-large RV, a DELETE's `Success`).
 
 #![forbid(unsafe_code)]
 
