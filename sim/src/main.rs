@@ -21,12 +21,13 @@
 //!
 //! From the product's pure core (`grid-wrapper` without `io`): the request reader and response
 //! framing (`http::request`, `http::response`, under `httpio`'s blocking glue), label and field
-//! selectors (`api::selector`, matched against stored JSON in `api`), collection and object
-//! routing (`api::route`, under `routes`), EndpointSlice version conversion (`k8s::convert`),
-//! resource names (`k8s::Resource`) and Status errors (`k8s::status::ApiError`); base64 is the
-//! `base64` crate. The sim's own: serving as an apiserver (store, RVs, history, watches,
-//! discovery), the `/sim/` control API and fault injection, lenient query decoding, and the
-//! Status bodies `ApiError` cannot express (`causes` of a too-large RV, a DELETE's `Success`).
+//! selectors (`api::selector`, matched against stored JSON in `api`), EndpointSlice version
+//! conversion (`k8s::convert`), resource names (`k8s::Resource`) and Status errors
+//! (`k8s::status::ApiError`); base64 is the `base64` crate. The sim's own: serving as an
+//! apiserver (store, RVs, history, watches, discovery), the `/sim/` control API and fault
+//! injection, routing that takes path segments literally and lenient query decoding (`routes`
+//! says why), and the Status bodies `ApiError` cannot express (`causes` of a too-large RV, a
+//! DELETE's `Success`).
 
 #![forbid(unsafe_code)]
 

@@ -1,9 +1,9 @@
 //! Request routing for the simulator: (method, path) → [`Route`], plus query-string decoding.
 //! Exact path matching only; which EndpointSlice versions exist is decided by `--slice-version`.
-//! Pure. The query is decoded here, not by the product's `api::query::decode_query`: the sim keeps
-//! a bad `%` escape literally where the product answers 400.
+//! Pure. Not the product's `api::route` / `api::query`: the sim takes path segments literally (a
+//! namespace `a%2Fb` is served, tests/protocol_proxy.rs relies on it) and keeps a bad `%` escape
+//! in the query as it is, where the product proxies such a path and answers such a query 400.
 
-use grid_wrapper::api::route as api_route;
 use grid_wrapper::k8s::Resource;
 
 /// Which EndpointSlice versions are served (`--slice-version`).
@@ -136,8 +136,15 @@ fn sim_route(method: &str, rest: &str) -> Route {
     Route::Sim(op)
 }
 
-/// Routes a request. Collection and object paths are the product's (`grid_wrapper::api::route`:
-/// exact paths, percent-decoded segments), kept when `--slice-version` serves the resource.
+fn core_resource(seg: &str) -> Option<Resource> {
+    match seg {
+        "services" => Some(Resource::Services),
+        "endpoints" => Some(Resource::Endpoints),
+        _ => None,
+    }
+}
+
+/// Routes a request.
 pub fn route(method: &str, path: &str, slices: SliceVersions) -> Route {
     if let Some(rest) = path.strip_prefix("/sim/") {
         return sim_route(method, rest);
@@ -147,33 +154,75 @@ pub fn route(method: &str, path: &str, slices: SliceVersions) -> Route {
     }
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segs.as_slice() {
-        ["api"] => return Route::Discovery(Discovery::Core),
-        ["api", "v1"] => return Route::Discovery(Discovery::CoreV1),
-        ["apis"] => return Route::Discovery(Discovery::Groups),
-        ["apis", "discovery.k8s.io"] => return Route::Discovery(Discovery::SliceGroup),
-        ["version"] => return Route::Discovery(Discovery::Version),
-        ["readyz" | "livez" | "healthz"] => return Route::Health,
+        ["api"] => Route::Discovery(Discovery::Core),
+        ["api", "v1"] => Route::Discovery(Discovery::CoreV1),
+        ["apis"] => Route::Discovery(Discovery::Groups),
+        ["apis", "discovery.k8s.io"] => Route::Discovery(Discovery::SliceGroup),
+        ["version"] => Route::Discovery(Discovery::Version),
+        ["readyz" | "livez" | "healthz"] => Route::Health,
         ["apis", "discovery.k8s.io", "v1"] if slices.serves(Resource::SlicesV1) => {
-            return Route::Discovery(Discovery::SliceVersion("v1"))
+            Route::Discovery(Discovery::SliceVersion("v1"))
         }
         ["apis", "discovery.k8s.io", "v1beta1"] if slices.serves(Resource::SlicesV1beta1) => {
-            return Route::Discovery(Discovery::SliceVersion("v1beta1"))
+            Route::Discovery(Discovery::SliceVersion("v1beta1"))
         }
-        _ => {}
-    }
-    match api_route::route(method, path) {
-        api_route::Route::Collection { res, namespace } if slices.serves(res) => {
-            Route::Collection { res, ns: namespace }
-        }
-        api_route::Route::Object {
-            res,
-            namespace,
-            name,
-        } if slices.serves(res) => Route::Object {
-            res,
-            ns: namespace,
-            name,
+        ["api", "v1", "nodes"] => Route::Collection {
+            res: Resource::Nodes,
+            ns: None,
         },
+        ["api", "v1", "nodes", name] if !name.is_empty() => Route::Object {
+            res: Resource::Nodes,
+            ns: None,
+            name: name.to_string(),
+        },
+        ["api", "v1", r] => match core_resource(r) {
+            Some(res) => Route::Collection { res, ns: None },
+            None => Route::Other,
+        },
+        ["api", "v1", "namespaces", ns, r] if !ns.is_empty() => match core_resource(r) {
+            Some(res) => Route::Collection {
+                res,
+                ns: Some(ns.to_string()),
+            },
+            None => Route::Other,
+        },
+        ["api", "v1", "namespaces", ns, r, name] if !ns.is_empty() && !name.is_empty() => {
+            match core_resource(r) {
+                Some(res) => Route::Object {
+                    res,
+                    ns: Some(ns.to_string()),
+                    name: name.to_string(),
+                },
+                None => Route::Other,
+            }
+        }
+        ["apis", "discovery.k8s.io", v, rest @ ..] => {
+            let res = match *v {
+                "v1" => Resource::SlicesV1,
+                "v1beta1" => Resource::SlicesV1beta1,
+                _ => return Route::Other,
+            };
+            if !slices.serves(res) {
+                return Route::Other;
+            }
+            match rest {
+                ["endpointslices"] => Route::Collection { res, ns: None },
+                ["namespaces", ns, "endpointslices"] if !ns.is_empty() => Route::Collection {
+                    res,
+                    ns: Some(ns.to_string()),
+                },
+                ["namespaces", ns, "endpointslices", name]
+                    if !ns.is_empty() && !name.is_empty() =>
+                {
+                    Route::Object {
+                        res,
+                        ns: Some(ns.to_string()),
+                        name: name.to_string(),
+                    }
+                }
+                _ => Route::Other,
+            }
+        }
         _ => Route::Other,
     }
 }
@@ -329,16 +378,6 @@ mod tests {
                     res: Services,
                     ns: Some("default".into()),
                     name: "web".into(),
-                },
-            ),
-            (
-                "GET",
-                "/api/v1/nodes/edge%2Da1",
-                both,
-                Route::Object {
-                    res: Nodes,
-                    ns: None,
-                    name: "edge-a1".into(),
                 },
             ),
             ("GET", "/api/v1/nodes/edge-a1/status", both, Route::Other),
