@@ -5,7 +5,7 @@
 //! `metadata.managedFields`, and with `kind`/`apiVersion` filled in (an apiserver omits them from
 //! list items). Decoding each item into a `Value` for that costs a `String` and a map node per key
 //! and string: most of a list's decode time (see BENCHMARKS.md). Here an item is read into a tree
-//! that borrows its strings from the text (`canonical_tree.rs`), each object's entries sorted, and
+//! that borrows its strings from the text (`canonical/tree.rs`), each object's entries sorted, and
 //! the tree is written back as serde_json writes it (numbers and strings that need escapes by
 //! serde_json itself), so strings and numbers come out exactly as from a `Value`. Keys repeated in
 //! one object keep the last value, as a `Value` map does. Equality with the `Value` path is the
@@ -20,11 +20,8 @@ use crate::cache::topology::{self, HOSTNAME_LABEL, SERVICE_NAME_LABEL};
 use crate::cache::view::{rv_stamp, stamp_rv, LabelSet};
 use crate::k8s::{ObjectKey, Resource};
 
-#[path = "canonical_addresses.rs"]
 mod addresses;
-#[path = "canonical_spans.rs"]
 mod spans;
-#[path = "canonical_tree.rs"]
 mod tree;
 pub use addresses::AddressSpans;
 pub use spans::{EndpointSpan, EndpointSpans};
@@ -487,5 +484,4 @@ fn write<'a>(
 }
 
 #[cfg(test)]
-#[path = "canonical_tests.rs"]
 mod tests;

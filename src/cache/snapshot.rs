@@ -48,10 +48,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::k8s::Resource;
 
-#[path = "snapshot_crc32.rs"]
 mod crc32;
 #[cfg(test)]
-#[path = "snapshot_tests.rs"]
 mod tests;
 
 use crc32::Crc32;

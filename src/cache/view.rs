@@ -411,5 +411,4 @@ impl Collection {
 }
 
 #[cfg(test)]
-#[path = "view_tests.rs"]
 mod tests;

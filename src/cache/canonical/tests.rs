@@ -550,5 +550,4 @@ fn an_apiserver_ordered_slice_agrees_with_the_value_path() {
     assert_eq!(f.endpoints().map(|s| s.items.len()), Some(1));
 }
 
-#[path = "canonical_addresses_tests.rs"]
 mod addresses;

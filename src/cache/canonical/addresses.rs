@@ -1,7 +1,7 @@
 //! Where each address of a core/v1 Endpoints object sits in its canonical bytes, so that a topology
 //! Service's Endpoints can be served by leaving pruned addresses (and the lists they empty) out of
 //! the bytes instead of decoding the object into a `Value` again, filtering and serializing it
-//! (docs/SEMANTICS.md §2.4). The Endpoints counterpart of `canonical_spans.rs`: recorded while
+//! (docs/SEMANTICS.md §2.4). The Endpoints counterpart of `spans.rs`: recorded while
 //! [`super::write`] writes `subsets` by hand, with the bytes serde_json would write;
 //! [`super::AsIs::check`] holds the result to what filtering the `Value` gives.
 

@@ -1,4 +1,4 @@
-//! core/v1 Endpoints pruned on their bytes (`canonical_addresses.rs`) against the `Value` path.
+//! core/v1 Endpoints pruned on their bytes (`canonical/addresses.rs`) against the `Value` path.
 
 use serde_json::{json, Value};
 
