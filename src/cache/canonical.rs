@@ -40,7 +40,7 @@ pub enum Item {
 }
 
 /// What publishing an endpoint object exactly as it came needs, read from the same tree (the
-/// cache's fast path, `store_as_is.rs`): what the indexes and the view read from its `Value`
+/// cache's fast path, `store/as_is.rs`): what the indexes and the view read from its `Value`
 /// otherwise, and where its resourceVersion stamp goes in its canonical bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AsIs {

@@ -1,7 +1,7 @@
 //! A small LZ77 byte packer for the upstream bytes the cache keeps only to recompute from.
 //!
 //! A topology Service's endpoint objects are served pruned, so the cache keeps their upstream bytes
-//! as well (`store_upstream.rs`): a sizeable amount next to the served JSON (see BENCHMARKS.md),
+//! as well (`store/upstream.rs`): a sizeable amount next to the served JSON (see BENCHMARKS.md),
 //! read only when a relabel or a Service change recomputes the object, or a relist compares it.
 //! JSON repeats itself (every endpoint has the same keys, most of the same values), so these are
 //! kept packed.

@@ -1,26 +1,69 @@
 //! The cache's state machine: upstream objects in, topology-pruned served objects, RVs and
 //! event-log entries out (docs/SEMANTICS.md §6 and §6.2; every § below is a section of that file).
 //!
-//! [`State`] is pure (no I/O; its only synchronization is the readers' [`View`] lock): the
-//! reflector threads call [`State::apply`] under the writer's lock (the single writer); the event
-//! loop reads the [`View`] ([`State::view`]), which the writer locks only to read an old served
-//! object and to record a new one (`crate::cache::published`). `now` is passed in (monotonic
+//! [`State`] binds the cache's parts and routes each change through them; it holds only the facts
+//! that belong to no part (settings, which reflectors have listed, readiness, the slice version):
+//!
+//! - [`upstream`]: what the upstream said, by resource and key, and how it is kept;
+//! - [`index`]: node labels, topology keys, slice owners, the by-node index, the dirty sets;
+//! - [`publisher`]: the RV counter and the readers' [`View`], one object recorded at a time;
+//! - [`edge_health`]: the edge-health map and the abnormal nodes it resolves to (§10);
+//! - [`serve`]: the filter's inputs, borrowed from the parts, and the served content it makes;
+//! - [`prepare`]: lists prepared off every lock (pure);
+//! - [`explain`]: `/debug/topology`'s data (pure, on a copied [`explain::ExplainInput`]);
+//! - the binder's own routes: [`as_is`] (publication on the bytes), [`persist`] (snapshot export
+//!   and restore), [`v1beta1`] (v1beta1 on demand).
+//!
+//! [`State`] is pure (no I/O; its only synchronization is the readers' [`View`] lock): the writer
+//! calls [`State::apply`]; the event loop reads the [`View`] ([`State::view`]), which the writer
+//! locks only to read an old served object and to record a new one. `now` is passed in (monotonic
 //! seconds) so the log's time window needs no clock here. The edge-health map (§10) comes in the
-//! same way, through [`State::set_edge_health`] (in `store_health.rs`).
+//! same way, through [`State::set_edge_health`].
+//!
+//! Invariants: every part holds the same set of upstream objects (an object is indexed iff it
+//! is kept, and served iff it is kept and admitted); at the end of each change the dirty sets are
+//! empty, every affected object is recomputed and published, and the facts are stored.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use log::debug;
 use serde_json::Value;
 
-use crate::cache::facts::SharedFacts;
+use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View};
-use crate::cache::topology::{self, Labels, TopologyKeys};
+use crate::cache::topology;
 use crate::cache::view::{labels_of, Retention};
 use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
-use crate::sync::lock;
+use crate::upstream::edge_health_map::HealthMap;
+
+mod as_is;
+mod edge_health;
+pub mod explain;
+mod index;
+mod persist;
+mod prepare;
+mod publisher;
+mod serve;
+mod upstream;
+mod v1beta1;
+
+#[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
+mod tests;
+
+use edge_health::EdgeHealth;
+use explain::{ExplainInput, Overview, ServiceExplanation};
+use index::{Index, Target};
+#[cfg(test)]
+use prepare::fresh;
+pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
+use publisher::{Publisher, Status};
+use serve::Filter;
+pub use upstream::{ServedBytes, Upstream};
+use upstream::{StandIn, Stored, UpstreamObjects};
 
 /// Fixed inputs of the filter.
 #[derive(Clone, Debug)]
@@ -37,78 +80,26 @@ pub struct Settings {
 #[derive(Debug)]
 pub struct State {
     settings: Settings,
-    /// The last resourceVersion handed out (recorded into `view` with each change).
-    rv: u64,
-    /// What readers see; locked only to read an old served object and record a new one.
-    view: View,
-    // Upstream objects are kept as compact JSON bytes (a `Value` costs many times its JSON size)
-    // and parsed only when a topology change recomputes them — or not kept at all when the served
-    // object carries the same bytes (`store_upstream.rs`).
-    nodes: BTreeMap<String, Stored>,
-    node_labels: BTreeMap<String, Labels>,
-    services: BTreeMap<ObjectKey, Stored>,
-    service_keys: BTreeMap<ObjectKey, TopologyKeys>,
-    endpoints: BTreeMap<ObjectKey, Stored>,
-    slices: BTreeMap<ObjectKey, Stored>,
+    /// What the upstream said.
+    upstream: UpstreamObjects,
+    /// What the filter reads besides the objects, and the recomputation owed.
+    index: Index,
+    /// The RV counter and the readers' view.
+    publisher: Publisher,
+    /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
+    health: EdgeHealth,
     slice_kind: Resource,
     /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
     slice_kind_pinned: bool,
-    slice_owner: BTreeMap<ObjectKey, ObjectKey>,
-    /// Sorted (see `store_index.rs`).
-    slices_by_service: BTreeMap<ObjectKey, Vec<ObjectKey>>,
     synced: BTreeSet<u8>,
     ready: bool,
     /// Serving objects restored from the on-disk snapshot: set by [`State::restore`], cleared
     /// once every reflector has listed from the upstream.
     from_snapshot: bool,
-    // Recomputation owed at the end of the current `apply`.
-    dirty_all: bool,
-    dirty_services: BTreeSet<ObjectKey>,
-    dirty_nodes: BTreeSet<String>,
-    // Which endpoint objects have an endpoint on which node, so that a change of a node other
-    // than the local one recomputes only the objects it can affect (§6.2).
-    // Node names are shared between the two (`Arc<str>`), each object's nodes are one sorted
-    // slice, and the by-node sets hold 4-byte ids of objects, not their 40-byte keys: a
-    // large cluster has thousands of such objects, each on several nodes (see `store_index.rs`).
-    by_node: BTreeMap<Arc<str>, Vec<u32>>,
-    nodes_of: BTreeMap<Target, index::Indexed>,
-    /// The object of each id in `by_node` (`None`: a free id, reused first).
-    target_of: Vec<Option<Target>>,
-    free_ids: Vec<u32>,
-    /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
-    health: health_filter::Health,
-    /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on
-    /// ([`State::serve_v1beta1`]); until then no served copy, RV or log entry is spent on them.
-    v1beta1: bool,
     /// Reads stored objects again as list items when a relabel or a Service change recomputes
     /// them on their bytes ([`State::recompute_as_is`]); kept, so that its buffers are (with
     /// musl's allocator a decoder per object mapped and unmapped pages for each).
     decoder: crate::cache::canonical::Decoder,
-    /// Upstream bytes that [`State::pack_pending`] is to pack (`store_upstream.rs`): left for
-    /// after the change is served, so that readiness and other writers do not wait for it.
-    to_pack: Vec<(Resource, ObjectKey)>,
-    /// Test-only: run after each object is recorded into the view (to park the writer there).
-    #[cfg(test)]
-    record_hook: Option<RecordHook>,
-}
-
-/// Test-only: what [`State::set_record_hook`] runs after each recorded object.
-#[cfg(test)]
-pub(crate) struct RecordHook(pub Box<dyn FnMut() + Send>);
-
-#[cfg(test)]
-impl std::fmt::Debug for RecordHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RecordHook")
-    }
-}
-
-/// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
-/// order derived events are published in).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Target {
-    Endpoints(ObjectKey),
-    Slice(ObjectKey),
 }
 
 /// What one [`State::apply`] or [`State::set_edge_health`] did.
@@ -183,50 +174,25 @@ fn clean(kind: Resource, mut obj: Value) -> Option<(ObjectKey, Value)> {
 impl State {
     /// An empty, not yet ready cache whose RVs start above `seed` (§6, "One counter").
     pub fn new(settings: Settings, seed: u64) -> State {
-        let retention = settings.retention;
+        let publisher = Publisher::new(seed, settings.retention);
         State {
             settings,
-            rv: seed,
-            view: Arc::new(Mutex::new(Published::new(seed, retention))),
-            nodes: BTreeMap::new(),
-            node_labels: BTreeMap::new(),
-            services: BTreeMap::new(),
-            service_keys: BTreeMap::new(),
-            endpoints: BTreeMap::new(),
-            slices: BTreeMap::new(),
+            upstream: UpstreamObjects::default(),
+            index: Index::default(),
+            publisher,
+            health: EdgeHealth::default(),
             slice_kind: Resource::SlicesV1,
             slice_kind_pinned: false,
-            slice_owner: BTreeMap::new(),
-            slices_by_service: BTreeMap::new(),
             synced: BTreeSet::new(),
             ready: false,
             from_snapshot: false,
-            dirty_all: false,
-            dirty_services: BTreeSet::new(),
-            dirty_nodes: BTreeSet::new(),
-            by_node: BTreeMap::new(),
-            nodes_of: BTreeMap::new(),
-            target_of: Vec::new(),
-            free_ids: Vec::new(),
-            health: health_filter::Health::default(),
-            v1beta1: false,
             decoder: Default::default(),
-            to_pack: Vec::new(),
-            #[cfg(test)]
-            record_hook: None,
         }
-    }
-
-    /// Test-only: runs `hook` after each object recorded into the view, outside the view's
-    /// lock (a test parks the writer mid-apply with it).
-    #[cfg(test)]
-    pub(crate) fn set_record_hook(&mut self, hook: Option<RecordHook>) {
-        self.record_hook = hook;
     }
 
     /// The current resourceVersion (the last one handed out).
     pub fn current_rv(&self) -> u64 {
-        self.rv
+        self.publisher.rv()
     }
 
     /// Whether every reflector has listed once (or a snapshot was restored) and the filtered
@@ -244,35 +210,41 @@ impl State {
     /// The served objects and event log of one resource, locked for as long as the returned
     /// reference lives (do not hold it across a call that changes the cache).
     pub fn collection(&self, res: Resource) -> CollectionRef<'_> {
-        CollectionRef::new(lock(&self.view), res)
+        self.publisher.collection(res)
     }
 
     /// Served Nodes, Services, Endpoints and v1 EndpointSlices (one lock, for log lines).
     pub fn served_counts(&self) -> [usize; 4] {
-        let view = lock(&self.view);
-        [
-            Resource::Nodes,
-            Resource::Services,
-            Resource::Endpoints,
-            Resource::SlicesV1,
-        ]
-        .map(|r| view.collection(r).len())
+        self.with_view(|view| {
+            [
+                Resource::Nodes,
+                Resource::Services,
+                Resource::Endpoints,
+                Resource::SlicesV1,
+            ]
+            .map(|r| view.collection(r).len())
+        })
     }
 
     /// Runs `f` on the locked served view (one lock for several collections).
     pub fn with_view<R>(&self, f: impl FnOnce(&Published) -> R) -> R {
-        f(&lock(&self.view))
+        self.publisher.with_view(f)
     }
 
     /// The readers' handle on the served view (the event loop reads only through it).
     pub fn view(&self) -> View {
-        Arc::clone(&self.view)
+        self.publisher.view()
     }
 
     /// The figures the health listener reads without the writer's lock, refreshed at the end
     /// of each change (see [`crate::cache::facts`]).
     pub fn shared_facts(&self) -> Arc<SharedFacts> {
-        lock(&self.view).facts()
+        self.publisher.shared_facts()
+    }
+
+    /// The cache's figures now (one lock of the view; nothing allocated per object).
+    pub fn facts(&self) -> Facts {
+        self.publisher.facts(self.status())
     }
 
     /// The EndpointSlice version the upstream provides.
@@ -287,6 +259,48 @@ impl State {
     pub fn expect_slices(&mut self, kind: Resource) {
         self.slice_kind = kind;
         self.slice_kind_pinned = true;
+    }
+
+    /// What the facts say beside the view's counts.
+    fn status(&self) -> Status<'_> {
+        Status {
+            ready: self.ready,
+            serving_snapshot: self.from_snapshot,
+            abnormal: self.health.abnormal(),
+        }
+    }
+
+    /// The filter's inputs as they are now.
+    fn filter(&self) -> Filter<'_> {
+        Filter {
+            settings: &self.settings,
+            index: &self.index,
+            upstream: &self.upstream,
+            abnormal: self.health.abnormal(),
+            slice_kind: self.slice_kind,
+        }
+    }
+
+    /// The served objects that stand in for upstream ones.
+    fn stand_in(&self) -> StandIn<'_> {
+        StandIn::new(&self.publisher, self.slice_kind)
+    }
+
+    /// The upstream object's compact JSON, wherever it is kept.
+    fn upstream_bytes(&self, kind: Resource, key: &ObjectKey) -> Option<Raw> {
+        self.upstream.bytes(kind, key, self.stand_in())
+    }
+
+    /// After a publication of `key`: its upstream bytes kept only if the served ones differ.
+    fn settle(&mut self, kind: Resource, key: &ObjectKey) {
+        let by = StandIn::new(&self.publisher, self.slice_kind);
+        self.upstream.settle(kind, key, by);
+    }
+
+    /// Ends a change: old log entries dropped, the health listener's figures stored.
+    fn end_change(&mut self, now: u64) {
+        self.publisher.trim(now);
+        self.publisher.publish_facts(self.status());
     }
 
     /// Applies one upstream change, recomputes what it affects, and logs every change of served
@@ -306,7 +320,7 @@ impl State {
 
     /// [`State::apply`] of a change already [`prepare`]d (outside the lock).
     pub fn apply_prepared(&mut self, kind: Resource, change: Prepared, now: u64) -> Applied {
-        let before = self.rv;
+        let before = self.current_rv();
         if matches!(kind, Resource::SlicesV1 | Resource::SlicesV1beta1) && kind != self.slice_kind {
             if self.slice_kind_pinned {
                 debug!(
@@ -342,11 +356,11 @@ impl State {
         }
         self.flush_derived(now);
         let mut applied = Applied {
-            events: (self.rv - before) as usize,
+            events: (self.current_rv() - before) as usize,
             ..Applied::default()
         };
         if listed {
-            self.compact_indexes();
+            self.index.compact();
         }
         if listed && self.synced.insert(kind.sync_slot()) && self.synced.len() == 4 {
             if self.from_snapshot {
@@ -356,22 +370,18 @@ impl State {
             } else {
                 self.ready = true;
                 applied.became_ready = true;
-                let mut view = lock(&self.view);
-                view.set_ready();
-                for coll in view.collections_mut() {
-                    coll.reset_history(self.rv);
-                }
+                self.publisher.set_ready();
             }
         }
-        self.trim(now);
-        self.publish_facts();
+        self.end_change(now);
         applied
     }
 
     /// A full list: objects gone from it are deleted, the others upserted.
     fn replace(&mut self, kind: Resource, fresh: BTreeMap<ObjectKey, Listed>, now: u64) {
         let gone: Vec<ObjectKey> = self
-            .keys_of(kind)
+            .upstream
+            .keys(kind)
             .into_iter()
             .filter(|k| !fresh.contains_key(k))
             .collect();
@@ -379,7 +389,10 @@ impl State {
             self.delete(kind, &key, now);
         }
         for (key, listed) in fresh {
-            if self.same_listed(kind, &key, &listed) {
+            if self
+                .upstream
+                .same_listed(kind, &key, &listed, self.stand_in())
+            {
                 continue; // unchanged: no need to decode it again
             }
             let Some(bytes) = listed.whole() else {
@@ -401,13 +414,7 @@ impl State {
     /// How a list of `kind` is best prepared: [`Hold::Whole`] while the store holds none of its
     /// objects (a first list, every object of which is published), else [`Hold::PackedOnly`].
     pub fn hold_for(&self, kind: Resource) -> Hold {
-        let holds_some = match kind {
-            Resource::Nodes => !self.nodes.is_empty(),
-            Resource::Services => !self.services.is_empty(),
-            Resource::Endpoints => !self.endpoints.is_empty(),
-            Resource::SlicesV1 | Resource::SlicesV1beta1 => !self.slices.is_empty(),
-        };
-        if holds_some {
+        if self.upstream.holds_any(kind) {
             Hold::PackedOnly
         } else {
             Hold::Whole
@@ -421,23 +428,16 @@ impl State {
     pub fn list_preparer(&self, kind: Resource) -> ListPreparer {
         let list = ListPreparer::new(kind, self.hold_for(kind));
         match list.hold() {
-            Hold::Whole => list.packing_only_for(self.service_keys.keys().cloned().collect()),
+            Hold::Whole => {
+                list.packing_only_for(self.index.service_keys().keys().cloned().collect())
+            }
             Hold::PackedOnly => list,
-        }
-    }
-
-    fn keys_of(&self, kind: Resource) -> Vec<ObjectKey> {
-        match kind {
-            Resource::Nodes => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
-            Resource::Services => self.services.keys().cloned().collect(),
-            Resource::Endpoints => self.endpoints.keys().cloned().collect(),
-            Resource::SlicesV1 | Resource::SlicesV1beta1 => self.slices.keys().cloned().collect(),
         }
     }
 
     fn upsert(&mut self, kind: Resource, key: ObjectKey, obj: Value, now: u64) {
         let bytes = raw(&obj);
-        if self.same_upstream(kind, &key, &bytes) {
+        if self.upstream.same(kind, &key, &bytes, self.stand_in()) {
             return;
         }
         self.upsert_raw(kind, key, obj, bytes, now);
@@ -448,32 +448,27 @@ impl State {
         let bytes = Stored::Own(bytes);
         match kind {
             Resource::Nodes => {
-                self.health_node_changed(&key.name, Some(&obj));
+                self.health.node_changed(&key.name, Some(&obj));
                 let labels = labels_of(&obj);
-                if self.node_labels.get(&*key.name) != Some(&labels) {
-                    self.mark_node(&key.name);
-                }
-                self.node_labels.insert(key.name.to_string(), labels);
-                self.nodes.insert(key.name.to_string(), bytes);
-                self.publish(Resource::Nodes, &key, Some(obj), now);
+                self.index
+                    .set_node(&key.name, labels, &self.settings.hostname);
+                self.upstream.insert(kind, &key, bytes);
+                self.publisher
+                    .publish(Resource::Nodes, &key, Some(obj), now);
             }
             Resource::Services => {
                 let keys = topology::service_keys_logged(&key, &obj);
-                let is_new = !self.services.contains_key(&key);
-                if is_new || self.service_keys.get(&key) != keys.as_ref() {
-                    self.dirty_services.insert(key.clone());
-                }
-                match keys {
-                    Some(k) => self.service_keys.insert(key.clone(), k),
-                    None => self.service_keys.remove(&key),
-                };
-                self.services.insert(key.clone(), bytes);
-                self.publish(Resource::Services, &key, Some(obj), now);
+                let is_new = !self.upstream.contains(kind, &key);
+                self.index.set_service(&key, keys, is_new);
+                self.upstream.insert(kind, &key, bytes);
+                self.publisher
+                    .publish(Resource::Services, &key, Some(obj), now);
             }
             Resource::Endpoints => {
                 self.keep_endpoint_object(kind, &key, bytes, topology::endpoint_nodes(&obj), None);
-                let served = self.serve_endpoints(&key, obj);
-                self.publish(Resource::Endpoints, &key, Some(served), now);
+                let served = self.filter().serve_endpoints(&key, obj);
+                self.publisher
+                    .publish(Resource::Endpoints, &key, Some(served), now);
             }
             Resource::SlicesV1 | Resource::SlicesV1beta1 => {
                 let (nodes, service) = (
@@ -498,148 +493,160 @@ impl State {
         service: Option<ObjectKey>,
     ) {
         if kind == Resource::Endpoints {
-            self.endpoints.insert(key.clone(), bytes);
-            self.index_nodes(Target::Endpoints(key.clone()), nodes);
+            self.upstream.insert(kind, key, bytes);
+            self.index
+                .index_nodes(Target::Endpoints(key.clone()), nodes);
         } else {
-            self.index_slice(key, service);
-            self.index_nodes(Target::Slice(key.clone()), nodes);
-            self.slices.insert(key.clone(), bytes);
+            self.index.index_slice(key, service);
+            self.index.index_nodes(Target::Slice(key.clone()), nodes);
+            self.upstream.insert(kind, key, bytes);
         }
     }
 
     fn delete(&mut self, kind: Resource, key: &ObjectKey, now: u64) {
+        if !self.upstream.remove(kind, key) {
+            return;
+        }
         match kind {
             Resource::Nodes => {
-                if self.nodes.remove(&*key.name).is_some() {
-                    self.node_labels.remove(&*key.name);
-                    self.mark_node(&key.name);
-                    self.health_node_changed(&key.name, None);
-                    self.publish(Resource::Nodes, key, None, now);
-                }
+                self.index.remove_node(&key.name, &self.settings.hostname);
+                self.health.node_changed(&key.name, None);
+                self.publisher.publish(Resource::Nodes, key, None, now);
             }
             Resource::Services => {
-                if self.services.remove(key).is_some() {
-                    self.service_keys.remove(key);
-                    self.dirty_services.insert(key.clone());
-                    self.publish(Resource::Services, key, None, now);
-                }
+                self.index.remove_service(key);
+                self.publisher.publish(Resource::Services, key, None, now);
             }
             Resource::Endpoints => {
-                if self.endpoints.remove(key).is_some() {
-                    self.index_nodes(Target::Endpoints(key.clone()), BTreeSet::new());
-                    self.publish(Resource::Endpoints, key, None, now);
-                }
+                self.index
+                    .index_nodes(Target::Endpoints(key.clone()), BTreeSet::new());
+                self.publisher.publish(Resource::Endpoints, key, None, now);
             }
             Resource::SlicesV1 | Resource::SlicesV1beta1 => {
-                if self.slices.remove(key).is_some() {
-                    self.index_slice(key, None);
-                    self.index_nodes(Target::Slice(key.clone()), BTreeSet::new());
-                    self.publish(Resource::SlicesV1, key, None, now);
-                    if self.v1beta1 {
-                        self.publish(Resource::SlicesV1beta1, key, None, now);
-                    }
+                self.index.index_slice(key, None);
+                self.index
+                    .index_nodes(Target::Slice(key.clone()), BTreeSet::new());
+                self.publisher.publish(Resource::SlicesV1, key, None, now);
+                if self.publisher.serves_v1beta1() {
+                    self.publisher
+                        .publish(Resource::SlicesV1beta1, key, None, now);
                 }
             }
+        }
+    }
+
+    /// Publishes the served versions of a slice (a change reaches the v1 stream, and the
+    /// v1beta1 stream once v1beta1 is served).
+    fn publish_slice(&mut self, key: &ObjectKey, obj: Value, now: u64) {
+        // v1 first (the order RVs are drawn in); a copy only while v1beta1 is served too.
+        let beta = self.publisher.serves_v1beta1().then(|| obj.clone());
+        let served = self.filter().serve_slice(key, obj, Resource::SlicesV1);
+        self.publisher
+            .publish(Resource::SlicesV1, key, Some(served), now);
+        if let Some(obj) = beta {
+            let served = self.filter().serve_slice(key, obj, Resource::SlicesV1beta1);
+            self.publisher
+                .publish(Resource::SlicesV1beta1, key, Some(served), now);
         }
     }
 
     /// Recomputes the endpoint objects that the changes of this `apply` affect, in key order.
     fn flush_derived(&mut self, now: u64) {
-        let mut services = std::mem::take(&mut self.dirty_services);
-        if std::mem::take(&mut self.dirty_all) {
-            services.extend(self.service_keys.keys().cloned());
-        }
-        let mut targets: BTreeSet<Target> = BTreeSet::new();
-        for svc in &services {
-            if self.endpoints.contains_key(svc) {
-                targets.insert(Target::Endpoints(svc.clone()));
-            }
-            if let Some(slices) = self.slices_by_service.get(svc) {
-                targets.extend(slices.iter().cloned().map(Target::Slice));
-            }
-        }
-        for node in std::mem::take(&mut self.dirty_nodes) {
-            // Only topology Services filter by node labels.
-            targets.extend(
-                self.on_node(&node)
-                    .filter(|t| match t {
-                        Target::Endpoints(k) => self.service_keys.contains_key(k),
-                        Target::Slice(k) => self
-                            .slice_owner
-                            .get(k)
-                            .is_some_and(|s| self.service_keys.contains_key(s)),
-                    })
-                    .cloned(),
-            );
-        }
+        let upstream = &self.upstream;
+        let mut targets = self
+            .index
+            .take_dirty(|svc| upstream.contains(Resource::Endpoints, svc));
         // Edge-health changes affect objects of every class (not only topology Services).
-        targets.extend(self.take_health_targets());
+        for node in self.health.take_dirty() {
+            targets.extend(self.index.on_node(&node).cloned());
+        }
         if targets.is_empty() {
             return;
         }
         debug!("recomputing {} endpoint objects", targets.len());
         for target in targets {
-            match target {
-                Target::Endpoints(key) => {
-                    let kind = Resource::Endpoints;
-                    if self.recompute_as_is(kind, &key, now) {
-                        continue; // filtered on its bytes
-                    }
-                    if let Some(obj) = self.upstream_value(kind, &key) {
-                        self.materialize(kind, &key);
-                        let served = self.serve_endpoints(&key, obj);
-                        self.publish(Resource::Endpoints, &key, Some(served), now);
-                        self.settle(kind, &key);
-                    }
-                }
-                Target::Slice(key) => {
-                    let kind = self.slice_kind;
-                    if self.recompute_as_is(kind, &key, now) {
-                        continue; // filtered on its bytes
-                    }
-                    if let Some(obj) = self.upstream_value(kind, &key) {
-                        self.materialize(kind, &key);
-                        self.publish_slice(&key, obj, now);
-                        self.settle(kind, &key);
-                    }
-                }
+            let (kind, key) = match target {
+                Target::Endpoints(key) => (Resource::Endpoints, key),
+                Target::Slice(key) => (self.slice_kind, key),
+            };
+            if self.recompute_as_is(kind, &key, now) {
+                continue; // filtered on its bytes
             }
+            let Some(obj) = self.upstream.value(kind, &key, self.stand_in()) else {
+                continue;
+            };
+            let by = StandIn::new(&self.publisher, self.slice_kind);
+            self.upstream.materialize(kind, &key, by);
+            if kind == Resource::Endpoints {
+                let served = self.filter().serve_endpoints(&key, obj);
+                self.publisher
+                    .publish(Resource::Endpoints, &key, Some(served), now);
+            } else {
+                self.publish_slice(&key, obj, now);
+            }
+            self.settle(kind, &key);
         }
     }
+
+    /// Applies edge-health's latest answer (`map`; empty after a failed poll, which keeps every
+    /// endpoint again): resolves the abnormal nodes, and recomputes the endpoint objects with
+    /// an endpoint on a node whose status changed, logging every change of served content with
+    /// a new RV exactly as [`State::apply`] does. The same map again, or one resolving to the
+    /// same nodes, changes nothing. Logs the new set at INFO when it changes.
+    pub fn set_edge_health(&mut self, map: HealthMap, now: u64) -> Applied {
+        if !self.health.set_map(map) {
+            return Applied::default();
+        }
+        let before = self.current_rv();
+        self.flush_derived(now);
+        self.end_change(now);
+        Applied {
+            events: (self.current_rv() - before) as usize,
+            ..Applied::default()
+        }
+    }
+
+    /// The nodes whose endpoints the edge-health filter currently drops (names, and keys
+    /// reported abnormal that name no cached node).
+    pub fn abnormal_nodes(&self) -> &BTreeSet<String> {
+        self.health.abnormal()
+    }
+
+    /// Packs up to `max` of the upstream bytes kept for pruned objects since the last call;
+    /// returns how many are left (see [`upstream`]). The writer calls it after each change is
+    /// applied and served, a batch per lock.
+    pub fn pack_pending(&mut self, max: usize) -> usize {
+        self.upstream.pack_pending(max)
+    }
+
+    /// Copies what [`ExplainInput::overview`] needs for the first `limit` topology Services.
+    pub fn overview_input(&self, limit: usize) -> ExplainInput {
+        let keys: Vec<ObjectKey> = self
+            .index
+            .service_keys()
+            .keys()
+            .take(limit)
+            .cloned()
+            .collect();
+        ExplainInput::gather(&self.filter(), &self.publisher, keys)
+    }
+
+    /// Copies what [`ExplainInput::explain`] needs for `service`; `None` when the cache holds
+    /// neither the Service nor an Endpoints object or slice of it.
+    pub fn explain_input(&self, service: &ObjectKey) -> Option<ExplainInput> {
+        let known = self.upstream.contains(Resource::Services, service)
+            || self.upstream.contains(Resource::Endpoints, service)
+            || !self.index.slices_of(service).is_empty();
+        known.then(|| ExplainInput::gather(&self.filter(), &self.publisher, vec![service.clone()]))
+    }
+
+    /// The overview, computed under the caller's borrow (tests; the server copies first).
+    pub fn topology_overview(&self, limit: usize) -> Overview {
+        self.overview_input(limit).overview()
+    }
+
+    /// One Service explained under the caller's borrow (tests; the server copies first).
+    pub fn explain_service(&self, service: &ObjectKey, rows: usize) -> Option<ServiceExplanation> {
+        self.explain_input(service).map(|i| i.explain(rows))
+    }
 }
-
-#[path = "store_as_is.rs"]
-mod as_is;
-#[path = "store_serve.rs"]
-mod serve;
-#[path = "store_upstream.rs"]
-mod upstream;
-use upstream::Stored;
-pub use upstream::{ServedBytes, Upstream};
-
-#[path = "store_publish.rs"]
-mod publish;
-use publish::finish;
-
-#[path = "store_prepare.rs"]
-mod prepare;
-#[cfg(test)]
-use prepare::fresh;
-pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
-
-#[path = "store_explain.rs"]
-pub mod explain;
-#[path = "store_health.rs"]
-mod health_filter;
-#[path = "store_index.rs"]
-mod index;
-#[path = "store_persist.rs"]
-mod persist;
-#[cfg(test)]
-#[path = "store_test_support.rs"]
-pub(crate) mod test_support;
-#[cfg(test)]
-#[path = "store_tests.rs"]
-mod tests;
-#[path = "store_v1beta1.rs"]
-mod v1beta1;

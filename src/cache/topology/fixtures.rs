@@ -2,7 +2,7 @@
 //! the cache's event tests. Test-only.
 //!
 //! The topology tests form one numbered catalogue of cases, `case_NN_…` across
-//! `topology/tests*.rs` (what is served) and `store_tests*.rs` (events and resourceVersions),
+//! `topology/tests*.rs` (what is served) and `store/tests*.rs` (events and resourceVersions),
 //! mostly on fixture F or T; a number names the same case in every file. The rules they check
 //! are those of docs/SEMANTICS.md (§2, §3, §4, §5, §6.2, §10); every § here is a section of that
 //! file.

@@ -1,7 +1,7 @@
 //! Event and resourceVersion behaviour of the cache: the numbered cases about events (2–7, 12,
 //! 17–25, 39; the catalogue is described in `topology/fixtures.rs`) and the rules of
 //! docs/SEMANTICS.md §6 and §6.2. Readiness, slice versions, admission and the from-scratch
-//! recompute oracle are in `store_tests_lifecycle.rs`, which shares the helpers.
+//! recompute oracle are in `tests/lifecycle.rs`, and edge-health's in `tests/health.rs`; both share the helpers.
 
 use serde_json::{json, Value};
 
@@ -450,5 +450,17 @@ fn case_39_every_slice_of_the_service_gets_a_new_rv() {
     );
 }
 
-#[path = "store_tests_lifecycle.rs"]
+/// A tiny deterministic generator for the oracle tests.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+mod health;
 mod lifecycle;

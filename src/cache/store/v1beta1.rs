@@ -1,16 +1,17 @@
 //! v1beta1 EndpointSlices on demand. kube-proxy ≥ 1.21 lists and watches only
 //! `discovery.k8s.io/v1`, so a second served copy of every slice (and an RV and a log entry per
 //! change of it) would be spent for nobody. The v1beta1 view is built at the first request for
-//! it and kept up to date from then on.
+//! it and kept up to date from then on ([`super::publisher`] keeps the flag; this route of the
+//! binder builds the first copy from the stored slices).
 
 use std::sync::Arc;
 
 use log::info;
 
-use super::{finish, State};
+use super::publisher::finish;
+use super::State;
 use crate::cache::view::Served;
 use crate::k8s::Resource;
-use crate::sync::lock;
 
 impl State {
     /// Starts serving v1beta1 EndpointSlices (no-op when already served): builds the served
@@ -18,37 +19,31 @@ impl State {
     /// empty history from there (a v1beta1 watch from an older RV gets 410 and relists). Spends
     /// no RV and logs no event. Called under the cache lock by the request path.
     pub fn serve_v1beta1(&mut self) {
-        if self.v1beta1 {
+        if self.publisher.serves_v1beta1() {
             return;
         }
-        self.v1beta1 = true;
-        let rv = self.rv;
+        let rv = self.current_rv();
         let res = Resource::SlicesV1beta1;
-        let mut built = Vec::with_capacity(self.slices.len());
-        for key in self.slices.keys() {
-            let Some(obj) = self.upstream_value(self.slice_kind, key) else {
+        let keys = self.upstream.keys(self.slice_kind);
+        let mut built = Vec::with_capacity(keys.len());
+        let filter = self.filter();
+        for key in &keys {
+            let Some(obj) = self.upstream.value(self.slice_kind, key, self.stand_in()) else {
                 continue;
             };
-            let mut value = self.serve_slice(key, obj, res);
+            let mut value = filter.serve_slice(key, obj, res);
             let bytes = finish(res, &mut value, rv);
             built.push(Arc::new(Served::with_bytes(key.clone(), rv, &value, bytes)));
         }
         let count = built.len();
-        let mut view = lock(&self.view);
-        view.set_v1beta1();
-        let coll = view.collection_mut(res);
-        for served in built {
-            coll.seed(served);
-        }
-        coll.reset_history(rv);
-        drop(view);
-        self.publish_facts();
+        self.publisher.start_v1beta1(built);
+        self.publisher.publish_facts(self.status());
         info!("serving v1beta1 EndpointSlices from now on (first request): {count} built at resourceVersion {rv}");
     }
 
     /// Whether v1beta1 EndpointSlices are served (see [`State::serve_v1beta1`]).
     pub fn serves_v1beta1(&self) -> bool {
-        self.v1beta1
+        self.publisher.serves_v1beta1()
     }
 }
 

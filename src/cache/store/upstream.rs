@@ -1,9 +1,15 @@
-//! How the cache keeps upstream objects: as compact bytes, or — when they are the served bytes but
-//! for the resourceVersion stamp (Nodes, Services, and the endpoint objects that no topology key or
-//! edge-health status prunes) — not at all: they are read back from the served object, which spares
-//! a second copy of everything served as it came. The others (pruned), once published, are kept
-//! packed ([`crate::cache::pack`]): they are read only to recompute them or to compare a relisted
-//! object with them.
+//! What the upstream said: the upstream objects by resource and key, and how they are kept — as
+//! compact bytes, or, when they are the served bytes but for the resourceVersion stamp (Nodes,
+//! Services, and the endpoint objects that no topology key or edge-health status prunes), not at
+//! all: they are read back from the served object ([`StandIn`]), which spares a second copy of
+//! everything served as it came. The others (pruned), once published, are kept packed
+//! ([`crate::cache::pack`]): they are read only to recompute them or to compare a relisted object
+//! with them.
+//!
+//! Invariants: a [`Stored::AsServed`] object's served object (of the [`StandIn`] resource) is
+//! its bytes with the stamp of its RV added; a [`Stored::Own`] object is either being published
+//! or listed in `to_pack` ([`UpstreamObjects::settle`]); what is read back ([`UpstreamObjects::bytes`])
+//! is always exactly the upstream's canonical bytes, wherever they are kept.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -11,13 +17,13 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::{parse, Listed, Raw, State};
+use super::publisher::Publisher;
+use super::{parse, Listed, Raw};
 use crate::bytes;
 use crate::cache::pack::{self, Packed};
 use crate::cache::snapshot::Blob;
 use crate::cache::view::{find_stamp, rv_stamp};
 use crate::k8s::{ObjectKey, Resource};
-use crate::sync::lock;
 
 /// An upstream object as the cache keeps it.
 #[derive(Clone, Debug)]
@@ -31,7 +37,7 @@ pub(super) enum Stored {
     AsServed,
 }
 
-/// An upstream object as [`State::export`] hands it to the snapshot writer: taken under the
+/// An upstream object as [`super::State::export`] hands it to the snapshot writer: taken under the
 /// cache lock by sharing what the cache holds (pointer copies), made whole off it, one object
 /// at a time.
 #[derive(Clone, Debug)]
@@ -153,7 +159,35 @@ pub(super) fn unstamped_eq(raw: &[u8], served: &[u8], rv: u64) -> bool {
     })
 }
 
-impl State {
+/// The upstream objects of every resource (slices of the version mirrored), and the ones whose
+/// bytes are left to pack.
+#[derive(Debug, Default)]
+pub(super) struct UpstreamObjects {
+    nodes: BTreeMap<String, Stored>,
+    services: BTreeMap<ObjectKey, Stored>,
+    endpoints: BTreeMap<ObjectKey, Stored>,
+    slices: BTreeMap<ObjectKey, Stored>,
+    /// Upstream bytes that [`UpstreamObjects::pack_pending`] is to pack: left for after the
+    /// change is served, so that readiness and other writers do not wait for it.
+    to_pack: Vec<(Resource, ObjectKey)>,
+}
+
+/// The served objects that may stand in for upstream ones: the view, and the EndpointSlice
+/// version mirrored (only served slices of that version carry the upstream's bytes).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StandIn<'a> {
+    publisher: &'a Publisher,
+    slice_kind: Resource,
+}
+
+impl<'a> StandIn<'a> {
+    pub(super) fn new(publisher: &'a Publisher, slice_kind: Resource) -> StandIn<'a> {
+        StandIn {
+            publisher,
+            slice_kind,
+        }
+    }
+
     /// The served resource whose objects may stand in for upstream objects of `kind`.
     fn mirror(&self, kind: Resource) -> Option<Resource> {
         match kind {
@@ -163,123 +197,187 @@ impl State {
         }
     }
 
-    pub(super) fn stored(&self, kind: Resource, key: &ObjectKey) -> Option<&Stored> {
-        match kind {
-            Resource::Nodes => self.nodes.get(&*key.name),
-            Resource::Services => self.services.get(key),
-            Resource::Endpoints => self.endpoints.get(key),
-            Resource::SlicesV1 | Resource::SlicesV1beta1 => self.slices.get(key),
-        }
-    }
-
-    fn stored_mut(&mut self, kind: Resource, key: &ObjectKey) -> Option<&mut Stored> {
-        match kind {
-            Resource::Nodes => self.nodes.get_mut(&*key.name),
-            Resource::Services => self.services.get_mut(key),
-            Resource::Endpoints => self.endpoints.get_mut(key),
-            Resource::SlicesV1 | Resource::SlicesV1beta1 => self.slices.get_mut(key),
-        }
-    }
-
     /// The served object that stands in for upstream object `key` of `kind`: its bytes and RV.
-    fn served_for(&self, kind: Resource, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
-        let view = lock(&self.view);
-        let served = view.collection(self.mirror(kind)?).get(key)?;
-        Some((served.bytes.clone(), served.rv))
+    fn served(&self, kind: Resource, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
+        self.publisher.served(self.mirror(kind)?, key)
+    }
+}
+
+impl UpstreamObjects {
+    fn map(&self, kind: Resource) -> Option<&BTreeMap<ObjectKey, Stored>> {
+        match kind {
+            Resource::Nodes => None,
+            Resource::Services => Some(&self.services),
+            Resource::Endpoints => Some(&self.endpoints),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => Some(&self.slices),
+        }
+    }
+
+    fn map_mut(&mut self, kind: Resource) -> Option<&mut BTreeMap<ObjectKey, Stored>> {
+        match kind {
+            Resource::Nodes => None,
+            Resource::Services => Some(&mut self.services),
+            Resource::Endpoints => Some(&mut self.endpoints),
+            Resource::SlicesV1 | Resource::SlicesV1beta1 => Some(&mut self.slices),
+        }
+    }
+
+    pub(super) fn get(&self, kind: Resource, key: &ObjectKey) -> Option<&Stored> {
+        match self.map(kind) {
+            None => self.nodes.get(&*key.name),
+            Some(map) => map.get(key),
+        }
+    }
+
+    fn get_mut(&mut self, kind: Resource, key: &ObjectKey) -> Option<&mut Stored> {
+        if kind == Resource::Nodes {
+            return self.nodes.get_mut(&*key.name);
+        }
+        self.map_mut(kind)?.get_mut(key)
+    }
+
+    /// Whether an object of `kind` is kept at `key`.
+    pub(super) fn contains(&self, kind: Resource, key: &ObjectKey) -> bool {
+        self.get(kind, key).is_some()
+    }
+
+    /// Whether any object of `kind` is kept.
+    pub(super) fn holds_any(&self, kind: Resource) -> bool {
+        match self.map(kind) {
+            None => !self.nodes.is_empty(),
+            Some(map) => !map.is_empty(),
+        }
+    }
+
+    /// The keys of `kind`, in order.
+    pub(super) fn keys(&self, kind: Resource) -> Vec<ObjectKey> {
+        match self.map(kind) {
+            None => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
+            Some(map) => map.keys().cloned().collect(),
+        }
+    }
+
+    /// Keeps `stored` as the upstream object `key` of `kind`.
+    pub(super) fn insert(&mut self, kind: Resource, key: &ObjectKey, stored: Stored) {
+        match self.map_mut(kind) {
+            None => self.nodes.insert(key.name.to_string(), stored),
+            Some(map) => map.insert(key.clone(), stored),
+        };
+    }
+
+    /// Forgets the upstream object `key` of `kind`; whether it was kept.
+    pub(super) fn remove(&mut self, kind: Resource, key: &ObjectKey) -> bool {
+        match self.map_mut(kind) {
+            None => self.nodes.remove(&*key.name).is_some(),
+            Some(map) => map.remove(key).is_some(),
+        }
     }
 
     /// The upstream object for a snapshot: what the cache holds, shared.
-    pub(super) fn upstream_blob(&self, kind: Resource, key: &ObjectKey) -> Option<Upstream> {
-        Upstream::of(self.stored(kind, key)?, || self.served_for(kind, key))
+    pub(super) fn blob(
+        &self,
+        kind: Resource,
+        key: &ObjectKey,
+        by: StandIn<'_>,
+    ) -> Option<Upstream> {
+        Upstream::of(self.get(kind, key)?, || by.served(kind, key))
     }
 
-    /// Every upstream object of `kind` for a snapshot, in key order ([`State::upstream_blob`]
+    /// Every upstream object of `kind` for a snapshot, in key order ([`UpstreamObjects::blob`]
     /// of each, walking the store once). The served view is locked per object, as the loop
     /// locks it per request, so that a LIST never waits for a whole export.
-    pub(super) fn upstream_blobs(&self, kind: Resource) -> Vec<Upstream> {
-        let all = |map: &BTreeMap<ObjectKey, Stored>| -> Vec<Upstream> {
-            map.iter()
-                .filter_map(|(key, stored)| Upstream::of(stored, || self.served_for(kind, key)))
-                .collect()
-        };
-        match kind {
-            Resource::Nodes => self
+    pub(super) fn blobs(&self, kind: Resource, by: StandIn<'_>) -> Vec<Upstream> {
+        match self.map(kind) {
+            None => self
                 .nodes
                 .iter()
                 .filter_map(|(name, stored)| {
-                    Upstream::of(stored, || self.served_for(kind, &ObjectKey::new("", name)))
+                    Upstream::of(stored, || by.served(kind, &ObjectKey::new("", name)))
                 })
                 .collect(),
-            Resource::Services => all(&self.services),
-            Resource::Endpoints => all(&self.endpoints),
-            Resource::SlicesV1 | Resource::SlicesV1beta1 => all(&self.slices),
+            Some(map) => map
+                .iter()
+                .filter_map(|(key, stored)| Upstream::of(stored, || by.served(kind, key)))
+                .collect(),
         }
     }
 
     /// The upstream object's compact JSON (a copy when it is kept packed or as the served
     /// object).
-    pub(super) fn upstream_bytes(&self, kind: Resource, key: &ObjectKey) -> Option<Raw> {
-        self.upstream_blob(kind, key)?.bytes()
+    pub(super) fn bytes(&self, kind: Resource, key: &ObjectKey, by: StandIn<'_>) -> Option<Raw> {
+        self.blob(kind, key, by)?.bytes()
     }
 
     /// The upstream object, decoded.
-    pub(super) fn upstream_value(&self, kind: Resource, key: &ObjectKey) -> Option<Value> {
-        parse(&self.upstream_bytes(kind, key)?)
+    pub(super) fn value(&self, kind: Resource, key: &ObjectKey, by: StandIn<'_>) -> Option<Value> {
+        parse(&self.bytes(kind, key, by)?)
     }
 
     /// Whether the stored upstream object of `key` has exactly these bytes.
-    pub(super) fn same_upstream(&self, kind: Resource, key: &ObjectKey, bytes: &[u8]) -> bool {
-        match self.stored(kind, key) {
+    pub(super) fn same(
+        &self,
+        kind: Resource,
+        key: &ObjectKey,
+        bytes: &[u8],
+        by: StandIn<'_>,
+    ) -> bool {
+        match self.get(kind, key) {
             None => false,
             Some(Stored::Own(raw)) => bytes::eq(raw, bytes),
             Some(Stored::Packed(packed)) => {
                 packed.len() == bytes.len()
                     && packed.with_unpacked(|raw| bytes::eq(raw, bytes)) == Some(true)
             }
-            Some(Stored::AsServed) => self
-                .served_for(kind, key)
+            Some(Stored::AsServed) => by
+                .served(kind, key)
                 .is_some_and(|(served, rv)| unstamped_eq(bytes, &served, rv)),
         }
     }
 
-    /// [`State::same_upstream`] of a listed object, without unpacking it where it was kept
+    /// [`UpstreamObjects::same`] of a listed object, without unpacking it where it was kept
     /// packed (a relist's unchanged pruned objects compare packed to packed).
-    pub(super) fn same_listed(&self, kind: Resource, key: &ObjectKey, listed: &Listed) -> bool {
-        let stored = self.stored(kind, key);
+    pub(super) fn same_listed(
+        &self,
+        kind: Resource,
+        key: &ObjectKey,
+        listed: &Listed,
+        by: StandIn<'_>,
+    ) -> bool {
+        let stored = self.get(kind, key);
         let packed = listed.as_is.as_ref().and_then(|f| f.packed.as_ref());
         match (stored, listed.bytes(), packed) {
             (None, _, _) => false,
             (Some(Stored::Packed(stored)), None, Some(packed)) => stored.packs_same(packed),
-            (_, Some(bytes), _) => self.same_upstream(kind, key, bytes),
+            (_, Some(bytes), _) => self.same(kind, key, bytes, by),
             (_, None, Some(packed)) => packed
-                .with_unpacked(|raw| self.same_upstream(kind, key, raw))
+                .with_unpacked(|raw| self.same(kind, key, raw, by))
                 .unwrap_or(false),
             (_, None, None) => false,
         }
     }
 
     /// Before a recomputation may change the served object: keep the upstream bytes again.
-    pub(super) fn materialize(&mut self, kind: Resource, key: &ObjectKey) {
-        if matches!(self.stored(kind, key), Some(Stored::AsServed)) {
-            let bytes = self.upstream_bytes(kind, key);
-            if let (Some(bytes), Some(stored)) = (bytes, self.stored_mut(kind, key)) {
+    pub(super) fn materialize(&mut self, kind: Resource, key: &ObjectKey, by: StandIn<'_>) {
+        if matches!(self.get(kind, key), Some(Stored::AsServed)) {
+            let bytes = self.bytes(kind, key, by);
+            if let (Some(bytes), Some(stored)) = (bytes, self.get_mut(kind, key)) {
                 *stored = Stored::Own(bytes);
             }
         }
     }
 
     /// After a publication: drop the upstream bytes if the served object carries them, else
-    /// leave them for [`State::pack_pending`].
-    pub(super) fn settle(&mut self, kind: Resource, key: &ObjectKey) {
-        let Some(Stored::Own(raw)) = self.stored(kind, key) else {
+    /// leave them for [`UpstreamObjects::pack_pending`].
+    pub(super) fn settle(&mut self, kind: Resource, key: &ObjectKey, by: StandIn<'_>) {
+        let Some(Stored::Own(raw)) = self.get(kind, key) else {
             return;
         };
-        let same = self
-            .served_for(kind, key)
+        let same = by
+            .served(kind, key)
             .is_some_and(|(served, rv)| unstamped_eq(raw, &served, rv));
         if !same {
             self.to_pack.push((kind, key.clone()));
-        } else if let Some(stored) = self.stored_mut(kind, key) {
+        } else if let Some(stored) = self.get_mut(kind, key) {
             *stored = Stored::AsServed;
         }
     }
@@ -291,15 +389,15 @@ impl State {
     /// applies it delayed readiness, and packing it here afterwards left the unpacked bytes' holes
     /// behind in the allocator; see BENCHMARKS.md); what is left here is a watch event's object, or
     /// one a relabel or edge-health change newly prunes.
-    pub fn pack_pending(&mut self, max: usize) -> usize {
+    pub(super) fn pack_pending(&mut self, max: usize) -> usize {
         let batch = self
             .to_pack
             .split_off(self.to_pack.len().saturating_sub(max));
         for (kind, key) in batch {
-            let Some(Stored::Own(raw)) = self.stored(kind, &key) else {
+            let Some(Stored::Own(raw)) = self.get(kind, &key) else {
                 continue; // packed already, served as it came, or gone
             };
-            if let (Some(packed), Some(stored)) = (pack::pack(raw), self.stored_mut(kind, &key)) {
+            if let (Some(packed), Some(stored)) = (pack::pack(raw), self.get_mut(kind, &key)) {
                 *stored = Stored::Packed(packed);
             }
         }
@@ -372,7 +470,7 @@ mod state_tests {
 
     use serde_json::json;
 
-    use super::super::{fresh, test_support};
+    use super::super::{fresh, test_support, State};
     use super::*;
     use crate::cache::topology::fixtures::*;
     use crate::handoff::Change;
@@ -401,14 +499,19 @@ mod state_tests {
         let mut st = test_support::loaded(&fx, 1, Resource::SlicesV1, slices.clone());
         // Kept whole until the writer packs them, after the change (in batches).
         let s_a = ObjectKey::new("default", "s-a");
-        let own = |st: &State| matches!(st.stored(Resource::SlicesV1, &s_a), Some(Stored::Own(_)));
+        let own = |st: &State| {
+            matches!(
+                st.upstream.get(Resource::SlicesV1, &s_a),
+                Some(Stored::Own(_))
+            )
+        };
         assert!(own(&st));
         assert!(st.pack_pending(1) > 0, "more than one object to pack");
         assert_eq!(st.pack_pending(usize::MAX), 0);
         assert!(!own(&st));
         let kept = |st: &State, kind, ns: &str, name: &str| {
             matches!(
-                st.stored(kind, &ObjectKey::new(ns, name)),
+                st.upstream.get(kind, &ObjectKey::new(ns, name)),
                 Some(Stored::Packed(_))
             )
         };
@@ -485,7 +588,7 @@ mod state_tests {
         st.apply(Resource::SlicesV1, listed(slices.clone()), 0);
         assert!(st.is_ready());
         let key = ObjectKey::new("default", "s-a");
-        let packed = |st: &State| match st.stored(Resource::SlicesV1, &key) {
+        let packed = |st: &State| match st.upstream.get(Resource::SlicesV1, &key) {
             Some(Stored::Packed(p)) => Some(p.clone()),
             _ => None,
         };
@@ -558,14 +661,17 @@ mod state_tests {
         for node in fx.node_objects() {
             let key = ObjectKey::of(&node).expect("named");
             assert!(
-                matches!(st.stored(Resource::Nodes, &key), Some(Stored::AsServed)),
+                matches!(
+                    st.upstream.get(Resource::Nodes, &key),
+                    Some(Stored::AsServed)
+                ),
                 "node {key} is kept as well as served"
             );
         }
         let svc = fx.services[0].clone();
         let key = ObjectKey::of(&svc).expect("named");
         assert!(matches!(
-            st.stored(Resource::Services, &key),
+            st.upstream.get(Resource::Services, &key),
             Some(Stored::AsServed)
         ));
         // The same object from a watch (with its type meta): nothing changed, no new RV.

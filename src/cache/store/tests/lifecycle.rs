@@ -52,18 +52,6 @@ fn not_ready_until_every_kind_listed_and_history_starts_at_ready() {
     assert_eq!(c.log_len(), 0);
 }
 
-/// A tiny deterministic generator for the oracle test.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
 /// docs/SEMANTICS.md §6.2: the incrementally maintained view equals a from-scratch recomputation,
 /// and every served object's RV changes exactly when its content does.
 #[test]
@@ -441,6 +429,3 @@ fn a_first_list_packs_only_the_objects_of_topology_services() {
         Hold::PackedOnly
     );
 }
-
-#[path = "store_health_tests.rs"]
-mod health;

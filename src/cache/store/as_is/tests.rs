@@ -74,9 +74,12 @@ fn taken_only_for_objects_served_as_they_came() {
         "the filter pruned some, not all"
     );
     // The indexes know it: a relabel of n2 reaches it; its Service owns it.
-    assert!(st.on_node("n2").any(|t| *t == Target::Slice(key(&plain))));
+    assert!(st
+        .index
+        .on_node("n2")
+        .any(|t| *t == Target::Slice(key(&plain))));
     assert_eq!(
-        st.slice_owner.get(&key(&plain)),
+        st.index.owner_of(&key(&plain)),
         Some(&ObjectKey::new("default", "plain"))
     );
     // Endpoints: the plain Service's are, and the topology Service's, filtered on their

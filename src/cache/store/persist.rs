@@ -1,22 +1,23 @@
 //! The cache's side of `--cache-dir`: taking its upstream objects for a snapshot, and serving a
-//! snapshot's objects after a restart. Pure (the disk is `crate::persist`'s).
+//! snapshot's objects after a restart. Pure (the disk is `crate::persist`'s). One of the binder's
+//! routes: an `impl` of [`State`] over the parts ([`super::upstream`] exports, a restore goes
+//! through the same path as a first list).
 
 use log::warn;
 
 use super::{State, Upstream};
 use crate::cache::snapshot::Objects;
 use crate::k8s::Resource;
-use crate::sync::lock;
 
 impl State {
     /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
     /// and RV): taken under the lock (pointer copies), made whole and written off it.
     pub fn export(&self) -> Objects<Upstream> {
         Objects {
-            nodes: self.upstream_blobs(Resource::Nodes),
-            services: self.upstream_blobs(Resource::Services),
-            endpoints: self.upstream_blobs(Resource::Endpoints),
-            slices: self.upstream_blobs(self.slice_kind),
+            nodes: self.upstream.blobs(Resource::Nodes, self.stand_in()),
+            services: self.upstream.blobs(Resource::Services, self.stand_in()),
+            endpoints: self.upstream.blobs(Resource::Endpoints, self.stand_in()),
+            slices: self.upstream.blobs(self.slice_kind, self.stand_in()),
         }
     }
 
@@ -25,7 +26,7 @@ impl State {
     /// listed from the upstream (whose lists are then diffed against it, as any relist is).
     /// Only for a fresh cache (nothing applied yet); returns whether it restored.
     pub fn restore(&mut self, objects: Objects, slice_kind: Resource, now: u64) -> bool {
-        if self.ready || !self.synced.is_empty() || !self.nodes.is_empty() {
+        if self.ready || !self.synced.is_empty() || self.upstream.holds_any(Resource::Nodes) {
             warn!("not restoring the snapshot: the cache already holds upstream data");
             return false;
         }
@@ -55,20 +56,12 @@ impl State {
         // Nodes, then Services, then the endpoint objects: each endpoint object was served with
         // every node and Service already in place, so the recomputation those upserts asked for
         // would only repeat the same work (a large share of the restore time).
-        self.dirty_all = false;
-        self.dirty_services.clear();
-        self.dirty_nodes.clear();
-        let _ = self.take_health_targets();
+        self.index.forget_dirty();
+        let _ = self.health.take_dirty();
         self.ready = true;
         self.from_snapshot = true;
-        {
-            let mut view = lock(&self.view);
-            view.set_ready();
-            for coll in view.collections_mut() {
-                coll.reset_history(self.rv);
-            }
-        }
-        self.publish_facts();
+        self.publisher.set_ready();
+        self.publisher.publish_facts(self.status());
         true
     }
 }
@@ -89,5 +82,4 @@ impl Objects<Upstream> {
 }
 
 #[cfg(test)]
-#[path = "store_persist_tests.rs"]
 mod tests;

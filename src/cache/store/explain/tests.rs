@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 
+use super::super::State;
 use super::*;
 use crate::cache::topology::fixtures::*;
 use crate::handoff::Change;

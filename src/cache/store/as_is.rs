@@ -8,6 +8,9 @@
 //! made canonical ([`AsIs`]). That is the common case for a list's slices, which otherwise are
 //! decoded into a `Value` again under the lock, filtered and serialized again. In debug builds
 //! every publication through here is checked against the `Value` path.
+//!
+//! One of the binder's routes: an `impl` of [`State`] that takes an object through the parts
+//! (kept by [`super::upstream`], indexed by [`super::index`], published by [`super::publisher`]).
 
 use super::{State, Stored};
 use crate::cache::canonical::{AsIs, Item};
@@ -28,10 +31,14 @@ impl State {
     ) -> bool {
         let res = match kind {
             Resource::Endpoints => kind,
-            Resource::SlicesV1 if self.slice_kind == kind && !self.v1beta1 => kind,
+            Resource::SlicesV1 if self.slice_kind == kind && !self.publisher.serves_v1beta1() => {
+                kind
+            }
             _ => return false,
         };
-        if topology::may_rewrite(key, &self.locality()) || !self.health.abnormal.is_empty() {
+        if topology::may_rewrite(key, &self.filter().locality())
+            || !self.abnormal_nodes().is_empty()
+        {
             return false;
         }
         let service = match kind {
@@ -41,9 +48,10 @@ impl State {
         // A topology Service's v1 slice or Endpoints: which endpoints (addresses) stay (§2.3;
         // no §10 here: no node is abnormal), decided now; the others are left out of the
         // bytes below, without a `Value`.
-        let keep: Option<Vec<bool>> = match self.class_of(service) {
+        let filter = self.filter();
+        let keep: Option<Vec<bool>> = match filter.class_of(service) {
             Class::Topology(keys) => {
-                let loc = self.locality();
+                let loc = filter.locality();
                 let kept =
                     |node: Option<&str>| topology::verdict(node, Some(keys), false, &loc).kept;
                 let Some(keep) = facts.keep_by(bytes, kept) else {
@@ -84,7 +92,7 @@ impl State {
                 facts.labels.clone(),
             )
         };
-        self.publish_with(res, key, Some(make), now);
+        self.publisher.publish_with(res, key, Some(make), now);
         self.settle(kind, key);
         true
     }
@@ -109,7 +117,7 @@ impl State {
             Ok(Item::Kept(k, same, Some(mut facts))) if k == *key && same[..] == bytes[..] => {
                 // The upstream object did not change: if it stays pruned, its packed copy
                 // stays too (a relabel of the local node recomputes every topology object).
-                if let Some(Stored::Packed(packed)) = self.stored(kind, key) {
+                if let Some(Stored::Packed(packed)) = self.upstream.get(kind, key) {
                     facts.packed = Some(packed.clone());
                 }
                 self.upsert_as_is(kind, key, &bytes, facts, now)
@@ -131,10 +139,10 @@ impl State {
     ) {
         let value = super::parse(bytes).expect("bytes this process made");
         let mut want = match res {
-            Resource::Endpoints => self.serve_endpoints(key, value),
-            _ => self.serve_slice(key, value, res),
+            Resource::Endpoints => self.filter().serve_endpoints(key, value),
+            _ => self.filter().serve_slice(key, value, res),
         };
-        let want = super::publish::finish(res, &mut want, 1234);
+        let want = super::publisher::finish(res, &mut want, 1234);
         assert_eq!(
             facts.pruned(bytes, keep, 1234).as_deref(),
             Some(&want[..]),
@@ -144,5 +152,4 @@ impl State {
 }
 
 #[cfg(test)]
-#[path = "store_as_is_tests.rs"]
 mod tests;

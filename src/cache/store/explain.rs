@@ -7,7 +7,7 @@
 //! set. An explanation therefore cannot disagree with what is served.
 //!
 //! Two steps, so that the caller holds the cache lock (which the event loop and the reflectors
-//! take too) only to copy: [`State::overview_input`] / [`State::explain_input`] take shared
+//! take too) only to copy: [`super::State::overview_input`] / [`super::State::explain_input`] take shared
 //! object bytes, served resourceVersions and the labels of the nodes concerned (only the keys in
 //! play) — no parsing; then [`ExplainInput::overview`] / [`ExplainInput::explain`] parse and
 //! evaluate without the lock. Slices are explained in their discovery.k8s.io/v1 view (converted
@@ -17,7 +17,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::{parse, Raw, State, Target};
+use super::index::Target;
+use super::publisher::Publisher;
+use super::serve::Filter;
+use super::upstream::StandIn;
+use super::{parse, Raw};
 use crate::cache::topology::{self, Class, Labels, Locality, ObjectVerdicts, Reason, TopologyKeys};
 use crate::k8s::{convert, ObjectKey, Resource};
 
@@ -185,69 +189,53 @@ pub struct EndpointRow {
     pub message: String,
 }
 
-impl State {
-    /// Copies what [`ExplainInput::overview`] needs for the first `limit` topology Services.
-    pub fn overview_input(&self, limit: usize) -> ExplainInput {
-        let keys: Vec<ObjectKey> = self.service_keys.keys().take(limit).cloned().collect();
-        self.input_for(keys)
-    }
-
-    /// Copies what [`ExplainInput::explain`] needs for `service`; `None` when the cache holds
-    /// neither the Service nor an Endpoints object or slice of it.
-    pub fn explain_input(&self, service: &ObjectKey) -> Option<ExplainInput> {
-        let known = self.services.contains_key(service)
-            || self.endpoints.contains_key(service)
-            || self.slices_by_service.contains_key(service);
-        known.then(|| self.input_for(vec![service.clone()]))
-    }
-
-    /// The overview, computed under the caller's borrow (tests; the server copies first).
-    pub fn topology_overview(&self, limit: usize) -> Overview {
-        self.overview_input(limit).overview()
-    }
-
-    /// One Service explained under the caller's borrow (tests; the server copies first).
-    pub fn explain_service(&self, service: &ObjectKey, rows: usize) -> Option<ServiceExplanation> {
-        self.explain_input(service).map(|i| i.explain(rows))
-    }
-
-    fn input_for(&self, keys: Vec<ObjectKey>) -> ExplainInput {
-        let mut node_names: BTreeSet<&str> = BTreeSet::from([self.settings.hostname.as_str()]);
+impl ExplainInput {
+    /// Copies what explaining the Services `keys` needs from the filter's inputs and the served
+    /// view: shared object bytes, served resourceVersions, the labels of the nodes concerned.
+    pub(super) fn gather(
+        filter: &Filter<'_>,
+        publisher: &Publisher,
+        keys: Vec<ObjectKey>,
+    ) -> ExplainInput {
+        let settings = filter.settings;
+        let index = filter.index;
+        let by = StandIn::new(publisher, filter.slice_kind);
+        let upstream_bytes = |kind, key: &ObjectKey| filter.upstream.bytes(kind, key, by);
+        let mut node_names: BTreeSet<&str> = BTreeSet::from([settings.hostname.as_str()]);
         let mut label_keys: BTreeSet<&str> = BTreeSet::new();
         let mut services = Vec::with_capacity(keys.len());
         for key in keys {
-            let filter = self.service_keys.get(&key);
-            label_keys.extend(filter.iter().flat_map(|k| k.0.iter().map(String::as_str)));
+            let filter_keys = index.service_keys().get(&key);
+            label_keys.extend(
+                filter_keys
+                    .iter()
+                    .flat_map(|k| k.0.iter().map(String::as_str)),
+            );
             let mut object = |target: Target, raw: &Raw| {
                 let (res, key) = match &target {
                     Target::Endpoints(k) => (Resource::Endpoints, k),
                     Target::Slice(k) => (Resource::SlicesV1, k),
                 };
-                let served_rv = self.collection(res).get(key).map(|s| s.rv);
+                let served_rv = publisher.collection(res).get(key).map(|s| s.rv);
                 let name = key.name.to_string();
-                let on = self
-                    .nodes_of
-                    .get(&target)
-                    .into_iter()
-                    .flat_map(|i| i.nodes.iter());
-                node_names.extend(on.map(|n| &**n));
+                node_names.extend(index.nodes_of(&target));
                 ObjectInput {
                     name,
                     raw: raw.clone(),
                     served_rv,
                 }
             };
-            let endpoints = (self.upstream_bytes(Resource::Endpoints, &key))
+            let endpoints = upstream_bytes(Resource::Endpoints, &key)
                 .map(|raw| object(Target::Endpoints(key.clone()), &raw));
-            let slices = (self.slices_by_service.get(&key).into_iter().flatten())
+            let slices = (index.slices_of(&key).iter())
                 .filter_map(|s| {
-                    let raw = self.upstream_bytes(self.slice_kind, s)?;
+                    let raw = upstream_bytes(filter.slice_kind, s)?;
                     Some(object(Target::Slice(s.clone()), &raw))
                 })
                 .collect();
             services.push(ServiceInput {
-                service: self.upstream_bytes(Resource::Services, &key),
-                keys: filter.cloned(),
+                service: upstream_bytes(Resource::Services, &key),
+                keys: filter_keys.cloned(),
                 endpoints,
                 slices,
                 key,
@@ -256,7 +244,7 @@ impl State {
         let nodes = node_names
             .into_iter()
             .filter_map(|n| {
-                let labels = self.node_labels.get(n)?;
+                let labels = index.node_labels().get(n)?;
                 let kept = labels
                     .iter()
                     .filter(|(k, _)| label_keys.contains(k.as_str()))
@@ -266,13 +254,13 @@ impl State {
             })
             .collect();
         ExplainInput {
-            hostname: self.settings.hostname.clone(),
-            wrapper_in_cluster: self.settings.wrapper_in_cluster,
+            hostname: settings.hostname.clone(),
+            wrapper_in_cluster: settings.wrapper_in_cluster,
             nodes,
-            abnormal: self.health.abnormal.clone(),
-            v1beta1_upstream: self.slice_kind == Resource::SlicesV1beta1,
+            abnormal: filter.abnormal.clone(),
+            v1beta1_upstream: filter.slice_kind == Resource::SlicesV1beta1,
             services,
-            topology_services: self.service_keys.len(),
+            topology_services: index.service_keys().len(),
         }
     }
 }
@@ -524,5 +512,4 @@ fn key_list(keys: Option<&TopologyKeys>) -> Vec<String> {
 }
 
 #[cfg(test)]
-#[path = "store_explain_tests.rs"]
 mod tests;

@@ -1,6 +1,6 @@
 //! Event and resourceVersion behaviour of the edge-health filter (docs/SEMANTICS.md §6.2, §10):
 //! exactly the affected objects change, node IP changes re-resolve IP keys, and the incremental
-//! view equals a from-scratch rebuild. A child of `store_tests` (shares its helpers).
+//! view equals a from-scratch rebuild. A child of `store::tests` (shares its helpers).
 
 use std::collections::BTreeMap;
 

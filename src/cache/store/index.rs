@@ -1,14 +1,124 @@
-//! The cache's indexes: which Service each slice belongs to, and which endpoint objects have an
-//! endpoint on which node (so that a node change recomputes only what it can affect). The
-//! by-node sets hold small ids of objects ([`Indexed`]), resolved through `State::target_of`.
+//! The topology index: what the filter reads besides the objects themselves (node labels, each
+//! Service's topology keys, which Service each slice belongs to), which endpoint objects have an
+//! endpoint on which node (so that a node change recomputes only what it can affect), and the
+//! recomputation a change owes (the dirty sets).
+//!
+//! Invariants: `slice_owner` and `slices_by_service` are inverse (every set sorted, none empty);
+//! `nodes_of` and `by_node` are inverse through the ids: an object has an id while it has
+//! endpoints on some node, `target_of[id]` is that object, a free id is `None` there and listed
+//! in `free_ids` (reused first), and no by-node set is empty. Node names are shared between the
+//! two (`Arc<str>`), each object's nodes are one sorted slice, and the by-node sets hold 4-byte
+//! ids of objects, not their 40-byte keys: a large cluster has thousands of such objects, each on
+//! several nodes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{State, Target};
+use crate::cache::topology::{Labels, TopologyKeys};
 use crate::k8s::ObjectKey;
 
-impl State {
+/// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
+/// order derived events are published in).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Target {
+    Endpoints(ObjectKey),
+    Slice(ObjectKey),
+}
+
+/// The topology index and the recomputation owed at the end of the current change.
+#[derive(Debug, Default)]
+pub(super) struct Index {
+    node_labels: BTreeMap<String, Labels>,
+    service_keys: BTreeMap<ObjectKey, TopologyKeys>,
+    slice_owner: BTreeMap<ObjectKey, ObjectKey>,
+    /// Sorted.
+    slices_by_service: BTreeMap<ObjectKey, Vec<ObjectKey>>,
+    // Which endpoint objects have an endpoint on which node, so that a change of a node other
+    // than the local one recomputes only the objects it can affect (§6.2).
+    by_node: BTreeMap<Arc<str>, Vec<u32>>,
+    nodes_of: BTreeMap<Target, Indexed>,
+    /// The object of each id in `by_node` (`None`: a free id, reused first).
+    target_of: Vec<Option<Target>>,
+    free_ids: Vec<u32>,
+    // Recomputation owed at the end of the current change.
+    dirty_all: bool,
+    dirty_services: BTreeSet<ObjectKey>,
+    dirty_nodes: BTreeSet<String>,
+}
+
+/// What the by-node index holds for one endpoint object: its id in the by-node sets, and the
+/// nodes it has endpoints on (sorted).
+#[derive(Debug)]
+struct Indexed {
+    id: u32,
+    nodes: Box<[Arc<str>]>,
+}
+
+impl Index {
+    /// Every node's labels.
+    pub(super) fn node_labels(&self) -> &BTreeMap<String, Labels> {
+        &self.node_labels
+    }
+
+    /// Every topology Service's keys.
+    pub(super) fn service_keys(&self) -> &BTreeMap<ObjectKey, TopologyKeys> {
+        &self.service_keys
+    }
+
+    /// The Service of a slice.
+    pub(super) fn owner_of(&self, slice: &ObjectKey) -> Option<&ObjectKey> {
+        self.slice_owner.get(slice)
+    }
+
+    /// The slices of a Service, sorted.
+    pub(super) fn slices_of(&self, service: &ObjectKey) -> &[ObjectKey] {
+        self.slices_by_service.get(service).map_or(&[], |s| &s[..])
+    }
+
+    /// The nodes an endpoint object has endpoints on, sorted.
+    pub(super) fn nodes_of(&self, target: &Target) -> impl Iterator<Item = &str> {
+        let nodes = self.nodes_of.get(target).map_or(&[][..], |i| &i.nodes[..]);
+        nodes.iter().map(|n| &**n)
+    }
+
+    /// Node `name` was upserted with `labels`: a change of its labels is owed a recomputation
+    /// ([`Index::mark_node`]).
+    pub(super) fn set_node(&mut self, name: &str, labels: Labels, local: &str) {
+        if self.node_labels.get(name) != Some(&labels) {
+            self.mark_node(name, local);
+        }
+        self.node_labels.insert(name.to_string(), labels);
+    }
+
+    /// Node `name` was deleted: owed a recomputation.
+    pub(super) fn remove_node(&mut self, name: &str, local: &str) {
+        self.node_labels.remove(name);
+        self.mark_node(name, local);
+    }
+
+    /// Service `key` was upserted with `keys` (`is_new`: it was not cached): a new Service, or
+    /// one whose keys changed, is owed a recomputation of its endpoint objects.
+    pub(super) fn set_service(
+        &mut self,
+        key: &ObjectKey,
+        keys: Option<TopologyKeys>,
+        is_new: bool,
+    ) {
+        if is_new || self.service_keys.get(key) != keys.as_ref() {
+            self.dirty_services.insert(key.clone());
+        }
+        match keys {
+            Some(k) => self.service_keys.insert(key.clone(), k),
+            None => self.service_keys.remove(key),
+        };
+    }
+
+    /// Service `key` was deleted: its endpoint objects are owed a recomputation.
+    pub(super) fn remove_service(&mut self, key: &ObjectKey) {
+        self.service_keys.remove(key);
+        self.dirty_services.insert(key.clone());
+    }
+
     pub(super) fn index_slice(&mut self, slice: &ObjectKey, owner: Option<ObjectKey>) {
         if self.slice_owner.get(slice) == owner.as_ref() {
             return; // unchanged (a recomputation, an update of the same Service's slice)
@@ -32,8 +142,8 @@ impl State {
 
     /// A node's labels or existence changed: the local node affects every topology Service,
     /// any other node only the objects with an endpoint on it.
-    pub(super) fn mark_node(&mut self, name: &str) {
-        if name == self.settings.hostname {
+    fn mark_node(&mut self, name: &str, local: &str) {
+        if name == local {
             self.dirty_all = true;
         } else {
             self.dirty_nodes.insert(name.to_string());
@@ -119,20 +229,52 @@ impl State {
             self.free_ids.push(id);
         }
     }
-}
 
-/// What the by-node index holds for one endpoint object: its id in the by-node sets, and the
-/// nodes it has endpoints on (sorted).
-#[derive(Debug)]
-pub(super) struct Indexed {
-    pub(super) id: u32,
-    pub(super) nodes: Box<[Arc<str>]>,
-}
+    /// The endpoint objects the changes since the last call affect (and forgets them): those of
+    /// the Services changed (every topology Service after a local relabel; `has_endpoints`
+    /// says whether a Service has an Endpoints object), and the topology objects with an
+    /// endpoint on another node that changed. Only topology Services filter by node labels.
+    pub(super) fn take_dirty(
+        &mut self,
+        has_endpoints: impl Fn(&ObjectKey) -> bool,
+    ) -> BTreeSet<Target> {
+        let mut services = std::mem::take(&mut self.dirty_services);
+        if std::mem::take(&mut self.dirty_all) {
+            services.extend(self.service_keys.keys().cloned());
+        }
+        let mut targets: BTreeSet<Target> = BTreeSet::new();
+        for svc in &services {
+            if has_endpoints(svc) {
+                targets.insert(Target::Endpoints(svc.clone()));
+            }
+            targets.extend(self.slices_of(svc).iter().cloned().map(Target::Slice));
+        }
+        for node in std::mem::take(&mut self.dirty_nodes) {
+            targets.extend(
+                self.on_node(&node)
+                    .filter(|t| match t {
+                        Target::Endpoints(k) => self.service_keys.contains_key(k),
+                        Target::Slice(k) => self
+                            .slice_owner
+                            .get(k)
+                            .is_some_and(|s| self.service_keys.contains_key(s)),
+                    })
+                    .cloned(),
+            );
+        }
+        targets
+    }
 
-impl State {
+    /// Forgets the recomputation owed (a restore serves every object with the index complete).
+    pub(super) fn forget_dirty(&mut self) {
+        self.dirty_all = false;
+        self.dirty_services.clear();
+        self.dirty_nodes.clear();
+    }
+
     /// After a full list: the index vectors grew by doubling; give back the spare room (a
     /// sizeable part of the by-node index after a large list).
-    pub(super) fn compact_indexes(&mut self) {
+    pub(super) fn compact(&mut self) {
         for set in self.by_node.values_mut() {
             set.shrink_to_fit();
         }
@@ -165,14 +307,13 @@ fn remove_sorted<T: Ord>(set: &mut Vec<T>, item: &T) {
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use super::super::test_support;
     use super::*;
 
     /// Random re-indexing (objects gaining and losing nodes, leaving, coming back) keeps the
     /// by-node sets equal to what each object's own node list says, and reuses freed ids.
     #[test]
     fn by_node_ids_follow_every_object_through_random_reindexing() {
-        let mut st = test_support::state("edge-1", 1);
+        let mut st = Index::default();
         let mut expect: BTreeMap<Target, BTreeSet<String>> = BTreeMap::new();
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = |n: u64| {

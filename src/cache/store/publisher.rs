@@ -1,0 +1,228 @@
+//! The served view's writer side: the resourceVersion counter, the readers' [`View`] handle, and
+//! whether v1beta1 EndpointSlices are served. A recomputed object becomes served content with a
+//! new RV, recorded into the view one object at a time.
+//!
+//! Invariants: `rv` is the last RV handed out and the view's RV (every record sets both); an RV
+//! is spent only on a real change of served content (a new object, a deletion, or bytes that
+//! differ but for the stamp); the view is locked only to read an old served object and to record
+//! a new one (the serialization in between runs unlocked; this is the only writer); no served
+//! v1beta1 copy, RV or log entry exists until `v1beta1` is set
+//! ([`Publisher::start_v1beta1`]).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::{admission_filtered, EXCLUDING_LABELS};
+use crate::cache::facts::{Facts, SharedFacts};
+use crate::cache::published::{CollectionRef, Published, View};
+use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Retention, Served};
+use crate::k8s::{ObjectKey, Resource};
+use crate::sync::lock;
+
+/// The RV counter and the readers' view it records into.
+#[derive(Debug)]
+pub(super) struct Publisher {
+    /// The last resourceVersion handed out (recorded into `view` with each change).
+    rv: u64,
+    /// What readers see; locked only to read an old served object and record a new one.
+    view: View,
+    /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on; until then
+    /// no served copy, RV or log entry is spent on them.
+    v1beta1: bool,
+}
+
+/// What the cache's figures say beside the view's counts ([`Publisher::facts`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Status<'a> {
+    pub(super) ready: bool,
+    pub(super) serving_snapshot: bool,
+    /// The nodes edge-health resolved abnormal.
+    pub(super) abnormal: &'a BTreeSet<String>,
+}
+
+impl Publisher {
+    /// An empty view whose RVs start above `seed`.
+    pub(super) fn new(seed: u64, retention: Retention) -> Publisher {
+        Publisher {
+            rv: seed,
+            view: Arc::new(Mutex::new(Published::new(seed, retention))),
+            v1beta1: false,
+        }
+    }
+
+    /// The last resourceVersion handed out.
+    pub(super) fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// Whether v1beta1 EndpointSlices are served.
+    pub(super) fn serves_v1beta1(&self) -> bool {
+        self.v1beta1
+    }
+
+    /// The readers' handle.
+    pub(super) fn view(&self) -> View {
+        Arc::clone(&self.view)
+    }
+
+    /// One resource's served objects and log, locked while the reference lives.
+    pub(super) fn collection(&self, res: Resource) -> CollectionRef<'_> {
+        CollectionRef::new(lock(&self.view), res)
+    }
+
+    /// Runs `f` on the locked view.
+    pub(super) fn with_view<R>(&self, f: impl FnOnce(&Published) -> R) -> R {
+        f(&lock(&self.view))
+    }
+
+    /// The served object of `key` in `res`: its bytes and RV (one lock, per object).
+    pub(super) fn served(&self, res: Resource, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
+        let view = lock(&self.view);
+        let served = view.collection(res).get(key)?;
+        Some((served.bytes.clone(), served.rv))
+    }
+
+    /// Makes `value` the served content of `key`: no change, no RV, no event; otherwise a new
+    /// RV, a new shared serialization and one log entry. Returns whether anything changed.
+    pub(super) fn publish(
+        &mut self,
+        res: Resource,
+        key: &ObjectKey,
+        value: Option<Value>,
+        now: u64,
+    ) -> bool {
+        let make = value.map(|mut value| {
+            // The LIST fast path (`api::filter::Selection`) relies on this.
+            debug_assert!(
+                !admission_filtered(res)
+                    || !EXCLUDING_LABELS
+                        .iter()
+                        .any(|k| labels_of(&value).contains_key(*k)),
+                "an admitted object carries an excluding label"
+            );
+            move |rv: u64| {
+                let bytes = finish(res, &mut value, rv);
+                Served::with_bytes(key.clone(), rv, &value, bytes)
+            }
+        });
+        self.publish_with(res, key, make, now)
+    }
+
+    /// [`Publisher::publish`] of the served object `make` builds, stamped with the RV it is
+    /// given (`None`: a deletion).
+    pub(super) fn publish_with(
+        &mut self,
+        res: Resource,
+        key: &ObjectKey,
+        make: Option<impl FnOnce(u64) -> Served>,
+        now: u64,
+    ) -> bool {
+        // The view is locked twice, briefly: to read the old version, and to record the new one
+        // (the serialization in between runs unlocked; this thread is the only writer).
+        let old = lock(&self.view).collection(res).get(key).cloned();
+        let Some(make) = make else {
+            if old.is_none() {
+                return false;
+            }
+            self.rv += 1;
+            self.record(res, key, None, now);
+            return true;
+        };
+        // Serialize once, stamped with the RV this change would get; compare with the old bytes
+        // ignoring the stamp. Only a real change consumes the RV.
+        let next = self.rv + 1;
+        let served = make(next);
+        if old
+            .as_ref()
+            .is_some_and(|o| same_but_rv(&served.bytes, next, &o.bytes, o.rv))
+        {
+            return false;
+        }
+        self.rv = next;
+        self.record(res, key, Some(Arc::new(served)), now);
+        true
+    }
+
+    /// Records a change of `key` at the current RV into the readers' view.
+    fn record(&mut self, res: Resource, key: &ObjectKey, new: Option<Arc<Served>>, now: u64) {
+        let mut view = lock(&self.view);
+        view.collection_mut(res).record(key, new, self.rv, now);
+        view.set_rv(self.rv);
+    }
+
+    /// Drops log entries beyond the retention, in every collection.
+    pub(super) fn trim(&mut self, now: u64) {
+        lock(&self.view).trim(now);
+    }
+
+    /// The view becomes ready: every history starts at the current RV.
+    pub(super) fn set_ready(&mut self) {
+        let mut view = lock(&self.view);
+        view.set_ready();
+        for coll in view.collections_mut() {
+            coll.reset_history(self.rv);
+        }
+    }
+
+    /// Starts serving v1beta1 EndpointSlices with `built` (stamped with the current RV), with an
+    /// empty history from there. Spends no RV and logs no event.
+    pub(super) fn start_v1beta1(&mut self, built: Vec<Arc<Served>>) {
+        self.v1beta1 = true;
+        let mut view = lock(&self.view);
+        view.set_v1beta1();
+        let coll = view.collection_mut(Resource::SlicesV1beta1);
+        for served in built {
+            coll.seed(served);
+        }
+        coll.reset_history(self.rv);
+    }
+
+    /// The figures the health listener reads without the writer's lock.
+    pub(super) fn shared_facts(&self) -> Arc<SharedFacts> {
+        lock(&self.view).facts()
+    }
+
+    /// Ends a change: stores the figures the health listener reads without this lock or the
+    /// view's (`crate::cache::facts`), counted under the view's lock and stored while it is
+    /// held (the event loop stores the logs' lengths under it too when it ages them).
+    pub(super) fn publish_facts(&self, status: Status<'_>) {
+        let view = lock(&self.view);
+        view.facts().store(&self.count_facts(&view, status));
+    }
+
+    /// The cache's figures now (one lock of the view; nothing allocated per object).
+    pub(super) fn facts(&self, status: Status<'_>) -> Facts {
+        self.count_facts(&lock(&self.view), status)
+    }
+
+    fn count_facts(&self, view: &Published, status: Status<'_>) -> Facts {
+        let nodes = view.collection(Resource::Nodes);
+        let abnormal = status
+            .abnormal
+            .iter()
+            .filter(|n| nodes.get(&ObjectKey::new("", n.as_str())).is_some())
+            .count();
+        Facts {
+            ready: status.ready,
+            serving_snapshot: status.serving_snapshot,
+            resource_version: self.rv,
+            objects: view.object_counts(),
+            log_entries: view.log_lens(),
+            abnormal_nodes: abnormal as u64,
+        }
+    }
+}
+
+/// Gives served content its `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`, and
+/// serializes it.
+pub(super) fn finish(res: Resource, value: &mut Value, rv: u64) -> Vec<u8> {
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("kind".into(), Value::String(res.kind().into()));
+        obj.insert("apiVersion".into(), Value::String(res.api_version().into()));
+    }
+    stamp_rv(value, rv);
+    // Serializing a Value cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
