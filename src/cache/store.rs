@@ -4,15 +4,15 @@
 //! [`State`] binds the cache's parts and routes each change through them; it holds only the facts
 //! that belong to no part (settings, which reflectors have listed, readiness, the slice version):
 //!
-//! - [`upstream`]: what the upstream said, by resource and key, and how it is kept;
-//! - [`index`]: node labels, topology keys, slice owners, the by-node index, the dirty sets;
-//! - [`publisher`]: the RV counter and the readers' [`View`], one object recorded at a time;
-//! - [`edge_health`]: the edge-health map and the abnormal nodes it resolves to (§10);
-//! - [`serve`]: the filter's inputs, borrowed from the parts, and the served content it makes;
-//! - [`prepare`]: lists prepared off every lock (pure);
+//! - `store/upstream.rs`: what the upstream said, by resource and key, and how it is kept;
+//! - `store/index.rs`: node labels, topology keys, slice owners, the by-node index, the dirty sets;
+//! - `store/publisher.rs`: the RV counter and the readers' [`View`], one object recorded at a time;
+//! - `store/edge_health.rs`: the edge-health map and the abnormal nodes it resolves to (§10);
+//! - `store/serve.rs`: the filter's inputs, borrowed from the parts, and what it serves;
+//! - `store/prepare.rs`: lists prepared off every lock (pure);
 //! - [`explain`]: `/debug/topology`'s data (pure, on a copied [`explain::ExplainInput`]);
-//! - the binder's own routes: [`as_is`] (publication on the bytes), [`persist`] (snapshot export
-//!   and restore), [`v1beta1`] (v1beta1 on demand).
+//! - the binder's own routes: `store/as_is.rs` (publication on the bytes), `store/persist.rs`
+//!   (snapshot export and restore), `store/v1beta1.rs` (v1beta1 on demand).
 //!
 //! [`State`] is pure (no I/O; its only synchronization is the readers' [`View`] lock): the writer
 //! calls [`State::apply`]; the event loop reads the [`View`] ([`State::view`]), which the writer
@@ -20,9 +20,10 @@
 //! seconds) so the log's time window needs no clock here. The edge-health map (§10) comes in the
 //! same way, through [`State::set_edge_health`].
 //!
-//! Invariants: every part holds the same set of upstream objects (an object is indexed iff it
-//! is kept, and served iff it is kept and admitted); at the end of each change the dirty sets are
-//! empty, every affected object is recomputed and published, and the facts are stored.
+//! Invariants: the index describes exactly the kept upstream objects (each endpoint object's nodes
+//! and Service as last kept); the served view holds the filtered content of exactly the kept
+//! objects (v1beta1 slices once they are served); at the end of each change the dirty sets are
+//! empty and the facts are stored.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -613,8 +614,8 @@ impl State {
     }
 
     /// Packs up to `max` of the upstream bytes kept for pruned objects since the last call;
-    /// returns how many are left (see [`upstream`]). The writer calls it after each change is
-    /// applied and served, a batch per lock.
+    /// returns how many are left (see `store/upstream.rs`). The writer calls it after each
+    /// change is applied and served, a batch per lock.
     pub fn pack_pending(&mut self, max: usize) -> usize {
         self.upstream.pack_pending(max)
     }

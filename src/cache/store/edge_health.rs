@@ -1,6 +1,7 @@
 //! Edge-health as the cache keeps it (docs/SEMANTICS.md §10): the current map, each node's
-//! InternalIPs, the resolved set of abnormal nodes that [`Locality::abnormal`] shows, and the nodes
-//! whose status changed since the last recomputation. Pure (the poller is `upstream::edge_health`'s).
+//! InternalIPs, the resolved set of abnormal nodes that [`Locality::abnormal`] shows, and the
+//! nodes whose status changed since the last recomputation. Pure (the poller is
+//! `upstream::edge_health`'s).
 //!
 //! Invariants: `abnormal` is what `cache::health` resolves from `map` and `ips`; `dirty` holds
 //! every node that entered or left `abnormal` since [`EdgeHealth::take_dirty`]. A change of the

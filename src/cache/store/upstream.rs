@@ -8,8 +8,8 @@
 //!
 //! Invariants: a [`Stored::AsServed`] object's served object (of the [`StandIn`] resource) is
 //! its bytes with the stamp of its RV added; a [`Stored::Own`] object is either being published
-//! or listed in `to_pack` ([`UpstreamObjects::settle`]); what is read back ([`UpstreamObjects::bytes`])
-//! is always exactly the upstream's canonical bytes, wherever they are kept.
+//! or listed in `to_pack` ([`UpstreamObjects::settle`]); what is read back
+//! ([`UpstreamObjects::bytes`]) is always exactly the upstream's canonical bytes, wherever kept.
 
 use std::collections::BTreeMap;
 use std::io;
