@@ -464,4 +464,5 @@ impl Lcg {
 }
 
 mod health;
+mod kept;
 mod lifecycle;

@@ -24,10 +24,9 @@ impl State {
         }
         let rv = self.current_rv();
         let res = Resource::SlicesV1beta1;
-        let keys = self.upstream.keys(self.slice_kind);
-        let mut built = Vec::with_capacity(keys.len());
+        let mut built = Vec::with_capacity(self.upstream.slice_keys().len());
         let filter = self.filter();
-        for key in &keys {
+        for key in self.upstream.slice_keys() {
             let Some(obj) = self.upstream.value(self.slice_kind, key, self.stand_in()) else {
                 continue;
             };
