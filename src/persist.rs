@@ -17,7 +17,7 @@
 //! A failing snapshot writer logs one WARN per failure episode, saying whether a previous
 //! snapshot is kept or there is none, later failures at DEBUG, and one INFO line when a write
 //! succeeds again; it retries no sooner than `--cache-write-interval`, backing off up to five
-//! minutes (the bookkeeping is pure: `persist_failures.rs`).
+//! minutes (the bookkeeping is pure: `persist/failures.rs`).
 //!
 //! A snapshot is tied to its node and upstream ([`identity`]): `--hostname`, the upstream server
 //! URL and a fingerprint of the upstream CA. A process with another identity ignores it (one
@@ -40,7 +40,6 @@ use crate::clock::unix_now;
 use crate::sync::lock;
 use crate::writer::{Busy, Writer as CacheWriter};
 
-#[path = "persist_failures.rs"]
 mod failures;
 use failures::{Failures, Previous};
 

@@ -1,5 +1,5 @@
 //! Tests of `persist`: failed writes leave no `*.tmp`, a stale one is removed on open, and the
-//! failure bookkeeping and texts of the snapshot writer (`persist_failures.rs`).
+//! failure bookkeeping and texts of the snapshot writer (`persist/failures.rs`).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

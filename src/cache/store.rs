@@ -11,11 +11,13 @@
 //! - `store/serve.rs`: the filter's inputs, borrowed from the parts, and what it serves;
 //! - `store/prepare.rs`: lists prepared off every lock (pure);
 //! - [`explain`]: `/debug/topology`'s data (pure, on a copied [`explain::ExplainInput`]);
-//! - the binder's own routes: `store/as_is.rs` (publication on the bytes), `store/persist.rs`
-//!   (snapshot export and restore), `store/v1beta1.rs` (v1beta1 on demand).
 //!
-//! [`State`] is pure (no I/O; its only synchronization is the readers' [`View`] lock): the writer
-//! calls [`State::apply`]; the event loop reads the [`View`] ([`State::view`]), which the writer
+//! The binder's own routes are all here, below the change path: publication on the bytes (an
+//! object served as it came, or pruned by cutting bytes), the snapshot's export and restore, and
+//! v1beta1 EndpointSlices on demand. Its tests are in `store/tests/`.
+//!
+//! [`State`] is pure (no I/O; its only synchronization is the readers' [`View`] lock): one
+//! thread owns it (`crate::writer`) and calls [`State::apply`]; the event loop reads the [`View`] ([`State::view`]), which the writer
 //! locks only to read an old served object and to record a new one. `now` is passed in (monotonic
 //! seconds) so the log's time window needs no clock here. The edge-health map (§10) comes in the
 //! same way, through [`State::set_edge_health`].
@@ -28,27 +30,26 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use log::debug;
+use log::{debug, info, warn};
 use serde_json::Value;
 
+use crate::cache::canonical::{AsIs, Item};
 use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View};
-use crate::cache::topology;
-use crate::cache::view::{labels_of, Retention};
+use crate::cache::snapshot::Objects;
+use crate::cache::topology::{self, Class};
+use crate::cache::view::{labels_of, Retention, Served};
 use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::edge_health_map::HealthMap;
 
-mod as_is;
 mod edge_health;
 pub mod explain;
 mod index;
-mod persist;
 mod prepare;
 mod publisher;
 mod serve;
 mod upstream;
-mod v1beta1;
 
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -61,6 +62,8 @@ use index::{Index, Target};
 #[cfg(test)]
 use prepare::fresh;
 pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
+#[cfg(test)]
+pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
 use serve::Filter;
 pub use upstream::{ServedBytes, Upstream};
@@ -189,6 +192,13 @@ impl State {
             from_snapshot: false,
             decoder: Default::default(),
         }
+    }
+
+    /// Test-only: runs `hook` after each object recorded into the view, outside the view's
+    /// lock (a test parks the writer mid-apply with it).
+    #[cfg(test)]
+    pub(crate) fn set_record_hook(&mut self, hook: Option<RecordHook>) {
+        self.publisher.set_record_hook(hook);
     }
 
     /// The current resourceVersion (the last one handed out).
@@ -649,5 +659,256 @@ impl State {
     /// One Service explained under the caller's borrow (tests; the server copies first).
     pub fn explain_service(&self, service: &ObjectKey, rows: usize) -> Option<ServiceExplanation> {
         self.explain_input(service).map(|i| i.explain(rows))
+    }
+}
+
+// ---- publication on the bytes (a listed object served as it came, or pruned by cutting bytes) ----
+// Publication without a `Value` for an endpoint object of a listed list: no node is reported
+// abnormal (docs/SEMANTICS.md §10) and it is not `default/kubernetes` (§3). If its Service has no
+// topology keys, its served bytes are its upstream bytes with the resourceVersion stamp spliced
+// into `metadata`; a topology Service's v1 slice has its pruned endpoints, and the `hints` of the
+// kept ones, cut out of those bytes first (§2.3, §2.4), and its Endpoints their pruned addresses
+// and the lists left empty (§2.4). What the indexes, the filter and the view need (its nodes, each
+// endpoint's node and place, its Service, its labels) was read off the lock when the list item was
+// made canonical ([`AsIs`]). That is the common case for a list's slices, which otherwise are
+// decoded into a `Value` again under the lock, filtered and serialized again. In debug builds
+// every publication through here is checked against the `Value` path.
+//
+// One of the binder's routes: an `impl` of [`State`] that takes an object through the parts
+// (kept by [`super::upstream`], indexed by [`super::index`], published by [`super::publisher`]).
+
+impl State {
+    /// Upserts a listed endpoint object without a `Value` when it is served as it came;
+    /// `false` (nothing done) when it is not, or its bytes need the `Value` path.
+    pub(super) fn upsert_as_is(
+        &mut self,
+        kind: Resource,
+        key: &ObjectKey,
+        bytes: &Raw,
+        mut facts: AsIs,
+        now: u64,
+    ) -> bool {
+        let res = match kind {
+            Resource::Endpoints => kind,
+            Resource::SlicesV1 if self.slice_kind == kind && !self.publisher.serves_v1beta1() => {
+                kind
+            }
+            _ => return false,
+        };
+        if topology::may_rewrite(key, &self.filter().locality())
+            || !self.abnormal_nodes().is_empty()
+        {
+            return false;
+        }
+        let service = match kind {
+            Resource::Endpoints => Some(key),
+            _ => facts.service.as_ref(),
+        };
+        // A topology Service's v1 slice or Endpoints: which endpoints (addresses) stay (§2.3;
+        // no §10 here: no node is abnormal), decided now; the others are left out of the
+        // bytes below, without a `Value`.
+        let filter = self.filter();
+        let keep: Option<Vec<bool>> = match filter.class_of(service) {
+            Class::Topology(keys) => {
+                let loc = filter.locality();
+                let kept =
+                    |node: Option<&str>| topology::verdict(node, Some(keys), false, &loc).kept;
+                let Some(keep) = facts.keep_by(bytes, kept) else {
+                    return false;
+                };
+                Some(keep)
+            }
+            Class::Normal | Class::Dangling => None,
+        };
+        // The stamp's place is checked before anything changes (it cannot be off in bytes this
+        // process made; this only keeps a wrong splice from ever being served).
+        if facts.stamp_at > bytes.len() {
+            return false;
+        }
+        #[cfg(debug_assertions)]
+        facts.check(bytes).expect("the fast path's contract");
+        let nodes = std::mem::take(&mut facts.nodes);
+        // A pruned object keeps its upstream bytes: packed off the lock when the list was
+        // decoded, if they were.
+        let stored = match (&keep, facts.packed.take()) {
+            (Some(_), Some(packed)) => Stored::Packed(packed),
+            _ => Stored::Own(bytes.clone()),
+        };
+        self.keep_endpoint_object(kind, key, stored, nodes, facts.service.clone());
+        #[cfg(debug_assertions)]
+        if let Some(keep) = &keep {
+            self.check_pruned(res, key, bytes, &facts, keep);
+        }
+        let make = |rv: u64| {
+            let served = match &keep {
+                Some(keep) => facts.pruned(bytes, keep, rv),
+                None => facts.stamped(bytes, rv),
+            };
+            Served::from_parts(
+                key.clone(),
+                rv,
+                served.unwrap_or_default(),
+                facts.labels.clone(),
+            )
+        };
+        self.publisher.publish_with(res, key, Some(make), now);
+        self.settle(kind, key);
+        true
+    }
+
+    /// Recomputes a stored v1 slice or Endpoints object (a local-node relabel, a Service's keys
+    /// changed) through [`State::upsert_as_is`]: its stored bytes are canonical, so reading them
+    /// again as a list item gives the same bytes and the facts. `false` (nothing done) when it
+    /// must take the `Value` path.
+    pub(super) fn recompute_as_is(&mut self, kind: Resource, key: &ObjectKey, now: u64) -> bool {
+        if !matches!(kind, Resource::SlicesV1 | Resource::Endpoints) {
+            return false;
+        }
+        let Some(bytes) = self.upstream_bytes(kind, key) else {
+            return false;
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            return false;
+        };
+        let read = self.decoder.item(text, kind, &[]);
+        self.decoder.shrink();
+        match read {
+            Ok(Item::Kept(k, same, Some(mut facts))) if k == *key && same[..] == bytes[..] => {
+                // The upstream object did not change: if it stays pruned, its packed copy
+                // stays too (a relabel of the local node recomputes every topology object).
+                if let Some(Stored::Packed(packed)) = self.upstream.get(kind, key) {
+                    facts.packed = Some(packed.clone());
+                }
+                self.upsert_as_is(kind, key, &bytes, facts, now)
+            }
+            _ => false,
+        }
+    }
+
+    /// Debug builds: the pruned bytes are what the `Value` path serves (`serve_slice`,
+    /// `serve_endpoints`).
+    #[cfg(debug_assertions)]
+    fn check_pruned(
+        &self,
+        res: Resource,
+        key: &ObjectKey,
+        bytes: &Raw,
+        facts: &AsIs,
+        keep: &[bool],
+    ) {
+        let value = parse(bytes).expect("bytes this process made");
+        let mut want = match res {
+            Resource::Endpoints => self.filter().serve_endpoints(key, value),
+            _ => self.filter().serve_slice(key, value, res),
+        };
+        let want = publisher::finish(res, &mut want, 1234);
+        assert_eq!(
+            facts.pruned(bytes, keep, 1234).as_deref(),
+            Some(&want[..]),
+            "a topology {res:?} object pruned on its bytes is what the Value path serves"
+        );
+    }
+}
+
+// ---- the snapshot: export and restore ----
+// The cache's side of `--cache-dir`: taking its upstream objects for a snapshot, and serving a
+// snapshot's objects after a restart. Pure (the disk is `crate::persist`'s). One of the binder's
+// routes: an `impl` of [`State`] over the parts ([`super::upstream`] exports, a restore goes
+// through the same path as a first list).
+
+impl State {
+    /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
+    /// and RV): taken under the lock (pointer copies), made whole and written off it.
+    pub fn export(&self) -> Objects<Upstream> {
+        Objects {
+            nodes: self.upstream.blobs(Resource::Nodes, self.stand_in()),
+            services: self.upstream.blobs(Resource::Services, self.stand_in()),
+            endpoints: self.upstream.blobs(Resource::Endpoints, self.stand_in()),
+            slices: self.upstream.blobs(self.slice_kind, self.stand_in()),
+        }
+    }
+
+    /// Serves a snapshot's objects at once: the cache becomes ready, with every object stamped
+    /// by this process's RVs, and stays marked as serving the snapshot until every reflector has
+    /// listed from the upstream (whose lists are then diffed against it, as any relist is).
+    /// Only for a fresh cache (nothing applied yet); returns whether it restored.
+    pub fn restore(&mut self, objects: Objects, slice_kind: Resource, now: u64) -> bool {
+        if self.ready || !self.synced.is_empty() || self.upstream.holds_any(Resource::Nodes) {
+            warn!("not restoring the snapshot: the cache already holds upstream data");
+            return false;
+        }
+        if matches!(slice_kind, Resource::SlicesV1 | Resource::SlicesV1beta1) {
+            self.slice_kind = slice_kind;
+        }
+        let slices = self.slice_kind;
+        for (kind, items) in [
+            (Resource::Nodes, objects.nodes),
+            (Resource::Services, objects.services),
+            (Resource::Endpoints, objects.endpoints),
+            (slices, objects.slices),
+        ] {
+            // As a list's items: the same canonical decode, the pruned objects' upstream
+            // bytes packed as they are read (restored through `Value`s and packed afterwards,
+            // the static build kept more memory after an offline start).
+            // Prepared as a first list is (`list_preparer`), straight from the snapshot's bytes.
+            let mut list = self.list_preparer(kind);
+            for b in items.iter() {
+                match std::str::from_utf8(b) {
+                    Ok(text) => list.push(text),
+                    Err(e) => warn!("{kind:?}: skipping a snapshot object that is not UTF-8: {e}"),
+                }
+            }
+            self.replace(kind, list.into_objects(), now);
+        }
+        // Nodes, then Services, then the endpoint objects: each endpoint object was served with
+        // every node and Service already in place, so the recomputation those upserts asked for
+        // would only repeat the same work (a large share of the restore time).
+        self.index.forget_dirty();
+        let _ = self.health.take_dirty();
+        self.ready = true;
+        self.from_snapshot = true;
+        self.publisher.set_ready();
+        self.publisher.publish_facts(self.status());
+        true
+    }
+}
+
+// ---- v1beta1 EndpointSlices on demand ----
+// v1beta1 EndpointSlices on demand. kube-proxy ≥ 1.21 lists and watches only
+// `discovery.k8s.io/v1`, so a second served copy of every slice (and an RV and a log entry per
+// change of it) would be spent for nobody. The v1beta1 view is built at the first request for
+// it and kept up to date from then on (the publisher keeps the flag; this route of the binder
+// builds the first copy from the stored slices).
+
+impl State {
+    /// Starts serving v1beta1 EndpointSlices (no-op when already served): builds the served
+    /// v1beta1 copy of every stored slice, stamped with the current resourceVersion, with an
+    /// empty history from there (a v1beta1 watch from an older RV gets 410 and relists). Spends
+    /// no RV and logs no event. Called by the writer when the first request for them comes.
+    pub fn serve_v1beta1(&mut self) {
+        if self.publisher.serves_v1beta1() {
+            return;
+        }
+        let rv = self.current_rv();
+        let res = Resource::SlicesV1beta1;
+        let mut built = Vec::with_capacity(self.upstream.slice_keys().len());
+        let filter = self.filter();
+        for key in self.upstream.slice_keys() {
+            let Some(obj) = self.upstream.value(self.slice_kind, key, self.stand_in()) else {
+                continue;
+            };
+            let mut value = filter.serve_slice(key, obj, res);
+            let bytes = publisher::finish(res, &mut value, rv);
+            built.push(Arc::new(Served::with_bytes(key.clone(), rv, &value, bytes)));
+        }
+        let count = built.len();
+        self.publisher.start_v1beta1(built);
+        self.publisher.publish_facts(self.status());
+        info!("serving v1beta1 EndpointSlices from now on (first request): {count} built at resourceVersion {rv}");
+    }
+
+    /// Whether v1beta1 EndpointSlices are served (see [`State::serve_v1beta1`]).
+    pub fn serves_v1beta1(&self) -> bool {
+        self.publisher.serves_v1beta1()
     }
 }

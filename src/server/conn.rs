@@ -28,7 +28,6 @@ use crate::server::watchers;
 use crate::sync::lock;
 use crate::writer::Writer;
 
-#[path = "conn_options.rs"]
 mod options;
 pub use options::{ServerOptions, TlsSlot};
 

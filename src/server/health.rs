@@ -7,7 +7,7 @@
 //! so nothing another client of this port does may make a probe wait:
 //!
 //! - Many connections are served at once by a small mio loop on a thread of its own
-//!   (`health_loop.rs`), not by the kube-proxy event loop: `/metrics` reads `/proc` and the
+//!   (`health/serve.rs`), not by the kube-proxy event loop: `/metrics` reads `/proc` and the
 //!   debug pages take the cache's lock, neither of which may hold up kube-proxy's watches, and
 //!   a stuck kube-proxy loop does not silence the probes that would detect it. Each connection
 //!   has a deadline for its request head ([`READ_TIMEOUT`]) and one for its answer
@@ -180,7 +180,6 @@ pub fn spawn(
         .map(|_| ())
 }
 
-#[path = "health_loop.rs"]
 mod serve;
 
 #[cfg(test)]

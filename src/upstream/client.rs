@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use ureq::http;
 use ureq::Agent;
 
-#[path = "client_error.rs"]
 mod error;
 pub use error::UpstreamError;
 

@@ -189,7 +189,6 @@ pub fn redact_userinfo(url: &str) -> String {
 pub(crate) use io::{check_server, spawn_prober, Failed, Failover, FollowSelection};
 
 #[cfg(feature = "io")]
-#[path = "failover_io.rs"]
 mod io;
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Reflector health counters per upstream resource, the upstream servers' failover state and
-//! the upstream requests by code and latency (`stats_servers.rs`: [`ServerStats`],
+//! the upstream requests by code and latency (`stats/servers.rs`: [`ServerStats`],
 //! [`RequestStats`]), and their Prometheus text exposition. Pure: atomics and mutexes, no clock
 //! (the callers pass wall-clock seconds and durations in), so it builds without the `io`
 //! feature.
@@ -14,7 +14,6 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-#[path = "stats_servers.rs"]
 mod servers;
 pub use servers::{RequestStats, ServerStats, Verb, LATENCY_BUCKETS};
 

@@ -31,6 +31,21 @@ pub(super) struct Publisher {
     /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on; until then
     /// no served copy, RV or log entry is spent on them.
     v1beta1: bool,
+    /// Test-only: run after each object is recorded into the view (to park the writer there).
+    #[cfg(test)]
+    record_hook: Option<RecordHook>,
+}
+
+/// Test-only: what `State::set_record_hook` runs after each recorded object, outside the
+/// view's lock.
+#[cfg(test)]
+pub(crate) struct RecordHook(pub Box<dyn FnMut() + Send>);
+
+#[cfg(test)]
+impl std::fmt::Debug for RecordHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordHook")
+    }
 }
 
 /// What the cache's figures say beside the view's counts ([`Publisher::facts`]).
@@ -49,7 +64,15 @@ impl Publisher {
             rv: seed,
             view: Arc::new(Mutex::new(Published::new(seed, retention))),
             v1beta1: false,
+            #[cfg(test)]
+            record_hook: None,
         }
+    }
+
+    /// Test-only: see [`RecordHook`].
+    #[cfg(test)]
+    pub(super) fn set_record_hook(&mut self, hook: Option<RecordHook>) {
+        self.record_hook = hook;
     }
 
     /// The last resourceVersion handed out.
@@ -150,6 +173,11 @@ impl Publisher {
         let mut view = lock(&self.view);
         view.collection_mut(res).record(key, new, self.rv, now);
         view.set_rv(self.rv);
+        drop(view);
+        #[cfg(test)]
+        if let Some(hook) = &mut self.record_hook {
+            (hook.0)();
+        }
     }
 
     /// Drops log entries beyond the retention, in every collection.

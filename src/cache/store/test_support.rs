@@ -2,7 +2,8 @@
 
 use serde_json::Value;
 
-use super::{Settings, State};
+use super::{Settings, State, Upstream};
+use crate::cache::snapshot::Objects;
 use crate::cache::topology::fixtures::Fixture;
 use crate::cache::view::Retention;
 use crate::handoff::Change;
@@ -46,4 +47,24 @@ pub(crate) fn loaded(fx: &Fixture, seed: u64, kind: Resource, slices: Vec<Value>
     let done = st.apply(kind, Change::Replace(slices), 0);
     assert!(done.became_ready && st.is_ready());
     st
+}
+
+/// Every exported object made whole at once (the snapshot writer makes them whole one at a
+/// time): what the tests compare with the objects listed.
+pub(crate) trait Whole {
+    /// `None` for bytes that do not unpack.
+    fn whole(&self) -> Option<Objects>;
+}
+
+impl Whole for Objects<Upstream> {
+    fn whole(&self) -> Option<Objects> {
+        let whole =
+            |objs: &[Upstream]| -> Option<Vec<_>> { objs.iter().map(Upstream::bytes).collect() };
+        Some(Objects {
+            nodes: whole(&self.nodes)?,
+            services: whole(&self.services)?,
+            endpoints: whole(&self.endpoints)?,
+            slices: whole(&self.slices)?,
+        })
+    }
 }

@@ -463,6 +463,9 @@ impl Lcg {
     }
 }
 
+mod as_is;
 mod health;
 mod kept;
 mod lifecycle;
+mod persist;
+mod v1beta1;

@@ -2,6 +2,7 @@
 //! bytes differ, packed there, the packed copy kept through a relabel, and list items without
 //! type meta not kept twice; what is read back is always what was listed.
 
+use crate::cache::store::test_support::Whole;
 use std::collections::BTreeMap;
 
 use serde_json::json;

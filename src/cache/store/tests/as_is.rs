@@ -4,7 +4,6 @@ use serde_json::{json, Value};
 
 use super::super::{test_support, Target};
 use super::*;
-use crate::cache::topology::fixtures::*;
 use crate::handoff::Change;
 use crate::k8s::Resource;
 

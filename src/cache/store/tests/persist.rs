@@ -2,6 +2,7 @@
 //! process's RVs), the cache is ready at once and marked as serving the snapshot until every
 //! kind has listed, and the upstream's lists are diffed against it.
 
+use crate::cache::store::test_support::Whole;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
