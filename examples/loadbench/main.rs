@@ -303,8 +303,8 @@ pub struct ReadySample {
     pub start_to_first_listed: Option<i64>,
     /// The kind named by the last `listed` line.
     pub last_listed_kind: String,
-    /// Of the last list applied (its `… applied in` log line): (read and decoded off the lock, held
-    /// the lock), ms.
+    /// Of the last list applied (its `… applied in` log line): (read and decoded on the reflector's
+    /// thread, applied by the writer), ms.
     pub last_applied: Option<(f64, f64)>,
 }
 
@@ -432,11 +432,14 @@ pub fn start_wrapper_spec(
         let last_applied = lines
             .iter()
             .rev()
-            .find(|(_, l)| l.contains(" items applied in "))
+            .find(|(_, l)| l.contains(" items applied"))
             .and_then(|(_, l)| {
+                // Today's line ("read and decoded in …, queued … for the writer, applied by the writer in …")
+                // or the one before the single writer ("decoded off the lock in …, held it …").
                 Some((
-                    ms_after(l, "decoded off the lock in")?,
-                    ms_after(l, "held it")?,
+                    ms_after(l, "read and decoded in")
+                        .or_else(|| ms_after(l, "decoded off the lock in"))?,
+                    ms_after(l, "applied by the writer in").or_else(|| ms_after(l, "held it"))?,
                 ))
             });
         let sample = ReadySample {

@@ -154,7 +154,7 @@ fn ready_rows(out: &mut String, first: &ReadySample, runs: &[ReadySample]) {
         .collect();
     let _ = writeln!(
         out,
-        "| 5 | last upstream `listed` log line → `/readyz` 200 | median {} | per start: {}; last `listed` → `cache ready` log line: {}; last list was {}; that list read and decoded off the cache lock (its items are prepared as they are read) / applied under it (its `applied in` log line): {}; spawn → first `listed` line: {}; {} `listed` lines per start (stderr read in a thread, timestamped on arrival) |",
+        "| 5 | last upstream `listed` log line → `/readyz` 200 | median {} | per start: {}; last `listed` → `cache ready` log line: {}; last list was {}; that list read and decoded on its reflector's thread (its items are prepared as they are read) / applied by the writer (its `applied in` log line): {}; spawn → first `listed` line: {}; {} `listed` lines per start (stderr read in a thread, timestamped on arrival) |",
         if listed.is_empty() { "n/a".into() } else { ms(median_i(&listed)) },
         list(&listed),
         list(&cache),

@@ -81,7 +81,8 @@ pub fn metrics(health: SocketAddr) -> BenchResult<SnapMetrics> {
     })
 }
 
-/// One "… snapshot written: N objects, B bytes in X ms (Y µs under the cache lock)" log line.
+/// One "… snapshot written: N objects, B bytes in X ms (Y µs to take them from the cache's
+/// writer)" log line (before the single writer: "Y µs under the cache lock").
 #[derive(Clone, Copy, Debug)]
 pub struct LoggedWrite {
     /// When the bench read the line (just after the write ended).
@@ -92,7 +93,7 @@ pub struct LoggedWrite {
     pub bytes: u64,
     /// Encode + write + fsync, ms.
     pub ms: u64,
-    /// Under the cache lock, µs.
+    /// Taking the objects from the cache, µs.
     pub lock_us: u64,
 }
 

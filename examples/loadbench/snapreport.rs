@@ -258,13 +258,13 @@ pub fn table(r: &SnapResults) -> String {
     let lock_us: Vec<u64> = w.logged.iter().map(|l| l.lock_us).collect();
     let _ = writeln!(
         out,
-        "| 2 | time under the cache lock per write | {} | {} | from the same log lines (taking the objects: pointer copies) |",
+        "| 2 | time taking the objects from the cache per write | {} | {} | from the same log lines (pointer copies: under the cache lock before the single writer, asked of the writer since) |",
         cells(&lock_us, |x| format!("{x} µs")),
         lock_us.len(),
     );
     let _ = writeln!(
         out,
-        "| 2 | final snapshot on SIGTERM | {} | — | 1 | SIGTERM → exit {} (includes the loop's drain); under the cache lock {} |",
+        "| 2 | final snapshot on SIGTERM | {} | — | 1 | SIGTERM → exit {} (includes the loop's drain); taking the objects {} |",
         fin.map_or("not logged".into(), |f| format!("{} ms", f.ms)),
         ms_f(r.shutdown.to_exit.as_nanos() as u64),
         fin.map_or("n/a".into(), |f| format!("{} µs", f.lock_us)),
