@@ -63,8 +63,8 @@ impl fmt::Display for AppError {
 
 impl std::error::Error for AppError {}
 
-/// Hands reflector changes to the one writer (`crate::writer`), which applies them, wakes the
-/// loop and tells the snapshot writer.
+/// Hands reflector changes to the one writer (`crate::writer`), which applies them in the order
+/// they come, wakes the loop and tells the snapshot writer.
 struct CacheSink {
     writer: Writer,
     /// Nodes and Services list first.

@@ -16,7 +16,7 @@
 //! pack, a batch at a time, handling any message that comes in meanwhile first.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -33,19 +33,22 @@ use crate::upstream::edge_health_map::HealthMap;
 /// Upstream bytes packed per turn between two looks at the channel.
 const PACK_BATCH: usize = 256;
 
+/// Messages the channel holds before a sender waits: a reflector that gets ahead of the writer
+/// by this many changes waits for it (back-pressure), so the queue's memory is bounded.
+const QUEUE: usize = 1024;
+
 /// What the writer is told to do.
 enum Message {
-    /// Apply a prepared change; answer what it did.
+    /// Apply a prepared change.
     Apply {
         kind: Resource,
         change: Prepared,
         /// A list's item count and when its preparing started (for the log line).
         list: Option<(usize, Instant)>,
         sent: Instant,
-        done: Sender<Applied>,
     },
     /// The edge-health poller's latest map.
-    EdgeHealth(HealthMap, Sender<Applied>),
+    EdgeHealth(HealthMap),
     /// Mirror this EndpointSlice version.
     ExpectSlices(Resource),
     /// Build and serve v1beta1 EndpointSlices (the first request for them came).
@@ -95,7 +98,7 @@ impl Busy {
 /// A handle on the one writer; cheap to clone, one per thread that sends it changes.
 #[derive(Clone)]
 pub struct Writer {
-    tx: Sender<Message>,
+    tx: SyncSender<Message>,
     view: View,
     facts: Arc<SharedFacts>,
     /// Whether v1beta1 EndpointSlices were asked for (sent once).
@@ -113,7 +116,7 @@ impl Writer {
     /// before [`Unstarted::start`] wait in the channel (the handle is needed to wire the event
     /// loop and the snapshot writer whose callbacks the writer takes).
     pub fn new(state: State) -> (Writer, Unstarted) {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
         let handle = Writer {
             tx,
             view: state.view(),
@@ -133,36 +136,27 @@ impl Writer {
         self.facts.clone()
     }
 
-    /// Applies a prepared change and waits until it is applied and served (a reflector goes on
-    /// only then: its next change, or its next list, follows this one).
-    pub fn apply(
-        &self,
-        kind: Resource,
-        change: Prepared,
-        list: Option<(usize, Instant)>,
-    ) -> Applied {
-        let (done, answer) = mpsc::channel();
+    /// Hands a prepared change to the writer. Changes are applied in the order they are sent
+    /// (one channel), so a reflector's next change, or its next list, follows this one; the
+    /// reflector does not wait for it to be applied, only for room in the queue.
+    pub fn apply(&self, kind: Resource, change: Prepared, list: Option<(usize, Instant)>) {
         let sent = Instant::now();
         let msg = Message::Apply {
             kind,
             change,
             list,
             sent,
-            done,
         };
         if self.tx.send(msg).is_err() {
-            return Applied::default();
+            warn!("{kind:?}: a change for the cache's writer, which is gone; dropped");
         }
-        answer.recv().unwrap_or_default()
     }
 
-    /// Hands the edge-health poller's map to the writer and waits until it is applied.
-    pub fn set_edge_health(&self, map: HealthMap) -> Applied {
-        let (done, answer) = mpsc::channel();
-        if self.tx.send(Message::EdgeHealth(map, done)).is_err() {
-            return Applied::default();
+    /// Hands the edge-health poller's map to the writer.
+    pub fn set_edge_health(&self, map: HealthMap) {
+        if self.tx.send(Message::EdgeHealth(map)).is_err() {
+            warn!("an edge-health map for the cache's writer, which is gone; dropped");
         }
-        answer.recv().unwrap_or_default()
     }
 
     /// Pins the EndpointSlice version (see `State::expect_slices`).
@@ -173,8 +167,12 @@ impl Writer {
     /// Asks for v1beta1 EndpointSlices to be built and served from now on. Does not wait: the
     /// caller holds its request until the view serves them (the writer wakes the loop then).
     pub fn want_v1beta1(&self) {
-        if !self.v1beta1_asked.swap(true, Ordering::Relaxed) {
-            let _ = self.tx.send(Message::ServeV1beta1);
+        // The loop must not wait for room in the queue: when it is full, the next request asks
+        // again.
+        if !self.v1beta1_asked.swap(true, Ordering::Relaxed)
+            && self.tx.try_send(Message::ServeV1beta1).is_err()
+        {
+            self.v1beta1_asked.store(false, Ordering::Relaxed);
         }
     }
 
@@ -190,7 +188,7 @@ impl Writer {
         &self,
         question: impl FnOnce(&State) -> R + Send + 'static,
     ) -> Result<R, Busy> {
-        let answer = self.send_question(question)?;
+        let answer = self.send_question(question, true)?;
         answer.recv().map_err(|_| Busy)
     }
 
@@ -201,7 +199,8 @@ impl Writer {
         within: Duration,
         question: impl FnOnce(&State) -> R + Send + 'static,
     ) -> Result<R, Busy> {
-        let answer = self.send_question(question)?;
+        // No waiting for room in the queue either: a full queue is a busy writer.
+        let answer = self.send_question(question, false)?;
         answer.recv_timeout(within).map_err(|e| match e {
             RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected => Busy,
         })
@@ -213,10 +212,13 @@ impl Writer {
     pub(crate) fn hold(&self) -> Held {
         let (release, wait) = mpsc::channel::<()>();
         let (busy_tx, busy) = mpsc::channel();
-        let _ = self.send_question(move |_| {
-            let _ = busy_tx.send(());
-            let _ = wait.recv();
-        });
+        let _ = self.send_question(
+            move |_| {
+                let _ = busy_tx.send(());
+                let _ = wait.recv();
+            },
+            true,
+        );
         let _ = busy.recv_timeout(Duration::from_secs(10));
         Held(release)
     }
@@ -252,25 +254,30 @@ impl Writer {
     fn send_question<R: Send + 'static>(
         &self,
         question: impl FnOnce(&State) -> R + Send + 'static,
+        wait_for_room: bool,
     ) -> Result<Receiver<R>, Busy> {
         let (tx, rx) = mpsc::channel();
-        let ask = Box::new(move |s: &State| {
+        let ask = Message::Ask(Box::new(move |s: &State| {
             let _ = tx.send(question(s));
-        });
-        self.tx.send(Message::Ask(ask)).map_err(|_| Busy)?;
+        }));
+        if wait_for_room {
+            self.tx.send(ask).map_err(|_| Busy)?;
+        } else {
+            self.tx.try_send(ask).map_err(|_| Busy)?;
+        }
         Ok(rx)
     }
 }
 
 /// Keeps the writer busy while it lives (see `Writer::hold`).
 #[cfg(test)]
-pub(crate) struct Held(#[allow(dead_code)] Sender<()>);
+pub(crate) struct Held(#[allow(dead_code)] mpsc::Sender<()>);
 
 /// A writer parked mid-apply (see `Writer::park_mid_apply`).
 #[cfg(test)]
 pub(crate) struct Park {
     parked: Receiver<()>,
-    release: Sender<()>,
+    release: mpsc::Sender<()>,
 }
 
 #[cfg(test)]
@@ -300,12 +307,19 @@ impl Unstarted {
         std::thread::Builder::new()
             .name("cache-writer".into())
             .spawn(move || {
-                Thread {
+                let thread = Thread {
                     state,
                     started,
                     callbacks,
+                };
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| thread.run(rx)));
+                if run.is_err() {
+                    // Nothing would apply changes any more while readiness still said yes: end
+                    // the process, so that the kubelet restarts it (from the snapshot, if any),
+                    // as the edge profile's `panic = "abort"` does by itself.
+                    log::error!("the cache writer panicked (see above); exiting");
+                    std::process::exit(70);
                 }
-                .run(rx)
             })
     }
 }
@@ -351,7 +365,6 @@ impl Thread {
                 change,
                 list,
                 sent,
-                done,
             } => {
                 let t0 = Instant::now();
                 let applied = self.state.apply_prepared(kind, change, self.now());
@@ -368,12 +381,10 @@ impl Thread {
                 }
                 self.log_milestones(&applied);
                 self.tell(&applied);
-                let _ = done.send(applied);
             }
-            Message::EdgeHealth(map, done) => {
+            Message::EdgeHealth(map) => {
                 let applied = self.state.set_edge_health(map, self.now());
                 self.tell(&applied);
-                let _ = done.send(applied);
             }
             Message::ExpectSlices(kind) => self.state.expect_slices(kind),
             Message::ServeV1beta1 => {

@@ -70,21 +70,31 @@ pub struct Sim {
 
 impl Sim {
     /// Starts `grid-wrapper-sim` with `args` (fixture demo unless given) and waits for its
-    /// "listening on" line.
+    /// "listening on" line. A simulator that ends without it (a fixed `--listen` port that an
+    /// outgoing connection of another test holds for a moment) is started again, up to 20 times.
     pub fn start(args: &[&str]) -> Sim {
-        let mut cmd = Command::new(sim_bin());
-        if !args.contains(&"--fixture") {
-            cmd.args(["--fixture", "demo"]);
-        }
-        cmd.args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().expect("start grid-wrapper-sim");
-        let stdout = child.stdout.take().expect("sim stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("sim banner");
+        let mut attempts = 0;
+        let (child, line) = loop {
+            let mut cmd = Command::new(sim_bin());
+            if !args.contains(&"--fixture") {
+                cmd.args(["--fixture", "demo"]);
+            }
+            cmd.args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            let mut child = cmd.spawn().expect("start grid-wrapper-sim");
+            let stdout = child.stdout.take().expect("sim stdout");
+            let mut line = String::new();
+            BufReader::new(stdout)
+                .read_line(&mut line)
+                .expect("sim banner");
+            attempts += 1;
+            if !line.trim().is_empty() || attempts >= 20 {
+                break (child, line);
+            }
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+        };
         let url = line
             .split_whitespace()
             .last()
