@@ -34,8 +34,10 @@ use crate::upstream::edge_health_map::HealthMap;
 const PACK_BATCH: usize = 256;
 
 /// Messages the channel holds before a sender waits: a reflector that gets ahead of the writer
-/// by this many changes waits for it (back-pressure), so the queue's memory is bounded.
-const QUEUE: usize = 1024;
+/// by this many changes waits for it. Enough for a reflector to decode its next event while the
+/// writer applies the last one; small, because every queued event is a decoded object (with 1,024
+/// the peak RSS at scale S rose by the cached JSON's size under a burst of changes).
+const QUEUE: usize = 32;
 
 /// What the writer is told to do.
 enum Message {
