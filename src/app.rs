@@ -91,7 +91,10 @@ impl Sink for CacheSink {
         // Decoding happens here, on the reflector's thread: the writer only compares and
         // publishes what really changed.
         let prepared = prepare(kind, change, Hold::Whole);
-        self.writer.apply(kind, prepared, list.map(|n| (n, t0)));
+        match list {
+            Some(n) => self.writer.apply_list(kind, prepared, n, t0),
+            None => self.writer.apply(kind, prepared),
+        }
     }
 
     fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
@@ -132,7 +135,7 @@ impl ListApply for Listing<'_> {
         let kind = self.list.kind();
         self.sink
             .writer
-            .apply(kind, self.list.finish(), Some((n, self.started)));
+            .apply_list(kind, self.list.finish(), n, self.started);
     }
 }
 

@@ -48,6 +48,8 @@ enum Message {
         /// A list's item count and when its preparing started (for the log line).
         list: Option<(usize, Instant)>,
         sent: Instant,
+        /// Told once the change is applied (a list: its sender waits for it).
+        done: Option<mpsc::Sender<()>>,
     },
     /// The edge-health poller's latest map.
     EdgeHealth(HealthMap),
@@ -138,16 +140,35 @@ impl Writer {
         self.facts.clone()
     }
 
-    /// Hands a prepared change to the writer. Changes are applied in the order they are sent
-    /// (one channel), so a reflector's next change, or its next list, follows this one; the
-    /// reflector does not wait for it to be applied, only for room in the queue.
-    pub fn apply(&self, kind: Resource, change: Prepared, list: Option<(usize, Instant)>) {
-        let sent = Instant::now();
+    /// Hands a prepared watch event to the writer. Changes are applied in the order they are
+    /// sent (one channel), so a reflector's next change follows this one; the reflector does not
+    /// wait for it to be applied, only for room in the queue.
+    pub fn apply(&self, kind: Resource, change: Prepared) {
+        self.send_change(kind, change, None, None);
+    }
+
+    /// Hands a prepared list to the writer and waits until it is applied: a reflector never
+    /// holds a second prepared list of its kind (a relist storm would otherwise keep several
+    /// alive at once, each the size of the kind's objects). `items` and `since`: for the log line.
+    pub fn apply_list(&self, kind: Resource, change: Prepared, items: usize, since: Instant) {
+        let (done, applied) = mpsc::channel();
+        self.send_change(kind, change, Some((items, since)), Some(done));
+        let _ = applied.recv();
+    }
+
+    fn send_change(
+        &self,
+        kind: Resource,
+        change: Prepared,
+        list: Option<(usize, Instant)>,
+        done: Option<mpsc::Sender<()>>,
+    ) {
         let msg = Message::Apply {
             kind,
             change,
             list,
-            sent,
+            sent: Instant::now(),
+            done,
         };
         if self.tx.send(msg).is_err() {
             warn!("{kind:?}: a change for the cache's writer, which is gone; dropped");
@@ -367,6 +388,7 @@ impl Thread {
                 change,
                 list,
                 sent,
+                done,
             } => {
                 let t0 = Instant::now();
                 let applied = self.state.apply_prepared(kind, change, self.now());
@@ -383,6 +405,9 @@ impl Thread {
                 }
                 self.log_milestones(&applied);
                 self.tell(&applied);
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
             }
             Message::EdgeHealth(map) => {
                 let applied = self.state.set_edge_health(map, self.now());

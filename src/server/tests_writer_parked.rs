@@ -109,18 +109,18 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
 
     // An earlier change, applied and served.
     let up = prepare(Resource::Nodes, Change::Upsert(node("early")), Hold::Whole);
-    cache.apply(Resource::Nodes, up, None);
+    cache.apply(Resource::Nodes, up);
     let rv1 = cache.ask(|s| s.current_rv()).expect("the writer answers");
     assert_eq!(rv1, rv0 + 1, "the early change applied");
 
     // A relist the writer parks in the middle of (after its first published object).
     let parked = cache.park_mid_apply(1);
     let list = Change::Replace(vec![node("early"), node("m1"), node("m2"), node("m3")]);
-    cache.apply(
-        Resource::Nodes,
-        prepare(Resource::Nodes, list, Hold::Whole),
-        None,
-    );
+    let relist_writer = cache.clone();
+    let relist = std::thread::spawn(move || {
+        let list = prepare(Resource::Nodes, list, Hold::Whole);
+        relist_writer.apply_list(Resource::Nodes, list, 4, Instant::now());
+    });
     parked.wait_parked();
 
     // The first v1beta1 request: the writer is to build them; the loop must not wait for it.
@@ -166,6 +166,7 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
         panic!("watch while the writer is parked: {e}");
     }
     // Released: the relist completes, and the held v1beta1 request is answered.
+    relist.join().expect("relist thread");
     let rv = cache.ask(|s| s.current_rv()).expect("the writer answers");
     assert_eq!(rv, rv1 + 3, "m1, m2, m3 added");
     match beta.join().expect("v1beta1 client") {
