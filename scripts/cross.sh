@@ -22,7 +22,7 @@ for t in aarch64-unknown-linux-musl x86_64-unknown-linux-musl armv7-unknown-linu
   grep -qx "$t" <<<"$installed" || { say "adding rustup target $t"; rustup target add "$t"; }
 done
 
-mkdir -p "$OUT" "$OUT/order"
+mkdir -p "$OUT"
 build() { # target, then env assignments
   local target=$1; shift
   say "building $target (profile $PROFILE)"
@@ -30,43 +30,13 @@ build() { # target, then env assignments
   mkdir -p "$OUT/$target"
   cp "target/$target/$PROFILE/grid-wrapper" "$OUT/$target/grid-wrapper"
 }
-# The lld-linked targets (aarch64, x86_64) get their functions ordered: what a start and an idle
-# run execute goes first and together, so fewer text pages are mapped (scripts/edge_order.py;
-# README "Edge devices"). The flags are the same in both links (the order file's content
-# changes, not the flags), so the second build only relinks.
-A64=aarch64-unknown-linux-musl
-X64=x86_64-unknown-linux-musl
-link_flags() { # target
-  local o="$PWD/$OUT/order/$1"
-  echo "-C link-arg=-Map=$o.map -C link-arg=--symbol-ordering-file=$o.order -C link-arg=--no-warn-symbol-ordering"
-}
-build_a64() {
-  build $A64 CC_aarch64_unknown_linux_musl=clang CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld \
-    "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUSTFLAGS=$(link_flags $A64)"
-}
-build_x64() {
-  build $X64 CC_x86_64_unknown_linux_musl=gcc CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld \
-    "CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS=$(link_flags $X64)"
-}
-: > "$OUT/order/$A64.order"
-: > "$OUT/order/$X64.order"
-build_a64
+build aarch64-unknown-linux-musl CC_aarch64_unknown_linux_musl=clang \
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld
 build armv7-unknown-linux-gnueabihf CC_armv7_unknown_linux_gnueabihf=arm-linux-gnueabihf-gcc \
   CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_LINKER=arm-linux-gnueabihf-gcc \
   CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_RUSTFLAGS="-C target-feature=+crt-static"
-build_x64
-
-say "tracing a start of the x86_64 build (callgrind) for the function order"
-bash scripts/edge-trace.sh "$OUT/$X64/grid-wrapper" "$OUT/order/$X64.callgrind"
-python3 scripts/edge_order.py hot "$OUT/order/$X64.map" "$OUT/order/$X64.callgrind" "$OUT/order/$X64.order"
-python3 scripts/edge_order.py translate "$OUT/order/$X64.order" "$OUT/order/$A64.map" "$OUT/order/$A64.order"
-# Relink with the orders: only the binary crate is rebuilt (cargo sees its source touched).
-touch src/main.rs
-build_a64
-build_x64
-for t in $X64 $A64; do
-  python3 scripts/edge_order.py check "$OUT/order/$t.map" "$OUT/order/$t.order"
-done
+build x86_64-unknown-linux-musl CC_x86_64_unknown_linux_musl=gcc \
+  CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld
 
 say "artifacts"
 printf '%-32s %10s  %s\n' target bytes file

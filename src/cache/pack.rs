@@ -19,7 +19,8 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packed {
     len: u32,
-    /// Shared: a snapshot takes them under the cache lock and unpacks them off it.
+    /// Shared: a snapshot takes them from the writer (pointer copies) and unpacks them on its
+    /// own thread.
     bytes: Arc<[u8]>,
 }
 

@@ -1,10 +1,8 @@
 //! What readers see: the served collections, the current resourceVersion and readiness, behind
-//! their own lock ([`View`]). The single writer ([`crate::cache::store::State`], under its own
-//! lock) computes a change — decoding, topology, serialization — without holding this one, and
-//! takes it only to read an object's previous served version and to record the new one. So a
-//! LIST or a watch pump waits at most for one object's record, never for a relist or a relabel.
-//!
-//! Lock order: the writer's `State` lock, then this one; never the reverse.
+//! their own lock ([`View`]). The one writer (the thread that owns [`crate::cache::store::State`])
+//! computes a change — decoding, topology, serialization — without holding this lock, and takes
+//! it only to read an object's previous served version and to record the new one. So a LIST or a
+//! watch pump waits at most for one object's record, never for a relist or a relabel.
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -267,7 +265,7 @@ mod tests {
             ),
             (1, 1)
         );
-        // Read without the writer's lock: as the health listener does while a relist is applied.
+        // Read while the writer is busy: as the health listener does while a relist is applied.
         let writer = Mutex::new(st);
         let busy = writer.lock().unwrap_or_else(|p| p.into_inner());
         assert_eq!(facts.load(), now);

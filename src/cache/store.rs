@@ -247,7 +247,7 @@ impl State {
         self.publisher.view()
     }
 
-    /// The figures the health listener reads without the writer's lock, refreshed at the end
+    /// The figures the health listener reads as atomics, refreshed at the end
     /// of each change (see [`crate::cache::facts`]).
     pub fn shared_facts(&self) -> Arc<SharedFacts> {
         self.publisher.shared_facts()
@@ -329,7 +329,7 @@ impl State {
         self.apply_prepared(kind, prepared, now)
     }
 
-    /// [`State::apply`] of a change already [`prepare`]d (outside the lock).
+    /// [`State::apply`] of a change already [`prepare`]d (on the reflector's thread).
     pub fn apply_prepared(&mut self, kind: Resource, change: Prepared, now: u64) -> Applied {
         let before = self.current_rv();
         if matches!(kind, Resource::SlicesV1 | Resource::SlicesV1beta1) && kind != self.slice_kind {
@@ -669,9 +669,9 @@ impl State {
 // into `metadata`; a topology Service's v1 slice has its pruned endpoints, and the `hints` of the
 // kept ones, cut out of those bytes first (§2.3, §2.4), and its Endpoints their pruned addresses
 // and the lists left empty (§2.4). What the indexes, the filter and the view need (its nodes, each
-// endpoint's node and place, its Service, its labels) was read off the lock when the list item was
+// endpoint's node and place, its Service, its labels) was read on the reflector's thread when the list item was
 // made canonical ([`AsIs`]). That is the common case for a list's slices, which otherwise are
-// decoded into a `Value` again under the lock, filtered and serialized again. In debug builds
+// decoded into a `Value` again by the writer, filtered and serialized again. In debug builds
 // every publication through here is checked against the `Value` path.
 //
 // One of the binder's routes: an `impl` of [`State`] that takes an object through the parts
@@ -728,7 +728,7 @@ impl State {
         #[cfg(debug_assertions)]
         facts.check(bytes).expect("the fast path's contract");
         let nodes = std::mem::take(&mut facts.nodes);
-        // A pruned object keeps its upstream bytes: packed off the lock when the list was
+        // A pruned object keeps its upstream bytes: packed on the reflector's thread when the list was
         // decoded, if they were.
         let stored = match (&keep, facts.packed.take()) {
             (Some(_), Some(packed)) => Stored::Packed(packed),
@@ -818,7 +818,8 @@ impl State {
 
 impl State {
     /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
-    /// and RV): taken under the lock (pointer copies), made whole and written off it.
+    /// and RV): taken by the writer (pointer copies), made whole and written by the snapshot
+    /// writer.
     pub fn export(&self) -> Objects<Upstream> {
         Objects {
             nodes: self.upstream.blobs(Resource::Nodes, self.stand_in()),

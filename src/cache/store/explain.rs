@@ -6,11 +6,11 @@
 //! stored upstream object, its Service's stored keys, node labels, `--hostname`, the edge-health
 //! set. An explanation therefore cannot disagree with what is served.
 //!
-//! Two steps, so that the caller holds the cache lock (which the event loop and the reflectors
-//! take too) only to copy: [`super::State::overview_input`] / [`super::State::explain_input`] take shared
+//! Two steps, so that the writer (which every change waits for) spends its time only on the
+//! copy: [`super::State::overview_input`] / [`super::State::explain_input`] take shared
 //! object bytes, served resourceVersions and the labels of the nodes concerned (only the keys in
 //! play) — no parsing; then [`ExplainInput::overview`] / [`ExplainInput::explain`] parse and
-//! evaluate without the lock. Slices are explained in their discovery.k8s.io/v1 view (converted
+//! evaluate on the asking thread. Slices are explained in their discovery.k8s.io/v1 view (converted
 //! first when the upstream serves v1beta1, as for serving; both views keep the same endpoints).
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,6 +1,6 @@
-//! Upstream changes prepared outside the cache lock: a relist's items decoded, cleaned and
-//! re-serialized by the reflector thread, so that the writer holds the lock only to compare
-//! bytes and recompute what changed.
+//! Upstream changes prepared before they reach the writer: a relist's items decoded, cleaned
+//! and re-serialized by the reflector thread, so that the writer only compares bytes and
+//! recomputes what changed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,8 +15,8 @@ use crate::k8s::ObjectKey;
 use crate::k8s::Resource;
 
 /// An upstream change reduced to what the cache compares, done by the reflector thread before
-/// it takes the cache lock ([`prepare`]): a list's items decoded, cleaned and re-serialized, so
-/// that applying a relist under the lock only compares bytes and recomputes what changed.
+/// it hands the change to the writer ([`prepare`]): a list's items decoded, cleaned and
+/// re-serialized, so that applying a relist only compares bytes and recomputes what changed.
 #[derive(Debug)]
 pub enum Prepared {
     /// A full list (initial or relist) as compact bytes by key, excluded objects dropped.

@@ -37,9 +37,9 @@ pub(super) enum Stored {
     AsServed,
 }
 
-/// An upstream object as [`super::State::export`] hands it to the snapshot writer: taken under the
-/// cache lock by sharing what the cache holds (pointer copies), made whole off it, one object
-/// at a time.
+/// An upstream object as [`super::State::export`] hands it to the snapshot writer: taken by the
+/// cache's writer by sharing what the cache holds (pointer copies), made whole by the snapshot
+/// writer, one object at a time.
 #[derive(Clone, Debug)]
 pub enum Upstream {
     /// Its compact JSON.
@@ -52,7 +52,7 @@ pub enum Upstream {
 }
 
 /// A served object's bytes and RV, and where the stamp of that RV is in them: found once, by
-/// the snapshot writer (off the cache lock), the first time it is asked for.
+/// the snapshot writer (on its own thread), the first time it is asked for.
 #[derive(Clone, Debug)]
 pub struct ServedBytes {
     bytes: Arc<[u8]>,
@@ -389,11 +389,11 @@ impl UpstreamObjects {
 
     /// Packs up to `max` of the upstream bytes kept for pruned objects since the last call
     /// ([`crate::cache::pack`]); returns how many are left. The writer calls it after each change
-    /// is applied and served, a batch per lock. A list's endpoint objects come packed already
-    /// (packed as the list is decoded, off the lock: packing a list's worth under the lock that
-    /// applies it delayed readiness, and packing it here afterwards left the unpacked bytes' holes
-    /// behind in the allocator; see BENCHMARKS.md); what is left here is a watch event's object, or
-    /// one a relabel or edge-health change newly prunes.
+    /// is applied and served, a batch at a time between its messages. A list's endpoint objects
+    /// come packed already (packed as the list is decoded, on the reflector's thread: packing a
+    /// list's worth in the change that applies it delayed readiness, and packing it here
+    /// afterwards left the unpacked bytes' holes behind in the allocator); what is left here is a
+    /// watch event's object, or one a relabel or edge-health change newly prunes.
     pub(super) fn pack_pending(&mut self, max: usize) -> usize {
         let batch = self
             .to_pack
