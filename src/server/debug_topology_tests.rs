@@ -176,3 +176,23 @@ fn table_cells_are_cleaned_and_cut() {
     assert!(t.contains(&format!("{}…", "x".repeat(MAX_CELL - 1))), "{t}");
     assert_eq!(cut("short"), "short");
 }
+
+/// A writer busy past the debug pages' wait (a long relist): the page answers a 503 `Status`
+/// saying so, instead of holding its client.
+#[test]
+fn a_busy_writer_gets_a_503_status_not_a_wait() {
+    let st = shared();
+    let busy = st.hold();
+    let v = status(answer("/debug/topology/default/s", "", &st), 503);
+    drop(busy);
+    assert_eq!(v["kind"], "Status");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("writer is busy"),
+        "{v}"
+    );
+    // Released, the same page answers.
+    assert_eq!(answer("/debug/topology/default/s", "", &st).0, 200);
+}
