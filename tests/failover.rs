@@ -193,6 +193,8 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
     ] {
         assert!(m.contains(&line), "missing {line:?} in\n{m}");
     }
+    // Logged just after the metric changes.
+    log.wait_for_text("upstream failover:", Duration::from_secs(10));
     let warn = log_lines(&log, "upstream failover:");
     assert_eq!(warn.len(), 1, "{}", log.text());
     assert!(warn[0].contains("WARN"), "{warn:?}");
@@ -230,6 +232,8 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
     ] {
         assert!(m.contains(&line), "missing {line:?} in\n{m}");
     }
+    // Logged just after the metric changes.
+    log.wait_for_text("upstream failback:", Duration::from_secs(10));
     let info = log_lines(&log, "upstream failback:");
     assert_eq!(info.len(), 1, "{}", log.text());
     assert!(

@@ -48,6 +48,23 @@ impl LogSink {
         String::from_utf8_lossy(&buf).into_owned()
     }
 
+    /// The output once `needle` appears in it: a line logged after the effect a test observed
+    /// (or still in the pipe) gets up to `timeout` to arrive. Panics with the output otherwise.
+    pub fn wait_for_text(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.text();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{needle:?} not logged within {timeout:?}:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn drain_from(&self, mut r: impl Read + Send + 'static) {
         let sink = self.clone();
         std::thread::spawn(move || {
