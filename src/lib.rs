@@ -15,6 +15,7 @@
 //! | [`api`] | query options, selectors, routing, and the cache-backed list, get and watch answers |
 //! | [`cache`] | upstream objects, topology pruning, served bytes, resourceVersions and event logs |
 //! | [`k8s`] | served resources, object keys, the `Status` object, EndpointSlice conversion |
+//! | [`proto`] | the Kubernetes protobuf encoding: the schema, the object encoder, the envelope and watch framing |
 //! | [`config`] | command-line flags into a validated `Config` |
 //! | [`bytes`] | byte-string comparison that does not go through the C library's `memcmp` |
 //! | [`handoff`] | what the upstream hands the cache: changes, lists item by item, the receiver, the first-list order |
@@ -79,6 +80,7 @@ pub mod k8s;
 pub mod persist;
 #[cfg(feature = "io")]
 pub mod preflight;
+pub mod proto;
 #[cfg(feature = "io")]
 pub mod server;
 pub mod sync;

@@ -1,0 +1,92 @@
+//! Protobuf wire-format primitives: varints, field tags, length-delimited fields.
+
+/// Wire type of a varint field (int32, int64, bool, enum).
+pub const VARINT: u8 = 0;
+/// Wire type of a length-delimited field (string, bytes, message, map entry).
+pub const LEN: u8 = 2;
+
+/// Appends `v` as a base-128 varint (least significant group first).
+pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v & 0x7f) as u8 | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// How many bytes [`put_varint`] writes for `v` (1..=10).
+pub fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Appends the key of field `number` with wire type `wire` (`number << 3 | wire`).
+pub fn put_tag(buf: &mut Vec<u8>, number: u32, wire: u8) {
+    put_varint(buf, (u64::from(number) << 3) | u64::from(wire));
+}
+
+/// Appends a length-delimited field: its tag, the length of `bytes`, then `bytes`.
+pub fn put_bytes(buf: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    put_tag(buf, number, LEN);
+    put_varint(buf, bytes.len() as u64);
+    buf.extend_from_slice(bytes);
+}
+
+/// Appends a varint field.
+pub fn put_varint_field(buf: &mut Vec<u8>, number: u32, v: u64) {
+    put_tag(buf, number, VARINT);
+    put_varint(buf, v);
+}
+
+/// Appends a length-delimited field whose content `write` appends to `buf` itself: one byte is
+/// reserved for the length and widened afterwards if the content is 128 bytes or more.
+pub fn put_nested(buf: &mut Vec<u8>, number: u32, write: impl FnOnce(&mut Vec<u8>)) {
+    put_tag(buf, number, LEN);
+    let at = buf.len();
+    buf.push(0);
+    write(buf);
+    let len = buf.len() - at - 1;
+    let mut varint = Vec::with_capacity(10);
+    put_varint(&mut varint, len as u64);
+    buf.splice(at..at + 1, varint);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints() {
+        for (v, bytes) in [
+            (0u64, &[0x00][..]),
+            (1, &[0x01]),
+            (127, &[0x7f]),
+            (128, &[0x80, 0x01]),
+            (300, &[0xac, 0x02]),
+            (
+                u64::MAX,
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+            ),
+        ] {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, v);
+            assert_eq!(buf, bytes, "{v}");
+            assert_eq!(varint_len(v), bytes.len(), "{v}");
+        }
+        // Go's uint64(int32(-1)): sign-extended to ten bytes.
+        let mut buf = Vec::new();
+        put_varint(&mut buf, -1i32 as i64 as u64);
+        assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn nested_lengths_widen() {
+        for n in [0usize, 1, 127, 128, 300, 20_000] {
+            let mut buf = vec![0xaa];
+            put_nested(&mut buf, 2, |b| b.extend(std::iter::repeat_n(7u8, n)));
+            let mut want = vec![0xaa, 0x12];
+            put_varint(&mut want, n as u64);
+            want.extend(std::iter::repeat_n(7u8, n));
+            assert_eq!(buf, want, "{n}");
+        }
+    }
+}
