@@ -28,7 +28,9 @@ fn pool() -> &'static DescriptorPool {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else { return };
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
     for res in Resource::ALL {
         let encoded = encode_object(res, &value);
         let bytes = &encoded.bytes;
@@ -46,6 +48,10 @@ fuzz_target!(|data: &[u8]| {
         let desc = pool().get_message_by_name(&name).expect("a descriptor");
         let decoded = DynamicMessage::decode(desc, message)
             .unwrap_or_else(|e| panic!("{res:?}: does not decode: {e}"));
-        assert_eq!(decoded.encoded_len(), message.len(), "{res:?}: re-encodes to another length");
+        assert_eq!(
+            decoded.encoded_len(),
+            message.len(),
+            "{res:?}: re-encodes to another length"
+        );
     }
 });
