@@ -78,7 +78,7 @@ pub fn read_response<R: BufRead>(r: &mut R) -> std::io::Result<Response> {
     Ok((code, headers, body))
 }
 
-fn read_head<R: BufRead>(r: &mut R) -> std::io::Result<(u16, Vec<(String, String)>)> {
+pub fn read_head<R: BufRead>(r: &mut R) -> std::io::Result<(u16, Vec<(String, String)>)> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let code = line
@@ -107,7 +107,7 @@ fn read_head<R: BufRead>(r: &mut R) -> std::io::Result<(u16, Vec<(String, String
 }
 
 /// One chunk of a chunked body; `None` at the last chunk.
-fn read_chunk<R: BufRead>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
+pub fn read_chunk<R: BufRead>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
     let mut line = String::new();
     if r.read_line(&mut line)? == 0 {
         return Err(std::io::ErrorKind::UnexpectedEof.into());

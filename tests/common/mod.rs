@@ -7,6 +7,7 @@ pub mod fault_proxy;
 pub mod http;
 pub mod pki;
 pub mod procs;
+pub mod protobuf;
 
 pub use http::*;
 pub use procs::*;
