@@ -699,3 +699,137 @@ pub fn encode_proto_json(full_name: &str, proto_json: &Value) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{full_name} from {proto_json}: {e}"));
     msg.encode_to_vec()
 }
+
+/// Kubernetes JSON `v` as protobuf's JSON mapping of message `desc` (the inverse of
+/// [`message_json`], by the same descriptor walk), to encode test input with prost-reflect.
+/// `kind`/`apiVersion` members without a field are dropped (typeMeta lives in the Unknown);
+/// any other member without a field panics: the JSON has something the schema cannot carry.
+pub fn to_proto_json(desc: &MessageDescriptor, v: &Value, path: &str) -> Value {
+    let b64 = |v: &Value| Value::from(base64(&serde_json::to_vec(v).unwrap()));
+    match desc.full_name() {
+        TIME | MICRO_TIME => {
+            let Some(s) = v.as_str() else {
+                return json_obj(&[]);
+            };
+            let (secs, nanos) = parse_rfc3339(s).unwrap_or_else(|| panic!("{path}: time {s:?}"));
+            return serde_json::json!({"seconds": secs.to_string(), "nanos": nanos});
+        }
+        QUANTITY => {
+            let s = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
+            return serde_json::json!({ "string": s });
+        }
+        INT_OR_STRING => {
+            return match v {
+                Value::String(s) => serde_json::json!({"type": "1", "strVal": s}),
+                n => serde_json::json!({"type": "0", "intVal": n}),
+            }
+        }
+        FIELDS_V1 => return serde_json::json!({ "Raw": b64(v) }),
+        RAW_EXTENSION => return serde_json::json!({ "raw": b64(v) }),
+        _ => {}
+    }
+    let Value::Object(o) = v else {
+        panic!("{path}: {v} is not an object for {}", desc.full_name());
+    };
+    let mut out = Map::new();
+    for (k, val) in o {
+        let p = format!("{path}.{k}");
+        let Some(field) = desc.get_field_by_name(k) else {
+            assert!(
+                k == "kind" || k == "apiVersion",
+                "{p}: no such field in {}",
+                desc.full_name()
+            );
+            continue;
+        };
+        if val.is_null() {
+            continue;
+        }
+        let one = |x: &Value, p: &str| -> Value {
+            match field.kind() {
+                Kind::Message(m) => to_proto_json(&m, x, p),
+                Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 | Kind::Uint64 | Kind::Fixed64 => {
+                    Value::from(
+                        x.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| x.to_string()),
+                    )
+                }
+                _ => x.clone(),
+            }
+        };
+        let converted = if field.is_map() {
+            let Kind::Message(entry) = field.kind() else {
+                unreachable!()
+            };
+            let vf = entry.map_entry_value_field();
+            let m: Map<String, Value> = val
+                .as_object()
+                .unwrap_or_else(|| panic!("{p}: a map"))
+                .iter()
+                .map(|(mk, mv)| {
+                    let c = match vf.kind() {
+                        Kind::Message(m) => to_proto_json(&m, mv, &p),
+                        _ => mv.clone(),
+                    };
+                    (mk.clone(), c)
+                })
+                .collect();
+            Value::Object(m)
+        } else if field.is_list() {
+            let a = val.as_array().unwrap_or_else(|| panic!("{p}: a list"));
+            Value::Array(a.iter().map(|x| one(x, &p)).collect())
+        } else {
+            one(val, &p)
+        };
+        out.insert(field.json_name().to_string(), converted);
+    }
+    Value::Object(out)
+}
+
+fn json_obj(pairs: &[(&str, Value)]) -> Value {
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    )
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fraction]Z` into (seconds, nanos).
+pub fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.split(':').map(|x| x.parse::<i64>().ok());
+    let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
+    // Howard Hinnant's days_from_civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let nanos = if frac.is_empty() {
+        0
+    } else {
+        format!("{frac:0<9}")[..9].parse().ok()?
+    };
+    Some((days * 86_400 + hh * 3600 + mm * 60 + ss, nanos))
+}
+
+/// `k8s\0` + Unknown around Kubernetes JSON `v` encoded as the message of its
+/// `apiVersion`/`kind` (what a correct server would send), for the decoder's own tests.
+pub fn encode_k8s_json(v: &Value) -> Vec<u8> {
+    let api = v["apiVersion"].as_str().expect("apiVersion");
+    let kind = v["kind"].as_str().expect("kind");
+    let name = message_name(api, kind).unwrap_or_else(|| panic!("{api} {kind}"));
+    let pj = to_proto_json(&message(&name), v, kind);
+    wrap_unknown(api, kind, &encode_proto_json(&name, &pj))
+}
