@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use grid_wrapper::api::filter::Filter;
 use grid_wrapper::api::handlers::{self, Answer, InitialEnd, WatchPlan};
+use grid_wrapper::api::negotiate::Format;
 use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
 use grid_wrapper::cache::pack::{pack, Packed};
@@ -240,6 +241,7 @@ fn list_and_fanout(c: &mut Criterion) {
                             bookmarks: false,
                             timeout_secs: 600,
                             expired: None,
+                            format: Format::Json,
                         };
                         let w = Watcher::start(plan, now, &mut out);
                         (w.expect("plan is not expired"), out)

@@ -34,7 +34,9 @@
 //! `result: NOT ready (N problems)`. Tags (stable): `config`, `connectivity`, `tls`, `auth`
 //! (401: credentials rejected), `rbac` (403), `api` (another failed request), `node` (the
 //! local node does not exist), `topology` (a topology Service whose keys the local node has
-//! none of: every endpoint pruned). `warning: <tag>: …` lines do not change the exit code.
+//! none of: every endpoint pruned). `warning: <tag>: …` lines do not change the exit code; the
+//! tag `protobuf` warns of a listed field that grid-wrapper's protobuf schema does not know
+//! (kube-proxy, which reads protobuf, would not get it; [`crate::proto::unknown`]).
 //!
 //! # The JSON document (`--output=json`)
 //!

@@ -660,3 +660,52 @@ fn content_negotiation_honours_q_values_and_406s_the_rest() {
         );
     }
 }
+
+#[test]
+fn a_field_newer_than_the_schema_reaches_json_not_protobuf_and_is_counted_and_logged_once() {
+    let sim = Sim::start(&[]);
+    let (w, log) =
+        Wrapper::start_captured(&[&format!("--master={}", sim.url), "--hostname=edge-a1"]);
+    w.wait_ready();
+    let sample = "grid_wrapper_protobuf_unknown_field_objects_total{resource=\"services.v1\"}";
+    assert_eq!(common::autonomy::metric(&w, sample), Some(0.0));
+    // A Service carrying a field no Kubernetes release has (as a newer apiserver's would).
+    let mut svc = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "future", "namespace": "default"},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.99",
+                 "ports": [{"port": 80, "protocol": "TCP"}],
+                 "someNewField": {"mode": "fast"}}});
+    sim.apply(&svc);
+    let path = "/api/v1/namespaces/default/services/future";
+    wait_for("the new Service served", || {
+        request(w.addr, "GET", path, JSON_ACCEPT, b"").0 == 200
+    });
+    // JSON clients get it as the upstream sent it.
+    assert_eq!(
+        json_get(&w, path)["spec"]["someNewField"],
+        json!({"mode": "fast"})
+    );
+    // Protobuf clients get every known field (the decoder refuses unknown ones) and not it.
+    let pb = kp_get_ok(&w, path).object;
+    assert_eq!(pb["spec"]["clusterIP"], "10.96.0.99");
+    assert!(pb["spec"].get("someNewField").is_none(), "{pb}");
+    // A new version of it is encoded again: counted again, logged once.
+    svc["metadata"]["labels"] = json!({"v": "2"});
+    sim.apply(&svc);
+    wait_for("the new version served", || {
+        json_get(&w, path)["metadata"]["labels"]["v"] == "2"
+    });
+    assert_eq!(kp_get_ok(&w, path).object["metadata"]["labels"]["v"], "2");
+    assert_eq!(common::autonomy::metric(&w, sample), Some(2.0));
+    let text = log.wait_for_text("spec.someNewField", Duration::from_secs(10));
+    let warns: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("someNewField"))
+        .collect();
+    assert_eq!(warns.len(), 1, "logged once:\n{text}");
+    assert!(
+        warns[0].contains("WARN") && warns[0].contains("default/future"),
+        "{}",
+        warns[0]
+    );
+}

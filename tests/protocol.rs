@@ -193,50 +193,56 @@ fn c02_serves_single_node_get_from_cache_and_404_status_if_unknown() {
 }
 
 #[test]
-fn c05_json_content_type_everywhere_accepts_protobuf_star_and_406_otherwise() {
+fn c05_content_type_is_negotiated_json_or_protobuf_and_406_otherwise() {
     let (_sim, w) = demo(&[]);
-    let cases: &[(Option<&str>, u16)] = &[
-        (None, 200),
-        (Some(""), 200),
-        (Some("application/vnd.kubernetes.protobuf, */*"), 200),
-        (Some("application/json"), 200),
-        (Some("application/json; charset=utf-8"), 200),
-        (Some("application/*"), 200),
-        (Some("*/*"), 200),
-        (Some("application/yaml, application/json;q=0.5"), 200),
-        (Some("application/yaml"), 406),
-        (Some("application/vnd.kubernetes.protobuf"), 406),
-        (Some("text/html"), 406),
+    const PB: &str = "application/vnd.kubernetes.protobuf";
+    const JSON: &str = "application/json";
+    let cases: &[(Option<&str>, u16, &str)] = &[
+        (None, 200, JSON),
+        (Some(""), 200, JSON),
+        (Some("application/vnd.kubernetes.protobuf, */*"), 200, PB),
+        (Some("application/json"), 200, JSON),
+        (Some("application/json; charset=utf-8"), 200, JSON),
+        (Some("application/*"), 200, JSON),
+        (Some("*/*"), 200, JSON),
+        (Some("application/yaml, application/json;q=0.5"), 200, JSON),
+        (
+            Some("application/vnd.kubernetes.protobuf;q=0.5, application/json"),
+            200,
+            JSON,
+        ),
+        (Some("application/yaml"), 406, JSON),
+        (Some("application/vnd.kubernetes.protobuf"), 200, PB),
+        (Some("text/html"), 406, JSON),
     ];
     for path in [
         "/api/v1/services",
         "/api/v1/nodes/edge-a1",
         "/apis/discovery.k8s.io/v1/endpointslices?watch=true&timeoutSeconds=1",
     ] {
-        for (accept, want) in cases {
+        for (accept, want, ct_want) in cases {
             let hs: Vec<(&str, &str)> = accept.iter().map(|a| ("Accept", *a)).collect();
             if path.contains("watch=true") {
                 let watch = Watch::open(w.addr, path, &hs);
                 assert_eq!(watch.code, *want, "{path} {accept:?}");
                 let ct = header(&watch.headers, "content-type").unwrap_or("");
-                assert!(
-                    ct.starts_with("application/json"),
-                    "{path} {accept:?}: Content-Type {ct:?}"
-                );
+                let ct_want = if *ct_want == PB && *want == 200 {
+                    "application/vnd.kubernetes.protobuf;stream=watch"
+                } else {
+                    ct_want
+                };
+                assert_eq!(ct, ct_want, "{path} {accept:?}: Content-Type");
                 continue;
             }
             let (code, headers, body) = request(w.addr, "GET", path, &hs, b"");
             let ct = header(&headers, "content-type").unwrap_or("");
-            assert!(
-                ct.starts_with("application/json"),
-                "{path} {accept:?}: Content-Type {ct:?}"
-            );
+            assert_eq!(ct, *ct_want, "{path} {accept:?}: Content-Type");
             if *want == 406 {
                 let st = assert_status(code, &headers, &body, 406);
                 assert_eq!(st["reason"], "NotAcceptable");
                 assert_eq!(
                     st["message"],
-                    "only the following media types are accepted: application/json"
+                    "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf"
                 );
             } else {
                 assert_eq!(code, 200, "{path} {accept:?}");

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 
 use crate::api::filter::{Filter, Selection};
+use crate::api::negotiate::{negotiate, Format, Negotiated};
 use crate::api::query::{self, ListOptions, RvMatch};
 use crate::api::route::Route;
 use crate::cache::published::Published;
 use crate::cache::view::Served;
-use crate::http::response::accepts_json;
 use crate::k8s::status::ApiError;
 use crate::k8s::{ObjectKey, Resource};
+use crate::proto::envelope;
 
 /// Default watch lifetime without `timeoutSeconds`: 1800 s × (1 + jitter), the apiserver's rule
 /// (docs/SEMANTICS.md §6).
@@ -39,11 +40,13 @@ impl Segment {
     }
 }
 
-/// A complete JSON response.
+/// A complete response.
 #[derive(Debug)]
 pub struct Reply {
     /// HTTP status.
     pub code: u16,
+    /// The body's format.
+    pub format: Format,
     /// `Retry-After` seconds, if any.
     pub retry_after: Option<u32>,
     /// Body pieces, concatenated.
@@ -51,12 +54,32 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// A `Status` error reply.
+    /// A `Status` error reply in JSON.
     pub fn error(err: &ApiError) -> Reply {
+        Reply::error_as(Format::Json, err)
+    }
+
+    /// A `Status` error reply in `format` (the negotiated one, as the apiserver answers errors).
+    pub fn error_as(format: Format, err: &ApiError) -> Reply {
+        let body = match format {
+            Format::Json => err.to_json(),
+            Format::Protobuf => envelope::status_body(&err.to_value()),
+        };
         Reply {
             code: err.code,
+            format,
             retry_after: err.retry_after,
-            body: vec![Segment::Owned(err.to_json())],
+            body: vec![Segment::Owned(body)],
+        }
+    }
+
+    /// A 200 reply of `body` in `format`.
+    fn ok(format: Format, body: Vec<Segment>) -> Reply {
+        Reply {
+            code: 200,
+            format,
+            retry_after: None,
+            body,
         }
     }
 
@@ -101,6 +124,8 @@ pub struct WatchPlan {
     pub timeout_secs: u64,
     /// Set when the requested RV cannot be served: send 200, one ERROR event, then close.
     pub expired: Option<ApiError>,
+    /// The events' format.
+    pub format: Format,
 }
 
 /// The answer to one routed request.
@@ -131,26 +156,26 @@ pub fn handle(
             name,
         } => (*res, namespace, Some(name)),
     };
-    if !accepts_json(accept) {
-        return Answer::Reply(Reply::error(&ApiError::not_acceptable()));
-    }
+    let format = match negotiate(accept) {
+        Negotiated::Serve(format) => format,
+        Negotiated::Forward => return Answer::Proxy,
+        Negotiated::NotAcceptable => {
+            return Answer::Reply(Reply::error(&ApiError::not_acceptable()));
+        }
+    };
     if !state.is_ready() {
-        return Answer::Reply(Reply::error(&not_ready()));
+        return Answer::Reply(Reply::error_as(format, &not_ready()));
     }
     if let Some(name) = name {
         let key = ObjectKey::new(namespace.as_deref().unwrap_or(""), name);
         return Answer::Reply(match state.collection(res).get(&key) {
-            Some(obj) => Reply {
-                code: 200,
-                retry_after: None,
-                body: vec![Segment::Shared(obj.bytes.clone())],
-            },
-            None => Reply::error(&ApiError::not_found(res.plural(), name)),
+            Some(obj) => Reply::ok(format, object_body(format, res, obj)),
+            None => Reply::error_as(format, &ApiError::not_found(res.plural(), name)),
         });
     }
     let opts = match query::parse(query, res.selectable_fields()) {
         Ok(o) => o,
-        Err(e) => return Answer::Reply(Reply::error(&e)),
+        Err(e) => return Answer::Reply(Reply::error_as(format, &e)),
     };
     let filter = Filter {
         namespace: namespace.clone(),
@@ -158,9 +183,9 @@ pub fn handle(
         fields: opts.field_selector.clone(),
     };
     if opts.watch {
-        Answer::Watch(Box::new(watch(res, filter, &opts, state, jitter)))
+        Answer::Watch(Box::new(watch(res, filter, &opts, state, jitter, format)))
     } else {
-        Answer::Reply(list(res, &filter, &opts, state))
+        Answer::Reply(list(res, &filter, &opts, state, format))
     }
 }
 
@@ -213,30 +238,60 @@ fn select_per_item(res: Resource, filter: &Filter, state: &Published) -> Vec<Arc
         .collect()
 }
 
-fn list(res: Resource, filter: &Filter, opts: &ListOptions, state: &Published) -> Reply {
+fn list(
+    res: Resource,
+    filter: &Filter,
+    opts: &ListOptions,
+    state: &Published,
+    format: Format,
+) -> Reply {
     let current = state.current_rv();
     if opts.resource_version_match == Some(RvMatch::Exact) {
         let requested = opts.resource_version.as_deref().unwrap_or("");
         if requested.parse::<u64>().ok() != Some(current) {
-            return Reply::error(&ApiError::expired(requested, current));
+            return Reply::error_as(format, &ApiError::expired(requested, current));
         }
     }
-    let head = list_head(res, current);
-    let body = match filter.selection(res) {
+    let body = match (filter.selection(res), format) {
         // The whole collection: no per-item work but sharing each item's bytes.
-        Selection::Everything => item_body(head, state.collection(res).objects()),
-        Selection::PerItem => item_body(head, select_per_item(res, filter, state).iter()),
+        (Selection::Everything, Format::Json) => {
+            json_list(res, current, state.collection(res).objects())
+        }
+        (Selection::PerItem, Format::Json) => {
+            json_list(res, current, select_per_item(res, filter, state).iter())
+        }
+        (Selection::Everything, Format::Protobuf) => {
+            protobuf_list(res, current, state.collection(res).objects())
+        }
+        (Selection::PerItem, Format::Protobuf) => {
+            protobuf_list(res, current, select_per_item(res, filter, state).iter())
+        }
     };
-    Reply {
-        code: 200,
-        retry_after: None,
-        body,
+    Reply::ok(format, body)
+}
+
+/// A GET's body: the object's shared bytes in `format` (enveloped for protobuf).
+fn object_body(format: Format, res: Resource, obj: &Served) -> Vec<Segment> {
+    match format {
+        Format::Json => vec![Segment::Shared(obj.bytes.clone())],
+        Format::Protobuf => vec![
+            Segment::Owned(envelope::object_head(res.api_version(), res.kind())),
+            Segment::Shared(obj.protobuf(res)),
+            Segment::Static(envelope::TAIL),
+        ],
     }
 }
 
-/// A list's envelope up to the first item; `current` is the list's resourceVersion.
-fn list_head(res: Resource, current: u64) -> Segment {
-    Segment::Owned(
+/// A JSON list body: the envelope up to the first item, then each item's shared bytes joined by
+/// constant `,` segments (no copy of a served object; the socket takes them with vectored
+/// writes).
+fn json_list<'a>(
+    res: Resource,
+    current: u64,
+    items: impl ExactSizeIterator<Item = &'a Arc<Served>>,
+) -> Vec<Segment> {
+    let mut body = Vec::with_capacity(items.len() * 2 + 2);
+    body.push(Segment::Owned(
         format!(
             "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
             res.list_kind(),
@@ -244,17 +299,7 @@ fn list_head(res: Resource, current: u64) -> Segment {
             current
         )
         .into_bytes(),
-    )
-}
-
-/// A list body of the given items: each item's shared bytes, joined by constant `,` segments
-/// (no copy of a served object; the socket takes them with vectored writes).
-fn item_body<'a>(
-    head: Segment,
-    items: impl ExactSizeIterator<Item = &'a Arc<Served>>,
-) -> Vec<Segment> {
-    let mut body = Vec::with_capacity(items.len() * 2 + 2);
-    body.push(head);
+    ));
     for (i, item) in items.enumerate() {
         if i > 0 {
             body.push(Segment::Static(b","));
@@ -265,12 +310,38 @@ fn item_body<'a>(
     body
 }
 
+/// A protobuf list body: the envelope and list metadata, then each item's shared protobuf
+/// bytes (each already framed as the list's `items` field), then the envelope's tail.
+fn protobuf_list<'a>(
+    res: Resource,
+    current: u64,
+    items: impl ExactSizeIterator<Item = &'a Arc<Served>>,
+) -> Vec<Segment> {
+    let mut body = Vec::with_capacity(items.len() + 2);
+    body.push(Segment::Static(b""));
+    let mut len = 0;
+    for item in items {
+        let bytes = item.protobuf(res);
+        len += bytes.len();
+        body.push(Segment::Shared(bytes));
+    }
+    body[0] = Segment::Owned(envelope::list_head(
+        res.api_version(),
+        res.list_kind(),
+        &current.to_string(),
+        len,
+    ));
+    body.push(Segment::Static(envelope::TAIL));
+    body
+}
+
 fn watch(
     res: Resource,
     filter: Filter,
     opts: &ListOptions,
     state: &Published,
     jitter: f64,
+    format: Format,
 ) -> WatchPlan {
     let current = state.current_rv();
     let timeout_secs = opts.timeout_seconds.unwrap_or(
@@ -285,6 +356,7 @@ fn watch(
         bookmarks: opts.allow_watch_bookmarks,
         timeout_secs,
         expired: None,
+        format,
     };
     let rv = opts.resource_version.as_deref().unwrap_or("");
     let numeric = rv.parse::<u64>().ok();

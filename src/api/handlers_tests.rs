@@ -115,9 +115,9 @@ fn filter_of(res: Resource, query: &str) -> Filter {
 
 /// The body the per-item path builds for the same request on the same state.
 fn per_item_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
-    let head = list_head(res, st.current_rv());
-    concat(&item_body(
-        head,
+    concat(&json_list(
+        res,
+        st.current_rv(),
         st.with_view(|v| select_per_item(res, &filter_of(res, query), v))
             .iter(),
     ))

@@ -2,6 +2,7 @@
 
 pub mod filter;
 pub mod handlers;
+pub mod negotiate;
 pub mod query;
 pub mod route;
 pub mod selector;

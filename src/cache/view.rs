@@ -4,11 +4,11 @@
 //! Owns no lock and does no I/O; [`crate::cache::store::State`] is its only writer.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use crate::k8s::ObjectKey;
+use crate::k8s::{ObjectKey, Resource};
 
 /// Label map of an object, as topology and the selectors' tests use it.
 pub type Labels = BTreeMap<String, String>;
@@ -85,6 +85,9 @@ pub struct Served {
     pub cluster_ip: Option<String>,
     /// `spec.type` (Services), for field selectors.
     pub service_type: Option<String>,
+    /// The protobuf form ([`Served::protobuf`]), encoded the first time a protobuf client reads
+    /// this version and shared from then on.
+    protobuf: OnceLock<Arc<[u8]>>,
 }
 
 impl Served {
@@ -105,6 +108,7 @@ impl Served {
             labels,
             cluster_ip: None,
             service_type: None,
+            protobuf: OnceLock::new(),
         }
     }
 
@@ -118,6 +122,7 @@ impl Served {
             labels: LabelSet::of(value),
             cluster_ip: text("/spec/clusterIP"),
             service_type: text("/spec/type"),
+            protobuf: OnceLock::new(),
         }
     }
 
@@ -130,6 +135,21 @@ impl Served {
             "spec.type" => self.service_type.as_deref(),
             _ => None,
         }
+    }
+
+    /// This version's protobuf form, as a `res` message framed as field 2 (a list's `items`, an
+    /// envelope's `raw`): encoded from the JSON on the first call, then shared by every protobuf
+    /// list and watcher. Fields the built-in schema does not know are left out and reported to
+    /// [`crate::proto::unknown`].
+    pub fn protobuf(&self, res: Resource) -> Arc<[u8]> {
+        let bytes = self.protobuf.get_or_init(|| {
+            // Our own bytes always parse; an object that somehow does not encodes as empty.
+            let value: Value = serde_json::from_slice(&self.bytes).unwrap_or_default();
+            let encoded = crate::proto::encode_object(res, &value);
+            crate::proto::unknown::note(res, &self.key, &encoded.unknown);
+            encoded.bytes.into()
+        });
+        Arc::clone(bytes)
     }
 
     /// The same content stamped with another resourceVersion (a DELETED event's object).
@@ -147,6 +167,7 @@ impl Served {
                 labels: self.labels.clone(),
                 cluster_ip: self.cluster_ip.clone(),
                 service_type: self.service_type.clone(),
+                protobuf: OnceLock::new(),
             };
         }
         stamp_rv(&mut value, rv);

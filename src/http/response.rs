@@ -1,5 +1,5 @@
 //! Response framing: status line and headers, `Content-Length` or chunked bodies, complete JSON
-//! and `Status` error responses, and `Accept` negotiation (docs/SEMANTICS.md §1, "Content type" and "Errors"). Pure.
+//! and `Status` error responses (docs/SEMANTICS.md §1, "Errors"). Pure.
 //!
 //! It owns the bytes of every response head the server writes, so framing headers
 //! (`Content-Length`, `Transfer-Encoding`, `Connection: close`) are added here and nowhere else.
@@ -171,37 +171,6 @@ pub fn status(err: &ApiError, keep_alive: bool) -> Vec<u8> {
     }
 }
 
-/// docs/SEMANTICS.md §1 ("Content type"): JSON is acceptable iff `Accept` is absent or empty, or lists
-/// `application/json`, `application/*` or `*/*` (case-insensitive; media-type parameters
-/// ignored, except that a range with `q=0` is excluded).
-pub fn accepts_json(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else {
-        return true;
-    };
-    if accept.trim().is_empty() {
-        return true;
-    }
-    accept.split(',').any(|range| {
-        let mut parts = range.split(';');
-        let media = parts.next().unwrap_or_default().trim();
-        let json_like = ["application/json", "application/*", "*/*"]
-            .iter()
-            .any(|m| media.eq_ignore_ascii_case(m));
-        json_like && !parts.any(is_q_zero)
-    })
-}
-
-/// Whether a media-type parameter is `q=0` (`0`, `0.`, `0.0`, `0.00`, `0.000`).
-fn is_q_zero(param: &str) -> bool {
-    let Some((name, value)) = param.split_once('=') else {
-        return false;
-    };
-    let value = value.trim();
-    name.trim().eq_ignore_ascii_case("q")
-        && value.starts_with('0')
-        && value.bytes().all(|b| b == b'0' || b == b'.')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,37 +304,5 @@ mod tests {
         assert!(text(&out).starts_with("HTTP/1.1 404 Not Found\r\n"));
         assert!(!text(&out).contains("Retry-After"));
         assert!(text(&out).ends_with(text(&ApiError::not_found("nodes", "edge-1").to_json())));
-    }
-
-    #[test]
-    fn accept_negotiation() {
-        let cases: &[(Option<&str>, bool)] = &[
-            (None, true),
-            (Some(""), true),
-            (Some("   "), true),
-            (Some("application/json"), true),
-            (Some("Application/JSON"), true),
-            (Some("application/json; charset=utf-8"), true),
-            (Some("application/*"), true),
-            (Some("*/*"), true),
-            // kube-proxy (client-go with protobuf content type).
-            (Some("application/vnd.kubernetes.protobuf, */*"), true),
-            (Some("application/vnd.kubernetes.protobuf"), false),
-            (Some("application/yaml"), false),
-            (Some("text/html, application/xml"), false),
-            (Some("text/*"), false),
-            (
-                Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
-                true,
-            ),
-            (Some("application/json;q=0"), false),
-            (Some("application/json; q=0.000, application/yaml"), false),
-            (Some("*/*;q=0, application/json;q=0.5"), true),
-            (Some("*/*;q=0.1"), true),
-            (Some("application/jsonx"), false),
-        ];
-        for (accept, want) in cases {
-            assert_eq!(accepts_json(*accept), *want, "{accept:?}");
-        }
     }
 }

@@ -51,7 +51,7 @@ impl ApiError {
         Self::new(
             406,
             "NotAcceptable",
-            "only the following media types are accepted: application/json",
+            "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf",
         )
     }
 

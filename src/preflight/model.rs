@@ -95,6 +95,8 @@ pub enum Tag {
     /// Topology: a Service whose keys the local node has none of (all its endpoints pruned),
     /// or (warning) an unusable `topologyKeys` annotation.
     Topology,
+    /// (warning) A field the protobuf schema built into grid-wrapper does not know.
+    Protobuf,
 }
 
 impl Tag {
@@ -109,6 +111,7 @@ impl Tag {
             Tag::Api => "api",
             Tag::Node => "node",
             Tag::Topology => "topology",
+            Tag::Protobuf => "protobuf",
         }
     }
 

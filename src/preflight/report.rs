@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::cache::topology::{self, KeysAnnotation};
 use crate::cache::view::labels_of;
-use crate::k8s::ObjectKey;
+use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
 
@@ -148,6 +148,29 @@ pub fn build(f: Fetched) -> Report {
     report
 }
 
+/// One warning per field of `objects` that grid-wrapper's protobuf schema does not know
+/// ([`crate::proto::unknown`]): kube-proxy, which reads protobuf, would not get it.
+fn unknown_fields(res: Resource, objects: &[Value]) -> Vec<Problem> {
+    let mut paths: BTreeMap<String, usize> = BTreeMap::new();
+    for obj in objects {
+        for path in crate::proto::encode_object(res, obj).unknown {
+            *paths.entry(path).or_default() += 1;
+        }
+    }
+    paths
+        .into_iter()
+        .map(|(path, n)| Problem {
+            tag: Tag::Protobuf,
+            message: format!(
+                "{} ({}): field {path} ({n} object{}) is not in grid-wrapper's protobuf schema: kube-proxy (protobuf) will not get it, JSON clients will",
+                res.plural(),
+                res.api_version(),
+                if n == 1 { "" } else { "s" }
+            ),
+        })
+        .collect()
+}
+
 fn reached_part(
     hostname: &str,
     wrapper_in_cluster: bool,
@@ -195,7 +218,11 @@ fn reached_part(
                 error: err.map(describe),
             });
         }
-        lists.insert(res.plural(), items(&r.list));
+        let listed = items(&r.list);
+        if let Some(objects) = &listed {
+            warnings.extend(unknown_fields(res, objects));
+        }
+        lists.insert(res.plural(), listed);
     }
     let take = |lists: &mut BTreeMap<&str, Option<Vec<Value>>>, k: &str| lists.remove(k).flatten();
     let nodes = take(&mut lists, "nodes");

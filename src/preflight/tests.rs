@@ -399,3 +399,28 @@ fn describe_keeps_one_line() {
         "403 Forbidden: Forbidden here"
     );
 }
+
+#[test]
+fn a_field_the_protobuf_schema_does_not_know_is_a_protobuf_warning() {
+    let mut data = cluster(Some("zone-a"));
+    for (i, name) in ["web2", "web3"].iter().enumerate() {
+        let mut svc = service(name, None);
+        svc["spec"]["someNewField"] = serde_json::json!({"x": i});
+        data[1].push(svc);
+    }
+    let r = build(fetched(data, &ok));
+    assert!(r.ready, "warnings only: {:?}", r.problems);
+    let protobuf: Vec<&str> = r
+        .warnings
+        .iter()
+        .filter(|w| w.tag == Tag::Protobuf)
+        .map(|w| w.message.as_str())
+        .collect();
+    assert_eq!(
+        protobuf,
+        ["services (v1): field spec.someNewField (2 objects) is not in grid-wrapper's protobuf schema: kube-proxy (protobuf) will not get it, JSON clients will"],
+        "{:?}",
+        r.warnings
+    );
+    assert!(render::text(&r).contains("warning: protobuf: services (v1): field spec.someNewField"));
+}

@@ -15,6 +15,7 @@ pub mod encode;
 pub mod envelope;
 #[rustfmt::skip]
 pub mod schema;
+pub mod unknown;
 pub mod wire;
 
 #[cfg(test)]

@@ -345,18 +345,7 @@ impl Conn {
         let r = route(&req.method, &req.path);
         self.label = RouteKind::of(&r, &req.query);
         if r == Route::Proxy {
-            debug!("{}: {} {} → proxy", self.peer, req.method, req.path);
-            let body = req.method != "HEAD";
-            match ctx.proxy.start(req) {
-                Ok(rx) => {
-                    self.phase = Phase::Proxying {
-                        rx,
-                        head_sent: false,
-                        body,
-                    };
-                }
-                Err(e) => self.reply(Reply::error(&e)),
-            }
+            self.forward(req, ctx);
             return;
         }
         let wants_v1beta1 = r.resource() == Some(Resource::SlicesV1beta1);
@@ -404,7 +393,7 @@ impl Conn {
                 let head = response::head(
                     200,
                     &[
-                        ("Content-Type", "application/json"),
+                        ("Content-Type", plan.format.watch_content_type()),
                         ("Cache-Control", "no-cache, private"),
                     ],
                     Body::Chunked,
@@ -431,9 +420,26 @@ impl Conn {
                 }
             }
             Answer::Proxy => {
+                // A conversion the cache does not do (`Accept: …;as=Table`): the apiserver's.
                 drop(state);
-                self.reply(Reply::error(&ApiError::internal("unroutable request")));
+                self.forward(req, ctx);
             }
+        }
+    }
+
+    /// Sends `req` upstream on a proxy worker.
+    fn forward(&mut self, req: Request, ctx: &Ctx<'_>) {
+        debug!("{}: {} {} → proxy", self.peer, req.method, req.path);
+        let body = req.method != "HEAD";
+        match ctx.proxy.start(req) {
+            Ok(rx) => {
+                self.phase = Phase::Proxying {
+                    rx,
+                    head_sent: false,
+                    body,
+                };
+            }
+            Err(e) => self.reply(Reply::error(&e)),
         }
     }
 
@@ -475,7 +481,7 @@ impl Conn {
     fn reply(&mut self, reply: Reply) {
         counters::global().request(self.label.0, self.label.1, reply.code);
         let retry = reply.retry_after.map(|s| s.to_string());
-        let mut headers: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
+        let mut headers: Vec<(&str, &str)> = vec![("Content-Type", reply.format.content_type())];
         if let Some(r) = &retry {
             headers.push(("Retry-After", r));
         }

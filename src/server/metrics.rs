@@ -78,6 +78,23 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
             vec![(String::new(), now_unix.saturating_sub(written))],
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP grid_wrapper_protobuf_unknown_field_objects_total Object versions encoded to protobuf without a field grid-wrapper's schema does not know (logged at WARN once per field)."
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE grid_wrapper_protobuf_unknown_field_objects_total counter"
+    );
+    let unknown = crate::proto::unknown::objects();
+    for r in Resource::ALL {
+        let _ = writeln!(
+            out,
+            "grid_wrapper_protobuf_unknown_field_objects_total{{resource=\"{}\"}} {}",
+            resource_label(r),
+            unknown[r.index()]
+        );
+    }
     out
 }
 

@@ -6,9 +6,12 @@ use std::time::{Duration, Instant};
 
 use crate::api::filter::{Filter, Selection};
 use crate::api::handlers::{InitialEnd, Segment, WatchPlan};
+use crate::api::negotiate::Format;
 use crate::cache::published::Published;
 use crate::cache::view::{Entry, Served};
+use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
+use crate::proto::{encode_object, envelope};
 use crate::server::counters::{self, EndReason};
 use crate::server::outbound::Outbound;
 use crate::server::watchers::{query_value, WatchHandle, WatchInfo};
@@ -48,6 +51,8 @@ impl End {
 #[derive(Debug)]
 pub struct Watcher {
     res: Resource,
+    /// The events' wire format.
+    format: Format,
     filter: Filter,
     /// `filter` selects every served object of `res`: events need no matching.
     everything: bool,
@@ -65,7 +70,7 @@ pub struct Watcher {
     track: Option<WatchHandle>,
 }
 
-/// Queues one chunk-framed watch event: `{"type":T,"object":<bytes>}\n`.
+/// Queues one chunk-framed JSON watch event: `{"type":T,"object":<bytes>}\n`.
 pub fn push_event(out: &mut Outbound, kind: &str, object: Segment) {
     const OPEN: &[u8] = b"{\"type\":\"";
     const MID: &[u8] = b"\",\"object\":";
@@ -81,6 +86,63 @@ pub fn push_event(out: &mut Outbound, kind: &str, object: Segment) {
     out.push_owned(head);
     out.push(object);
     out.push(Segment::Static(b"}\n\r\n"));
+}
+
+/// Queues one chunk-framed protobuf watch frame: the frame's length and `WatchEvent` up to the
+/// object's bytes (`head`), the object's protobuf bytes, the envelope's tail.
+fn push_frame(out: &mut Outbound, head: Vec<u8>, object: Segment) {
+    let len = head.len() + object.as_bytes().len() + envelope::TAIL.len();
+    let mut chunk = Vec::with_capacity(head.len() + 18);
+    push_hex(&mut chunk, len);
+    chunk.extend_from_slice(b"\r\n");
+    chunk.extend_from_slice(&head);
+    out.push_owned(chunk);
+    out.push(object);
+    out.push(Segment::Static(envelope::TAIL));
+    out.push(Segment::Static(b"\r\n"));
+}
+
+/// Queues a served object's event in `format`, sharing its bytes of that format.
+pub fn push_object(out: &mut Outbound, format: Format, res: Resource, kind: &str, obj: &Served) {
+    match format {
+        Format::Json => push_event(out, kind, Segment::Shared(obj.bytes.clone())),
+        Format::Protobuf => {
+            let bytes = obj.protobuf(res);
+            let head = envelope::event_head(kind, res.api_version(), res.kind(), bytes.len());
+            push_frame(out, head, Segment::Shared(bytes));
+        }
+    }
+}
+
+/// Queues a BOOKMARK at `rv` in `format` ([`bookmark_object`]).
+fn push_bookmark(out: &mut Outbound, format: Format, res: Resource, rv: u64, initial_end: bool) {
+    let json = bookmark_object(res, rv, initial_end);
+    match format {
+        Format::Json => push_event(out, "BOOKMARK", Segment::Owned(json)),
+        Format::Protobuf => {
+            // Our own JSON: it parses, and every field of it is in the schema.
+            let value = serde_json::from_slice(&json).unwrap_or_default();
+            let bytes = encode_object(res, &value).bytes;
+            let head = envelope::event_head("BOOKMARK", res.api_version(), res.kind(), bytes.len());
+            push_frame(out, head, Segment::Owned(bytes));
+        }
+    }
+}
+
+/// Queues an ERROR event carrying `err`'s `Status` in `format`.
+fn push_error(out: &mut Outbound, format: Format, err: &ApiError) {
+    match format {
+        Format::Json => push_event(out, "ERROR", Segment::Owned(err.to_json())),
+        Format::Protobuf => {
+            let frame = envelope::status_event(&err.to_value());
+            let mut chunk = Vec::with_capacity(frame.len() + 20);
+            push_hex(&mut chunk, frame.len());
+            chunk.extend_from_slice(b"\r\n");
+            chunk.extend_from_slice(&frame);
+            chunk.extend_from_slice(b"\r\n");
+            out.push_owned(chunk);
+        }
+    }
 }
 
 /// Appends `n` in lower-case hex (a chunk size), without the formatting machinery: this runs
@@ -116,7 +178,7 @@ pub fn transition(
     entry: &Entry,
     filter: &Filter,
     everything: bool,
-) -> Option<(&'static str, Segment)> {
+) -> Option<(&'static str, Arc<Served>)> {
     let matches =
         |o: &Option<Arc<Served>>| o.as_ref().is_some_and(|s| everything || filter.matches(s));
     match (
@@ -125,14 +187,11 @@ pub fn transition(
         &entry.old,
         &entry.new,
     ) {
-        (false, true, _, Some(new)) => Some(("ADDED", Segment::Shared(new.bytes.clone()))),
-        (true, true, _, Some(new)) => Some(("MODIFIED", Segment::Shared(new.bytes.clone()))),
+        (false, true, _, Some(new)) => Some(("ADDED", Arc::clone(new))),
+        (true, true, _, Some(new)) => Some(("MODIFIED", Arc::clone(new))),
         // A real deletion's old object is already stamped with the deletion's RV.
-        (true, false, Some(old), None) => Some(("DELETED", Segment::Shared(old.bytes.clone()))),
-        (true, false, Some(old), Some(_)) => Some((
-            "DELETED",
-            Segment::Shared(old.restamped(entry.rv).bytes.clone()),
-        )),
+        (true, false, Some(old), None) => Some(("DELETED", Arc::clone(old))),
+        (true, false, Some(old), Some(_)) => Some(("DELETED", Arc::new(old.restamped(entry.rv)))),
         _ => None,
     }
 }
@@ -142,29 +201,24 @@ impl Watcher {
     /// ERROR event and the stream's end) when the plan is expired.
     pub fn start(plan: WatchPlan, now: Instant, out: &mut Outbound) -> Option<Watcher> {
         if let Some(err) = &plan.expired {
-            push_event(out, "ERROR", Segment::Owned(err.to_json()));
+            push_error(out, plan.format, err);
             counters::global().watch_ended(EndReason::Expired);
             return None;
         }
         for obj in &plan.initial {
-            push_event(out, "ADDED", Segment::Shared(obj.bytes.clone()));
+            push_object(out, plan.format, plan.res, "ADDED", obj);
         }
         counters::global().watch_events(plan.res, plan.initial.len());
         match plan.initial_end {
             InitialEnd::None => {}
-            InitialEnd::Bookmark => push_event(
-                out,
-                "BOOKMARK",
-                Segment::Owned(bookmark_object(plan.res, plan.cursor, false)),
-            ),
-            InitialEnd::InitialEventsEnd => push_event(
-                out,
-                "BOOKMARK",
-                Segment::Owned(bookmark_object(plan.res, plan.cursor, true)),
-            ),
+            InitialEnd::Bookmark => push_bookmark(out, plan.format, plan.res, plan.cursor, false),
+            InitialEnd::InitialEventsEnd => {
+                push_bookmark(out, plan.format, plan.res, plan.cursor, true)
+            }
         }
         Some(Watcher {
             res: plan.res,
+            format: plan.format,
             everything: plan.filter.selection(plan.res) == Selection::Everything,
             filter: plan.filter,
             cursor: plan.cursor,
@@ -278,7 +332,7 @@ impl Watcher {
             };
             for entry in &entries {
                 if let Some((kind, obj)) = transition(entry, &self.filter, self.everything) {
-                    push_event(out, kind, obj);
+                    push_object(out, self.format, self.res, kind, &obj);
                     sent += 1;
                     self.next_bookmark = now + BOOKMARK_EVERY;
                 }
@@ -310,11 +364,7 @@ impl Watcher {
             if let Some(t) = &self.track {
                 t.set_cursor(self.cursor);
             }
-            push_event(
-                out,
-                "BOOKMARK",
-                Segment::Owned(bookmark_object(self.res, self.cursor, false)),
-            );
+            push_bookmark(out, self.format, self.res, self.cursor, false);
             self.next_bookmark = now + BOOKMARK_EVERY;
             self.final_bookmark_sent |= final_due;
         }
@@ -412,7 +462,7 @@ mod tests {
             let events = |skip: bool| -> Vec<Option<(&'static str, Vec<u8>)>> {
                 entries
                     .iter()
-                    .map(|e| transition(e, &filter, skip).map(|(t, s)| (t, s.as_bytes().to_vec())))
+                    .map(|e| transition(e, &filter, skip).map(|(t, s)| (t, s.bytes.to_vec())))
                     .collect()
             };
             assert_eq!(events(everything), events(false), "{q}");
