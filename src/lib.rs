@@ -12,7 +12,7 @@
 //! | module | what it is |
 //! |---|---|
 //! | [`http`] | HTTP/1.1 over byte slices: the request reader and its limits, response framing |
-//! | [`api`] | query options, selectors, routing, and the cache-backed list, get and watch answers |
+//! | [`api`] | query options, selectors, routing, JSON/protobuf negotiation, and the cache-backed list, get and watch answers |
 //! | [`cache`] | upstream objects, topology pruning, served bytes, resourceVersions and event logs |
 //! | [`k8s`] | served resources, object keys, the `Status` object, EndpointSlice conversion |
 //! | [`proto`] | the Kubernetes protobuf encoding: the schema, the object encoder, the envelope and watch framing |
@@ -29,7 +29,7 @@
 //! Below every layer, for all of them: [`bytes`] (byte comparisons), [`sync`] (the one way a
 //! mutex is locked) and, for the I/O shell, `clock` (wall-clock Unix seconds).
 //!
-//! `http`, `api`, `cache`, `k8s`, `config` and the decoding parts of `upstream` are the pure core
+//! `http`, `api`, `proto`, `cache`, `k8s`, `config` and the decoding parts of `upstream` are the pure core
 //! (no sockets, threads or clocks). The I/O shell (`server`, `persist`, `app`, `preflight`, the
 //! upstream threads) is behind the default feature `io`, so the fuzz crate builds the core alone.
 //!
