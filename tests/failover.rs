@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::autonomy::{metric, metrics, served};
-use common::{request, sim_bin, wait_for, LogSink, Proc, Sim, Watch, Wrapper};
+use common::{request, sim_bin, wait_for, wait_for_long, LogSink, Proc, Sim, Watch, Wrapper};
 use serde_json::{json, Value};
 
 const NODES: [&str; 4] = ["edge-a1", "edge-a2", "edge-b1", "edge-c1"];
@@ -309,13 +309,4 @@ fn sim_nodes(addr: SocketAddr) -> Value {
     let (code, _, body) = request(addr, "GET", "/api/v1/nodes", &[], b"");
     assert_eq!(code, 200);
     serde_json::from_slice(&body).expect("node list")
-}
-
-/// Like [`wait_for`] with a longer bound.
-fn wait_for_long(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -352,12 +352,16 @@ fn c16_evicted_rv_gets_error_410_after_enough_changes() {
         })
         .collect();
     sim.apply(&Value::Array(batch));
-    wait_for("all node changes to reach the cache", || {
-        w.get_json("/api/v1/nodes/edge-c1")["metadata"]["labels"]["round"]
-            .as_str()
-            .and_then(|r| r.parse::<usize>().ok())
-            == Some(n - 1)
-    });
+    wait_for_long(
+        "all node changes to reach the cache",
+        Duration::from_secs(60),
+        || {
+            w.get_json("/api/v1/nodes/edge-c1")["metadata"]["labels"]["round"]
+                .as_str()
+                .and_then(|r| r.parse::<usize>().ok())
+                == Some(n - 1)
+        },
+    );
     assert_expired(&w, NODES, &start.to_string());
     // Other resources' histories were not evicted: their watches resume from the same RV.
     let mut svc = watch_from(&w, SVC, start);

@@ -486,6 +486,16 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Like [`wait_for`] with another bound: for work whose time grows with the machine's load (a
+/// batch of thousands of changes through a debug build), never a speed assertion.
+pub fn wait_for_long(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `(type, metadata.name)` of a watch event, for compact comparisons.
 pub fn ev_name(ev: &Value) -> (String, String) {
     (
