@@ -38,12 +38,25 @@ pub fn free_port() -> io::Result<u16> {
 pub struct Client {
     addr: SocketAddr,
     conn: Option<BufReader<TcpStream>>,
+    accept: Option<&'static str>,
 }
 
 impl Client {
     /// A client for `addr` (connects lazily).
     pub fn new(addr: SocketAddr) -> Client {
-        Client { addr, conn: None }
+        Client {
+            addr,
+            conn: None,
+            accept: None,
+        }
+    }
+
+    /// A client that sends `Accept: accept` with every request (e.g. kube-proxy's protobuf one).
+    pub fn with_accept(addr: SocketAddr, accept: &'static str) -> Client {
+        Client {
+            accept: Some(accept),
+            ..Client::new(addr)
+        }
     }
 
     /// Sends one request and reads the whole response.
@@ -71,6 +84,9 @@ impl Client {
             return Err(bad("no connection".into()));
         };
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.addr);
+        if let Some(a) = self.accept {
+            req.push_str(&format!("Accept: {a}\r\n"));
+        }
         if method == "POST" {
             req.push_str("Content-Type: application/json\r\n");
             req.push_str(&format!("Content-Length: {}\r\n", body.len()));

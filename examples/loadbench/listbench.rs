@@ -1,9 +1,11 @@
 //! Phase 2, LIST latency, with a client that is not the bottleneck: kube-proxy's EndpointSlice
 //! LIST (selector L) from grid-wrapper and the identical bytes from nginx, read by
 //! [`RawClient`]; cross-checked with `curl` on one keep-alive connection; next to a loopback
-//! reference ([`Floor`]) and the old `BufReader` client. Several runs, series interleaved, each on a
-//! fresh connection; the table gives the median over runs with the spread. `--only list` runs
-//! this phase alone.
+//! reference ([`Floor`]) and the old `BufReader` client. The same LIST in protobuf (kube-proxy's
+//! `Accept`) from grid-wrapper and the identical protobuf bytes from nginx, interleaved with the
+//! JSON series; the first protobuf LIST (it encodes every slice) timed apart. Several runs,
+//! series interleaved, each on a fresh connection; the table gives the median over runs with the
+//! spread. `--only list` runs this phase alone.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -14,6 +16,7 @@ use crate::http::Client;
 use crate::listclient::{Floor, RawClient};
 use crate::phases::{get_ok, item_count, machine, slices_path, Machine};
 use crate::procs::{cpu_ticks, Children};
+use crate::protobuf::{get_pb, list_info, KUBE_PROXY_ACCEPT};
 use crate::stats::{bytes, dur, pct};
 use crate::{nginx, start_sim, start_wrapper, BenchResult, Opts, SCALE, SIM_HISTORY};
 
@@ -87,6 +90,23 @@ pub struct ListBench {
     pub curl_error: Option<String>,
     /// Machine load.
     pub load: Load,
+    /// Protobuf body bytes of the same LIST (0: no protobuf series).
+    pub pb_len: usize,
+    /// Items in the protobuf list.
+    pub pb_items: usize,
+    /// The run's first protobuf LIST of the slices (encodes every slice), ns.
+    pub pb_first_ns: u64,
+    /// Whether that first protobuf LIST was made before this phase (by the protobuf kube-proxy of
+    /// the memory phase) rather than as this phase's warm-up.
+    pub pb_first_earlier: bool,
+    /// grid-wrapper in protobuf, raw client.
+    pub pb_wrapper: Vec<Run>,
+    /// nginx serving the protobuf bytes, raw client.
+    pub pb_nginx: Vec<Run>,
+    /// Why there is no protobuf series, if there is none.
+    pub pb_error: Option<String>,
+    /// Why there is no nginx protobuf series while there is a JSON one.
+    pub pb_nginx_error: Option<String>,
 }
 
 /// (busy, total) jiffies of all CPUs from /proc/stat.
@@ -149,7 +169,20 @@ fn loadavg1() -> f64 {
 /// `n` timed GETs after [`WARMUP`] untimed ones on one fresh connection of the raw client; every
 /// body must be `len` bytes.
 fn raw_series(addr: SocketAddr, path: &str, n: usize, len: usize) -> BenchResult<Run> {
-    let mut c = RawClient::new(addr);
+    client_series(RawClient::new(addr), path, n, len)
+}
+
+/// [`raw_series`] with kube-proxy's protobuf `Accept`.
+fn pb_series(addr: SocketAddr, path: &str, n: usize, len: usize) -> BenchResult<Run> {
+    client_series(
+        RawClient::with_accept(addr, KUBE_PROXY_ACCEPT),
+        path,
+        n,
+        len,
+    )
+}
+
+fn client_series(mut c: RawClient, path: &str, n: usize, len: usize) -> BenchResult<Run> {
     let mut times = Vec::with_capacity(n);
     for i in 0..WARMUP + n {
         let t = Instant::now();
@@ -223,18 +256,45 @@ fn curl_series(url: &str, n: usize, len: usize) -> BenchResult<(Run, u64)> {
     Ok((Run::of(times), connects))
 }
 
+/// `Content-Type` of `path` at `addr` (one request, `Connection: close`).
+fn content_type(addr: SocketAddr, path: &str) -> BenchResult<String> {
+    use std::io::{BufReader, Write};
+    let s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut r = BufReader::new(s);
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    r.get_mut().write_all(req.as_bytes())?;
+    let (_, headers) = crate::http::read_head(&mut r)?;
+    Ok(headers
+        .into_iter()
+        .find(|(k, _)| k == "content-type")
+        .map_or_else(String::new, |(_, v)| v))
+}
+
 /// Runs the LIST phase against a ready wrapper at `addr`.
 /// `pids`: the other processes of the bench (grid-wrapper, simulator), whose CPU is not counted
-/// as the machine's other load.
+/// as the machine's other load. `pb_first`: the time of the run's first protobuf LIST of the
+/// slices if it was made before this phase (ns); else this phase's first protobuf request is
+/// that one, timed during the warm-up.
 pub fn list_bench(
     children: &Children,
     opts: &Opts,
     addr: SocketAddr,
     pids: &[u32],
+    pb_first: Option<u64>,
 ) -> BenchResult<ListBench> {
     let path = slices_path();
     let reference = get_ok(&mut Client::new(addr), &path)?;
     let len = reference.body.len();
+    // The protobuf form of the same LIST, fetched once (the first protobuf LIST unless made
+    // earlier: it encodes every slice), before any timed series.
+    let pb = get_pb(&mut Client::with_accept(addr, KUBE_PROXY_ACCEPT), &path).and_then(
+        |(body, took)| {
+            let (_, items) =
+                list_info(&body).ok_or("the protobuf LIST is not a decodable list envelope")?;
+            Ok((body, took, items))
+        },
+    );
     let mut b = ListBench {
         body_len: len,
         items: item_count(&reference.body),
@@ -242,11 +302,24 @@ pub fn list_bench(
         requests: opts.list_requests,
         ..ListBench::default()
     };
+    let pb_body = match pb {
+        Ok((body, took, items)) => {
+            b.pb_len = body.len();
+            b.pb_items = items;
+            b.pb_first_earlier = pb_first.is_some();
+            b.pb_first_ns = pb_first.unwrap_or(took.as_nanos() as u64);
+            Some(body)
+        }
+        Err(e) => {
+            b.pb_error = Some(e.to_string());
+            None
+        }
+    };
     let ng = match opts.nginx.as_deref() {
         Some("none") => Err("nginx not installed (or disabled with --nginx none)".to_string()),
         other => nginx::find(other).ok_or_else(|| "nginx not found".to_string()),
     }
-    .and_then(|bin| nginx::start(children, &bin, &reference.body))
+    .and_then(|bin| nginx::start(children, &bin, &reference.body, pb_body.as_deref()))
     .and_then(|ng| {
         let r = get_ok(&mut Client::new(ng.addr), nginx::PATH).map_err(|e| e.to_string());
         match r {
@@ -265,6 +338,32 @@ pub fn list_bench(
         Ok(n) => b.nginx_version = n.version.clone(),
         Err(e) => b.nginx_error = Some(e.clone()),
     }
+    // nginx's protobuf copy: the very same bytes, with the protobuf Content-Type.
+    let ng_pb = match (&ng, &pb_body) {
+        (Ok(ng), Some(body)) => {
+            let same = get_ok(&mut Client::new(ng.addr), nginx::PB_PATH)
+                .map(|r| r.body == *body)
+                .map_err(|e| e.to_string());
+            let ctype = content_type(ng.addr, nginx::PB_PATH).map_err(|e| e.to_string());
+            match (same, ctype) {
+                (Ok(true), Ok(t)) if t == "application/vnd.kubernetes.protobuf" => Some(ng.addr),
+                (Ok(true), Ok(t)) => {
+                    b.pb_nginx_error = Some(format!("nginx typed the protobuf body {t:?}"));
+                    None
+                }
+                (Ok(false), _) => {
+                    b.pb_nginx_error = Some("nginx served different protobuf bytes".into());
+                    None
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    b.pb_nginx_error = Some(e);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let pb_len = b.pb_len;
     let floor = Floor::start(&reference.body)?;
     let n = opts.list_requests;
     let wrapper_url = format!("http://{addr}{path}");
@@ -281,6 +380,12 @@ pub fn list_bench(
         b.wrapper.push(raw_series(addr, &path, n, len)?);
         if let Ok(ng) = &ng {
             b.nginx.push(raw_series(ng.addr, nginx::PATH, n, len)?);
+        }
+        if pb_body.is_some() {
+            b.pb_wrapper.push(pb_series(addr, &path, n, pb_len)?);
+        }
+        if let Some(ng) = ng_pb {
+            b.pb_nginx.push(pb_series(ng, nginx::PB_PATH, n, pb_len)?);
         }
         b.floor.push(raw_series(floor.addr, "/", n, len)?);
         if let Ok(ng) = &ng {
@@ -376,6 +481,77 @@ fn ratios(a: &[Run], b: &[Run]) -> (f64, f64, String) {
     (medf(r50), medf(r99), spread)
 }
 
+/// The protobuf rows of phase 2: the first protobuf LIST, grid-wrapper and nginx p50 / p99,
+/// their ratio, the body sizes.
+fn pb_rows(out: &mut String, l: &ListBench, each: &str) {
+    if let Some(e) = &l.pb_error {
+        let _ = writeln!(
+            out,
+            "| 2 | LIST all endpointslices (selector L) in protobuf, grid-wrapper p50 / p99 | n/a | {e} |"
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| 2 | first protobuf LIST (encodes every object) | {} | the run's first protobuf request, kube-proxy's EndpointSlice LIST (selector L, `Accept: {KUBE_PROXY_ACCEPT}`), {}, not in the series below; it encodes each slice's protobuf form, kept with that object version for later protobuf reads; {}, {} items |",
+        dur(l.pb_first_ns),
+        if l.pb_first_earlier {
+            "made by the protobuf kube-proxy of phase 1 (after the JSON-only RSS readings), before this phase"
+        } else {
+            "made before this phase's timed series"
+        },
+        bytes(l.pb_len as u64),
+        l.pb_items,
+    );
+    let (p50, p99, ps) = summary(&l.pb_wrapper);
+    let _ = writeln!(
+        out,
+        "| 2 | LIST all endpointslices (selector L) in protobuf, grid-wrapper p50 / p99 | {} / {} | kube-proxy's `Accept`, answered `application/vnd.kubernetes.protobuf` (`k8s\\0` + runtime.Unknown); {each}; interleaved with the JSON series; spread {ps}; {}; {:.2} GiB/s at p50 |",
+        dur(p50),
+        dur(p99),
+        bytes(l.pb_len as u64),
+        gibs(l.pb_len, p50),
+    );
+    if l.pb_nginx.is_empty() {
+        let why = l
+            .pb_nginx_error
+            .as_deref()
+            .or(l.nginx_error.as_deref())
+            .unwrap_or("no nginx");
+        let _ = writeln!(
+            out,
+            "| 2 | same protobuf bytes from nginx p50 / p99 | n/a | {why} |"
+        );
+    } else {
+        let (n50, n99, ns) = summary(&l.pb_nginx);
+        let _ = writeln!(
+            out,
+            "| 2 | same protobuf bytes from nginx p50 / p99 | {} / {} | the body fetched once from grid-wrapper, served as a file typed `application/vnd.kubernetes.protobuf`; same client and Accept, interleaved; spread {ns}; {:.2} GiB/s at p50 |",
+            dur(n50),
+            dur(n99),
+            gibs(l.pb_len, n50),
+        );
+        let (r50, r99, rs) = ratios(&l.pb_wrapper, &l.pb_nginx);
+        let _ = writeln!(
+            out,
+            "| 2 | **protobuf ratio grid-wrapper ÷ nginx** | **p50 {r50:.2}×, p99 {r99:.2}×** | median of the per-run ratios (ratio of the medians: p50 {:.2}×, p99 {:.2}×); {rs} |",
+            p50 as f64 / n50.max(1) as f64,
+            p99 as f64 / n99.max(1) as f64,
+        );
+    }
+    let (w50, _, _) = summary(&l.wrapper);
+    let _ = writeln!(
+        out,
+        "| 2 | LIST body, JSON / protobuf | {} / {} | protobuf ÷ JSON {:.2}; {} / {} items; grid-wrapper p50 protobuf ÷ JSON {:.2}× |",
+        bytes(l.body_len as u64),
+        bytes(l.pb_len as u64),
+        l.pb_len as f64 / l.body_len.max(1) as f64,
+        l.items,
+        l.pb_items,
+        p50 as f64 / w50.max(1) as f64,
+    );
+}
+
 /// The phase-2 rows of the table.
 pub fn rows(out: &mut String, l: &ListBench) {
     let runs = l.wrapper.len();
@@ -415,6 +591,7 @@ pub fn rows(out: &mut String, l: &ListBench) {
             w99 as f64 / n99.max(1) as f64,
         );
     }
+    pb_rows(out, l, &each);
     match &l.curl_error {
         Some(e) => {
             let _ = writeln!(out, "| 2 | client check: curl | n/a | {e} |");
@@ -492,7 +669,7 @@ pub fn run_only(children: &Children, opts: &Opts) -> BenchResult<String> {
     eprintln!("loadbench: starting grid-wrapper");
     let (w, _ready) = start_wrapper(children, opts, &sim_url)?;
     eprintln!("loadbench: ready; LIST latency ({} runs)", opts.list_runs);
-    let l = list_bench(children, opts, w.addr, &[w.pid, sim_pid])?;
+    let l = list_bench(children, opts, w.addr, &[w.pid, sim_pid], None)?;
     let mut sim_args = format!("--fixture scale --history {SIM_HISTORY}");
     for (k, v) in SCALE {
         sim_args.push_str(&format!(" {k} {v}"));

@@ -38,6 +38,7 @@ pub struct RawClient {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    accept: &'static str,
 }
 
 impl RawClient {
@@ -49,6 +50,16 @@ impl RawClient {
             buf: vec![0; BUF],
             start: 0,
             end: 0,
+            accept: "application/json",
+        }
+    }
+
+    /// A client sending `Accept: accept` instead of `application/json` (e.g. kube-proxy's
+    /// protobuf header).
+    pub fn with_accept(addr: SocketAddr, accept: &'static str) -> RawClient {
+        RawClient {
+            accept,
+            ..RawClient::new(addr)
         }
     }
 
@@ -62,8 +73,8 @@ impl RawClient {
             (self.start, self.end) = (0, 0);
         }
         let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\n\r\n",
-            self.addr
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: {}\r\n\r\n",
+            self.addr, self.accept
         );
         let r = self.stream_mut()?.write_all(req.as_bytes());
         let r = r.and_then(|()| self.read_reply());

@@ -1,6 +1,7 @@
 //! `loadbench` (`make loadbench`): drives the release `grid-wrapper` over loopback against
 //! `grid-wrapper-sim` at scale S and prints one Markdown table (also written to
-//! `out/loadbench.md`): RSS per cached byte, LIST latency next to nginx serving the same bytes,
+//! `out/loadbench.md`): RSS per cached byte (also with a protobuf kube-proxy attached), LIST
+//! latency in JSON and in protobuf next to nginx serving the same bytes,
 //! watch fan-out latency and CPU per delivered event, LIST and fan-out latency at rest and while
 //! grid-wrapper relabels or relists (the writer phase), the sustained change rate kept up with,
 //! the time from the last upstream list to `/readyz` 200, and the idle RSS of the demo cluster.
@@ -15,6 +16,7 @@ mod listclient;
 mod nginx;
 mod phases;
 mod procs;
+mod protobuf;
 mod relist;
 mod report;
 mod scale;

@@ -1,5 +1,6 @@
-//! The static-file baseline: nginx (if installed) serving one saved response body from a temp
-//! directory on a free loopback port, one worker, daemon off, its own pid/log/temp paths.
+//! The static-file baseline: nginx (if installed) serving saved response bodies (the JSON LIST
+//! at [`PATH`], its protobuf form at [`PB_PATH`] typed `application/vnd.kubernetes.protobuf`)
+//! from a temp directory on a free loopback port, one worker, daemon off, its own pid/log/temp paths.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,8 @@ use crate::procs::{wait_until, Children};
 
 /// URL path of the served file.
 pub const PATH: &str = "/body.json";
+/// URL path of the served protobuf body (`Content-Type: application/vnd.kubernetes.protobuf`).
+pub const PB_PATH: &str = "/body.pb";
 
 /// A running nginx; its temp directory is removed on drop (the process by [`Children`]).
 #[derive(Debug)]
@@ -61,7 +64,7 @@ http {{
     fastcgi_temp_path {d}/fastcgi;
     uwsgi_temp_path {d}/uwsgi;
     scgi_temp_path {d}/scgi;
-    types {{ application/json json; }}
+    types {{ application/json json; application/vnd.kubernetes.protobuf pb; }}
     server {{
         listen 127.0.0.1:{port};
         root {d}/www;
@@ -71,8 +74,14 @@ http {{
     )
 }
 
-/// Starts `bin` serving `body` at [`PATH`]; waits (bounded) until it answers 200.
-pub fn start(children: &Children, bin: &Path, body: &[u8]) -> Result<Nginx, String> {
+/// Starts `bin` serving `body` at [`PATH`] (and `pb` at [`PB_PATH`]); waits (bounded) until it
+/// answers 200.
+pub fn start(
+    children: &Children,
+    bin: &Path,
+    body: &[u8],
+    pb: Option<&[u8]>,
+) -> Result<Nginx, String> {
     let dir = std::env::temp_dir().join(format!("loadbench-nginx-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("www")).map_err(|e| format!("temp dir: {e}"))?;
@@ -91,6 +100,10 @@ pub fn start(children: &Children, bin: &Path, body: &[u8]) -> Result<Nginx, Stri
         .unwrap_or_default();
     std::fs::write(&conf, config(&dir, port))
         .and_then(|()| std::fs::write(dir.join("www").join(&PATH[1..]), body))
+        .and_then(|()| match pb {
+            Some(pb) => std::fs::write(dir.join("www").join(&PB_PATH[1..]), pb),
+            None => Ok(()),
+        })
         .map_err(|e| format!("writing nginx files: {e}"))?;
     let spawned = children.spawn(
         Command::new(bin)

@@ -64,6 +64,11 @@ pub struct Mem {
     pub sim_rss: u64,
     /// (collection, body bytes, items) of the four LISTs.
     pub lists: Vec<(&'static str, u64, usize)>,
+    /// With a protobuf kube-proxy attached (its four LISTs and watches), measured after the
+    /// JSON-only readings above and before any other protobuf request.
+    pub proto: Option<crate::protobuf::ProtoClient>,
+    /// Why there is no `proto` reading.
+    pub proto_error: Option<String>,
 }
 
 impl Mem {
@@ -80,6 +85,49 @@ impl Mem {
             .map(|(n, b, i)| format!("{n} {} ({i} items)", fmt(*b)))
             .collect();
         parts.join(" + ")
+    }
+
+    /// Attaches a protobuf kube-proxy ([`crate::protobuf::kube_proxy`]) and records its
+    /// reading (or why there is none). Call after [`memory`], before any other protobuf request.
+    pub fn attach_protobuf(&mut self, w: &Wrapper) {
+        match crate::protobuf::kube_proxy(w) {
+            Ok(p) => self.proto = Some(p),
+            Err(e) => self.proto_error = Some(e.to_string()),
+        }
+    }
+
+    /// The "RSS after sync + protobuf kube-proxy" figure: VmRSS (and ÷ cached JSON) with its
+    /// detail, or n/a and why.
+    pub fn proto_row(&self, fmt: impl Fn(u64) -> String) -> (String, String) {
+        let Some(p) = &self.proto else {
+            let why = self.proto_error.as_deref().unwrap_or("not measured");
+            return ("n/a".into(), why.into());
+        };
+        let parts: Vec<String> = p
+            .lists
+            .iter()
+            .map(|(n, b, i)| format!("{n} {} ({i} items)", fmt(*b)))
+            .collect();
+        let result = format!("{} ({:.2}× JSON)", fmt(p.rss * 1024), self.per_json(p.rss));
+        let detail = format!(
+            "VmRSS 1 s after a protobuf client (`Accept: {}`), after the JSON-only readings above, LISTed kube-proxy's four collections (endpointslices, services, endpoints with selector L; nodes with fieldSelector=metadata.name={}) and opened a protobuf watch on each from its list's RV ({} watches open and drained while VmRSS was read, {} read; closed after){}; ratio: ÷ cached JSON {} as in \"RSS ÷ JSON after sync\" ({:.2}× there); VmRSS just before the first protobuf request {} (+{} for the protobuf forms and watches); protobuf LIST bodies {} = {}; later RSS readings include the protobuf forms of the objects not changed since",
+            crate::protobuf::KUBE_PROXY_ACCEPT,
+            crate::HOSTNAME,
+            p.watches,
+            fmt(p.watch_bytes),
+            if p.ended.is_empty() {
+                String::new()
+            } else {
+                format!("; **watches ended early: {}**", p.ended.join("; "))
+            },
+            fmt(self.json_bytes()),
+            self.per_json(self.rss_sync),
+            fmt(p.rss_before * 1024),
+            fmt(p.rss.saturating_sub(p.rss_before) * 1024),
+            fmt(p.bytes()),
+            parts.join(" + "),
+        );
+        (result, detail)
     }
 
     /// `kib` KiB ÷ the cached JSON bytes.
@@ -468,7 +516,11 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
     let (w, first_ready) = start_wrapper(children, opts, &sim_url)?;
     eprintln!("loadbench: ready; memory and LIST latency");
     let mut mem = memory(&w, sim_pid)?;
-    let list = crate::listbench::list_bench(children, opts, w.addr, &[w.pid, sim_pid])?;
+    // The JSON-only readings are taken; now the protobuf kube-proxy (the run's first protobuf
+    // requests), then the LIST phase.
+    mem.attach_protobuf(&w);
+    let pb_first = mem.proto.as_ref().map(|p| p.first_list_ns);
+    let list = crate::listbench::list_bench(children, opts, w.addr, &[w.pid, sim_pid], pb_first)?;
     if let Some(e) = &list.nginx_error {
         notes.push(format!("nginx column n/a: {e}"));
     }

@@ -205,6 +205,11 @@ pub fn table(r: &Results) -> String {
         mem.json_parts(bytes),
         bytes(mem.sim_rss * 1024),
     );
+    let (pb, pb_detail) = mem.proto_row(bytes);
+    let _ = writeln!(
+        out,
+        "| 1 | RSS after sync + protobuf kube-proxy (lists + watches) | {pb} | {pb_detail} |"
+    );
     let _ = writeln!(
         out,
         "| 1 | peak (VmHWM) ÷ JSON | {:.2}× | VmHWM at the end of the watch phases {} ÷ {}; at sync {:.2}× ({}) |",

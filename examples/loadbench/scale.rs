@@ -215,6 +215,8 @@ pub fn run_x10(children: &Children, opts: &Opts) -> BenchResult<String> {
 
     eprintln!("loadbench x10: ready; memory");
     let mut mem = memory(&w, sim_pid)?;
+    eprintln!("loadbench x10: a protobuf kube-proxy (lists + watches); memory");
+    mem.attach_protobuf(&w);
     eprintln!("loadbench x10: LIST latency");
     let (list_runs, list_bytes) = list_runs(w.addr)?;
     eprintln!("loadbench x10: relabels of the local node");

@@ -77,6 +77,18 @@ pub fn table(r: &X10Results) -> String {
         mem.per_json(mem.hwm_end),
         mem.per_json(mem.rss_end),
     );
+    let (pb, pb_detail) = mem.proto_row(bytes);
+    let _ = writeln!(
+        out,
+        "| x2 | RSS after sync + protobuf kube-proxy (lists + watches) | {pb} | {pb_detail}{} |",
+        mem.proto
+            .as_ref()
+            .map(|p| format!(
+                "; its first LIST (endpointslices, the run's first protobuf request: it encodes every slice) took {}",
+                dur(p.first_list_ns)
+            ))
+            .unwrap_or_default(),
+    );
     let p50 = median(r.list_runs.iter().map(|x| x.p50).collect());
     let p99 = median(r.list_runs.iter().map(|x| x.p99).collect());
     let per_run: Vec<String> = r
