@@ -81,7 +81,8 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --list-requests N           timed LIST requests per series (default 200)
   --list-runs N               LIST runs, series interleaved, fresh connections (default 5)
   --only list                 run only the LIST phase (sim, one grid-wrapper, nginx, curl,
-                              loopback reference); table in out/listbench.md unless --out
+                              loopback reference; JSON and protobuf); table in
+                              out/listbench.md unless --out
   --ready-runs N              fresh starts timed to /readyz (default 3)
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
   --writer-secs S             writer phase: seconds per window (at rest, during relabels, during
@@ -93,7 +94,8 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
                               the one in --bin-dir
 
   --scale x10                 instead: scale ×10 (5,000 nodes, 20,000 Services, 200 zones): sync
-                              time, RSS ÷ JSON, LIST p50/p99, local-node relabel time, fan-out
+                              time, RSS ÷ JSON (also with a protobuf kube-proxy attached),
+                              LIST p50/p99, local-node relabel time, fan-out
                               with 20 watchers, sync CPU; table in out/loadbench-x10.md unless
                               --out; bounded to 340 s. Run it with
                               bash scripts/loadbench.sh target/release --scale x10
