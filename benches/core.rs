@@ -10,7 +10,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::{json, Value};
 
 use grid_wrapper::api::filter::Filter;
-use grid_wrapper::api::handlers::{self, Answer, InitialEnd, WatchPlan};
+use grid_wrapper::api::handlers::{self, InitialEnd, WatchPlan};
 use grid_wrapper::api::negotiate::Format;
 use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
@@ -21,6 +21,7 @@ use grid_wrapper::cache::view::Retention;
 use grid_wrapper::handoff::Change;
 use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
+use grid_wrapper::proto::encode_object;
 use grid_wrapper::server::outbound::Outbound;
 use grid_wrapper::server::watch::Watcher;
 use grid_wrapper::upstream::decode::decode_list;
@@ -172,9 +173,12 @@ fn list_and_fanout(c: &mut Criterion) {
     };
     let q = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0";
     c.bench_function("list/encode_all_slices_scale_S", |b| {
-        b.iter(
-            || match st.with_view(|v| handlers::handle(&route, q, None, v, 0.5)) {
-                Answer::Reply(r) => {
+        b.iter(|| {
+            match st
+                .with_view(|v| handlers::handle(&route, q, None, v, 0.5))
+                .into_reply()
+            {
+                Some(r) => {
                     // What the socket would get: the concatenated body.
                     let mut body = Vec::with_capacity(r.len());
                     for s in &r.body {
@@ -183,18 +187,42 @@ fn list_and_fanout(c: &mut Criterion) {
                     black_box(body.len())
                 }
                 _ => 0,
-            },
-        )
+            }
+        })
     });
 
     // kube-proxy's LIST (selector L): the reply as the socket gets it (vectored segments), no copy.
     c.bench_function("list_selector_L/all_slices_scale_S", |b| {
-        b.iter(
-            || match st.with_view(|v| handlers::handle(&route, q, None, v, 0.5)) {
-                Answer::Reply(r) => black_box(r.len()),
-                _ => 0,
-            },
-        )
+        b.iter(|| {
+            match st
+                .with_view(|v| handlers::handle(&route, q, None, v, 0.5))
+                .into_reply()
+            {
+                Some(r) => black_box(r.len()),
+                None => 0,
+            }
+        })
+    });
+
+    // kube-proxy's LIST in protobuf, each item's protobuf form already encoded (shared).
+    let pb = "application/vnd.kubernetes.protobuf, */*";
+    c.bench_function("list_selector_L/all_slices_protobuf_scale_S", |b| {
+        b.iter(|| {
+            match st
+                .with_view(|v| handlers::handle(&route, q, Some(pb), v, 0.5))
+                .into_reply()
+            {
+                Some(r) => black_box(r.len()),
+                None => 0,
+            }
+        })
+    });
+
+    // One slice of EPS endpoints encoded to protobuf: what a first protobuf read costs per
+    // object (a LIST of a resource no protobuf client read yet pays it for every item).
+    let one = slice(3, EPS);
+    c.bench_function("proto/encode_one_slice", |b| {
+        b.iter(|| black_box(encode_object(Resource::SlicesV1, &one).bytes.len()))
     });
 
     // The same LIST right after a change of one slice (nothing is rebuilt: the body shares items).
@@ -213,9 +241,10 @@ fn list_and_fanout(c: &mut Criterion) {
             |()| match changing
                 .borrow()
                 .with_view(|v| handlers::handle(&route, q, None, v, 0.5))
+                .into_reply()
             {
-                Answer::Reply(r) => black_box(r.len()),
-                _ => 0,
+                Some(r) => black_box(r.len()),
+                None => 0,
             },
             // One change before every LIST (a batch would share one rebuild).
             BatchSize::PerIteration,

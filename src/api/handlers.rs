@@ -128,15 +128,54 @@ pub struct WatchPlan {
     pub format: Format,
 }
 
+/// A list to answer: its selected objects, framed by [`ListPlan::reply`] once the view's lock is
+/// released (the first protobuf list of a resource encodes its objects: no writer waits for
+/// that).
+#[derive(Debug)]
+pub struct ListPlan {
+    /// The listed resource.
+    pub res: Resource,
+    /// The list's resourceVersion.
+    pub rv: u64,
+    /// The body's format.
+    pub format: Format,
+    /// The selected objects, in key order.
+    pub items: Vec<Arc<Served>>,
+}
+
+impl ListPlan {
+    /// The complete reply: each item's shared bytes in the plan's format.
+    pub fn reply(&self) -> Reply {
+        let body = match self.format {
+            Format::Json => json_list(self.res, self.rv, self.items.iter()),
+            Format::Protobuf => protobuf_list(self.res, self.rv, self.items.iter()),
+        };
+        Reply::ok(self.format, body)
+    }
+}
+
 /// The answer to one routed request.
 #[derive(Debug)]
 pub enum Answer {
     /// A complete response.
     Reply(Reply),
+    /// A list, to frame off the view's lock.
+    List(ListPlan),
     /// A watch stream.
     Watch(Box<WatchPlan>),
     /// Forward upstream.
     Proxy,
+}
+
+impl Answer {
+    /// The complete reply of a list or a reply (`None` for a watch or a forward).
+    pub fn into_reply(self) -> Option<Reply> {
+        match self {
+            Answer::Reply(r) => Some(r),
+            Answer::List(plan) => Some(plan.reply()),
+            Answer::Watch(_) | Answer::Proxy => None,
+        }
+    }
 }
 
 /// Answers a request for a cache-backed route. `jitter` ∈ [0, 1) spreads default watch lifetimes.
@@ -185,7 +224,7 @@ pub fn handle(
     if opts.watch {
         Answer::Watch(Box::new(watch(res, filter, &opts, state, jitter, format)))
     } else {
-        Answer::Reply(list(res, &filter, &opts, state, format))
+        list(res, &filter, &opts, state, format)
     }
 }
 
@@ -244,30 +283,28 @@ fn list(
     opts: &ListOptions,
     state: &Published,
     format: Format,
-) -> Reply {
+) -> Answer {
     let current = state.current_rv();
     if opts.resource_version_match == Some(RvMatch::Exact) {
         let requested = opts.resource_version.as_deref().unwrap_or("");
         if requested.parse::<u64>().ok() != Some(current) {
-            return Reply::error_as(format, &ApiError::expired(requested, current));
+            return Answer::Reply(Reply::error_as(
+                format,
+                &ApiError::expired(requested, current),
+            ));
         }
     }
-    let body = match (filter.selection(res), format) {
-        // The whole collection: no per-item work but sharing each item's bytes.
-        (Selection::Everything, Format::Json) => {
-            json_list(res, current, state.collection(res).objects())
-        }
-        (Selection::PerItem, Format::Json) => {
-            json_list(res, current, select_per_item(res, filter, state).iter())
-        }
-        (Selection::Everything, Format::Protobuf) => {
-            protobuf_list(res, current, state.collection(res).objects())
-        }
-        (Selection::PerItem, Format::Protobuf) => {
-            protobuf_list(res, current, select_per_item(res, filter, state).iter())
-        }
+    let items = match filter.selection(res) {
+        // The whole collection: no per-item work but a pointer copy per item.
+        Selection::Everything => state.collection(res).objects().cloned().collect(),
+        Selection::PerItem => select_per_item(res, filter, state),
     };
-    Reply::ok(format, body)
+    Answer::List(ListPlan {
+        res,
+        rv: current,
+        format,
+        items,
+    })
 }
 
 /// A GET's body: the object's shared bytes in `format` (enveloped for protobuf).

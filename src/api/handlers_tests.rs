@@ -95,12 +95,15 @@ fn list_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
         res,
         namespace: None,
     };
-    match st.with_view(|v| handle(&route, query, None, v, 0.0)) {
-        Answer::Reply(r) => {
+    match st
+        .with_view(|v| handle(&route, query, None, v, 0.0))
+        .into_reply()
+    {
+        Some(r) => {
             assert_eq!(r.code, 200, "{res:?} {query}");
             concat(&r.body)
         }
-        other => panic!("{res:?} {query}: not a reply: {other:?}"),
+        None => panic!("{res:?} {query}: not a reply"),
     }
 }
 
@@ -139,9 +142,12 @@ fn assert_items_are_shared(st: &State, res: Resource) {
         res,
         namespace: None,
     };
-    let body = match st.with_view(|v| handle(&route, "", None, v, 0.0)) {
-        Answer::Reply(r) => r.body,
-        other => panic!("{res:?}: not a reply: {other:?}"),
+    let body = match st
+        .with_view(|v| handle(&route, "", None, v, 0.0))
+        .into_reply()
+    {
+        Some(r) => r.body,
+        None => panic!("{res:?}: not a reply"),
     };
     let shared: Vec<&Arc<[u8]>> = body
         .iter()
@@ -295,4 +301,86 @@ fn case_37_headless_service_only_without_field_selector() {
     };
     assert_eq!(all(""), fixtures::strs(&["hl", "s"]));
     assert_eq!(all("spec.clusterIP!=None"), fixtures::strs(&["s"]));
+}
+
+/// The shared segments of a protobuf LIST of the whole collection of `res`.
+fn protobuf_items(st: &State, res: Resource) -> Vec<Arc<[u8]>> {
+    let route = Route::Collection {
+        res,
+        namespace: None,
+    };
+    let accept = Some("application/vnd.kubernetes.protobuf, */*");
+    let reply = match st.with_view(|v| handle(&route, "", accept, v, 0.0)) {
+        Answer::List(plan) => plan.reply(),
+        other => panic!("{res:?}: not a list: {other:?}"),
+    };
+    assert_eq!(
+        (reply.code, reply.format),
+        (200, Format::Protobuf),
+        "{res:?}"
+    );
+    assert!(concat(&reply.body).starts_with(b"k8s\0"), "{res:?}");
+    reply
+        .body
+        .into_iter()
+        .filter_map(|s| match s {
+            Segment::Shared(b) => Some(b),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn protobuf_forms_are_encoded_once_and_shared_by_every_list() {
+    let st = state();
+    for res in [
+        Resource::Nodes,
+        Resource::Services,
+        Resource::Endpoints,
+        Resource::SlicesV1,
+    ] {
+        let objects: Vec<Arc<Served>> =
+            st.with_view(|v| v.collection(res).objects().cloned().collect());
+        let first = protobuf_items(&st, res);
+        let second = protobuf_items(&st, res);
+        assert_eq!(first.len(), objects.len(), "{res:?}: one segment per item");
+        for ((a, b), obj) in first.iter().zip(&second).zip(&objects) {
+            assert!(Arc::ptr_eq(a, b), "{res:?} {}: encoded again", obj.key);
+            assert!(Arc::ptr_eq(a, &obj.protobuf(res)), "{res:?} {}", obj.key);
+        }
+    }
+}
+
+#[test]
+fn a_conversion_only_accept_is_forwarded_and_nothing_acceptable_is_a_406() {
+    let st = state();
+    let route = Route::Collection {
+        res: Resource::Services,
+        namespace: None,
+    };
+    let answer = |accept: &str| st.with_view(|v| handle(&route, "", Some(accept), v, 0.0));
+    assert!(matches!(
+        answer("application/json;as=Table;v=v1;g=meta.k8s.io"),
+        Answer::Proxy
+    ));
+    match answer("text/html") {
+        Answer::Reply(r) => assert_eq!((r.code, r.format), (406, Format::Json)),
+        other => panic!("not a reply: {other:?}"),
+    }
+    // A Status in the negotiated format: a 400 in protobuf.
+    match st.with_view(|v| {
+        handle(
+            &route,
+            "labelSelector=a%20in%20(",
+            Some("application/vnd.kubernetes.protobuf"),
+            v,
+            0.0,
+        )
+    }) {
+        Answer::Reply(r) => {
+            assert_eq!((r.code, r.format), (400, Format::Protobuf));
+            assert!(concat(&r.body).starts_with(b"k8s\0"));
+        }
+        other => panic!("not a reply: {other:?}"),
+    }
 }

@@ -6,12 +6,22 @@ pub const VARINT: u8 = 0;
 pub const LEN: u8 = 2;
 
 /// Appends `v` as a base-128 varint (least significant group first).
-pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+pub fn put_varint(buf: &mut Vec<u8>, v: u64) {
+    let mut bytes = [0u8; 10];
+    let n = write_varint(&mut bytes, v);
+    buf.extend_from_slice(&bytes[..n]);
+}
+
+/// Writes `v` as a varint at the start of `out`; returns its length.
+fn write_varint(out: &mut [u8; 10], mut v: u64) -> usize {
+    let mut n = 0;
     while v >= 0x80 {
-        buf.push((v & 0x7f) as u8 | 0x80);
+        out[n] = (v & 0x7f) as u8 | 0x80;
         v >>= 7;
+        n += 1;
     }
-    buf.push(v as u8);
+    out[n] = v as u8;
+    n + 1
 }
 
 /// How many bytes [`put_varint`] writes for `v` (1..=10).
@@ -45,9 +55,13 @@ pub fn put_nested(buf: &mut Vec<u8>, number: u32, write: impl FnOnce(&mut Vec<u8
     buf.push(0);
     write(buf);
     let len = buf.len() - at - 1;
-    let mut varint = Vec::with_capacity(10);
-    put_varint(&mut varint, len as u64);
-    buf.splice(at..at + 1, varint);
+    if len < 0x80 {
+        buf[at] = len as u8; // fits the reserved byte: the common case, no move
+        return;
+    }
+    let mut varint = [0u8; 10];
+    let n = write_varint(&mut varint, len as u64);
+    buf.splice(at..at + 1, varint[..n].iter().copied());
 }
 
 #[cfg(test)]

@@ -389,6 +389,20 @@ impl Conn {
                 );
                 self.reply(reply);
             }
+            Answer::List(plan) => {
+                // Framed off the lock: a first protobuf list encodes its objects.
+                drop(state);
+                let reply = plan.reply();
+                debug!(
+                    "{}: LIST {}?{} → {} ({} items)",
+                    self.peer,
+                    req.path,
+                    req.query,
+                    reply.code,
+                    plan.items.len()
+                );
+                self.reply(reply);
+            }
             Answer::Watch(plan) => {
                 let head = response::head(
                     200,
@@ -405,18 +419,19 @@ impl Conn {
                     "{}: WATCH {}?{} from {}",
                     self.peer, req.path, req.query, plan.cursor
                 );
+                // The initial events are queued off the lock (a first protobuf watch encodes
+                // them); the log entries recorded meanwhile follow from the plan's cursor.
+                drop(state);
                 match Watcher::start(*plan, ctx.now, &mut self.out) {
                     Some(mut w) => {
                         let info = w.info(&self.peer, &req.query, crate::clock::unix_now());
                         w.track(watchers::global().register(info, counters::global()));
+                        let state = lock(ctx.view);
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
                         drop(state);
                         self.phase = Phase::Streaming(Box::new(w));
                     }
-                    None => {
-                        drop(state);
-                        self.end_stream();
-                    }
+                    None => self.end_stream(),
                 }
             }
             Answer::Proxy => {
