@@ -128,9 +128,9 @@ pub struct WatchPlan {
     pub format: Format,
 }
 
-/// A list to answer: its selected objects, framed by [`ListPlan::reply`] once the view's lock is
-/// released (the first protobuf list of a resource encodes its objects: no writer waits for
-/// that).
+/// A protobuf list to answer: its selected objects, framed by [`ListPlan::reply`] once the view's
+/// lock is released (the first protobuf list of a resource encodes its objects: no writer waits
+/// for that). A JSON list is framed at once ([`Answer::Reply`]).
 #[derive(Debug)]
 pub struct ListPlan {
     /// The listed resource.
@@ -159,7 +159,7 @@ impl ListPlan {
 pub enum Answer {
     /// A complete response.
     Reply(Reply),
-    /// A list, to frame off the view's lock.
+    /// A protobuf list, to frame off the view's lock.
     List(ListPlan),
     /// A watch stream.
     Watch(Box<WatchPlan>),
@@ -294,17 +294,30 @@ fn list(
             ));
         }
     }
-    let items = match filter.selection(res) {
-        // The whole collection: no per-item work but a pointer copy per item.
-        Selection::Everything => state.collection(res).objects().cloned().collect(),
-        Selection::PerItem => select_per_item(res, filter, state),
-    };
-    Answer::List(ListPlan {
-        res,
-        rv: current,
-        format,
-        items,
-    })
+    let everything = filter.selection(res) == Selection::Everything;
+    match format {
+        // Framed here: JSON bytes are made when an object is published, so this is a pointer
+        // copy per item (none at all for the whole collection but the segment's).
+        Format::Json if everything => Answer::Reply(Reply::ok(
+            format,
+            json_list(res, current, state.collection(res).objects()),
+        )),
+        Format::Json => Answer::Reply(Reply::ok(
+            format,
+            json_list(res, current, select_per_item(res, filter, state).iter()),
+        )),
+        // Framed off the lock: the first protobuf list of a resource encodes its objects.
+        Format::Protobuf => Answer::List(ListPlan {
+            res,
+            rv: current,
+            format,
+            items: if everything {
+                state.collection(res).objects().cloned().collect()
+            } else {
+                select_per_item(res, filter, state)
+            },
+        }),
+    }
 }
 
 /// A GET's body: the object's shared bytes in `format` (enveloped for protobuf).
