@@ -426,8 +426,8 @@ impl ListSplitter {
     /// reader that never called [`ListSplitter::take_oversized`]). They are answered whatever
     /// the result; a reader that drops a failed list drops them with it.
     pub fn finish_with_oversized(mut self) -> (Result<ListResult, DecodeError>, Vec<Oversized>) {
-        let oversized = std::mem::take(&mut self.oversized);
-        (self.finish(), oversized)
+        let list = self.decode();
+        (list, std::mem::take(&mut self.oversized))
     }
 
     /// The decoded list: what `decode_list` answers for the whole body when that is a list;
@@ -436,8 +436,14 @@ impl ListSplitter {
     /// are left out (and do not fail the list); `decode_list` may refuse a list this answers when
     /// the mistake is inside such an item (see the module docs). The [`Oversized`] entries not
     /// taken are dropped: take them first, or call [`ListSplitter::finish_with_oversized`].
-    pub fn finish(self) -> Result<ListResult, DecodeError> {
-        if let Some(e) = self.broken {
+    pub fn finish(mut self) -> Result<ListResult, DecodeError> {
+        self.decode()
+    }
+
+    /// [`ListSplitter::finish`]'s work; items over the bound that serde decoded from the
+    /// envelope (an `items` key the splitter could not follow) are moved to the oversized ones.
+    fn decode(&mut self) -> Result<ListResult, DecodeError> {
+        if let Some(e) = self.broken.take() {
             return Err(e);
         }
         let mut list = decode_list(&self.envelope);
@@ -456,7 +462,22 @@ impl ListSplitter {
             if self.not_object {
                 return Err(DecodeError::NotAnObject("list item"));
             }
-            r.items = self.items;
+            r.items = std::mem::take(&mut self.items);
+        } else if let Ok(r) = list.as_mut() {
+            // The items came from serde: the bound applies to them too.
+            let max = self.max_item;
+            let (kept, long): (Vec<_>, Vec<_>) = std::mem::take(&mut r.items)
+                .into_iter()
+                .partition(|i| i.len() as u64 <= max);
+            r.items = kept;
+            for item in long {
+                let o = object_ref_from_prefix(item.as_bytes());
+                self.oversized.push(Oversized {
+                    namespace: o.namespace,
+                    name: o.name,
+                    bytes: item.len() as u64,
+                });
+            }
         }
         list
     }

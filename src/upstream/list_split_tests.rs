@@ -417,3 +417,25 @@ fn a_long_item_whose_metadata_comes_after_the_prefix_is_unnamed() {
         }]
     );
 }
+
+#[test]
+fn the_bound_applies_to_items_serde_decodes_from_an_escaped_items_key() {
+    // Found by the list_split fuzz target: the splitter cannot follow `it\u0065ms`, so serde
+    // decodes those items from the envelope, and the bound must hold for them as well.
+    let body = br#"{"it\u0065ms":[{"a":1},{"metadata":{"name":"big","namespace":"ns"},"x":"0123456789"}],"metadata":{"resourceVersion":"7"}}"#;
+    let mut s = ListSplitter::with_max_item_bytes(20);
+    s.feed(body);
+    let (list, over) = s.finish_with_oversized();
+    let list = list.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(list.resource_version, "7");
+    assert_eq!(list.items, vec![Box::<str>::from(r#"{"a":1}"#)]);
+    assert_eq!(over.len(), 1);
+    assert_eq!(over[0].name.as_deref(), Some("big"));
+    assert_eq!(over[0].namespace.as_deref(), Some("ns"));
+    assert_eq!(
+        over[0].bytes,
+        r#"{"metadata":{"name":"big","namespace":"ns"},"x":"0123456789"}"#.len() as u64
+    );
+    // Unbounded, nothing is left out.
+    assert_eq!(split_list(body).map(|l| l.items.len()).ok(), Some(2));
+}
