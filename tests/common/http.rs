@@ -130,6 +130,26 @@ pub fn read_chunk<R: BufRead>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
     Ok(Some(data))
 }
 
+/// Sends a GET for a stream (a watch) and reads its head: the reader positioned at the body,
+/// the status code and the headers.
+pub fn open_stream(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (BufReader<TcpStream>, u16, Vec<(String, String)>) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("send watch");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reader = BufReader::new(s);
+    let (code, headers) = read_head(&mut reader).expect("watch head");
+    (reader, code, headers)
+}
+
 /// An open watch stream.
 pub struct Watch {
     reader: BufReader<TcpStream>,
@@ -142,16 +162,7 @@ pub struct Watch {
 impl Watch {
     /// Opens a watch (the path carries `watch=true`).
     pub fn open(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Watch {
-        let mut s = TcpStream::connect(addr).expect("connect");
-        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).expect("send watch");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut reader = BufReader::new(s);
-        let (code, headers) = read_head(&mut reader).expect("watch head");
+        let (reader, code, headers) = open_stream(addr, path, headers);
         Watch {
             reader,
             code,

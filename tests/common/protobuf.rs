@@ -527,17 +527,7 @@ pub struct ProtoWatch {
 impl ProtoWatch {
     /// Opens a watch (the path carries `watch=true`) with the given headers.
     pub fn open(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> ProtoWatch {
-        use std::io::Write;
-        let mut s = TcpStream::connect(addr).expect("connect");
-        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).expect("send watch");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut reader = BufReader::new(s);
-        let (code, headers) = super::read_head(&mut reader).expect("watch head");
+        let (reader, code, headers) = super::open_stream(addr, path, headers);
         ProtoWatch {
             reader,
             code,
