@@ -20,7 +20,7 @@ for t in aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf; do
 done
 say "building the simulated apiserver (x86_64)"
 cargo build --release --bin grid-wrapper-sim
-SIMBIN=target/release/grid-wrapper-sim
+SIMBIN=${CARGO_TARGET_DIR:-target}/release/grid-wrapper-sim
 
 WORK=$(mktemp -d)
 PIDS=()

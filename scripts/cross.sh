@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PROFILE=${PROFILE:-edge}
 OUT=out/edge
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
 say() { printf '== %s\n' "$*"; }
 
 need_pkgs=()
@@ -28,7 +29,7 @@ build() { # target, then env assignments
   say "building $target (profile $PROFILE)"
   env "$@" cargo build --locked --profile "$PROFILE" --target "$target" --bin grid-wrapper
   mkdir -p "$OUT/$target"
-  cp "target/$target/$PROFILE/grid-wrapper" "$OUT/$target/grid-wrapper"
+  cp "$TARGET_DIR/$target/$PROFILE/grid-wrapper" "$OUT/$target/grid-wrapper"
 }
 build aarch64-unknown-linux-musl CC_aarch64_unknown_linux_musl=clang \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld
