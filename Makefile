@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test loadbench snapbench
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench
 
 all: build
 
@@ -51,6 +51,17 @@ cross:
 ## cross-test: each ARM binary under qemu-user: --version, then a smoke run against the simulator.
 cross-test:
 	bash scripts/cross-test.sh
+
+## image: a multi-architecture OCI image (linux/amd64, linux/arm64, linux/arm/v7) of the `make
+## cross` binaries, written as an OCI layout to out/image (no Docker daemon: python3 only; push
+## it with `skopeo copy --all oci:out/image:VERSION docker://REGISTRY/grid-wrapper:VERSION`).
+image:
+	python3 scripts/oci-image.py
+
+## image-test: skopeo reads out/image back: platforms, entrypoint, non-root user; each layer's
+## binary runs --version (qemu-user for ARM); a rebuild gives the same digests.
+image-test:
+	bash scripts/image-test.sh
 
 ## loadbench: release grid-wrapper vs the simulator at scale S: memory, LIST vs nginx, watch
 ## fan-out, sustained change rate, readiness, the loop during writer work (out/loadbench.md),
