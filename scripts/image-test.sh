@@ -76,7 +76,7 @@ def need(ok, what):
         sys.exit(f"   {what}")
 need(manifest.get("mediaType") == "application/vnd.oci.image.manifest.v1+json", f"manifest mediaType {manifest.get('mediaType')}")
 need((config.get("os"), config.get("architecture"), config.get("variant", "")) == ("linux", arch, variant),
-     f"config platform {config.get('os')}/{config.get('architecture')}/{config.get('variant')}")
+     f"config platform {config.get('os')}/{config.get('architecture')}/{config.get('variant', '')}")
 c = config.get("config") or {}
 need(c.get("Entrypoint") == ["/grid-wrapper"], f"Entrypoint {c.get('Entrypoint')}")
 user = c.get("User", "")
@@ -96,7 +96,7 @@ PY
   cmp -s "$bin" "$EDGE/$target/grid-wrapper" || fail "$plat: /grid-wrapper is not $EDGE/$target/grid-wrapper (stale image? run make image)"
   desc=$(file -b "$bin")
   echo "   /grid-wrapper: $desc"
-  case "$desc" in *"$machine"*) ;; *) fail "$plat: /grid-wrapper is not a $machine executable";; esac
+  case "$desc" in *"$machine"*) ;; *) fail "$plat: /grid-wrapper is not an ELF for $machine";; esac
   local out
   out=$(${runner:+"$runner"} "$bin" --version) || fail "$plat: --version failed"
   echo "   --version${runner:+ under $runner}: $out"

@@ -15,7 +15,8 @@ like deploy/Dockerfile's `FROM scratch`, and a config with Entrypoint ["/grid-wr
 numeric non-root User the DaemonSet runs as.
 
 Reproducible: fixed timestamps (SOURCE_DATE_EPOCH, default 0), no owner names, gzip without a
-name or mtime, JSON with sorted keys. The same binaries give the same digests.
+name or mtime, JSON with sorted keys. The same binaries give the same digests (with the same
+zlib: its compressed bytes may change between zlib versions).
 Stdlib only.
 """
 
