@@ -105,6 +105,12 @@ PY
 check amd64 "" x86_64-unknown-linux-musl "" "x86-64"
 check arm64 v8 aarch64-unknown-linux-musl qemu-aarch64-static "ARM aarch64"
 check arm v7 armv7-unknown-linux-gnueabihf qemu-arm-static "ARM, EABI5"
+# A runtime that asks for arm64 without a variant (most do) gets the arm64/v8 image.
+arch=$(skopeo inspect --config --override-os linux --override-arch arm64 "$REF" \
+  | python3 -c 'import json,sys; c=json.load(sys.stdin); print(c["architecture"], c.get("variant", ""))') \
+  || fail "linux/arm64 without a variant: no image"
+[ "$arch" = "arm64 v8" ] || fail "linux/arm64 without a variant resolves to '$arch'"
+echo "   linux/arm64 without a variant resolves to the arm64/v8 image"
 
 say "reproducible: the same binaries give the same digests"
 python3 scripts/oci-image.py --edge "$EDGE" --out "$WORK/again" >/dev/null
