@@ -25,7 +25,7 @@ use crate::server::event_loop::Server;
 use crate::server::health;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport;
-use crate::upstream::client::{Timeouts, Upstream};
+use crate::upstream::client::{ListOptions, Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector;
@@ -228,8 +228,11 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         watch_progress: Duration::from_secs(cfg.watch_progress_timeout_secs),
         ..Timeouts::default()
     };
-    let max_object = usize::try_from(cfg.max_object_bytes).unwrap_or(usize::MAX);
-    let upstream = Upstream::with_limits(&ucfg, cfg.kube_qps, cfg.kube_burst, timeouts, max_object)
+    let lists = ListOptions {
+        max_object_bytes: usize::try_from(cfg.max_object_bytes).unwrap_or(usize::MAX),
+        gzip: cfg.upstream_gzip,
+    };
+    let upstream = Upstream::with_limits(&ucfg, cfg.kube_qps, cfg.kube_burst, timeouts, lists)
         .map_err(|e| AppError::Upstream(e.to_string()))?;
 
     let settings = Settings {

@@ -102,6 +102,8 @@ pub struct Config {
     pub cache_write_interval_secs: u64,
     /// `--max-object-bytes`: largest upstream object taken into the cache.
     pub max_object_bytes: u64,
+    /// `--upstream-gzip`: the reflectors' lists ask for gzip.
+    pub upstream_gzip: bool,
     /// `--list-progress-timeout`: seconds without a byte after which a list is abandoned.
     pub list_progress_timeout_secs: u64,
     /// `--watch-progress-timeout`: seconds without a byte after which a watch whose upstream
@@ -134,6 +136,7 @@ impl Default for Config {
             cache_dir: None,
             cache_write_interval_secs: DEFAULT_CACHE_WRITE_INTERVAL_SECS,
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+            upstream_gzip: true,
             list_progress_timeout_secs: DEFAULT_LIST_PROGRESS_TIMEOUT_SECS,
             watch_progress_timeout_secs: DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS,
         }
@@ -363,6 +366,7 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Command, ConfigError> {
                 Id::Insecure => cfg.insecure = on,
                 Id::WrapperInCluster => cfg.wrapper_in_cluster = on,
                 Id::Debug => cfg.debug = on,
+                Id::UpstreamGzip => cfg.upstream_gzip = on,
                 Id::SupportEndpointslice => cfg.support_endpointslice_given = true,
                 _ => {}
             }

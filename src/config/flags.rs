@@ -30,6 +30,7 @@ pub(super) enum Id {
     CacheDir,
     CacheWriteInterval,
     MaxObjectBytes,
+    UpstreamGzip,
     ListProgressTimeout,
     WatchProgressTimeout,
     Debug,
@@ -185,6 +186,14 @@ pub(super) const FLAGS: &[Flag] = &[
         "4194304",
         "largest upstream object taken into the cache; a bigger one in a list or a watch is \
          skipped (not served) with a WARN naming it",
+    ),
+    flag(
+        Id::UpstreamGzip,
+        "--upstream-gzip",
+        None,
+        "true",
+        "ask the upstream for gzip'd lists (an apiserver compresses a list over 128 KiB), \
+         decompressed as they are read; false = plain JSON (less CPU, more bytes)",
     ),
     flag(
         Id::ListProgressTimeout,
@@ -437,6 +446,7 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
         Id::Insecure
         | Id::WrapperInCluster
         | Id::Debug
+        | Id::UpstreamGzip
         | Id::SupportEndpointslice
         | Id::Help
         | Id::Version => {}

@@ -43,6 +43,7 @@ fn defaults_match_the_original() {
         (None, None, None)
     );
     assert!(c.wrapper_in_cluster);
+    assert!(c.upstream_gzip);
     assert_eq!(c.notify_channel_size, 100);
     assert!(!c.debug);
     assert_eq!(
@@ -196,6 +197,9 @@ fn boolean_flag_forms() {
             "{list:?}"
         );
     }
+    assert!(!run(&["--upstream-gzip=false"]).upstream_gzip);
+    assert!(!run(&["--upstream_gzip=0"]).upstream_gzip);
+    assert!(run(&["--upstream-gzip=false", "--upstream-gzip"]).upstream_gzip);
     assert!(run(&["--support-endpointslice=false"]).support_endpointslice_given);
     assert!(run(&["--support_endpointslice"]).support_endpointslice_given);
 }

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use ureq::http;
 use ureq::Agent;
 
+mod encoding;
 mod error;
+use encoding::Decoded;
 pub use error::UpstreamError;
 
 /// TCP + TLS connection setup limit.
@@ -44,7 +46,8 @@ pub const LIST_PROGRESS_TIMEOUT: Duration = Duration::from_secs(60);
 pub const WATCH_PROGRESS_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default bound on one list item (`--max-object-bytes`).
 pub const DEFAULT_MAX_OBJECT_BYTES: usize = 4 * 1024 * 1024;
-/// Largest LIST body read.
+/// Largest LIST body read (decompressed, when the upstream gzips it; the compressed body has the
+/// same bound).
 pub const MAX_LIST_BYTES: u64 = 256 * 1024 * 1024;
 /// Read size of a LIST body on its way to the [`ListSplitter`].
 const LIST_READ_BYTES: usize = 32 * 1024;
@@ -137,6 +140,26 @@ impl Default for Timeouts {
     }
 }
 
+/// How LISTs are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListOptions {
+    /// The largest list item taken (`--max-object-bytes`, default
+    /// [`DEFAULT_MAX_OBJECT_BYTES`]); a bigger one is skipped and reported.
+    pub max_object_bytes: usize,
+    /// Ask for a gzip'd body (`--upstream-gzip`, on by default); it is decompressed as it is
+    /// split.
+    pub gzip: bool,
+}
+
+impl Default for ListOptions {
+    fn default() -> Self {
+        ListOptions {
+            max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+            gzip: true,
+        }
+    }
+}
+
 /// One client request to relay upstream (docs/SEMANTICS.md §8).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForwardRequest {
@@ -178,6 +201,8 @@ struct Inner {
     timeouts: Timeouts,
     /// The largest list item taken; a bigger one is skipped and reported.
     max_object_bytes: usize,
+    /// LISTs ask for gzip (`--upstream-gzip`).
+    list_gzip: bool,
     requests: Arc<RequestStats>,
 }
 
@@ -233,20 +258,19 @@ impl Upstream {
         burst: u32,
         timeouts: Timeouts,
     ) -> Result<Self, UpstreamError> {
-        Self::with_limits(cfg, qps, burst, timeouts, DEFAULT_MAX_OBJECT_BYTES)
+        Self::with_limits(cfg, qps, burst, timeouts, ListOptions::default())
     }
 
-    /// [`Upstream::new`] with other time limits and another bound on one list item
-    /// (`--max-object-bytes`).
+    /// [`Upstream::new`] with other time limits and other [`ListOptions`] (`--max-object-bytes`,
+    /// `--upstream-gzip`).
     pub fn with_limits(
         cfg: &UpstreamConfig,
         qps: f64,
         burst: u32,
         timeouts: Timeouts,
-        max_object_bytes: usize,
+        lists: ListOptions,
     ) -> Result<Self, UpstreamError> {
-        let limits = (timeouts, max_object_bytes);
-        Self::build(cfg, qps, burst, limits, stats::global())
+        Self::build(cfg, qps, burst, (timeouts, lists), stats::global())
     }
 
     /// The largest list item taken ([`Upstream::with_limits`]).
@@ -267,7 +291,7 @@ impl Upstream {
         burst: u32,
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
-        let limits = (Timeouts::default(), DEFAULT_MAX_OBJECT_BYTES);
+        let limits = (Timeouts::default(), ListOptions::default());
         Self::build(cfg, qps, burst, limits, stats)
     }
 
@@ -275,7 +299,7 @@ impl Upstream {
         cfg: &UpstreamConfig,
         qps: f64,
         burst: u32,
-        (timeouts, max_object_bytes): (Timeouts, usize),
+        (timeouts, lists): (Timeouts, ListOptions),
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
         let mut bases = Vec::new();
@@ -309,7 +333,8 @@ impl Upstream {
             token,
             bucket,
             timeouts,
-            max_object_bytes,
+            max_object_bytes: lists.max_object_bytes,
+            list_gzip: lists.gzip,
             requests: stats.requests().clone(),
         });
         if several {
@@ -400,9 +425,11 @@ impl Upstream {
         })
     }
 
-    /// GET with a `timeout` for the whole exchange and a body of at most `limit` bytes, read by
-    /// `consume`, through the failover selection; a non-2xx answer is an
+    /// GET with a `timeout` for the whole exchange and a body of at most `limit` bytes (as sent,
+    /// and once decoded), read through its `Content-Encoding` by `consume`, through the failover
+    /// selection; `gzip`: ask for a gzip'd body. A non-2xx answer is an
     /// [`UpstreamError::Status`].
+    #[allow(clippy::too_many_arguments)]
     fn get_bounded<T>(
         &self,
         verb: Verb,
@@ -410,13 +437,17 @@ impl Upstream {
         timeout: Duration,
         per_read: Duration,
         limit: u64,
-        mut consume: impl FnMut(ureq::BodyReader<'static>) -> Result<T, ureq::Error>,
+        gzip: bool,
+        mut consume: impl FnMut(Decoded<ureq::BodyReader<'static>>) -> Result<T, Failed>,
     ) -> Result<T, UpstreamError> {
         let f = &self.inner.failover;
         f.call(verb, &self.inner.requests, |_, base| {
             self.pace();
-            let resp = self
-                .authorized_get(base, path_and_query)
+            let mut req = self.authorized_get(base, path_and_query);
+            if gzip {
+                req = req.header("Accept-Encoding", encoding::ACCEPT_GZIP);
+            }
+            let resp = req
                 .config()
                 .timeout_global(Some(timeout))
                 .timeout_per_read(Some(per_read))
@@ -424,8 +455,13 @@ impl Upstream {
                 .call()?;
             let resp = Self::check_status(resp)?;
             let code = resp.status().as_u16();
-            let body = consume(resp.into_body().into_with_config().limit(limit).reader())?;
-            Ok((body, code))
+            let coding = resp
+                .headers()
+                .get(http::header::CONTENT_ENCODING)
+                .map(|v| v.as_bytes().to_vec());
+            let body = resp.into_body().into_with_config().limit(limit).reader();
+            let body = Decoded::new(body, coding.as_deref(), limit).map_err(UpstreamError::from)?;
+            Ok((consume(body)?, code))
         })
     }
 
@@ -434,18 +470,27 @@ impl Upstream {
         let timeout = self.inner.timeouts.response_head;
         let limit = MAX_ERROR_BODY_BYTES * 16;
         let idle = self.inner.timeouts.idle;
-        let body = self.get_bounded(Verb::Get, path_and_query, timeout, idle, limit, |mut r| {
-            let mut body = Vec::new();
-            r.read_to_end(&mut body)?;
-            Ok(body)
-        })?;
+        let body = self.get_bounded(
+            Verb::Get,
+            path_and_query,
+            timeout,
+            idle,
+            limit,
+            false,
+            |r| {
+                let mut body = Vec::new();
+                r.feed_all(&mut [0; 8192], |chunk| body.extend_from_slice(chunk))?;
+                Ok(body)
+            },
+        )?;
         serde_json::from_slice(&body)
             .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))
     }
 
     /// LIST: GET with a [`Timeouts::list`] limit (default [`LIST_TIMEOUT`]) and a body of at most
-    /// [`MAX_LIST_BYTES`], split into its items as it arrives ([`ListSplitter`]: the whole body
-    /// is never in memory next to its items), decoded.
+    /// [`MAX_LIST_BYTES`], asking for gzip ([`ListOptions::gzip`]), decompressed and split into
+    /// its items as it arrives ([`ListSplitter`]: the whole body is never in memory next to its
+    /// items, compressed or not), decoded.
     pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
         let mut texts = Texts::default();
         let mut list = self.list_into(path_and_query, &mut texts)?;
@@ -469,11 +514,12 @@ impl Upstream {
             timeout,
             progress,
             MAX_LIST_BYTES,
+            self.inner.list_gzip,
             |r| {
                 items.clear();
                 let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
                 let mut buf = vec![0; LIST_READ_BYTES];
-                feed_all(r, &mut buf, |chunk| {
+                r.feed_all(&mut buf, |chunk| {
                     split.feed(chunk);
                     split.take_items().for_each(|text| items.push(text));
                     split.take_oversized().for_each(|o| items.skipped(o));
@@ -596,7 +642,6 @@ impl Upstream {
     }
 }
 
-/// Reads `r` to its end in `buf`-sized steps, handing each to `feed`.
 /// Whether a read error of a watch stream is a missed progress deadline (no byte in time)
 /// rather than a broken connection.
 pub fn is_stall(e: &std::io::Error) -> bool {
@@ -604,17 +649,6 @@ pub fn is_stall(e: &std::io::Error) -> bool {
         || e.get_ref()
             .and_then(|inner| inner.downcast_ref::<ureq::Error>())
             .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)))
-}
-
-fn feed_all(mut r: impl Read, buf: &mut [u8], mut feed: impl FnMut(&[u8])) -> std::io::Result<()> {
-    loop {
-        match r.read(buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => feed(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 #[cfg(test)]

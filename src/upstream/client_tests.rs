@@ -444,9 +444,17 @@ fn a_response_head_over_the_limit_is_a_protocol_error_not_a_hang() {
 
 /// `body` as a chunked response whose chunks are `n` bytes long.
 fn chunked_response(body: &str, n: usize) -> Vec<u8> {
-    let mut out =
-        b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-    for c in body.as_bytes().chunks(n) {
+    chunked_coded(body.as_bytes(), n, None)
+}
+
+/// A chunked 200 of `n`-byte chunks, with a `Content-Encoding` if given.
+fn chunked_coded(body: &[u8], n: usize, coding: Option<&str>) -> Vec<u8> {
+    let coding = coding.map_or(String::new(), |c| format!("Content-Encoding: {c}\r\n"));
+    let mut out = format!(
+        "HTTP/1.1 200 OK\r\nConnection: close\r\n{coding}Transfer-Encoding: chunked\r\n\r\n"
+    )
+    .into_bytes();
+    for c in body.chunks(n) {
         out.extend(format!("{:x}\r\n", c.len()).into_bytes());
         out.extend(c);
         out.extend(b"\r\n");
@@ -583,4 +591,83 @@ fn a_list_with_a_bad_item_taken_as_read_is_an_error_whatever_was_handed_over() {
         assert!(items.0.len() <= 1, "nothing after the bad item: {body}");
     }
     server.join().unwrap();
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use flate2::{write::GzEncoder, Compression};
+    let mut e = GzEncoder::new(Vec::new(), Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn lists_ask_for_gzip_and_split_it_as_plain_while_watches_and_proxied_requests_do_not() {
+    let big = "x".repeat(300 * 1024);
+    let body = format!(
+        r#"{{"kind":"List","metadata":{{"resourceVersion":"7"}},"items":[{{"metadata":{{"name":"a","annotations":{{"x":"{big}"}}}}}},{{"metadata":{{"name":"b"}}}}]}}"#
+    );
+    let packed = gzip(body.as_bytes());
+    let mut corrupt = packed.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid] ^= 0x55;
+    let (url, server) = serve(vec![
+        chunked_coded(&packed, 1000, Some("gzip")),
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nline1\n\r\n0\r\n\r\n".to_vec(),
+        chunked_coded(&packed, 4096, Some("gzip")),
+        chunked_coded(&corrupt, 4096, Some("gzip")),
+        chunked_coded(body.as_bytes(), 4096, Some("br")),
+    ]);
+    let up = upstream(&url, None);
+    let l = up.list("/api/v1/services").unwrap();
+    assert_eq!(l, decode::decode_list(body.as_bytes()).unwrap());
+    let mut s = String::new();
+    let mut lines = up.watch("/api/v1/services?watch=true", false).unwrap();
+    lines.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "line1\n");
+    // A proxied request keeps its own Accept-Encoding and gets the upstream's bytes as sent.
+    let resp = up
+        .forward(ForwardRequest {
+            method: "GET".into(),
+            path_and_query: "/api/v1/services".into(),
+            headers: vec![("Accept-Encoding".into(), b"gzip".to_vec())],
+            body: Vec::new(),
+        })
+        .unwrap();
+    let coding = resp
+        .headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-encoding"));
+    assert_eq!(coding.map(|(_, v)| v.as_slice()), Some(&b"gzip"[..]));
+    assert_eq!(body_of(resp.body), packed);
+    // A corrupt stream and an unknown coding are errors that say so.
+    for want in [
+        "content encoding: gzip: ",
+        "content encoding: Content-Encoding \"br\"",
+    ] {
+        match up.list("/api/v1/services") {
+            Err(e @ UpstreamError::Decode(DecodeError::Encoding(_))) => {
+                assert!(e.to_string().contains(want), "{e}")
+            }
+            other => panic!("{want}: {other:?}"),
+        }
+    }
+    let seen = server.join().unwrap();
+    let accept = |i: usize| seen[i].header("accept-encoding");
+    assert_eq!(accept(0), Some(&b"gzip"[..]), "the list");
+    assert_eq!(accept(1), None, "the watch");
+    assert_eq!(accept(2), Some(&b"gzip"[..]), "the proxied request");
+
+    // With gzip off, a list does not ask for it.
+    let (url, server) = serve(vec![canned("200 OK", &body)]);
+    let cfg = UpstreamConfig {
+        server: url,
+        ..Default::default()
+    };
+    let lists = ListOptions {
+        gzip: false,
+        ..ListOptions::default()
+    };
+    let off = Upstream::with_limits(&cfg, 0.0, 1, Timeouts::default(), lists).unwrap();
+    assert_eq!(off.list("/api/v1/services").unwrap().items.len(), 2);
+    assert_eq!(server.join().unwrap()[0].header("accept-encoding"), None);
 }

@@ -36,6 +36,9 @@ pub enum DecodeError {
         /// The cap that was exceeded.
         limit: usize,
     },
+    /// A body in a content coding that is not supported, or not valid in its coding (a corrupt
+    /// gzip stream).
+    Encoding(String),
 }
 
 impl fmt::Display for DecodeError {
@@ -46,6 +49,7 @@ impl fmt::Display for DecodeError {
             DecodeError::Missing(what) => write!(f, "missing or mistyped field {what}"),
             DecodeError::UnknownType(t) => write!(f, "unknown watch event type {t:?}"),
             DecodeError::LineTooLong { limit } => write!(f, "watch line longer than {limit} bytes"),
+            DecodeError::Encoding(e) => write!(f, "content encoding: {e}"),
         }
     }
 }

@@ -38,7 +38,7 @@ mod tls;
 mod token;
 
 #[cfg(feature = "io")]
-pub use client::{ForwardRequest, ForwardResponse, Timeouts, Upstream, UpstreamError};
+pub use client::{ForwardRequest, ForwardResponse, ListOptions, Timeouts, Upstream, UpstreamError};
 pub use decode::ListResult;
 pub use kubeconfig::{KubeconfigError, UpstreamConfig};
 #[cfg(feature = "io")]
