@@ -43,9 +43,13 @@ The listener sets SO_REUSEADDR: a restarted or re-listening simulator can take t
 
 CONTROL API (JSON, never recorded; on any address): POST /sim/apply, /sim/delete,
 /sim/label-node, /sim/pad-node {\"name\", \"bytes\"} (a Node grown by an image name that
-long, to test object size bounds), /sim/compact, /sim/close-watches, /sim/requests/clear; GET /sim/requests
-(each with the 'listen' address it arrived on), /sim/state (resourceVersion, horizon, counts,
-openWatches, served, recorded, too_large, edge_health_polls, refusals, and listens: per
+long, to test object size bounds), /sim/compact, /sim/close-watches, /sim/requests/clear (and
+the served log); GET /sim/requests
+(each with the 'listen' address it arrived on), /sim/served (each list and watch served from
+the store: verb, path, query, acceptEncoding, contentEncoding, bytes as sent, plainBytes;
+a list over 128 KiB is gzip'd, as by an apiserver, when its Accept-Encoding names gzip),
+/sim/state (resourceVersion, horizon, counts,
+openWatches, served {lists, watches, gets, listBytes, listPlainBytes, gzippedLists}, recorded, too_large, edge_health_polls, refusals, and listens: per
 address {listen, refusing, refusals, openWatches, requests}). GET /readyz, /livez and
 /healthz answer 200 'ok' (not recorded). Fault injection:
   POST /sim/reset-rv {\"rv\": N, \"too_large\": \"http\"|\"event\"}

@@ -164,7 +164,15 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                 .unwrap_or_else(PoisonError::into_inner);
             let n = rec.len();
             rec.clear();
-            Ok(json!({"cleared": n}))
+            drop(rec);
+            let mut served = shared.served.lock().unwrap_or_else(PoisonError::into_inner);
+            let served_n = served.len();
+            served.clear();
+            Ok(json!({"cleared": n, "clearedServed": served_n}))
+        }
+        SimOp::Served => {
+            let log = shared.served.lock().unwrap_or_else(PoisonError::into_inner);
+            Ok(Value::Array(log.iter().map(|r| r.to_json()).collect()))
         }
         SimOp::State => {
             let store = lock(shared);
@@ -200,6 +208,9 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                     "lists": shared.served_lists.load(Ordering::Relaxed),
                     "watches": shared.served_watches.load(Ordering::Relaxed),
                     "gets": shared.served_gets.load(Ordering::Relaxed),
+                    "listBytes": shared.list_bytes.load(Ordering::Relaxed),
+                    "listPlainBytes": shared.list_plain_bytes.load(Ordering::Relaxed),
+                    "gzippedLists": shared.gzipped_lists.load(Ordering::Relaxed),
                 },
                 "recorded": recorded,
                 "too_large": store.too_large().map(|m| m.as_str()),

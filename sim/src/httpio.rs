@@ -110,7 +110,21 @@ pub fn write_response<W: Write>(
     body: &[u8],
     close: bool,
 ) -> io::Result<()> {
-    let headers = [("Content-Type", content_type)];
+    write_coded(w, code, content_type, None, body, close)
+}
+
+/// [`write_response`] with a `Content-Encoding` when `content_encoding` is given (the body is
+/// already in that coding).
+pub fn write_coded<W: Write>(
+    w: &mut W,
+    code: u16,
+    content_type: &str,
+    content_encoding: Option<&str>,
+    body: &[u8],
+    close: bool,
+) -> io::Result<()> {
+    let mut headers = vec![("Content-Type", content_type)];
+    headers.extend(content_encoding.map(|c| ("Content-Encoding", c)));
     let mut out = response::head(code, &headers, Body::Length(body.len()), !close);
     out.extend_from_slice(body);
     send(w, &out)

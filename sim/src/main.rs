@@ -15,6 +15,11 @@
 //!   listener (of that address; all without `listen`) is closed and its connections cut for S
 //!   seconds, then the same port listens again (`listen`, `server`).
 //!
+//! WAN weight: a LIST over 128 KiB is gzip'd for a client whose `Accept-Encoding` names gzip
+//! (the apiserver's rule and level, `gzip`); `GET /sim/served` logs every list and watch served
+//! from the store with its `Accept-Encoding` and `Content-Encoding`, and `/sim/state` counts
+//! list bytes as sent and before compression.
+//!
 //! Failover tests: `--listen A --listen B` serves one store on both addresses (the same objects
 //! and RVs, like two apiservers of one cluster); `/sim/refuse` with `listen` takes one down;
 //! recorded requests and `/sim/state` `listens` say which address served what.
@@ -37,6 +42,7 @@ mod conn;
 mod control;
 mod fault;
 mod fixture;
+mod gzip;
 mod httpio;
 mod listen;
 mod routes;

@@ -71,8 +71,10 @@ pub enum SimOp {
     CloseWatches,
     /// `GET /sim/requests`.
     Requests,
-    /// `POST /sim/requests/clear`.
+    /// `POST /sim/requests/clear` (the served log too).
     ClearRequests,
+    /// `GET /sim/served`: the lists and watches served from the store.
+    Served,
     /// `GET /sim/state`.
     State,
     /// `POST /sim/reset-rv`.
@@ -126,6 +128,7 @@ fn sim_route(method: &str, rest: &str) -> Route {
         ("POST", "close-watches") => SimOp::CloseWatches,
         ("GET", "requests") => SimOp::Requests,
         ("POST", "requests/clear") => SimOp::ClearRequests,
+        ("GET", "served") => SimOp::Served,
         ("GET", "state") => SimOp::State,
         ("POST", "reset-rv") => SimOp::ResetRv,
         ("GET", "edge-health") => SimOp::EdgeHealth,
@@ -393,6 +396,8 @@ mod tests {
             ("POST", "/sim/apply", both, Route::Sim(SimOp::Apply)),
             ("GET", "/sim/apply", both, Route::SimBad),
             ("GET", "/sim/state", both, Route::Sim(SimOp::State)),
+            ("GET", "/sim/served", both, Route::Sim(SimOp::Served)),
+            ("POST", "/sim/served", both, Route::SimBad),
             (
                 "POST",
                 "/sim/requests/clear",

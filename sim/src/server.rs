@@ -10,7 +10,10 @@ use crate::api::{self, Filter};
 use crate::conn::Conn;
 use crate::control;
 use crate::fault::{self, EdgeHealthStub};
-use crate::httpio::{self, read_request, write_json, write_response, write_status, Request};
+use crate::gzip;
+use crate::httpio::{
+    self, read_request, write_coded, write_json, write_response, write_status, Request,
+};
 use crate::listen::Listen;
 use crate::routes::{route, Query, Route, SimOp, SliceVersions};
 use crate::store::Store;
@@ -74,6 +77,36 @@ impl Recorded {
     }
 }
 
+/// One LIST or WATCH the simulator served from its store (`GET /sim/served`).
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// `list` or `watch`.
+    pub verb: &'static str,
+    /// Path.
+    pub path: String,
+    /// Raw query.
+    pub query: String,
+    /// The request's `Accept-Encoding`, if any.
+    pub accept_encoding: Option<String>,
+    /// The answer's `Content-Encoding` (`gzip` for a compressed list), if any.
+    pub content_encoding: Option<&'static str>,
+    /// Body bytes as sent (a list's; 0 for a watch, whose bytes are not counted).
+    pub bytes: u64,
+    /// Body bytes before compression (equal to `bytes` when not compressed).
+    pub plain_bytes: u64,
+}
+
+impl Served {
+    /// JSON form for `GET /sim/served`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "verb": self.verb, "path": self.path, "query": self.query,
+            "acceptEncoding": self.accept_encoding, "contentEncoding": self.content_encoding,
+            "bytes": self.bytes, "plainBytes": self.plain_bytes,
+        })
+    }
+}
+
 /// Everything the connection threads share.
 #[derive(Debug)]
 pub struct Shared {
@@ -83,6 +116,8 @@ pub struct Shared {
     pub changed: Condvar,
     /// Recorded requests (bounded by [`MAX_RECORDED`]).
     pub recorded: Mutex<VecDeque<Recorded>>,
+    /// Lists and watches served from the store (bounded by [`MAX_RECORDED`]).
+    pub served: Mutex<VecDeque<Served>>,
     /// EndpointSlice versions served.
     pub slices: SliceVersions,
     /// BOOKMARK period (`None` = never).
@@ -97,6 +132,12 @@ pub struct Shared {
     pub served_watches: AtomicU64,
     /// Single-object GETs served.
     pub served_gets: AtomicU64,
+    /// Body bytes of the LIST answers sent (compressed when they were).
+    pub list_bytes: AtomicU64,
+    /// Body bytes of the LIST answers before compression.
+    pub list_plain_bytes: AtomicU64,
+    /// LIST answers sent gzip'd.
+    pub gzipped_lists: AtomicU64,
     /// The `/sim/edge-health` stub.
     pub edge_health: EdgeHealthStub,
     /// The first listener's state and accepted connections (for refusals).
@@ -117,6 +158,7 @@ impl Shared {
             store: Mutex::new(store),
             changed: Condvar::new(),
             recorded: Mutex::new(VecDeque::new()),
+            served: Mutex::new(VecDeque::new()),
             slices,
             bookmark_interval,
             token,
@@ -124,6 +166,9 @@ impl Shared {
             served_lists: AtomicU64::new(0),
             served_watches: AtomicU64::new(0),
             served_gets: AtomicU64::new(0),
+            list_bytes: AtomicU64::new(0),
+            list_plain_bytes: AtomicU64::new(0),
+            gzipped_lists: AtomicU64::new(0),
             edge_health: EdgeHealthStub::default(),
             first_listen: Listen::default(),
             more_listens: Vec::new(),
@@ -152,6 +197,37 @@ impl Shared {
     /// Outages of every listener so far.
     pub fn outages(&self) -> u64 {
         self.listens().map(Listen::outages).sum()
+    }
+
+    /// Logs a list or watch served from the store, and counts a list's bytes.
+    fn log_served(
+        &self,
+        req: &Request,
+        verb: &'static str,
+        coding: Option<&'static str>,
+        bytes: (usize, usize),
+    ) {
+        let (sent, plain) = (bytes.0 as u64, bytes.1 as u64);
+        if verb == "list" {
+            self.list_bytes.fetch_add(sent, Ordering::Relaxed);
+            self.list_plain_bytes.fetch_add(plain, Ordering::Relaxed);
+            if coding.is_some() {
+                self.gzipped_lists.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let mut log = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        if log.len() >= MAX_RECORDED {
+            log.pop_front();
+        }
+        log.push_back(Served {
+            verb,
+            path: req.path.clone(),
+            query: req.query.clone(),
+            accept_encoding: req.header_str("accept-encoding").map(str::to_string),
+            content_encoding: coding,
+            bytes: sent,
+            plain_bytes: plain,
+        });
     }
 
     fn record(&self, req: &Request, listener: usize) {
@@ -415,6 +491,7 @@ fn answer(
                     bookmarks: q.get("allowWatchBookmarks") == Some("true"),
                     timeout,
                 };
+                shared.log_served(req, "watch", None, (0, 0));
                 return watch::run(conn, shared, &spec, close, listener);
             }
             shared.served_lists.fetch_add(1, Ordering::Relaxed);
@@ -428,7 +505,14 @@ fn answer(
                 api::list(&store, res)
             };
             let body = api::list_body(res, &objs, rv, &filter);
-            write_response(conn, 200, "application/json", &body, close)
+            drop(objs);
+            let plain = body.len();
+            let (coding, sent) = match gzip::compress(req.header_str("accept-encoding"), &body) {
+                Some(packed) => (Some("gzip"), packed),
+                None => (None, body),
+            };
+            shared.log_served(req, "list", coding, (sent.len(), plain));
+            write_coded(conn, 200, "application/json", coding, &sent, close)
         }
         Route::Object { res, ns, name } => {
             shared.served_gets.fetch_add(1, Ordering::Relaxed);

@@ -424,3 +424,88 @@ fn keep_alive_serves_several_requests_on_one_connection() {
     assert_eq!(raw.matches("HTTP/1.1 200 OK").count(), 2, "{raw}");
     assert!(raw.contains("\"APIGroup\""));
 }
+
+#[test]
+fn lists_over_the_threshold_are_gzipped_for_clients_that_ask_and_the_served_log_says_so() {
+    use flate2::read::GzDecoder;
+    let addr = start();
+    sim(
+        addr,
+        "pad-node",
+        json!({"name": "edge-a1", "bytes": 200_000}),
+    );
+    let gz = "Accept-Encoding: gzip\r\n";
+    let (code, head, packed) = call(addr, "GET", "/api/v1/nodes", gz, b"");
+    assert_eq!(code, 200);
+    assert!(head.contains("Content-Encoding: gzip"), "{head}");
+    let mut body = Vec::new();
+    GzDecoder::new(&packed[..])
+        .read_to_end(&mut body)
+        .expect("a gzip stream");
+    let (_, plain_head, plain) = call(addr, "GET", "/api/v1/nodes", "", b"");
+    assert!(!plain_head.contains("Content-Encoding"), "{plain_head}");
+    assert_eq!(body, plain);
+    assert!(packed.len() < plain.len() / 10);
+    // Under the threshold: plain, asked or not. A watch: never compressed.
+    let (_, small_head, _) = call(addr, "GET", "/api/v1/services", gz, b"");
+    assert!(!small_head.contains("Content-Encoding"), "{small_head}");
+    let (_, watch_head, _) = call(
+        addr,
+        "GET",
+        "/api/v1/nodes?watch=true&timeoutSeconds=1",
+        gz,
+        b"",
+    );
+    assert!(!watch_head.contains("Content-Encoding"), "{watch_head}");
+
+    let (_, served) = get_json(addr, "/sim/served");
+    let row = |i: usize| {
+        let r = &served[i];
+        (
+            r["verb"].as_str().unwrap_or("").to_string(),
+            r["path"].as_str().unwrap_or("").to_string(),
+            r["acceptEncoding"].clone(),
+            r["contentEncoding"].clone(),
+        )
+    };
+    let rows: Vec<_> = (0..4).map(row).collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "list".into(),
+                "/api/v1/nodes".into(),
+                json!("gzip"),
+                json!("gzip")
+            ),
+            (
+                "list".into(),
+                "/api/v1/nodes".into(),
+                Value::Null,
+                Value::Null
+            ),
+            (
+                "list".into(),
+                "/api/v1/services".into(),
+                json!("gzip"),
+                Value::Null
+            ),
+            (
+                "watch".into(),
+                "/api/v1/nodes".into(),
+                json!("gzip"),
+                Value::Null
+            ),
+        ]
+    );
+    assert_eq!(served[0]["bytes"], packed.len());
+    assert_eq!(served[0]["plainBytes"], plain.len());
+    assert_eq!(served[1]["bytes"], plain.len());
+    let (_, state) = get_json(addr, "/sim/state");
+    assert_eq!(state["served"]["gzippedLists"], 1);
+    let listed = state["served"]["listBytes"].as_u64().unwrap_or(0);
+    assert!(listed > (packed.len() + plain.len()) as u64, "{state}");
+    // Cleared with the recorded requests.
+    sim(addr, "requests/clear", json!({}));
+    assert_eq!(get_json(addr, "/sim/served").1, json!([]));
+}

@@ -593,12 +593,7 @@ fn a_list_with_a_bad_item_taken_as_read_is_an_error_whatever_was_handed_over() {
     server.join().unwrap();
 }
 
-fn gzip(data: &[u8]) -> Vec<u8> {
-    use flate2::{write::GzEncoder, Compression};
-    let mut e = GzEncoder::new(Vec::new(), Compression::fast());
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
+use super::encoding::tests::gzip;
 
 #[test]
 fn lists_ask_for_gzip_and_split_it_as_plain_while_watches_and_proxied_requests_do_not() {

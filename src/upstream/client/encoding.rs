@@ -124,13 +124,14 @@ impl<R: Read> Decoded<R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use flate2::write::GzEncoder;
     use flate2::Compression;
     use std::io::Write;
 
-    fn gzip(data: &[u8]) -> Vec<u8> {
+    /// `data` gzip'd (the apiserver's level, the fastest).
+    pub(crate) fn gzip(data: &[u8]) -> Vec<u8> {
         let mut e = GzEncoder::new(Vec::new(), Compression::fast());
         e.write_all(data).unwrap();
         e.finish().unwrap()
