@@ -7,12 +7,16 @@
 #   bash scripts/loadbench.sh target/release --only list [--list-runs 5] [--list-requests 200]
 # which writes out/listbench.md, or scale ×10 (opt-in, ≤ 6 min, hard timeout 360 s):
 #   bash scripts/loadbench.sh target/release --scale x10
-# which writes out/loadbench-x10.md (LOADBENCH_OUT overrides any default).
+# which writes out/loadbench-x10.md, or the WAN bytes and CPU of a full sync at S and ×10 with
+# --upstream-gzip on and off (≤ 6.5 min, hard timeout 400 s):
+#   bash scripts/loadbench.sh target/release --only wan
+# which writes out/wanbench.md (LOADBENCH_OUT overrides any default).
 set -euo pipefail
 BIN=${1:-target/release}
 LIMIT=${LOADBENCH_TIMEOUT:-420}
 case " ${*:2} " in
   *" --only list "*) OUT=${LOADBENCH_OUT:-out/listbench.md} ;;
+  *" --only wan "*) OUT=${LOADBENCH_OUT:-out/wanbench.md}; LIMIT=${LOADBENCH_TIMEOUT:-400} ;;
   *" --scale x10 "*) OUT=${LOADBENCH_OUT:-out/loadbench-x10.md}; LIMIT=${LOADBENCH_TIMEOUT:-360} ;;
   *) OUT=${LOADBENCH_OUT:-out/loadbench.md} ;;
 esac

@@ -25,6 +25,7 @@ mod snapprobe;
 mod snapreport;
 mod snapshot;
 mod stats;
+mod wan;
 mod watchers;
 
 use std::error::Error;
@@ -46,6 +47,8 @@ pub type BenchResult<T> = Result<T, Box<dyn Error>>;
 pub const BUDGET: Duration = Duration::from_secs(290);
 /// Whole-run bound of `--scale x10` (`scripts/loadbench.sh` allows 360 s for it).
 pub const X10_BUDGET: Duration = Duration::from_secs(340);
+/// Whole-run bound of `--only wan` (`scripts/loadbench.sh` allows 400 s for it).
+pub const WAN_BUDGET: Duration = Duration::from_secs(390);
 /// Whole-run bound of `--snapshot` (`make snapbench` allows 4 minutes in all).
 pub const SNAPSHOT_BUDGET: Duration = Duration::from_secs(225);
 /// kube-proxy's label selector L, percent-encoded as it sends it.
@@ -83,6 +86,10 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --only list                 run only the LIST phase (sim, one grid-wrapper, nginx, curl,
                               loopback reference; JSON and protobuf); table in
                               out/listbench.md unless --out
+  --only wan                  run only the WAN bench: a full sync at scale S and x10, with
+                              --upstream-gzip=true and =false (LIST bytes the simulator sent,
+                              grid-wrapper's and the simulator's CPU); table in
+                              out/wanbench.md unless --out
   --ready-runs N              fresh starts timed to /readyz (default 3)
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
   --writer-secs S             writer phase: seconds per window (at rest, during relabels, during
@@ -138,6 +145,8 @@ pub struct Opts {
     pub list_runs: usize,
     /// `--only list`: run only the LIST phase.
     pub only_list: bool,
+    /// `--only wan`: run only the WAN bench.
+    pub only_wan: bool,
     /// Readiness runs.
     pub ready_runs: usize,
     /// `--notify-channel-size` for grid-wrapper.
@@ -186,6 +195,7 @@ fn parse_opts() -> BenchResult<Opts> {
         list_requests: 200,
         list_runs: 5,
         only_list: false,
+        only_wan: false,
         ready_runs: 3,
         channel: None,
         snapshot: false,
@@ -233,7 +243,8 @@ fn parse_opts() -> BenchResult<Opts> {
             "--list-runs" => o.list_runs = val()?.parse()?,
             "--only" => match val()?.as_str() {
                 "list" => o.only_list = true,
-                other => return Err(format!("--only {other:?}: only `list` is known").into()),
+                "wan" => o.only_wan = true,
+                other => return Err(format!("--only {other:?}: `list` and `wan` are known").into()),
             },
             "--ready-runs" => o.ready_runs = val()?.parse()?,
             "--notify-channel-size" => o.channel = Some(val()?.parse()?),
@@ -261,6 +272,9 @@ fn parse_opts() -> BenchResult<Opts> {
     }
     if o.only_list && !out_given {
         o.out = "out/listbench.md".into();
+    }
+    if o.only_wan && !out_given {
+        o.out = "out/wanbench.md".into();
     }
     if o.snapshot && !out_given {
         o.out = "out/snapbench.md".into();
@@ -515,6 +529,8 @@ fn main() {
         SNAPSHOT_BUDGET
     } else if opts.x10 {
         X10_BUDGET
+    } else if opts.only_wan {
+        WAN_BUDGET
     } else {
         BUDGET
     };
@@ -534,6 +550,8 @@ fn main() {
             scale::run_x10(&children, &opts)
         } else if opts.only_list {
             listbench::run_only(&children, &opts)
+        } else if opts.only_wan {
+            wan::run_wan(&children, &opts)
         } else {
             phases::run_all(&children, &opts)
         }

@@ -33,6 +33,9 @@ pub enum Misbehaviour {
     Drop,
     /// Answer 200 with an HTML page (a captive portal or a misconfigured proxy).
     Html,
+    /// Answer 200 with this `Content-Encoding` and a body that is not valid in it: a gzip
+    /// header, then a deflate block of a reserved type (a corrupt gzip stream).
+    Coded(&'static str),
 }
 
 #[derive(Default)]
@@ -188,6 +191,17 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
             let _ = client.shutdown(Shutdown::Both);
             return;
         }
+        Some(Misbehaviour::Coded(coding)) => {
+            let body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff";
+            let _ = write!(
+                client,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: {coding}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = client.write_all(body);
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
         _ => {}
     }
     let Ok(mut up) = TcpStream::connect(upstream) else {
@@ -228,7 +242,7 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
         let mut data = &chunk[..n];
         let mut cut = None;
         match what {
-            None | Some(Misbehaviour::Drop | Misbehaviour::Html) => {}
+            None | Some(Misbehaviour::Drop | Misbehaviour::Html | Misbehaviour::Coded(_)) => {}
             Some(Misbehaviour::StallAfter { bytes }) => {
                 let mut start = 0;
                 if !head_done {
