@@ -80,7 +80,7 @@ use std::time::Duration;
 
 use crate::config::{Config, OutputFormat};
 use crate::k8s::Resource;
-use crate::upstream::client::{Timeouts, Upstream, UpstreamError};
+use crate::upstream::client::{ListOptions, Timeouts, Upstream, UpstreamError};
 use crate::upstream::discovery;
 use crate::upstream::kind::with_query;
 use crate::upstream::kubeconfig;
@@ -144,14 +144,19 @@ pub fn fetch(cfg: &Config) -> Fetched {
             ));
         }
     }
-    let upstream =
-        match Upstream::with_timeouts(&ucfg, cfg.kube_qps, cfg.kube_burst, CHECK_TIMEOUTS) {
-            Ok(u) => u,
-            Err(e) => {
-                fetched.version = Err(e);
-                return fetched;
-            }
-        };
+    // The check lists as the server would (`--upstream-gzip`).
+    let lists = ListOptions {
+        gzip: cfg.upstream_gzip,
+        ..ListOptions::default()
+    };
+    let (qps, burst) = (cfg.kube_qps, cfg.kube_burst);
+    let upstream = match Upstream::with_limits(&ucfg, qps, burst, CHECK_TIMEOUTS, lists) {
+        Ok(u) => u,
+        Err(e) => {
+            fetched.version = Err(e);
+            return fetched;
+        }
+    };
     fetched.version = upstream.get_json("/version");
     if let Err(e) = &fetched.version {
         if !Tag::of(e).reached() {
