@@ -160,6 +160,19 @@ impl Default for ListOptions {
     }
 }
 
+/// The limits of one GET of [`Upstream`]'s own (a list, discovery).
+#[derive(Clone, Copy, Debug)]
+struct GetBounds {
+    /// The whole exchange.
+    timeout: Duration,
+    /// No byte for this long fails the read.
+    per_read: Duration,
+    /// The most body bytes taken, as sent and once decoded.
+    limit: u64,
+    /// Ask for a gzip'd body.
+    gzip: bool,
+}
+
 /// One client request to relay upstream (docs/SEMANTICS.md §8).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForwardRequest {
@@ -425,32 +438,27 @@ impl Upstream {
         })
     }
 
-    /// GET with a `timeout` for the whole exchange and a body of at most `limit` bytes (as sent,
-    /// and once decoded), read through its `Content-Encoding` by `consume`, through the failover
-    /// selection; `gzip`: ask for a gzip'd body. A non-2xx answer is an
-    /// [`UpstreamError::Status`].
-    #[allow(clippy::too_many_arguments)]
+    /// GET within `bounds`, the body read through its `Content-Encoding` by `consume`, through
+    /// the failover selection; a non-2xx answer is an [`UpstreamError::Status`].
     fn get_bounded<T>(
         &self,
         verb: Verb,
         path_and_query: &str,
-        timeout: Duration,
-        per_read: Duration,
-        limit: u64,
-        gzip: bool,
+        bounds: GetBounds,
         mut consume: impl FnMut(Decoded<ureq::BodyReader<'static>>) -> Result<T, Failed>,
     ) -> Result<T, UpstreamError> {
         let f = &self.inner.failover;
+        let limit = bounds.limit;
         f.call(verb, &self.inner.requests, |_, base| {
             self.pace();
             let mut req = self.authorized_get(base, path_and_query);
-            if gzip {
+            if bounds.gzip {
                 req = req.header("Accept-Encoding", encoding::ACCEPT_GZIP);
             }
             let resp = req
                 .config()
-                .timeout_global(Some(timeout))
-                .timeout_per_read(Some(per_read))
+                .timeout_global(Some(bounds.timeout))
+                .timeout_per_read(Some(bounds.per_read))
                 .build()
                 .call()?;
             let resp = Self::check_status(resp)?;
@@ -467,22 +475,17 @@ impl Upstream {
 
     /// GET a JSON document (discovery), body bounded by [`MAX_ERROR_BODY_BYTES`]×16.
     pub fn get_json(&self, path_and_query: &str) -> Result<serde_json::Value, UpstreamError> {
-        let timeout = self.inner.timeouts.response_head;
-        let limit = MAX_ERROR_BODY_BYTES * 16;
-        let idle = self.inner.timeouts.idle;
-        let body = self.get_bounded(
-            Verb::Get,
-            path_and_query,
-            timeout,
-            idle,
-            limit,
-            false,
-            |r| {
-                let mut body = Vec::new();
-                r.feed_all(&mut [0; 8192], |chunk| body.extend_from_slice(chunk))?;
-                Ok(body)
-            },
-        )?;
+        let bounds = GetBounds {
+            timeout: self.inner.timeouts.response_head,
+            per_read: self.inner.timeouts.idle,
+            limit: MAX_ERROR_BODY_BYTES * 16,
+            gzip: false,
+        };
+        let body = self.get_bounded(Verb::Get, path_and_query, bounds, |r| {
+            let mut body = Vec::new();
+            r.feed_all(&mut [0; 8192], |chunk| body.extend_from_slice(chunk))?;
+            Ok(body)
+        })?;
         serde_json::from_slice(&body)
             .map_err(|e| UpstreamError::Decode(DecodeError::Json(e.to_string())))
     }
@@ -507,26 +510,23 @@ impl Upstream {
         path_and_query: &str,
         items: &mut dyn ListItems,
     ) -> Result<ListResult, UpstreamError> {
-        let (timeout, progress) = (self.inner.timeouts.list, self.inner.timeouts.list_progress);
-        let split = self.get_bounded(
-            Verb::List,
-            path_and_query,
-            timeout,
-            progress,
-            MAX_LIST_BYTES,
-            self.inner.list_gzip,
-            |r| {
-                items.clear();
-                let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
-                let mut buf = vec![0; LIST_READ_BYTES];
-                r.feed_all(&mut buf, |chunk| {
-                    split.feed(chunk);
-                    split.take_items().for_each(|text| items.push(text));
-                    split.take_oversized().for_each(|o| items.skipped(o));
-                })?;
-                Ok(split)
-            },
-        )?;
+        let bounds = GetBounds {
+            timeout: self.inner.timeouts.list,
+            per_read: self.inner.timeouts.list_progress,
+            limit: MAX_LIST_BYTES,
+            gzip: self.inner.list_gzip,
+        };
+        let split = self.get_bounded(Verb::List, path_and_query, bounds, |r| {
+            items.clear();
+            let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
+            let mut buf = vec![0; LIST_READ_BYTES];
+            r.feed_all(&mut buf, |chunk| {
+                split.feed(chunk);
+                split.take_items().for_each(|text| items.push(text));
+                split.take_oversized().for_each(|o| items.skipped(o));
+            })?;
+            Ok(split)
+        })?;
         let (list, oversized) = split.finish_with_oversized();
         oversized.into_iter().for_each(|o| items.skipped(o));
         let mut list = list?;
