@@ -16,7 +16,7 @@ use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
 use grid_wrapper::cache::pack::{pack, Packed};
 use grid_wrapper::cache::store::{prepare, Hold, Settings, State};
-use grid_wrapper::cache::topology::{self, Class, Locality, TopologyKeys};
+use grid_wrapper::cache::topology::{self, Class, Decision, Locality, TopologyKeys};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::handoff::Change;
 use grid_wrapper::http::request::{Limits, RequestReader};
@@ -145,7 +145,7 @@ fn prune(c: &mut Criterion) {
             (format!("node-{i:05}"), l)
         })
         .collect();
-    let keys = TopologyKeys(["zone".to_string()].into_iter().collect());
+    let keys = TopologyKeys::any(["zone".to_string()].into_iter().collect());
     let abnormal = BTreeSet::new();
     let loc = Locality {
         hostname: "node-00000",
@@ -158,7 +158,7 @@ fn prune(c: &mut Criterion) {
         b.iter(|| {
             black_box(topology::serve_slice_v1(
                 black_box(big.clone()),
-                Class::Topology(&keys),
+                Class::Topology(Decision::AnyKey(&keys)),
                 &loc,
             ))
         })

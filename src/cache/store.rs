@@ -65,7 +65,7 @@ pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
 #[cfg(test)]
 pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
-use serve::Filter;
+use serve::{Filter, Scope};
 pub use upstream::{ServedBytes, Upstream};
 use upstream::{StandIn, Stored, UpstreamObjects};
 
@@ -289,6 +289,7 @@ impl State {
             upstream: &self.upstream,
             abnormal: self.health.abnormal(),
             slice_kind: self.slice_kind,
+            stand_in: self.stand_in(),
         }
     }
 
@@ -486,7 +487,13 @@ impl State {
                     topology::endpoint_nodes(&obj),
                     topology::slice_service(&obj),
                 );
+                let dynamic = self.filter().keys_of(service.as_ref()).is_some_and(|k| k.dynamic());
                 self.keep_endpoint_object(kind, &key, bytes, nodes, service);
+                if dynamic {
+                    // §2.4: published once every slice of this change is in (`flush_derived`).
+                    self.index.defer(&key);
+                    return;
+                }
                 self.publish_slice(&key, obj, now);
             }
         }
@@ -571,6 +578,8 @@ impl State {
         for node in self.health.take_dirty() {
             targets.extend(self.index.on_node(&node).cloned());
         }
+        targets.extend(self.index.take_deferred());
+        self.recheck_slice_decisions(&mut targets);
         if targets.is_empty() {
             return;
         }
@@ -596,6 +605,30 @@ impl State {
                 self.publish_slice(&key, obj, now);
             }
             self.settle(kind, &key);
+        }
+    }
+
+    /// §2.4: the slices of a Service with dynamic keys share one decision, taken over all of
+    /// them, so a change of one slice (or of a node under one) can change what its siblings
+    /// serve. Each Service touched by this change, or owning a slice in `targets`, has its
+    /// decision taken again; when it flipped, all its slices join `targets` (those whose served
+    /// content does not change get no event).
+    fn recheck_slice_decisions(&mut self, targets: &mut BTreeSet<Target>) {
+        let mut services = self.index.take_touched();
+        services.extend(targets.iter().filter_map(|t| match t {
+            Target::Slice(k) => self.index.owner_of(k).cloned(),
+            Target::Endpoints(_) => None,
+        }));
+        for svc in services {
+            let filter = self.filter();
+            let name = filter
+                .keys_of(Some(&svc))
+                .filter(|k| k.dynamic())
+                .map(|k| filter.choose(&svc, k, Scope::Slices).decision.name());
+            if self.index.set_slice_decision(&svc, name) {
+                let slices = self.index.slices_of(&svc).iter().cloned();
+                targets.extend(slices.map(Target::Slice));
+            }
         }
     }
 
@@ -708,11 +741,15 @@ impl State {
         // no §10 here: no node is abnormal), decided now; the others are left out of the
         // bytes below, without a `Value`.
         let filter = self.filter();
-        let keep: Option<Vec<bool>> = match filter.class_of(service) {
-            Class::Topology(keys) => {
+        if filter.keys_of(service).is_some_and(|k| k.dynamic()) {
+            // §2.4: decided over the Service's endpoints, on the `Value` path.
+            return false;
+        }
+        let keep: Option<Vec<bool>> = match filter.class_of(service, Scope::Slices) {
+            Class::Topology(decision) => {
                 let loc = filter.locality();
                 let kept =
-                    |node: Option<&str>| topology::verdict(node, Some(keys), false, &loc).kept;
+                    |node: Option<&str>| topology::verdict(node, Some(decision), false, &loc).kept;
                 let Some(keep) = facts.keep_by(bytes, kept) else {
                     return false;
                 };
@@ -866,6 +903,8 @@ impl State {
         // would only repeat the same work (a large share of the restore time).
         self.index.forget_dirty();
         let _ = self.health.take_dirty();
+        // The slices of Services with dynamic keys (§2.4) were deferred: served now.
+        self.flush_derived(now);
         self.ready = true;
         self.from_snapshot = true;
         self.publisher.set_ready();

@@ -16,6 +16,7 @@
 //! drops it), other malformed parts are left as they are.
 
 mod explain;
+mod fallback;
 pub mod openyurt;
 mod rewrite;
 mod serve;
@@ -27,6 +28,8 @@ mod tests;
 #[cfg(test)]
 mod tests_explain;
 #[cfg(test)]
+mod tests_fallback;
+#[cfg(test)]
 mod tests_health;
 #[cfg(test)]
 mod tests_openyurt;
@@ -37,6 +40,7 @@ pub use explain::{
     explain, explain_endpoints, explain_health, explain_slice_v1, explain_slice_v1beta1, verdict,
     EndpointVerdict, ObjectVerdicts, Reason, Verdict,
 };
+pub use fallback::{endpoint_states, Choice, Decision, EndpointState};
 pub use openyurt::OpenYurtTopology;
 pub use serve::{serve_endpoints, serve_slice_v1, serve_slice_v1beta1};
 
@@ -52,6 +56,15 @@ pub type Labels = BTreeMap<String, String>;
 
 /// The Service annotation holding the topology keys (§2.1). No prefix.
 pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
+/// The Service annotation switching `topologyKeys` to the ordered mode (§2.1, §2.4). No prefix.
+pub const TOPOLOGY_MODE_ANNOTATION: &str = "topologyMode";
+/// The value of [`TOPOLOGY_MODE_ANNOTATION`] that selects the ordered mode.
+pub const ORDERED_MODE: &str = "ordered";
+/// The value of [`TOPOLOGY_MODE_ANNOTATION`] that selects the default mode (any key, §2.3).
+pub const ANY_MODE: &str = "any";
+/// The last element of `topologyKeys` that asks for the fallback to every endpoint (§2.4). Not
+/// a valid label key, so no node can carry it.
+pub const FALLBACK_KEY: &str = "*";
 /// The EndpointSlice label naming its Service (§2.6).
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Well-known node hostname label, also the topology key v1beta1 consumers read (§2.5).
@@ -59,10 +72,42 @@ pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// Well-known zone label, the v1beta1 topology key that v1 moved to `zone` (§5).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
-/// A parsed, non-empty set of node label keys; an endpoint is kept if its node agrees with the
-/// local node on any of them (§2.3). Compared as a set: order and duplicates do not matter.
+/// A parsed `topologyKeys` annotation (with its `topologyMode`): node label keys, of which an
+/// endpoint's node must share one with the local node (§2.3), and the §2.4 extensions. Without
+/// them (no trailing `*`, default mode) the keys are compared as a set: order and duplicates do
+/// not matter.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TopologyKeys(pub BTreeSet<String>);
+pub struct TopologyKeys {
+    /// The label keys, the trailing `*` excepted (a `*` elsewhere is a literal key).
+    pub set: BTreeSet<String>,
+    /// Ordered mode (§2.4): the keys in annotation order, each once; empty in the default mode.
+    pub order: Vec<String>,
+    /// The annotation ends with `*` (§2.4): when the keys keep no ready endpoint, every
+    /// endpoint is served.
+    pub fallback: bool,
+}
+
+impl TopologyKeys {
+    /// The strict rule over `set` (§2.3): no fallback, default mode.
+    pub fn any(set: BTreeSet<String>) -> Self {
+        TopologyKeys {
+            set,
+            order: Vec::new(),
+            fallback: false,
+        }
+    }
+
+    /// Whether the ordered mode applies (§2.4).
+    pub fn ordered(&self) -> bool {
+        !self.order.is_empty()
+    }
+
+    /// Whether what is served depends on the readiness of the Service's endpoints (§2.4): a
+    /// trailing `*` or the ordered mode. Otherwise each endpoint is decided alone (§2.3).
+    pub fn dynamic(&self) -> bool {
+        self.fallback || self.ordered()
+    }
+}
 
 /// What a Service's `topologyKeys` annotation says (§2.1) — or, from [`service_keys`], both of its
 /// topology annotations together.
@@ -152,7 +197,16 @@ pub fn service_topology(service: &Value) -> ServiceTopology {
         warnings: Vec::new(),
         shadowed: None,
     };
+    if let Err(why) = topology_mode(service) {
+        out.warnings.push(why);
+    }
     if let KeysAnnotation::Keys(keys) = own {
+        if keys.set.contains(FALLBACK_KEY) {
+            out.warnings.push(format!(
+                "annotation {TOPOLOGY_KEYS_ANNOTATION}: \"{FALLBACK_KEY}\" before the last element is read as \
+                 a label key, which no node can carry (only a last \"{FALLBACK_KEY}\" is the fallback)"
+            ));
+        }
         if !matches!(yurt, Ok(None)) {
             out.shadowed = Some(format!(
                 "annotation {} is ignored: {TOPOLOGY_KEYS_ANNOTATION} takes precedence",
@@ -230,12 +284,10 @@ pub fn topology_keys_annotation(service: &Value) -> KeysAnnotation {
             ))
         }
     };
-    let mut keys = BTreeSet::new();
+    let mut listed = Vec::with_capacity(items.len());
     for item in items {
         match item {
-            Value::String(k) => {
-                keys.insert(k);
-            }
+            Value::String(k) => listed.push(k),
             _ => {
                 return KeysAnnotation::Invalid(format!(
                     "annotation {TOPOLOGY_KEYS_ANNOTATION}={raw:?} has a non-string element"
@@ -243,10 +295,44 @@ pub fn topology_keys_annotation(service: &Value) -> KeysAnnotation {
             }
         }
     }
-    if keys.is_empty() {
-        KeysAnnotation::Absent
-    } else {
-        KeysAnnotation::Keys(TopologyKeys(keys))
+    if listed.is_empty() {
+        return KeysAnnotation::Absent;
+    }
+    // §2.4: a last `*` is the fallback; a `*` anywhere else stays the literal key it always was.
+    let fallback = listed.last().is_some_and(|k| k == FALLBACK_KEY);
+    if fallback {
+        listed.pop();
+    }
+    let mut set = BTreeSet::new();
+    let mut order = Vec::new();
+    let ordered = topology_mode(service) == Ok(true);
+    for k in listed {
+        if set.insert(k.clone()) && ordered {
+            order.push(k);
+        }
+    }
+    KeysAnnotation::Keys(TopologyKeys {
+        set,
+        order,
+        fallback,
+    })
+}
+
+/// Reads `metadata.annotations.topologyMode` (§2.1): `Ok(true)` for `ordered`, `Ok(false)` when
+/// absent, `null`, `""` or `any`, `Err(why)` for anything else (then the default mode applies,
+/// the meaning `topologyKeys` had before the mode existed).
+pub fn topology_mode(service: &Value) -> Result<bool, String> {
+    match service
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(TOPOLOGY_MODE_ANNOTATION))
+    {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::String(s)) if s == ORDERED_MODE => Ok(true),
+        Some(Value::String(s)) if s.is_empty() || s == ANY_MODE => Ok(false),
+        Some(other) => Err(format!(
+            "annotation {TOPOLOGY_MODE_ANNOTATION}={other} is not \"{ORDERED_MODE}\" or \"{ANY_MODE}\""
+        )),
     }
 }
 
@@ -272,26 +358,32 @@ pub enum Class<'a> {
     Dangling,
     /// Service cached without (valid) keys: served unfiltered.
     Normal,
-    /// Service cached with keys: filtered by them.
-    Topology(&'a TopologyKeys),
+    /// Service cached with keys: filtered as they decide (§2.3, §2.4).
+    Topology(Decision<'a>),
 }
 
 impl<'a> Class<'a> {
-    /// Classifies from the cached Service's parsed annotation (`None` = no Service cached).
-    pub fn of(service: Option<&'a KeysAnnotation>) -> Self {
+    /// Classifies from the cached Service's parsed annotation (`None` = no Service cached);
+    /// `endpoints` are those the §2.4 decision is taken over (read only when the keys are
+    /// [`TopologyKeys::dynamic`]).
+    pub fn of(
+        service: Option<&'a KeysAnnotation>,
+        endpoints: &[EndpointState<'_>],
+        loc: &Locality<'_>,
+    ) -> Self {
         match service {
             None => Class::Dangling,
             Some(annotation) => match annotation.keys() {
-                Some(keys) => Class::Topology(keys),
+                Some(keys) => Class::Topology(keys.choose(endpoints, loc).decision),
                 None => Class::Normal,
             },
         }
     }
 
-    /// The keys a topology Service filters by; `None` for normal and dangling.
-    pub fn keys(self) -> Option<&'a TopologyKeys> {
+    /// What a topology Service's endpoints are filtered by; `None` for normal and dangling.
+    pub fn decision(self) -> Option<Decision<'a>> {
         match self {
-            Class::Topology(keys) => Some(keys),
+            Class::Topology(decision) => Some(decision),
             Class::Normal | Class::Dangling => None,
         }
     }

@@ -255,7 +255,7 @@ fn reached_part(
             continue;
         };
         match topology::service_keys(svc) {
-            KeysAnnotation::Keys(k) => topo.push((key, k.0)),
+            KeysAnnotation::Keys(k) => topo.push((key, k.set)),
             KeysAnnotation::Invalid(why) => warnings.push(Problem {
                 tag: Tag::Topology,
                 message: format!("service {key}: topologyKeys ignored (served unfiltered): {why}"),

@@ -22,7 +22,9 @@ use super::publisher::Publisher;
 use super::serve::Filter;
 use super::upstream::StandIn;
 use super::{parse, Raw};
-use crate::cache::topology::{self, Class, Labels, Locality, ObjectVerdicts, Reason, TopologyKeys};
+use crate::cache::topology::{
+    self, Class, Labels, Locality, ObjectVerdicts, Reason, TopologyKeys, FALLBACK_KEY,
+};
 use crate::k8s::{convert, ObjectKey, Resource};
 
 /// Most abnormal node names an [`Overview`] lists.
@@ -100,6 +102,8 @@ pub struct ServiceSummary {
     pub endpoints: Option<Counts>,
     /// Over its discovery.k8s.io/v1 EndpointSlices (their `endpoints`), if any.
     pub endpoint_slices: Option<Counts>,
+    /// What its slices are filtered by, and why (docs/SEMANTICS.md §2.4).
+    pub decision: Option<String>,
 }
 
 /// Kept and total endpoints over some objects.
@@ -136,6 +140,11 @@ pub struct ServiceExplanation {
     pub local_values: BTreeMap<String, Option<String>>,
     /// Notes on the Service: no topology, ignored annotations, precedence.
     pub notes: Vec<String>,
+    /// What its Endpoints object is filtered by, and why (docs/SEMANTICS.md §2.4): it decides
+    /// from its own addresses.
+    pub endpoints_decision: Option<String>,
+    /// What its slices are filtered by, and why: one decision over all of them.
+    pub slices_decision: Option<String>,
     /// Its Endpoints object, then its slices by name.
     pub objects: Vec<ObjectReport>,
     /// Endpoint rows listed (over all objects).
@@ -209,7 +218,7 @@ impl ExplainInput {
             label_keys.extend(
                 filter_keys
                     .iter()
-                    .flat_map(|k| k.0.iter().map(String::as_str)),
+                    .flat_map(|k| k.set.iter().map(String::as_str)),
             );
             let mut object = |target: Target, raw: &Raw| {
                 let (res, key) = match &target {
@@ -282,7 +291,7 @@ impl ExplainInput {
             .services
             .iter()
             .map(|svc| {
-                let class = svc.class();
+                let classes = self.classes(svc, &loc);
                 let count = |objs: &mut dyn Iterator<Item = ObjectVerdicts<'_>>| {
                     objs.fold(Counts::default(), |c, o| Counts {
                         kept: c.kept + o.endpoints.iter().filter(|e| e.verdict.kept).count(),
@@ -293,13 +302,13 @@ impl ExplainInput {
                 let endpoints = svc
                     .endpoints
                     .as_ref()
-                    .map(|o| count(&mut self.endpoints_verdicts(o, class, &loc).into_iter()));
+                    .map(|o| count(&mut self.endpoints_verdicts(o, classes.endpoints, &loc).into_iter()));
                 let slices = (!svc.slices.is_empty()).then(|| {
                     count(
                         &mut svc
                             .slices
                             .iter()
-                            .filter_map(|o| self.slice_verdicts(o, class, &loc)),
+                            .filter_map(|o| self.slice_verdicts(o, classes.slices, &loc)),
                     )
                 });
                 let (_, source, _) = svc.annotations();
@@ -311,6 +320,7 @@ impl ExplainInput {
                     local_values: self.values_of(&self.hostname, svc.keys.as_ref()),
                     endpoints,
                     endpoint_slices: slices,
+                    decision: classes.slices_why,
                 }
             })
             .collect::<Vec<_>>();
@@ -337,7 +347,8 @@ impl ExplainInput {
         let mut omitted = 0;
         let mut objects = Vec::new();
         let svc = self.services.first();
-        let class = svc.map_or(Class::Dangling, ServiceInput::class);
+        let classes = svc.map_or_else(Classes::dangling, |s| self.classes(s, &loc));
+        let class = classes.endpoints;
         let keys = svc.and_then(|s| s.keys.as_ref());
         let mut report = |kind, api_version, obj: &ObjectInput, verdicts: ObjectVerdicts<'_>| {
             let kept = verdicts.endpoints.iter().filter(|e| e.verdict.kept).count();
@@ -380,7 +391,7 @@ impl ExplainInput {
                 }
             }
             for o in &svc.slices {
-                if let Some(v) = self.slice_verdicts(o, class, &loc) {
+                if let Some(v) = self.slice_verdicts(o, classes.slices, &loc) {
                     report("EndpointSlice", "discovery.k8s.io/v1", o, v);
                 }
             }
@@ -402,6 +413,8 @@ impl ExplainInput {
             source,
             local_values: self.values_of(&self.hostname, keys),
             notes,
+            endpoints_decision: classes.endpoints_why,
+            slices_decision: classes.slices_why,
             objects,
             rows,
             omitted_rows: omitted,
@@ -440,7 +453,7 @@ impl ExplainInput {
     ) -> BTreeMap<String, Option<String>> {
         let labels = self.nodes.get(node);
         keys.into_iter()
-            .flat_map(|k| k.0.iter())
+            .flat_map(|k| k.set.iter())
             .map(|k| (k.clone(), labels.and_then(|l| l.get(k)).cloned()))
             .collect()
     }
@@ -466,6 +479,8 @@ impl ExplainInput {
                 format!("the local node {h} has none of the keys: a topology Service gets no endpoints")
             }
             Reason::NoKeyMatches => format!("no key has the same value on {n} as on the local node {h}"),
+            Reason::Fallback => format!("the keys keep no ready endpoint: fallback {FALLBACK_KEY} serves every endpoint"),
+            Reason::NoKeyKeepsReady => "ordered mode: no key keeps a ready endpoint, and there is no fallback".into(),
             Reason::EdgeHealthAbnormal => format!("edge-health reports node {n} abnormal"),
             Reason::Rewritten => {
                 "default/kubernetes is rewritten to the local apiserver: upstream endpoints are not served".into()
@@ -474,15 +489,61 @@ impl ExplainInput {
     }
 }
 
-impl ServiceInput {
-    fn class(&self) -> Class<'_> {
-        match (&self.keys, &self.service) {
-            (Some(keys), _) => Class::Topology(keys),
-            (None, Some(_)) => Class::Normal,
-            (None, None) => Class::Dangling,
+/// The classes of a Service's Endpoints object and of its slices, with their §2.4 decisions in
+/// words (docs/SEMANTICS.md §2.4: the Endpoints object decides from its own addresses, the
+/// slices together).
+struct Classes<'k> {
+    endpoints: Class<'k>,
+    slices: Class<'k>,
+    endpoints_why: Option<String>,
+    slices_why: Option<String>,
+}
+
+impl Classes<'_> {
+    fn dangling() -> Self {
+        Classes {
+            endpoints: Class::Dangling,
+            slices: Class::Dangling,
+            endpoints_why: None,
+            slices_why: None,
         }
     }
+}
 
+impl ExplainInput {
+    /// [`Classes`] of `svc`, decided as serving decides (the objects parsed again).
+    fn classes<'s>(&self, svc: &'s ServiceInput, loc: &Locality<'_>) -> Classes<'s> {
+        let Some(keys) = &svc.keys else {
+            let class = match svc.service {
+                Some(_) => Class::Normal,
+                None => Class::Dangling,
+            };
+            return Classes {
+                endpoints: class,
+                slices: class,
+                ..Classes::dangling()
+            };
+        };
+        let endpoints = svc.endpoints.as_ref().and_then(|o| parse(&o.raw));
+        let slices: Vec<_> = svc.slices.iter().filter_map(|o| parse(&o.raw)).collect();
+        let of_endpoints = keys.choose(
+            &endpoints.iter().flat_map(topology::endpoint_states).collect::<Vec<_>>(),
+            loc,
+        );
+        let of_slices = keys.choose(
+            &slices.iter().flat_map(topology::endpoint_states).collect::<Vec<_>>(),
+            loc,
+        );
+        Classes {
+            endpoints: Class::Topology(of_endpoints.decision),
+            slices: Class::Topology(of_slices.decision),
+            endpoints_why: svc.endpoints.as_ref().map(|_| of_endpoints.describe()),
+            slices_why: (!svc.slices.is_empty()).then(|| of_slices.describe()),
+        }
+    }
+}
+
+impl ServiceInput {
     /// (notes, source, class name) from the Service's annotations (parsed again: the stored
     /// keys came from the same bytes, so the two agree).
     fn annotations(&self) -> (Vec<String>, Option<String>, &'static str) {
@@ -507,8 +568,17 @@ impl ServiceInput {
 }
 
 fn key_list(keys: Option<&TopologyKeys>) -> Vec<String> {
-    keys.map(|k| k.0.iter().cloned().collect())
-        .unwrap_or_default()
+    let Some(k) = keys else {
+        return Vec::new();
+    };
+    let mut list: Vec<String> = match k.ordered() {
+        true => k.order.clone(),
+        false => k.set.iter().cloned().collect(),
+    };
+    if k.fallback {
+        list.push(FALLBACK_KEY.to_string());
+    }
+    list
 }
 
 #[cfg(test)]

@@ -44,6 +44,14 @@ pub(super) struct Index {
     dirty_all: bool,
     dirty_services: BTreeSet<ObjectKey>,
     dirty_nodes: BTreeSet<String>,
+    /// Slices whose publication waits for the end of the change: their Service's §2.4 decision
+    /// is taken over all its slices, once they are all in.
+    deferred: BTreeSet<Target>,
+    /// Services whose set of slices, or one of whose slices, changed in the current change.
+    touched: BTreeSet<ObjectKey>,
+    /// The §2.4 decision ([`crate::cache::topology::Decision::name`]) each Service with
+    /// dynamic keys serves its slices with, to see when a change flips it.
+    slice_decisions: BTreeMap<ObjectKey, String>,
 }
 
 /// What the by-node index holds for one endpoint object: its id in the by-node sets, and the
@@ -119,7 +127,11 @@ impl Index {
         self.dirty_services.insert(key.clone());
     }
 
+    /// A slice was stored (`owner`: its Service) or deleted (`None`): both its old and its new
+    /// Service are [`Index::take_touched`].
     pub(super) fn index_slice(&mut self, slice: &ObjectKey, owner: Option<ObjectKey>) {
+        self.touched.extend(self.slice_owner.get(slice).cloned());
+        self.touched.extend(owner.clone());
         if self.slice_owner.get(slice) == owner.as_ref() {
             return; // unchanged (a recomputation, an update of the same Service's slice)
         }
@@ -265,11 +277,37 @@ impl Index {
         targets
     }
 
-    /// Forgets the recomputation owed (a restore serves every object with the index complete).
+    /// Forgets the recomputation owed (a restore serves every object with the index complete),
+    /// except the deferred slices, which are not served yet.
     pub(super) fn forget_dirty(&mut self) {
         self.dirty_all = false;
         self.dirty_services.clear();
         self.dirty_nodes.clear();
+        self.touched.clear();
+    }
+
+    /// The slice `key` is published at the end of the change ([`Index::take_deferred`]).
+    pub(super) fn defer(&mut self, key: &ObjectKey) {
+        self.deferred.insert(Target::Slice(key.clone()));
+    }
+
+    /// The slices deferred since the last call (and forgets them).
+    pub(super) fn take_deferred(&mut self) -> BTreeSet<Target> {
+        std::mem::take(&mut self.deferred)
+    }
+
+    /// The Services touched since the last call (and forgets them).
+    pub(super) fn take_touched(&mut self) -> BTreeSet<ObjectKey> {
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Records the decision `name` (`None`: keys not dynamic, or no Service) the slices of
+    /// `service` are served with; `true` when it differs from the one recorded.
+    pub(super) fn set_slice_decision(&mut self, service: &ObjectKey, name: Option<String>) -> bool {
+        match name {
+            Some(n) => self.slice_decisions.insert(service.clone(), n.clone()) != Some(n),
+            None => self.slice_decisions.remove(service).is_some(),
+        }
     }
 
     /// After a full list: the index vectors grew by doubling; give back the spare room (a

@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::index::Index;
-use super::upstream::UpstreamObjects;
+use super::upstream::{StandIn, UpstreamObjects};
 use super::Settings;
-use crate::cache::topology::{self, Class, Locality};
+use crate::cache::topology::{self, Choice, Class, Locality, TopologyKeys};
 use crate::k8s::{convert, ObjectKey, Resource};
 
 /// The inputs of the filter, borrowed from the cache's parts.
@@ -24,18 +24,64 @@ pub(super) struct Filter<'a> {
     pub(super) abnormal: &'a BTreeSet<String>,
     /// The EndpointSlice version the upstream provides.
     pub(super) slice_kind: Resource,
+    /// The served objects that stand in for stored upstream ones (a slice's siblings, §2.4).
+    pub(super) stand_in: StandIn<'a>,
+}
+
+/// The endpoints a §2.4 decision is taken over (docs/SEMANTICS.md §2.4): an Endpoints object
+/// decides from its own addresses; the slices of a Service share one decision, from all of them.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Scope<'v> {
+    /// The Endpoints object being served.
+    Endpoints(&'v Value),
+    /// Every stored slice of the Service.
+    Slices,
 }
 
 impl<'a> Filter<'a> {
-    /// The class the Service `service` gives its endpoint objects (docs/SEMANTICS.md §2.6).
-    pub(super) fn class_of(&self, service: Option<&ObjectKey>) -> Class<'a> {
+    /// The keys of the Service `service`, if it is a topology Service.
+    pub(super) fn keys_of(&self, service: Option<&ObjectKey>) -> Option<&'a TopologyKeys> {
+        self.index.service_keys().get(service?)
+    }
+
+    /// The class the Service `service` gives its endpoint objects (docs/SEMANTICS.md §2.6), with
+    /// the §2.4 decision over `scope` for a topology Service.
+    pub(super) fn class_of(&self, service: Option<&ObjectKey>, scope: Scope<'_>) -> Class<'a> {
         match service {
-            Some(svc) => match self.index.service_keys().get(svc) {
-                Some(keys) => Class::Topology(keys),
+            Some(svc) => match self.keys_of(Some(svc)) {
+                Some(keys) => Class::Topology(self.choose(svc, keys, scope).decision),
                 None if self.upstream.contains(Resource::Services, svc) => Class::Normal,
                 None => Class::Dangling,
             },
             None => Class::Dangling,
+        }
+    }
+
+    /// The §2.4 decision of the topology Service `svc` over `scope`. Only dynamic keys read the
+    /// endpoints; for slices, every stored slice of the Service is read again (a Service has
+    /// few slices, and only the opt-in rules pay for it).
+    pub(super) fn choose(
+        &self,
+        svc: &ObjectKey,
+        keys: &'a TopologyKeys,
+        scope: Scope<'_>,
+    ) -> Choice<'a> {
+        let loc = self.locality();
+        if !keys.dynamic() {
+            return keys.choose(&[], &loc);
+        }
+        match scope {
+            Scope::Endpoints(obj) => keys.choose(&topology::endpoint_states(obj), &loc),
+            Scope::Slices => {
+                let slices: Vec<Value> = self
+                    .index
+                    .slices_of(svc)
+                    .iter()
+                    .filter_map(|k| self.upstream.value(self.slice_kind, k, self.stand_in))
+                    .collect();
+                let states: Vec<_> = slices.iter().flat_map(topology::endpoint_states).collect();
+                keys.choose(&states, &loc)
+            }
         }
     }
 
@@ -51,12 +97,13 @@ impl<'a> Filter<'a> {
 
     /// Served content of the Endpoints `obj` stored at `key`.
     pub(super) fn serve_endpoints(&self, key: &ObjectKey, obj: Value) -> Value {
-        topology::serve_endpoints(obj, self.class_of(Some(key)), &self.locality())
+        let class = self.class_of(Some(key), Scope::Endpoints(&obj));
+        topology::serve_endpoints(obj, class, &self.locality())
     }
 
     /// Served content of the upstream slice `obj` (stored at `key`) in version `res`.
     pub(super) fn serve_slice(&self, key: &ObjectKey, obj: Value, res: Resource) -> Value {
-        let class = self.class_of(self.index.owner_of(key));
+        let class = self.class_of(self.index.owner_of(key), Scope::Slices);
         let loc = self.locality();
         let v1_upstream = self.slice_kind == Resource::SlicesV1;
         match (res, v1_upstream) {

@@ -10,8 +10,8 @@
 use serde_json::Value;
 
 use super::{
-    address_node, array, rewrite, serve::health_applies, slice_endpoint_node, Class, Locality,
-    TopologyKeys,
+    address_node, array, rewrite, serve::health_applies, slice_endpoint_node, Class, Decision,
+    Locality, TopologyKeys,
 };
 
 /// Why an endpoint is kept or pruned.
@@ -34,6 +34,11 @@ pub enum Reason<'k> {
     LocalNodeLacksKeys,
     /// Pruned: no key has the same value on the endpoint's node and on the local node.
     NoKeyMatches,
+    /// Kept: the Service's keys keep no ready endpoint, and its annotation ends with `*`
+    /// (§2.4): every endpoint is served.
+    Fallback,
+    /// Pruned: ordered mode without `*`, and no key keeps a ready endpoint (§2.4).
+    NoKeyKeepsReady,
     /// Pruned: edge-health reports the endpoint's node abnormal (§10).
     EdgeHealthAbnormal,
     /// Not served: `default/kubernetes` is rewritten to the local apiserver (§3), which
@@ -52,6 +57,8 @@ impl Reason<'_> {
             Reason::LocalNodeUnknown => "LocalNodeUnknown",
             Reason::LocalNodeLacksKeys => "LocalNodeLacksKeys",
             Reason::NoKeyMatches => "NoKeyMatches",
+            Reason::Fallback => "Fallback",
+            Reason::NoKeyKeepsReady => "NoKeyKeepsReady",
             Reason::EdgeHealthAbnormal => "EdgeHealthAbnormal",
             Reason::Rewritten => "Rewritten",
         }
@@ -85,10 +92,22 @@ pub fn explain<'k>(
     keys: &'k TopologyKeys,
     loc: &Locality<'_>,
 ) -> Verdict<'k> {
+    explain_among(endpoint_node, keys.set.iter().map(String::as_str), loc)
+}
+
+/// [`explain`] over the keys `keys` (all of a Service's, or the one the ordered mode chose).
+pub(super) fn explain_among<'k, I>(
+    endpoint_node: Option<&str>,
+    keys: I,
+    loc: &Locality<'_>,
+) -> Verdict<'k>
+where
+    I: Iterator<Item = &'k str> + Clone,
+{
     let Some(local) = loc.nodes.get(loc.hostname) else {
         return pruned(Reason::LocalNodeUnknown);
     };
-    if !keys.0.iter().any(|k| local.contains_key(k)) {
+    if !keys.clone().any(|k| local.contains_key(k)) {
         return pruned(Reason::LocalNodeLacksKeys);
     }
     let Some(node) = endpoint_node.filter(|n| !n.is_empty()) else {
@@ -97,10 +116,9 @@ pub fn explain<'k>(
     let Some(remote) = loc.nodes.get(node) else {
         return pruned(Reason::UnknownNode);
     };
-    let matching = keys
-        .0
-        .iter()
-        .find(|k| matches!((local.get(*k), remote.get(*k)), (Some(a), Some(b)) if a == b));
+    let mut keys = keys;
+    let matching =
+        keys.find(|k| matches!((local.get(*k), remote.get(*k)), (Some(a), Some(b)) if a == b));
     match matching {
         Some(k) => Verdict {
             kept: true,
@@ -127,17 +145,23 @@ pub fn explain_health(endpoint_node: Option<&str>, loc: &Locality<'_>) -> Verdic
     }
 }
 
-/// The verdict `serve.rs` applies to one endpoint: §2.3 when the Service has `keys`, then §10
-/// when `health` applies to the object (see `serve.rs`). A topology verdict that prunes wins
-/// over edge-health.
+/// The verdict `serve.rs` applies to one endpoint: §2.3 as the Service's `decision` says
+/// (§2.4) when it is a topology Service, then §10 when `health` applies to the object (see
+/// `serve.rs`). A topology verdict that prunes wins over edge-health.
 pub fn verdict<'k>(
     endpoint_node: Option<&str>,
-    keys: Option<&'k TopologyKeys>,
+    decision: Option<Decision<'k>>,
     health: bool,
     loc: &Locality<'_>,
 ) -> Verdict<'k> {
-    let topology = match keys {
-        Some(keys) => explain(endpoint_node, keys, loc),
+    let topology = match decision {
+        Some(Decision::AnyKey(keys)) => explain(endpoint_node, keys, loc),
+        Some(Decision::Key(key)) => explain_among(endpoint_node, std::iter::once(key), loc),
+        Some(Decision::Fallback) => Verdict {
+            kept: true,
+            reason: Reason::Fallback,
+        },
+        Some(Decision::Nothing) => pruned(Reason::NoKeyKeepsReady),
         None => Verdict {
             kept: true,
             reason: Reason::NoTopology,
@@ -186,7 +210,7 @@ pub fn explain_endpoints<'k>(
     loc: &Locality<'_>,
 ) -> ObjectVerdicts<'k> {
     let rewritten = rewrite::applies(obj, loc, rewrite::Target::Endpoints);
-    let keys = class.keys();
+    let keys = class.decision();
     let health = health_applies(obj, loc, false);
     let mut endpoints = Vec::new();
     for subset in array(obj, "subsets") {
@@ -239,7 +263,7 @@ fn explain_slice<'k>(
     topology_field: &str,
 ) -> ObjectVerdicts<'k> {
     let rewritten = rewrite::applies(obj, loc, rewrite::Target::Slice);
-    let keys = class.keys();
+    let keys = class.decision();
     let health = health_applies(obj, loc, true);
     let endpoints = array(obj, "endpoints")
         .map(|ep| {

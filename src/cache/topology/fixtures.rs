@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use super::{
-    serve_endpoints, serve_slice_v1, serve_slice_v1beta1, service_keys, slice_service, Class,
-    KeysAnnotation, Labels, Locality,
+    endpoint_states, serve_endpoints, serve_slice_v1, serve_slice_v1beta1, service_keys,
+    slice_service, Class, KeysAnnotation, Labels, Locality,
 };
 use crate::k8s::ObjectKey;
 
@@ -90,12 +90,13 @@ impl Fixture {
             .expect("fixture has these endpoints")
     }
 
-    /// Classifies and serves an Endpoints object the way the cache does (§2.6).
+    /// Classifies and serves an Endpoints object the way the cache does (§2.6; §2.4 decided
+    /// over the object itself, as the cache does for Endpoints and for a Service's only slice).
     pub fn serve_endpoints(&self, obj: &Value) -> Value {
         let annotation = ObjectKey::of(obj).and_then(|k| self.annotation(&k));
         serve_endpoints(
             obj.clone(),
-            Class::of(annotation.as_ref()),
+            Class::of(annotation.as_ref(), &endpoint_states(obj), &self.locality()),
             &self.locality(),
         )
     }
@@ -110,7 +111,7 @@ impl Fixture {
         let annotation = slice_service(obj).and_then(|k| self.annotation(&k));
         serve_slice_v1(
             obj.clone(),
-            Class::of(annotation.as_ref()),
+            Class::of(annotation.as_ref(), &endpoint_states(obj), &self.locality()),
             &self.locality(),
         )
     }
@@ -120,7 +121,7 @@ impl Fixture {
         let annotation = slice_service(obj).and_then(|k| self.annotation(&k));
         serve_slice_v1beta1(
             obj.clone(),
-            Class::of(annotation.as_ref()),
+            Class::of(annotation.as_ref(), &endpoint_states(obj), &self.locality()),
             &self.locality(),
         )
     }

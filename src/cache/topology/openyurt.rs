@@ -75,7 +75,7 @@ impl OpenYurtTopology {
                 &[OPENYURT_NODEPOOL_LABEL, HOSTNAME_LABEL]
             }
         };
-        TopologyKeys(keys.iter().map(|k| k.to_string()).collect())
+        TopologyKeys::any(keys.iter().map(|k| k.to_string()).collect())
     }
 }
 

@@ -9,8 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::{
-    address_node, rewrite, slice_endpoint_node, slice_service, verdict, Class, Locality,
-    TopologyKeys,
+    address_node, rewrite, slice_endpoint_node, slice_service, verdict, Class, Decision, Locality,
 };
 use crate::k8s::ObjectKey;
 
@@ -23,7 +22,7 @@ pub fn serve_endpoints(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Valu
     if let Some(rewritten) = rewrite::endpoints(&obj, loc) {
         return rewritten;
     }
-    let keys = class.keys();
+    let keys = class.decision();
     let health = health_applies(&obj, loc, false);
     if keys.is_none() && !health {
         return obj;
@@ -67,10 +66,10 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
     }
     let health = health_applies(&obj, loc, true);
     match class {
-        Class::Topology(keys) => {
+        Class::Topology(decision) => {
             let mut out = obj;
             if let Some(map) = out.as_object_mut() {
-                filter_slice_endpoints(map, keys, loc, topology_field, health);
+                filter_slice_endpoints(map, decision, loc, topology_field, health);
             }
             out
         }
@@ -94,7 +93,7 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
 /// is left alone.
 fn filter_slice_endpoints(
     slice: &mut Map<String, Value>,
-    keys: &TopologyKeys,
+    decision: Decision<'_>,
     loc: &Locality<'_>,
     topology_field: &str,
     health: bool,
@@ -103,7 +102,7 @@ fn filter_slice_endpoints(
         Some(Value::Array(list)) => {
             list.retain(|ep| {
                 let node = slice_endpoint_node(ep, topology_field);
-                verdict(node, Some(keys), health, loc).kept
+                verdict(node, Some(decision), health, loc).kept
             });
             for ep in list.iter_mut().filter_map(Value::as_object_mut) {
                 ep.retain(|k, _| k != "hints");

@@ -7,7 +7,7 @@ use super::fixtures::*;
 use super::*;
 
 fn keyset(keys: &[&str]) -> TopologyKeys {
-    TopologyKeys(keys.iter().map(|k| k.to_string()).collect())
+    TopologyKeys::any(keys.iter().map(|k| k.to_string()).collect())
 }
 
 /// (annotation value (`None` = absent), expected keys, whether `Invalid`).
@@ -27,7 +27,9 @@ fn service_keys_table() {
             false,
         ),
         (Some(json!(r#"["zone","zone"]"#)), Some(&["zone"]), false),
-        (Some(json!(r#"["*"]"#)), Some(&["*"]), false),
+        // `*` before the end: the literal key it always was (§2.4; `["*"]` is in
+        // tests_fallback.rs).
+        (Some(json!(r#"["*","zone"]"#)), Some(&["*", "zone"]), false),
         (Some(json!("zone")), None, true),
         (Some(json!(r#""zone""#)), None, true),
         (Some(json!("{}")), None, true),
@@ -222,10 +224,12 @@ fn case_14_invalid_annotation_is_unfiltered() {
     }
 }
 
+/// A `*` that is not last is the literal label key `*`, which no node carries: it matches
+/// nothing (§2.4; a last `*` is the fallback, case 61).
 #[test]
-fn case_15_star_is_a_literal_key() {
+fn case_15_star_before_the_end_is_a_literal_key() {
     let mut f = fixture_f();
-    f.set_keys("default", "s", Some(r#"["*"]"#));
+    f.set_keys("default", "s", Some(r#"["*","rack"]"#));
     assert_emptied(&f.served("default", "s"));
 }
 
@@ -300,7 +304,7 @@ fn case_26_kubernetes_rewrite() {
     let obj = kubernetes_endpoints("default", Some("169.254.20.11"), Some("51003"));
     // Exempt from topology filtering: the same result whatever the class.
     let keys = keyset(&["zone"]);
-    for class in [Class::Dangling, Class::Normal, Class::Topology(&keys)] {
+    for class in [Class::Dangling, Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
         let served = serve_endpoints(obj.clone(), class, &f.locality());
         let mut expected = obj.clone();
         expected["subsets"] = rewritten_subsets("169.254.20.11", 51003);
@@ -346,7 +350,7 @@ fn case_27_kubernetes_rewrite_rejected() {
     // "Served unchanged after normal classification": a topology class still filters.
     let obj = kubernetes_endpoints("default", Some("abc"), Some("51003"));
     let keys = keyset(&["zone"]);
-    let served = serve_endpoints(obj.clone(), Class::Topology(&keys), &f.locality());
+    let served = serve_endpoints(obj.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality());
     assert!(ips(&served).is_empty());
 }
 
@@ -411,7 +415,7 @@ fn malformed_endpoints_never_panic() {
         { "ip": "10.0.0.9", "nodeName": ["h"] },
     ]);
     weird_addrs["subsets"][0]["notReadyAddresses"] = json!({ "not": "a list" });
-    let served = serve_endpoints(weird_addrs.clone(), Class::Topology(&keys), &f.locality());
+    let served = serve_endpoints(weird_addrs.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality());
     // Malformed entries have no node: dropped; malformed lists are left alone.
     assert_eq!(
         served["subsets"][0]["addresses"],
@@ -438,7 +442,7 @@ fn malformed_endpoints_never_panic() {
             "annotations": { "superedge.io/local-endpoint": 1, "superedge.io/local-port": 51003 } } }),
     ];
     for input in inputs {
-        for class in [Class::Dangling, Class::Normal, Class::Topology(&keys)] {
+        for class in [Class::Dangling, Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
             let served = serve_endpoints(input.clone(), class, &f.locality());
             assert_eq!(served, input, "{class:?} {input}");
         }

@@ -35,7 +35,7 @@ fn agree_endpoints<'f>(
     obj: &Value,
     annotation: &'f Option<KeysAnnotation>,
 ) -> ObjectVerdicts<'f> {
-    let class = Class::of(annotation.as_ref());
+    let class = Class::of(annotation.as_ref(), &endpoint_states(obj), &f.locality());
     let loc = f.locality();
     let served = serve_endpoints(obj.clone(), class, &loc);
     let verdicts = explain_endpoints(obj, class, &loc);
@@ -52,7 +52,7 @@ fn agree_endpoints<'f>(
 /// Same for a v1 slice, in both served versions.
 fn agree_slice(f: &Fixture, slice: &Value) {
     let annotation = slice_service(slice).and_then(|k| f.annotation(&k));
-    let class = Class::of(annotation.as_ref());
+    let class = Class::of(annotation.as_ref(), &endpoint_states(slice), &f.locality());
     let loc = f.locality();
     let beta = slice_v1_to_v1beta1(slice);
     for (served, verdicts) in [
@@ -354,7 +354,7 @@ fn slice_cases_agree() {
         ],
     });
     let annotation = f.annotation(&ObjectKey::new("default", "s"));
-    let class = Class::of(annotation.as_ref());
+    let class = Class::of(annotation.as_ref(), &[], &f.locality());
     let v = explain_slice_v1beta1(&beta, class, &f.locality());
     let kept: Vec<String> = kept_pairs(&v).into_iter().map(|(_, ip)| ip).collect();
     assert_eq!(
@@ -370,7 +370,7 @@ fn keeps_and_on_abnormal_node_are_the_verdicts() {
     let mut f = fixture_f();
     f.abnormal = ["n2"].iter().map(|s| s.to_string()).collect();
     let loc = f.locality();
-    let zone = TopologyKeys(["zone".to_string()].into());
+    let zone = TopologyKeys::any(["zone".to_string()].into());
     for node in [
         Some("h"),
         Some("n1"),

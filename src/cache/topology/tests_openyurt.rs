@@ -14,7 +14,7 @@ fn svc(annotations: Value) -> Value {
 }
 
 fn keyset(keys: &[&str]) -> TopologyKeys {
-    TopologyKeys(keys.iter().map(|k| k.to_string()).collect())
+    TopologyKeys::any(keys.iter().map(|k| k.to_string()).collect())
 }
 
 const POOL_KEYS: [&str; 2] = [OPENYURT_NODEPOOL_LABEL, HOSTNAME_LABEL];

@@ -65,11 +65,11 @@ fn case_29_kubernetes_slice_rewrite() {
         "superedge.io/local-endpoint": "169.254.20.11",
         "superedge.io/local-port": "51003",
     });
-    let keys = TopologyKeys(["zone".to_string()].into());
+    let keys = TopologyKeys::any(["zone".to_string()].into());
     let mut expected = obj.clone();
     expected["endpoints"] = json!([{ "addresses": ["169.254.20.11"] }]);
     expected["ports"] = json!([{ "name": "https", "port": 51003, "protocol": "TCP" }]);
-    for class in [Class::Normal, Class::Topology(&keys)] {
+    for class in [Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
         assert_eq!(
             serve_slice_v1(obj.clone(), class, &f.locality()),
             expected,
@@ -279,7 +279,7 @@ fn endpoint_nodes_of_slices() {
 #[test]
 fn malformed_slices_never_panic() {
     let f = fixture_f();
-    let keys = TopologyKeys(["zone".to_string()].into());
+    let keys = TopologyKeys::any(["zone".to_string()].into());
     let mut obj = f_slice("s-abcde", Some("s"));
     obj["endpoints"] = json!([
         slice_endpoint_v1("10.0.0.1", Some("h"), None),
@@ -291,8 +291,8 @@ fn malformed_slices_never_panic() {
         { "deprecatedTopology": { "kubernetes.io/hostname": 1 } },
     ]);
     for served in [
-        serve_slice_v1(obj.clone(), Class::Topology(&keys), &f.locality()),
-        serve_slice_v1beta1(obj.clone(), Class::Topology(&keys), &f.locality()),
+        serve_slice_v1(obj.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality()),
+        serve_slice_v1beta1(obj.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality()),
     ] {
         assert_eq!(
             served["endpoints"],
@@ -312,7 +312,7 @@ fn malformed_slices_never_panic() {
             "addressType": 4, "endpoints": {} }),
     ];
     for input in inputs {
-        for class in [Class::Dangling, Class::Normal, Class::Topology(&keys)] {
+        for class in [Class::Dangling, Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
             assert_eq!(
                 serve_slice_v1(input.clone(), class, &f.locality()),
                 input,
