@@ -487,7 +487,10 @@ impl State {
                     topology::endpoint_nodes(&obj),
                     topology::slice_service(&obj),
                 );
-                let dynamic = self.filter().keys_of(service.as_ref()).is_some_and(|k| k.dynamic());
+                let dynamic = self
+                    .filter()
+                    .keys_of(service.as_ref())
+                    .is_some_and(|k| k.dynamic());
                 self.keep_endpoint_object(kind, &key, bytes, nodes, service);
                 if dynamic {
                     // §2.4: published once every slice of this change is in (`flush_derived`).

@@ -299,10 +299,13 @@ impl ExplainInput {
                         objects: c.objects + 1,
                     })
                 };
-                let endpoints = svc
-                    .endpoints
-                    .as_ref()
-                    .map(|o| count(&mut self.endpoints_verdicts(o, classes.endpoints, &loc).into_iter()));
+                let endpoints = svc.endpoints.as_ref().map(|o| {
+                    count(
+                        &mut self
+                            .endpoints_verdicts(o, classes.endpoints, &loc)
+                            .into_iter(),
+                    )
+                });
                 let slices = (!svc.slices.is_empty()).then(|| {
                     count(
                         &mut svc
@@ -527,11 +530,17 @@ impl ExplainInput {
         let endpoints = svc.endpoints.as_ref().and_then(|o| parse(&o.raw));
         let slices: Vec<_> = svc.slices.iter().filter_map(|o| parse(&o.raw)).collect();
         let of_endpoints = keys.choose(
-            &endpoints.iter().flat_map(topology::endpoint_states).collect::<Vec<_>>(),
+            &endpoints
+                .iter()
+                .flat_map(topology::endpoint_states)
+                .collect::<Vec<_>>(),
             loc,
         );
         let of_slices = keys.choose(
-            &slices.iter().flat_map(topology::endpoint_states).collect::<Vec<_>>(),
+            &slices
+                .iter()
+                .flat_map(topology::endpoint_states)
+                .collect::<Vec<_>>(),
             loc,
         );
         Classes {

@@ -464,6 +464,7 @@ impl Lcg {
 }
 
 mod as_is;
+mod fallback;
 mod health;
 mod kept;
 mod lifecycle;

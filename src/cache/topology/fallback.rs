@@ -110,7 +110,8 @@ impl TopologyKeys {
         };
         if self.ordered() {
             for key in &self.order {
-                let n = kept(&mut |node| explain_among(node, std::iter::once(key.as_str()), loc).kept);
+                let n =
+                    kept(&mut |node| explain_among(node, std::iter::once(key.as_str()), loc).kept);
                 tried.push((key.clone(), n));
                 if n > 0 {
                     decision = Some(Decision::Key(key));

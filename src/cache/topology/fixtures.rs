@@ -116,6 +116,18 @@ impl Fixture {
         )
     }
 
+    /// Serves a v1 slice as the cache does when `all` are its Service's slices (it among them):
+    /// the §2.4 decision is taken over all of them.
+    pub fn serve_slice_v1_among(&self, obj: &Value, all: &[&Value]) -> Value {
+        let annotation = slice_service(obj).and_then(|k| self.annotation(&k));
+        let states: Vec<_> = all.iter().flat_map(|s| endpoint_states(s)).collect();
+        serve_slice_v1(
+            obj.clone(),
+            Class::of(annotation.as_ref(), &states, &self.locality()),
+            &self.locality(),
+        )
+    }
+
     /// Classifies (by the service-name label) and serves a v1beta1 slice.
     pub fn serve_slice_v1beta1(&self, obj: &Value) -> Value {
         let annotation = slice_service(obj).and_then(|k| self.annotation(&k));

@@ -304,7 +304,11 @@ fn case_26_kubernetes_rewrite() {
     let obj = kubernetes_endpoints("default", Some("169.254.20.11"), Some("51003"));
     // Exempt from topology filtering: the same result whatever the class.
     let keys = keyset(&["zone"]);
-    for class in [Class::Dangling, Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
+    for class in [
+        Class::Dangling,
+        Class::Normal,
+        Class::Topology(Decision::AnyKey(&keys)),
+    ] {
         let served = serve_endpoints(obj.clone(), class, &f.locality());
         let mut expected = obj.clone();
         expected["subsets"] = rewritten_subsets("169.254.20.11", 51003);
@@ -350,7 +354,11 @@ fn case_27_kubernetes_rewrite_rejected() {
     // "Served unchanged after normal classification": a topology class still filters.
     let obj = kubernetes_endpoints("default", Some("abc"), Some("51003"));
     let keys = keyset(&["zone"]);
-    let served = serve_endpoints(obj.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality());
+    let served = serve_endpoints(
+        obj.clone(),
+        Class::Topology(Decision::AnyKey(&keys)),
+        &f.locality(),
+    );
     assert!(ips(&served).is_empty());
 }
 
@@ -415,7 +423,11 @@ fn malformed_endpoints_never_panic() {
         { "ip": "10.0.0.9", "nodeName": ["h"] },
     ]);
     weird_addrs["subsets"][0]["notReadyAddresses"] = json!({ "not": "a list" });
-    let served = serve_endpoints(weird_addrs.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality());
+    let served = serve_endpoints(
+        weird_addrs.clone(),
+        Class::Topology(Decision::AnyKey(&keys)),
+        &f.locality(),
+    );
     // Malformed entries have no node: dropped; malformed lists are left alone.
     assert_eq!(
         served["subsets"][0]["addresses"],
@@ -442,7 +454,11 @@ fn malformed_endpoints_never_panic() {
             "annotations": { "superedge.io/local-endpoint": 1, "superedge.io/local-port": 51003 } } }),
     ];
     for input in inputs {
-        for class in [Class::Dangling, Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
+        for class in [
+            Class::Dangling,
+            Class::Normal,
+            Class::Topology(Decision::AnyKey(&keys)),
+        ] {
             let served = serve_endpoints(input.clone(), class, &f.locality());
             assert_eq!(served, input, "{class:?} {input}");
         }

@@ -66,27 +66,44 @@ fn parsing_the_fallback_and_the_mode() {
         if let Some(m) = mode {
             svc["metadata"]["annotations"]["topologyMode"] = json!(m);
         }
-        (service_keys(&svc).keys().cloned(), service_topology(&svc).warnings)
+        (
+            service_keys(&svc).keys().cloned(),
+            service_topology(&svc).warnings,
+        )
     };
     let set = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>();
     let (k, w) = keys(r#"["zone","*"]"#, None);
     let k = k.expect("keys");
-    assert_eq!((k.ordered(), k.set, k.fallback, w.len()), (false, set(&["zone"]), true, 0));
+    assert_eq!(
+        (k.ordered(), k.set, k.fallback, w.len()),
+        (false, set(&["zone"]), true, 0)
+    );
     // `*` alone: no key, the fallback: a topology Service that serves everything.
     let k = keys(r#"["*"]"#, None).0.expect("keys");
     assert_eq!((k.set.len(), k.fallback), (0, true));
     // `*` before the end keeps its old meaning (a literal key), with a warning.
     let (k, w) = keys(r#"["*","zone"]"#, None);
     let k = k.expect("keys");
-    assert_eq!((k.set, k.fallback, w.len()), (set(&["*", "zone"]), false, 1));
+    assert_eq!(
+        (k.set, k.fallback, w.len()),
+        (set(&["*", "zone"]), false, 1)
+    );
     // Ordered: order kept, duplicates once; default mode: a set.
-    let k = keys(r#"["zone","unit","zone","*"]"#, Some("ordered")).0.expect("keys");
-    assert_eq!((k.order, k.fallback), (vec!["zone".to_string(), "unit".to_string()], true));
+    let k = keys(r#"["zone","unit","zone","*"]"#, Some("ordered"))
+        .0
+        .expect("keys");
+    assert_eq!(
+        (k.order, k.fallback),
+        (vec!["zone".to_string(), "unit".to_string()], true)
+    );
     assert_ne!(
         keys(r#"["zone","unit"]"#, Some("ordered")).0,
         keys(r#"["unit","zone"]"#, Some("ordered")).0
     );
-    assert_eq!(keys(r#"["zone","unit"]"#, None).0, keys(r#"["unit","zone"]"#, Some("any")).0);
+    assert_eq!(
+        keys(r#"["zone","unit"]"#, None).0,
+        keys(r#"["unit","zone"]"#, Some("any")).0
+    );
     // An unknown mode is the default one, with a warning.
     let (k, w) = keys(r#"["zone","unit"]"#, Some("first"));
     assert_eq!((k.expect("keys").ordered(), w.len()), (false, 1));
@@ -101,7 +118,10 @@ fn case_60_fallback_follows_the_units_last_ready_endpoint() {
     let f = units(r#"["unit","*"]"#, false);
     assert_eq!(served(&f, &[]), strs(&["10.0.0.1"]));
     // The unit's only endpoint fails: every endpoint, the failing one included.
-    assert_eq!(served(&f, &[1]), strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]));
+    assert_eq!(
+        served(&f, &[1]),
+        strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"])
+    );
     // Another endpoint failing elsewhere does not matter while the unit has a ready one.
     assert_eq!(served(&f, &[2, 3]), strs(&["10.0.0.1"]));
     assert_eq!(served(&f, &[]), strs(&["10.0.0.1"]));
@@ -115,7 +135,10 @@ fn case_60_fallback_follows_the_units_last_ready_endpoint() {
 fn case_61_star_alone_serves_everything() {
     let f = units(r#"["*"]"#, false);
     for down in [&[][..], &[1], &[1, 2, 3]] {
-        assert_eq!(served(&f, down), strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]));
+        assert_eq!(
+            served(&f, down),
+            strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"])
+        );
     }
 }
 
@@ -125,7 +148,10 @@ fn case_62_default_mode_keeps_the_or_of_the_keys() {
     let f = units(r#"["unit","zone","*"]"#, false);
     assert_eq!(served(&f, &[]), strs(&["10.0.0.1", "10.0.0.2"]));
     assert_eq!(served(&f, &[1]), strs(&["10.0.0.1", "10.0.0.2"]));
-    assert_eq!(served(&f, &[1, 2]), strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]));
+    assert_eq!(
+        served(&f, &[1, 2]),
+        strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"])
+    );
 }
 
 /// Ordered mode: the first key that keeps a ready endpoint, alone; then `*`; back again.
@@ -136,7 +162,10 @@ fn case_63_ordered_mode_takes_the_first_key_with_a_ready_endpoint() {
     // The unit loses its last ready endpoint: the zone (its not-ready endpoint included).
     assert_eq!(served(&f, &[1]), strs(&["10.0.0.1", "10.0.0.2"]));
     // The zone too: the fallback.
-    assert_eq!(served(&f, &[1, 2]), strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]));
+    assert_eq!(
+        served(&f, &[1, 2]),
+        strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"])
+    );
     // The unit recovers: the unit alone again.
     assert_eq!(served(&f, &[2]), strs(&["10.0.0.1"]));
 }
@@ -190,7 +219,10 @@ fn choice_is_described() {
     );
     let obj = three(&[1]);
     let choice = keys.choose(&endpoint_states(&obj), &f.locality());
-    assert_eq!(choice.describe(), "unit kept 0 ready of 2; zone kept 1 ready of 2; served by zone");
+    assert_eq!(
+        choice.describe(),
+        "unit kept 0 ready of 2; zone kept 1 ready of 2; served by zone"
+    );
 }
 
 /// A small deterministic PRNG (xorshift), so that the property test needs no dependency.
@@ -234,7 +266,9 @@ fn reference(
             .any(|(n, ready)| *ready && healthy(n) && matches(n, ks))
     };
     let by = |ks: &[&str]| -> Vec<bool> {
-        eps.iter().map(|(n, _)| healthy(n) && matches(n, ks)).collect()
+        eps.iter()
+            .map(|(n, _)| healthy(n) && matches(n, ks))
+            .collect()
     };
     let all: Vec<bool> = eps.iter().map(|(n, _)| healthy(n)).collect();
     let dynamic = fallback || (ordered && !keys.is_empty());
@@ -276,8 +310,9 @@ fn property_fallback_rules_against_a_brute_force_reference() {
             nodes.insert(format!("n{i}"), l);
         }
         let local = format!("n{}", rng.below(6));
-        let abnormal: BTreeSet<String> =
-            (0..rng.below(2)).map(|_| format!("n{}", rng.below(6))).collect();
+        let abnormal: BTreeSet<String> = (0..rng.below(2))
+            .map(|_| format!("n{}", rng.below(6)))
+            .collect();
         let value: Vec<&str> = (0..rng.below(4))
             .map(|_| key_pool[rng.below(4) as usize])
             .collect();
@@ -291,7 +326,11 @@ fn property_fallback_rules_against_a_brute_force_reference() {
                 (node, rng.below(3) > 0)
             })
             .collect();
-        let mut svc = service("default", "s", Some(&serde_json::to_string(&value).unwrap()));
+        let mut svc = service(
+            "default",
+            "s",
+            Some(&serde_json::to_string(&value).unwrap()),
+        );
         if ordered {
             svc["metadata"]["annotations"]["topologyMode"] = json!("ordered");
         }
@@ -304,7 +343,9 @@ fn property_fallback_rules_against_a_brute_force_reference() {
             abnormal: abnormal.clone(),
         };
         let want: Vec<bool> = if value.is_empty() {
-            eps.iter().map(|(n, _)| !n.as_ref().is_some_and(|n| abnormal.contains(n))).collect()
+            eps.iter()
+                .map(|(n, _)| !n.as_ref().is_some_and(|n| abnormal.contains(n)))
+                .collect()
         } else {
             reference(&value, ordered, &nodes, &local, &abnormal, &eps)
         };
@@ -315,7 +356,11 @@ fn property_fallback_rules_against_a_brute_force_reference() {
         let (mut ready, mut not) = (Vec::new(), Vec::new());
         for (i, (node, r)) in eps.iter().enumerate() {
             let a = address(&ip(i), node.as_deref());
-            if *r { ready.push(a) } else { not.push(a) }
+            if *r {
+                ready.push(a)
+            } else {
+                not.push(a)
+            }
         }
         obj["subsets"][0]["addresses"] = json!(ready);
         obj["subsets"][0]["notReadyAddresses"] = json!(not);

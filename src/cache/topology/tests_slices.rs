@@ -291,8 +291,16 @@ fn malformed_slices_never_panic() {
         { "deprecatedTopology": { "kubernetes.io/hostname": 1 } },
     ]);
     for served in [
-        serve_slice_v1(obj.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality()),
-        serve_slice_v1beta1(obj.clone(), Class::Topology(Decision::AnyKey(&keys)), &f.locality()),
+        serve_slice_v1(
+            obj.clone(),
+            Class::Topology(Decision::AnyKey(&keys)),
+            &f.locality(),
+        ),
+        serve_slice_v1beta1(
+            obj.clone(),
+            Class::Topology(Decision::AnyKey(&keys)),
+            &f.locality(),
+        ),
     ] {
         assert_eq!(
             served["endpoints"],
@@ -312,7 +320,11 @@ fn malformed_slices_never_panic() {
             "addressType": 4, "endpoints": {} }),
     ];
     for input in inputs {
-        for class in [Class::Dangling, Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
+        for class in [
+            Class::Dangling,
+            Class::Normal,
+            Class::Topology(Decision::AnyKey(&keys)),
+        ] {
             assert_eq!(
                 serve_slice_v1(input.clone(), class, &f.locality()),
                 input,
