@@ -527,22 +527,13 @@ impl ExplainInput {
                 ..Classes::dangling()
             };
         };
-        let endpoints = svc.endpoints.as_ref().and_then(|o| parse(&o.raw));
-        let slices: Vec<_> = svc.slices.iter().filter_map(|o| parse(&o.raw)).collect();
-        let of_endpoints = keys.choose(
-            &endpoints
-                .iter()
-                .flat_map(topology::endpoint_states)
-                .collect::<Vec<_>>(),
-            loc,
-        );
-        let of_slices = keys.choose(
-            &slices
-                .iter()
-                .flat_map(topology::endpoint_states)
-                .collect::<Vec<_>>(),
-            loc,
-        );
+        let choose = |objects: &mut dyn Iterator<Item = &ObjectInput>| {
+            let values: Vec<_> = objects.filter_map(|o| parse(&o.raw)).collect();
+            let states: Vec<_> = values.iter().flat_map(topology::endpoint_states).collect();
+            keys.choose(&states, loc)
+        };
+        let of_endpoints = choose(&mut svc.endpoints.iter());
+        let of_slices = choose(&mut svc.slices.iter());
         Classes {
             endpoints: Class::Topology(of_endpoints.decision),
             slices: Class::Topology(of_slices.decision),
