@@ -702,8 +702,8 @@ impl State {
 // Publication without a `Value` for an endpoint object of a listed list: no node is reported
 // abnormal (docs/SEMANTICS.md §10) and it is not `default/kubernetes` (§3). If its Service has no
 // topology keys, its served bytes are its upstream bytes with the resourceVersion stamp spliced
-// into `metadata`; a topology Service's v1 slice has its pruned endpoints, and the `hints` of the
-// kept ones, cut out of those bytes first (§2.3, §2.4), and its Endpoints their pruned addresses
+// into `metadata`; a topology Service's v1 slice has its pruned endpoints cut out of those bytes
+// first (§2.3; the kept ones as they are, `hints` included, §2.9), and its Endpoints their pruned addresses
 // and the lists left empty (§2.4). What the indexes, the filter and the view need (its nodes, each
 // endpoint's node and place, its Service, its labels) was read on the reflector's thread when the list item was
 // made canonical ([`AsIs`]). That is the common case for a list's slices, which otherwise are

@@ -1,6 +1,5 @@
 //! Where each endpoint of a v1 slice sits in its canonical bytes, so that a topology Service's
-//! slice can be served by cutting pruned endpoints (and the `hints` of kept ones, docs/SEMANTICS.md
-//! §2.4) out of the bytes instead of decoding it into a `Value`, filtering and serializing it again
+//! slice can be served by cutting pruned endpoints (docs/SEMANTICS.md §2.3, §2.9) out of the bytes instead of decoding it into a `Value`, filtering and serializing it again
 //! (the slices of topology Services, often a large part of a list). Recorded while [`super::write`]
 //! writes the `endpoints` array by hand, with the same bytes serde_json would write;
 //! [`super::AsIs::check`] holds the splice to what filtering the `Value` gives.
@@ -35,9 +34,6 @@ pub struct EndpointSpan {
     /// `nodeName`, else the hostname label of `deprecatedTopology`, if a non-empty string. The
     /// name's bytes are its text: names that serializing would escape get no spans at all.
     pub node: (u32, u32),
-    /// The bytes that removing its `hints` entry cuts (the entry with one adjacent comma;
-    /// `hints.0 == hints.1`: none).
-    pub hints: (u32, u32),
 }
 
 impl EndpointSpan {
@@ -52,7 +48,7 @@ impl EndpointSpan {
 }
 
 /// Writes `items` (the `endpoints` array) to `out` as `serde_json::to_writer` would, and where
-/// each element, its node's name and its `hints` entry went. `Ok(None)`: written, but no spans
+/// each element and its node's name went. `Ok(None)`: written, but no spans
 /// (a node name that serializing escapes, or offsets beyond `u32`).
 pub(super) fn write_endpoints<'a>(
     out: &mut Vec<u8>,
@@ -68,13 +64,12 @@ pub(super) fn write_endpoints<'a>(
             out.push(b',');
         }
         let start = out.len();
-        let (mut hints, mut name, mut host) = ((0, 0), None, None);
+        let (mut name, mut host) = (None, None);
         match item {
             Node::Object(entries) => {
                 let entries = tree.entries(*entries);
                 out.push(b'{');
                 for (j, (k, v)) in entries.iter().enumerate() {
-                    let entry_at = out.len();
                     if j > 0 {
                         out.push(b',');
                     }
@@ -92,11 +87,6 @@ pub(super) fn write_endpoints<'a>(
                             }
                         }
                     }
-                    if k == "hints" {
-                        // With the comma before it, or (first of several) the one after it.
-                        let after_comma = usize::from(j == 0 && entries.len() > 1);
-                        hints = (entry_at, out.len() + after_comma);
-                    }
                 }
                 out.push(b'}');
             }
@@ -113,13 +103,12 @@ pub(super) fn write_endpoints<'a>(
                 }
             },
         };
-        let span = [start, out.len(), node.0, node.1, hints.0, hints.1].map(u32::try_from);
+        let span = [start, out.len(), node.0, node.1].map(u32::try_from);
         match span {
-            [Ok(start), Ok(end), Ok(n0), Ok(n1), Ok(h0), Ok(h1)] => spans.push(EndpointSpan {
+            [Ok(start), Ok(end), Ok(n0), Ok(n1)] => spans.push(EndpointSpan {
                 start,
                 end,
                 node: (n0, n1),
-                hints: (h0, h1),
             }),
             _ => usable = false,
         }
@@ -175,16 +164,12 @@ impl EndpointSpans {
             && stamp_at <= len
             && self.items.iter().all(|e| {
                 let (start, end) = (e.start as usize, e.end as usize);
-                self.open < start
-                    && start <= end
-                    && end <= self.close
-                    && within(e.node, start, end)
-                    && within(e.hints, start, end)
+                self.open < start && start <= end && end <= self.close && within(e.node, start, end)
             })
     }
 
-    /// `raw[..stamp_at]` with the endpoints whose `keep` is false cut out, and `hints` cut out
-    /// of the kept ones; `None` unless `keep` has one entry per endpoint and the array comes
+    /// `raw[..stamp_at]` with the endpoints whose `keep` is false cut out (the kept ones as
+    /// they are); `None` unless `keep` has one entry per endpoint and the array comes
     /// before `stamp_at` (it does: `endpoints` sorts before `metadata`).
     pub(super) fn cut(&self, raw: &[u8], keep: &[bool], stamp_at: usize) -> Option<Vec<u8>> {
         if keep.len() != self.items.len() || self.close >= stamp_at {
@@ -204,14 +189,7 @@ impl EndpointSpans {
                 out.push(b',');
             }
             first = false;
-            let (start, end) = (ep.start as usize, ep.end as usize);
-            let (from, to) = (ep.hints.0 as usize, ep.hints.1 as usize);
-            if from < to {
-                out.extend_from_slice(raw.get(start..from)?);
-                out.extend_from_slice(raw.get(to..end)?);
-            } else {
-                out.extend_from_slice(raw.get(start..end)?);
-            }
+            out.extend_from_slice(raw.get(ep.start as usize..ep.end as usize)?);
         }
         out.extend_from_slice(raw.get(self.close..stamp_at)?);
         Some(out)
@@ -219,7 +197,7 @@ impl EndpointSpans {
 
     /// The contract against the `Value` path: each endpoint's node is the one
     /// [`topology::slice_endpoint_node`] reads, and cutting `keep`'s endpoints gives what
-    /// filtering the decoded `value` the same way and removing `hints` (then stamping) gives.
+    /// filtering the decoded `value` the same way (then stamping) gives.
     pub(super) fn check(&self, raw: &[u8], value: &Value, keep: &[bool]) -> Result<Value, String> {
         let Some(Value::Array(list)) = value.get("endpoints") else {
             return Err("spans recorded, but no endpoints array".into());
@@ -240,9 +218,6 @@ impl EndpointSpans {
         if let Some(Value::Array(list)) = want.get_mut("endpoints") {
             let mut k = keep.iter();
             list.retain(|_| k.next().copied().unwrap_or(false));
-            for ep in list.iter_mut().filter_map(Value::as_object_mut) {
-                ep.remove("hints");
-            }
         }
         Ok(want)
     }

@@ -455,9 +455,9 @@ fn a_topology_slice_is_pruned_on_its_bytes_as_on_its_value() {
     assert_eq!(f.pruned(&bytes, &[true], 77), None);
     let mut off = f.clone();
     if let Some(s) = off.endpoints_mut() {
-        s.items[0].hints.0 += 1;
+        s.items[0].node.0 += 1;
     }
-    assert!(off.check(&bytes).is_err(), "a wrong hints span is caught");
+    assert!(off.check(&bytes).is_err(), "a wrong node span is caught");
     // A node name that serializing escapes: no spans (the Value path), the rest as before.
     let quoted = json!({"metadata":{"name":"q"},"endpoints":[{"nodeName":"a\"b"}]});
     let f = facts_of(&quoted, Resource::SlicesV1).expect("servable");

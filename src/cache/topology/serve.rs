@@ -1,8 +1,8 @@
 //! Served content of endpoint objects (docs/SEMANTICS.md §2.4–§2.6, §3, §10): the §3 rewrite first,
 //! then unfiltered for dangling and normal services, filtered by §2.3 for topology services; on top
 //! of that, whatever the class, endpoints on nodes edge-health reports abnormal (§10) are dropped,
-//! except from `default/kubernetes`. Kept entries are copied unchanged and in order, except that
-//! topology services lose slice `hints`. Whether an endpoint is kept is decided by [`verdict`]
+//! except from `default/kubernetes`. Kept entries are copied unchanged and in order, `hints` included
+//! (docs/SEMANTICS.md §2.9). Whether an endpoint is kept is decided by [`verdict`]
 //! alone (`explain.rs`), which the explanations of `/debug/topology` share. Each function takes the
 //! object by value: the cache hands over the one it just decoded, so serving never copies it.
 
@@ -88,8 +88,8 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
     }
 }
 
-/// Filters `endpoints` in place (§2.3, and §10 when `health`) and strips `hints` from the kept
-/// ones (§2.4). A missing or `null` list becomes `[]` (not `omitempty`); a list of another type
+/// Filters `endpoints` in place (§2.3 as `decision` says, §2.4, and §10 when `health`); the
+/// kept ones are left as they are, `hints` included (§2.9). A missing or `null` list becomes `[]` (not `omitempty`); a list of another type
 /// is left alone.
 fn filter_slice_endpoints(
     slice: &mut Map<String, Value>,
@@ -104,9 +104,6 @@ fn filter_slice_endpoints(
                 let node = slice_endpoint_node(ep, topology_field);
                 verdict(node, Some(decision), health, loc).kept
             });
-            for ep in list.iter_mut().filter_map(Value::as_object_mut) {
-                ep.retain(|k, _| k != "hints");
-            }
         }
         Some(Value::Null) | None => {
             slice.insert("endpoints".to_string(), Value::Array(Vec::new()));

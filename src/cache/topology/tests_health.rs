@@ -128,11 +128,11 @@ fn topology_service_applies_both_filters() {
     // Even the local node's own endpoints go when it is reported abnormal.
     f.abnormal = set(&["h"]);
     assert_eq!(ips(&f.served("default", "s")), strs(&["10.0.0.2"]));
-    // Slices: both filters, hints stripped (topology), in both versions.
+    // Slices: both filters, hints kept (§2.9), in both versions.
     let sl = f_slice("s-a", Some("s"));
     let v1 = f.serve_slice_v1(&sl);
     assert_eq!(slice_ips(&v1), strs(&["10.0.0.2"]));
-    assert!(v1["endpoints"][0].get("hints").is_none());
+    assert!(v1["endpoints"][0].get("hints").is_some());
     let beta = f.serve_slice_v1beta1(&slice_v1_to_v1beta1(&sl));
     assert_eq!(slice_ips(&beta), strs(&["10.0.0.2"]));
 }

@@ -22,14 +22,6 @@ fn f_slice(name: &str, service: Option<&str>) -> Value {
     )
 }
 
-fn without_hints(ep: &Value) -> Value {
-    let mut ep = ep.clone();
-    if let Some(m) = ep.as_object_mut() {
-        m.remove("hints");
-    }
-    ep
-}
-
 #[test]
 fn slice_service_table() {
     let table: &[(Value, Option<ObjectKey>)] = &[
@@ -116,16 +108,15 @@ fn case_29_kubernetes_slice_rewrite() {
     }
 }
 
+/// The kept endpoints are served as they came, `hints` included (§2.9: kube-proxy only ever
+/// narrows to some of them, or falls back to all of them).
 #[test]
-fn case_30_topology_slice_strips_hints() {
+fn case_30_topology_slice_keeps_the_hints_of_kept_endpoints() {
     let f = fixture_f();
     let obj = f_slice("s-abcde", Some("s"));
     let served = f.serve_slice_v1(&obj);
     let mut expected = obj.clone();
-    expected["endpoints"] = json!([
-        without_hints(&obj["endpoints"][0]),
-        without_hints(&obj["endpoints"][1])
-    ]);
+    expected["endpoints"] = json!([obj["endpoints"][0], obj["endpoints"][1]]);
     assert_eq!(served, expected);
     assert_eq!(served["endpoints"][0]["zone"], json!("a"));
     assert_eq!(served["endpoints"][0]["conditions"]["ready"], json!(true));
@@ -217,7 +208,7 @@ fn case_36_v1_upstream_served_as_v1beta1() {
     let served = f.serve_slice_v1beta1(&beta);
     assert_eq!(slice_ips(&served), slice_ips(&f.serve_slice_v1(&v1)));
     assert_eq!(slice_ips(&served), strs(&["10.0.0.1", "10.0.0.2"]));
-    assert!(served["endpoints"][0].get("hints").is_none());
+    assert!(served["endpoints"][0].get("hints").is_some());
     assert_eq!(
         served["endpoints"][1]["topology"]["kubernetes.io/hostname"],
         json!("n1")

@@ -38,7 +38,7 @@ fn taken_only_for_objects_served_as_they_came() {
     assert!(as_is(&mut st, kind, &plain, 1));
     assert!(as_is(&mut st, kind, &dangling, 1));
     // A topology Service's slice is filtered on its bytes: one endpoint kept, one pruned,
-    // the kept one's hints cut; without an endpoints array it takes the Value path.
+    // the kept one's hints kept; without an endpoints array it takes the Value path.
     let hinted = json!({"addresses":["10.0.0.9"],"nodeName":"n2",
         "hints":{"forZones":[{"name":"z"}]}});
     let topo_mixed = slice_v1(
