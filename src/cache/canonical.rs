@@ -80,8 +80,8 @@ impl AsIs {
 
     /// [`AsIs::stamped`] with the endpoints whose `keep` is false left out (a topology
     /// Service's object, docs/SEMANTICS.md §2.3): of a v1 slice ([`Spans::Endpoints`]; the kept
-    /// ones as they are, `hints` included, §2.9), or of core/v1 Endpoints ([`Spans::Addresses`]; lists left
-    /// empty go too, §2.4). `None` without those spans or with a `keep` of another length.
+    /// ones as they are, `hints` included, §2.10), or of core/v1 Endpoints
+    /// ([`Spans::Addresses`]; lists left empty go too, §2.4). `None` without those spans or with a `keep` of another length.
     pub fn pruned(&self, raw: &[u8], keep: &[bool], rv: u64) -> Option<Vec<u8>> {
         match self.spans.as_ref()? {
             Spans::Addresses(addresses) => {

@@ -493,7 +493,7 @@ impl State {
                     .is_some_and(|k| k.dynamic());
                 self.keep_endpoint_object(kind, &key, bytes, nodes, service);
                 if dynamic {
-                    // §2.4: published once every slice of this change is in (`flush_derived`).
+                    // §2.9: published once every slice of this change is in (`flush_derived`).
                     self.index.defer(&key);
                     return;
                 }
@@ -611,7 +611,7 @@ impl State {
         }
     }
 
-    /// §2.4: the slices of a Service with dynamic keys share one decision, taken over all of
+    /// §2.9: the slices of a Service with dynamic keys share one decision, taken over all of
     /// them, so a change of one slice (or of a node under one) can change what its siblings
     /// serve. Each Service touched by this change, or owning a slice in `targets`, has its
     /// decision taken again; when it flipped, all its slices join `targets` (those whose served
@@ -703,8 +703,8 @@ impl State {
 // abnormal (docs/SEMANTICS.md §10) and it is not `default/kubernetes` (§3). If its Service has no
 // topology keys, its served bytes are its upstream bytes with the resourceVersion stamp spliced
 // into `metadata`; a topology Service's v1 slice has its pruned endpoints cut out of those bytes
-// first (§2.3; the kept ones as they are, `hints` included, §2.9), and its Endpoints their pruned addresses
-// and the lists left empty (§2.4). What the indexes, the filter and the view need (its nodes, each
+// first (§2.3; the kept ones as they are, `hints` included, §2.10), and its Endpoints their
+// pruned addresses and the lists left empty (§2.4). What the indexes, the filter and the view need (its nodes, each
 // endpoint's node and place, its Service, its labels) was read on the reflector's thread when the list item was
 // made canonical ([`AsIs`]). That is the common case for a list's slices, which otherwise are
 // decoded into a `Value` again by the writer, filtered and serialized again. In debug builds
@@ -745,7 +745,7 @@ impl State {
         // bytes below, without a `Value`.
         let filter = self.filter();
         if filter.keys_of(service).is_some_and(|k| k.dynamic()) {
-            // §2.4: decided over the Service's endpoints, on the `Value` path.
+            // §2.9: decided over the Service's endpoints, on the `Value` path.
             return false;
         }
         let keep: Option<Vec<bool>> = match filter.class_of(service, Scope::Slices) {
@@ -906,7 +906,7 @@ impl State {
         // would only repeat the same work (a large share of the restore time).
         self.index.forget_dirty();
         let _ = self.health.take_dirty();
-        // The slices of Services with dynamic keys (§2.4) were deferred: served now.
+        // The slices of Services with dynamic keys (§2.9) were deferred: served now.
         self.flush_derived(now);
         self.ready = true;
         self.from_snapshot = true;

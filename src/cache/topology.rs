@@ -56,13 +56,13 @@ pub type Labels = BTreeMap<String, String>;
 
 /// The Service annotation holding the topology keys (§2.1). No prefix.
 pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
-/// The Service annotation switching `topologyKeys` to the ordered mode (§2.1, §2.4). No prefix.
+/// The Service annotation switching `topologyKeys` to the ordered mode (§2.1, §2.9). No prefix.
 pub const TOPOLOGY_MODE_ANNOTATION: &str = "topologyMode";
 /// The value of [`TOPOLOGY_MODE_ANNOTATION`] that selects the ordered mode.
 pub const ORDERED_MODE: &str = "ordered";
 /// The value of [`TOPOLOGY_MODE_ANNOTATION`] that selects the default mode (any key, §2.3).
 pub const ANY_MODE: &str = "any";
-/// The last element of `topologyKeys` that asks for the fallback to every endpoint (§2.4). Not
+/// The last element of `topologyKeys` that asks for the fallback to every endpoint (§2.9). Not
 /// a valid label key, so no node can carry it.
 pub const FALLBACK_KEY: &str = "*";
 /// The EndpointSlice label naming its Service (§2.6).
@@ -73,16 +73,16 @@ pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// A parsed `topologyKeys` annotation (with its `topologyMode`): node label keys, of which an
-/// endpoint's node must share one with the local node (§2.3), and the §2.4 extensions. Without
+/// endpoint's node must share one with the local node (§2.3), and the §2.9 extensions. Without
 /// them (no trailing `*`, default mode) the keys are compared as a set: order and duplicates do
 /// not matter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopologyKeys {
     /// The label keys, the trailing `*` excepted (a `*` elsewhere is a literal key).
     pub set: BTreeSet<String>,
-    /// Ordered mode (§2.4): the keys in annotation order, each once; empty in the default mode.
+    /// Ordered mode (§2.9): the keys in annotation order, each once; empty in the default mode.
     pub order: Vec<String>,
-    /// The annotation ends with `*` (§2.4): when the keys keep no ready endpoint, every
+    /// The annotation ends with `*` (§2.9): when the keys keep no ready endpoint, every
     /// endpoint is served.
     pub fallback: bool,
 }
@@ -97,12 +97,12 @@ impl TopologyKeys {
         }
     }
 
-    /// Whether the ordered mode applies (§2.4).
+    /// Whether the ordered mode applies (§2.9).
     pub fn ordered(&self) -> bool {
         !self.order.is_empty()
     }
 
-    /// Whether what is served depends on the readiness of the Service's endpoints (§2.4): a
+    /// Whether what is served depends on the readiness of the Service's endpoints (§2.9): a
     /// trailing `*` or the ordered mode. Otherwise each endpoint is decided alone (§2.3).
     pub fn dynamic(&self) -> bool {
         self.fallback || self.ordered()
@@ -298,7 +298,7 @@ pub fn topology_keys_annotation(service: &Value) -> KeysAnnotation {
     if listed.is_empty() {
         return KeysAnnotation::Absent;
     }
-    // §2.4: a last `*` is the fallback; a `*` anywhere else stays the literal key it always was.
+    // §2.9: a last `*` is the fallback; a `*` anywhere else stays the literal key it always was.
     let fallback = listed.last().is_some_and(|k| k == FALLBACK_KEY);
     if fallback {
         listed.pop();
@@ -358,13 +358,13 @@ pub enum Class<'a> {
     Dangling,
     /// Service cached without (valid) keys: served unfiltered.
     Normal,
-    /// Service cached with keys: filtered as they decide (§2.3, §2.4).
+    /// Service cached with keys: filtered as they decide (§2.3, §2.9).
     Topology(Decision<'a>),
 }
 
 impl<'a> Class<'a> {
     /// Classifies from the cached Service's parsed annotation (`None` = no Service cached);
-    /// `endpoints` are those the §2.4 decision is taken over (read only when the keys are
+    /// `endpoints` are those the §2.9 decision is taken over (read only when the keys are
     /// [`TopologyKeys::dynamic`]).
     pub fn of(
         service: Option<&'a KeysAnnotation>,

@@ -1,7 +1,8 @@
 //! Where each endpoint of a v1 slice sits in its canonical bytes, so that a topology Service's
-//! slice can be served by cutting pruned endpoints (docs/SEMANTICS.md §2.3, §2.9) out of the bytes instead of decoding it into a `Value`, filtering and serializing it again
-//! (the slices of topology Services, often a large part of a list). Recorded while [`super::write`]
-//! writes the `endpoints` array by hand, with the same bytes serde_json would write;
+//! slice can be served by cutting pruned endpoints (docs/SEMANTICS.md §2.3, §2.10) out of the
+//! bytes instead of decoding it into a `Value`, filtering and serializing it again (the slices
+//! of topology Services, often a large part of a list). Recorded while [`super::write`] writes
+//! the `endpoints` array by hand, with the same bytes serde_json would write;
 //! [`super::AsIs::check`] holds the splice to what filtering the `Value` gives.
 
 use serde_json::Value;

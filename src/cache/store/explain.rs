@@ -102,7 +102,7 @@ pub struct ServiceSummary {
     pub endpoints: Option<Counts>,
     /// Over its discovery.k8s.io/v1 EndpointSlices (their `endpoints`), if any.
     pub endpoint_slices: Option<Counts>,
-    /// What its slices are filtered by, and why (docs/SEMANTICS.md §2.4).
+    /// What its slices are filtered by, and why (docs/SEMANTICS.md §2.9).
     pub decision: Option<String>,
 }
 
@@ -140,7 +140,7 @@ pub struct ServiceExplanation {
     pub local_values: BTreeMap<String, Option<String>>,
     /// Notes on the Service: no topology, ignored annotations, precedence.
     pub notes: Vec<String>,
-    /// What its Endpoints object is filtered by, and why (docs/SEMANTICS.md §2.4): it decides
+    /// What its Endpoints object is filtered by, and why (docs/SEMANTICS.md §2.9): it decides
     /// from its own addresses.
     pub endpoints_decision: Option<String>,
     /// What its slices are filtered by, and why: one decision over all of them.
@@ -492,8 +492,8 @@ impl ExplainInput {
     }
 }
 
-/// The classes of a Service's Endpoints object and of its slices, with their §2.4 decisions in
-/// words (docs/SEMANTICS.md §2.4: the Endpoints object decides from its own addresses, the
+/// The classes of a Service's Endpoints object and of its slices, with their §2.9 decisions in
+/// words (docs/SEMANTICS.md §2.9: the Endpoints object decides from its own addresses, the
 /// slices together).
 struct Classes<'k> {
     endpoints: Class<'k>,

@@ -44,12 +44,12 @@ pub(super) struct Index {
     dirty_all: bool,
     dirty_services: BTreeSet<ObjectKey>,
     dirty_nodes: BTreeSet<String>,
-    /// Slices whose publication waits for the end of the change: their Service's §2.4 decision
+    /// Slices whose publication waits for the end of the change: their Service's §2.9 decision
     /// is taken over all its slices, once they are all in.
     deferred: BTreeSet<Target>,
     /// Services whose set of slices, or one of whose slices, changed in the current change.
     touched: BTreeSet<ObjectKey>,
-    /// The §2.4 decision ([`crate::cache::topology::Decision::name`]) each Service with
+    /// The §2.9 decision ([`crate::cache::topology::Decision::name`]) each Service with
     /// dynamic keys serves its slices with, to see when a change flips it.
     slice_decisions: BTreeMap<ObjectKey, String>,
 }

@@ -24,11 +24,11 @@ pub(super) struct Filter<'a> {
     pub(super) abnormal: &'a BTreeSet<String>,
     /// The EndpointSlice version the upstream provides.
     pub(super) slice_kind: Resource,
-    /// The served objects that stand in for stored upstream ones (a slice's siblings, §2.4).
+    /// The served objects that stand in for stored upstream ones (a slice's siblings, §2.9).
     pub(super) stand_in: StandIn<'a>,
 }
 
-/// The endpoints a §2.4 decision is taken over (docs/SEMANTICS.md §2.4): an Endpoints object
+/// The endpoints a §2.9 decision is taken over (docs/SEMANTICS.md §2.9): an Endpoints object
 /// decides from its own addresses; the slices of a Service share one decision, from all of them.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Scope<'v> {
@@ -45,7 +45,7 @@ impl<'a> Filter<'a> {
     }
 
     /// The class the Service `service` gives its endpoint objects (docs/SEMANTICS.md §2.6), with
-    /// the §2.4 decision over `scope` for a topology Service.
+    /// the §2.9 decision over `scope` for a topology Service.
     pub(super) fn class_of(&self, service: Option<&ObjectKey>, scope: Scope<'_>) -> Class<'a> {
         match service {
             Some(svc) => match self.keys_of(Some(svc)) {
@@ -57,7 +57,7 @@ impl<'a> Filter<'a> {
         }
     }
 
-    /// The §2.4 decision of the topology Service `svc` over `scope`. Only dynamic keys read the
+    /// The §2.9 decision of the topology Service `svc` over `scope`. Only dynamic keys read the
     /// endpoints; for slices, every stored slice of the Service is read again (a Service has
     /// few slices, and only the opt-in rules pay for it).
     pub(super) fn choose(

@@ -35,9 +35,9 @@ pub enum Reason<'k> {
     /// Pruned: no key has the same value on the endpoint's node and on the local node.
     NoKeyMatches,
     /// Kept: the Service's keys keep no ready endpoint, and its annotation ends with `*`
-    /// (§2.4): every endpoint is served.
+    /// (§2.9): every endpoint is served.
     Fallback,
-    /// Pruned: ordered mode without `*`, and no key keeps a ready endpoint (§2.4).
+    /// Pruned: ordered mode without `*`, and no key keeps a ready endpoint (§2.9).
     NoKeyKeepsReady,
     /// Pruned: edge-health reports the endpoint's node abnormal (§10).
     EdgeHealthAbnormal,
@@ -146,7 +146,7 @@ pub fn explain_health(endpoint_node: Option<&str>, loc: &Locality<'_>) -> Verdic
 }
 
 /// The verdict `serve.rs` applies to one endpoint: §2.3 as the Service's `decision` says
-/// (§2.4) when it is a topology Service, then §10 when `health` applies to the object (see
+/// (§2.9) when it is a topology Service, then §10 when `health` applies to the object (see
 /// `serve.rs`). A topology verdict that prunes wins over edge-health.
 pub fn verdict<'k>(
     endpoint_node: Option<&str>,

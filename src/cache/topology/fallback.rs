@@ -1,4 +1,4 @@
-//! The `*` fallback and the ordered mode of `topologyKeys` (docs/SEMANTICS.md §2.4): which keys
+//! The `*` fallback and the ordered mode of `topologyKeys` (docs/SEMANTICS.md §2.9): which keys
 //! a topology Service's endpoints are filtered by, decided once for a set of endpoints (an
 //! Endpoints object's, or every EndpointSlice of the Service) from their readiness.
 //!
@@ -87,7 +87,7 @@ impl Choice<'_> {
 }
 
 impl TopologyKeys {
-    /// §2.4: what `endpoints` (the whole set the decision covers) are filtered by.
+    /// §2.9: what `endpoints` (the whole set the decision covers) are filtered by.
     pub fn choose<'k>(&'k self, endpoints: &[EndpointState<'_>], loc: &Locality<'_>) -> Choice<'k> {
         let total = endpoints.len();
         if !self.dynamic() {

@@ -90,7 +90,7 @@ impl Fixture {
             .expect("fixture has these endpoints")
     }
 
-    /// Classifies and serves an Endpoints object the way the cache does (§2.6; §2.4 decided
+    /// Classifies and serves an Endpoints object the way the cache does (§2.6; §2.9 decided
     /// over the object itself, as the cache does for Endpoints and for a Service's only slice).
     pub fn serve_endpoints(&self, obj: &Value) -> Value {
         let annotation = ObjectKey::of(obj).and_then(|k| self.annotation(&k));
@@ -117,7 +117,7 @@ impl Fixture {
     }
 
     /// Serves a v1 slice as the cache does when `all` are its Service's slices (it among them):
-    /// the §2.4 decision is taken over all of them.
+    /// the §2.9 decision is taken over all of them.
     pub fn serve_slice_v1_among(&self, obj: &Value, all: &[&Value]) -> Value {
         let annotation = slice_service(obj).and_then(|k| self.annotation(&k));
         let states: Vec<_> = all.iter().flat_map(|s| endpoint_states(s)).collect();

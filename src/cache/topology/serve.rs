@@ -1,10 +1,11 @@
 //! Served content of endpoint objects (docs/SEMANTICS.md §2.4–§2.6, §3, §10): the §3 rewrite first,
 //! then unfiltered for dangling and normal services, filtered by §2.3 for topology services; on top
 //! of that, whatever the class, endpoints on nodes edge-health reports abnormal (§10) are dropped,
-//! except from `default/kubernetes`. Kept entries are copied unchanged and in order, `hints` included
-//! (docs/SEMANTICS.md §2.9). Whether an endpoint is kept is decided by [`verdict`]
-//! alone (`explain.rs`), which the explanations of `/debug/topology` share. Each function takes the
-//! object by value: the cache hands over the one it just decoded, so serving never copies it.
+//! except from `default/kubernetes`. Kept entries are copied unchanged and in order, `hints`
+//! included (§2.10). Whether an endpoint is kept is decided by [`verdict`] alone (`explain.rs`),
+//! which the explanations of `/debug/topology` share; the §2.9 decision comes in the [`Class`].
+//! Each function takes the object by value: the cache hands over the one it just decoded, so
+//! serving never copies it.
 
 use serde_json::{Map, Value};
 
@@ -88,9 +89,9 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
     }
 }
 
-/// Filters `endpoints` in place (§2.3 as `decision` says, §2.4, and §10 when `health`); the
-/// kept ones are left as they are, `hints` included (§2.9). A missing or `null` list becomes `[]` (not `omitempty`); a list of another type
-/// is left alone.
+/// Filters `endpoints` in place (§2.3 as `decision` says, §2.9, and §10 when `health`); the
+/// kept ones are left as they are, `hints` included (§2.10). A missing or `null` list becomes
+/// `[]` (not `omitempty`); a list of another type is left alone.
 fn filter_slice_endpoints(
     slice: &mut Map<String, Value>,
     decision: Decision<'_>,

@@ -27,7 +27,7 @@ fn service_keys_table() {
             false,
         ),
         (Some(json!(r#"["zone","zone"]"#)), Some(&["zone"]), false),
-        // `*` before the end: the literal key it always was (§2.4; `["*"]` is in
+        // `*` before the end: the literal key it always was (§2.9; `["*"]` is in
         // tests_fallback.rs).
         (Some(json!(r#"["*","zone"]"#)), Some(&["*", "zone"]), false),
         (Some(json!("zone")), None, true),
@@ -225,7 +225,7 @@ fn case_14_invalid_annotation_is_unfiltered() {
 }
 
 /// A `*` that is not last is the literal label key `*`, which no node carries: it matches
-/// nothing (§2.4; a last `*` is the fallback, case 61).
+/// nothing (§2.9; a last `*` is the fallback, case 61).
 #[test]
 fn case_15_star_before_the_end_is_a_literal_key() {
     let mut f = fixture_f();

@@ -1,4 +1,4 @@
-//! The `*` fallback and the ordered mode (docs/SEMANTICS.md §2.1, §2.4): parsing, one case per
+//! The `*` fallback and the ordered mode (docs/SEMANTICS.md §2.1, §2.9): parsing, one case per
 //! rule, and a property test against a brute-force reference over random clusters.
 
 use serde_json::{json, Value};
@@ -237,7 +237,7 @@ impl Rng {
     }
 }
 
-/// The rules of §2.3 and §2.4 written out again, endpoint by endpoint, from the raw annotation:
+/// The rules of §2.3 and §2.9 written out again, endpoint by endpoint, from the raw annotation:
 /// which of `eps` (node, ready) are served.
 fn reference(
     value: &[&str],

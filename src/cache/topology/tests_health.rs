@@ -128,7 +128,7 @@ fn topology_service_applies_both_filters() {
     // Even the local node's own endpoints go when it is reported abnormal.
     f.abnormal = set(&["h"]);
     assert_eq!(ips(&f.served("default", "s")), strs(&["10.0.0.2"]));
-    // Slices: both filters, hints kept (§2.9), in both versions.
+    // Slices: both filters, hints kept (§2.10), in both versions.
     let sl = f_slice("s-a", Some("s"));
     let v1 = f.serve_slice_v1(&sl);
     assert_eq!(slice_ips(&v1), strs(&["10.0.0.2"]));

@@ -108,7 +108,7 @@ fn case_29_kubernetes_slice_rewrite() {
     }
 }
 
-/// The kept endpoints are served as they came, `hints` included (§2.9: kube-proxy only ever
+/// The kept endpoints are served as they came, `hints` included (§2.10: kube-proxy only ever
 /// narrows to some of them, or falls back to all of them).
 #[test]
 fn case_30_topology_slice_keeps_the_hints_of_kept_endpoints() {

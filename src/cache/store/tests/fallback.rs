@@ -1,4 +1,4 @@
-//! The §2.4 decision in the cache (docs/SEMANTICS.md §2.4, §6.2): one decision over all the
+//! The §2.9 decision in the cache (docs/SEMANTICS.md §2.9, §6.2): one decision over all the
 //! slices of a Service, so that a change of one slice recomputes its siblings, with a new RV
 //! and one event for exactly the objects whose served content changes.
 
