@@ -275,6 +275,14 @@ fn service_text(e: &ServiceExplanation) -> String {
     for note in &e.notes {
         let _ = writeln!(out, "Note: {}", clean(note));
     }
+    for (objects, why) in [
+        ("Endpoints", &e.endpoints_decision),
+        ("EndpointSlices", &e.slices_decision),
+    ] {
+        if let Some(why) = why {
+            let _ = writeln!(out, "Decision ({objects}): {}", clean(why));
+        }
+    }
     for o in &e.objects {
         let rv = o.resource_version.as_deref().unwrap_or("not served");
         let rewritten = if o.rewritten {

@@ -102,7 +102,8 @@ pub struct ServiceSummary {
     pub endpoints: Option<Counts>,
     /// Over its discovery.k8s.io/v1 EndpointSlices (their `endpoints`), if any.
     pub endpoint_slices: Option<Counts>,
-    /// What its slices are filtered by, and why (docs/SEMANTICS.md §2.9).
+    /// What its slices are filtered by, and why, for a Service with a fallback or the ordered
+    /// mode (docs/SEMANTICS.md §2.9).
     pub decision: Option<String>,
 }
 
@@ -140,8 +141,8 @@ pub struct ServiceExplanation {
     pub local_values: BTreeMap<String, Option<String>>,
     /// Notes on the Service: no topology, ignored annotations, precedence.
     pub notes: Vec<String>,
-    /// What its Endpoints object is filtered by, and why (docs/SEMANTICS.md §2.9): it decides
-    /// from its own addresses.
+    /// What its Endpoints object is filtered by, and why, for a Service with a fallback or the
+    /// ordered mode (docs/SEMANTICS.md §2.9): it decides from its own addresses.
     pub endpoints_decision: Option<String>,
     /// What its slices are filtered by, and why: one decision over all of them.
     pub slices_decision: Option<String>,
@@ -537,8 +538,9 @@ impl ExplainInput {
         Classes {
             endpoints: Class::Topology(of_endpoints.decision),
             slices: Class::Topology(of_slices.decision),
-            endpoints_why: svc.endpoints.as_ref().map(|_| of_endpoints.describe()),
-            slices_why: (!svc.slices.is_empty()).then(|| of_slices.describe()),
+            endpoints_why: (keys.dynamic() && svc.endpoints.is_some())
+                .then(|| of_endpoints.describe()),
+            slices_why: (keys.dynamic() && !svc.slices.is_empty()).then(|| of_slices.describe()),
         }
     }
 }

@@ -59,6 +59,22 @@ fn case_67_a_slice_change_switches_its_siblings() {
     assert!(ev.iter().all(|e| e.0 == "MODIFIED" && e.2 > cur));
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1", "10.0.0.3"]));
     assert_eq!(ips(&st, "s-b"), strs(&["10.0.0.4"]));
+    // `/debug/topology` says what decided, for the slices together and for the Endpoints.
+    let why = st
+        .explain_service(&ObjectKey::new("default", "s"), 100)
+        .expect("explained");
+    assert_eq!(
+        why.slices_decision.as_deref(),
+        Some("zone kept 0 ready of 2; fallback *: all 4")
+    );
+    assert_eq!(
+        why.endpoints_decision.as_deref(),
+        Some("zone kept 2 ready of 6; served by any key")
+    );
+    let fallback = why.objects.iter().flat_map(|o| &o.endpoints);
+    assert!(fallback
+        .filter(|r| r.list == "endpoints")
+        .all(|r| r.kept && r.reason == "Fallback"));
     // It recovers.
     let cur = st.current_rv();
     st.apply(Resource::SlicesV1, Change::Upsert(a(true)), 2);
