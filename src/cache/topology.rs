@@ -97,6 +97,19 @@ impl TopologyKeys {
         }
     }
 
+    /// The keys as the annotation lists them: in order in the ordered mode (else sorted), then
+    /// `*` when it falls back.
+    pub fn listed(&self) -> Vec<String> {
+        let mut list = match self.ordered() {
+            true => self.order.clone(),
+            false => self.set.iter().cloned().collect(),
+        };
+        if self.fallback {
+            list.push(FALLBACK_KEY.to_string());
+        }
+        list
+    }
+
     /// Whether the ordered mode applies (§2.9).
     pub fn ordered(&self) -> bool {
         !self.order.is_empty()

@@ -93,7 +93,8 @@ pub enum Tag {
     /// The local node (`--hostname`) is not a Node upstream.
     Node,
     /// Topology: a Service whose keys the local node has none of (all its endpoints pruned),
-    /// or (warning) an unusable `topologyKeys` annotation.
+    /// (warning) an unusable `topologyKeys` annotation, or (advice) a Service native traffic
+    /// distribution could serve.
     Topology,
     /// (warning) A field the protobuf schema built into grid-wrapper does not know.
     Protobuf,
@@ -172,6 +173,8 @@ pub struct Report {
     pub problems: Vec<Problem>,
     /// Worth knowing, not blocking.
     pub warnings: Vec<Problem>,
+    /// Suggestions: nothing is wrong (e.g. a Service native traffic distribution could serve).
+    pub advisories: Vec<Problem>,
 }
 
 /// What the upstream said about itself.

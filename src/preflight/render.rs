@@ -21,7 +21,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 /// The `--output=text` report. Problem lines are `problem: <tag>: <message>`, warnings
-/// `warning: <tag>: <message>`; the last line is `result: ready` or `result: NOT ready (…)`.
+/// `warning: <tag>: <message>`, advisories `advice: <tag>: <message>`; the last line is `result: ready` or `result: NOT ready (…)`.
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
@@ -126,6 +126,9 @@ pub fn text(r: &Report) -> String {
             plural(t.served.endpoints, "endpoints", "endpoints"),
             plural(t.served.endpointslices, "endpointslice", "endpointslices"),
         ));
+    }
+    for a in &r.advisories {
+        line(format!("advice: {}: {}", a.tag.as_str(), a.message));
     }
     for w in &r.warnings {
         line(format!("warning: {}: {}", w.tag.as_str(), w.message));

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::cache::topology::{self, KeysAnnotation};
+use crate::cache::topology::{
+    self, KeysAnnotation, KeysSource, TopologyKeys, HOSTNAME_LABEL, ZONE_LABEL,
+};
 use crate::cache::view::labels_of;
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::client::UpstreamError;
@@ -131,6 +133,7 @@ pub fn build(f: Fetched) -> Report {
         totals: None,
         problems: Vec::new(),
         warnings: Vec::new(),
+        advisories: Vec::new(),
     };
     if let Some(reached) = f.reached {
         reached_part(
@@ -249,13 +252,20 @@ fn reached_part(
 
     // Topology Services, parsed with the cache's own parser.
     let Some(services) = services else { return };
-    let mut topo: Vec<(ObjectKey, BTreeSet<String>)> = Vec::new();
+    let native = native_distribution(report.upstream.git_version.as_deref());
+    let mut topo: Vec<(ObjectKey, TopologyKeys)> = Vec::new();
     for svc in &services {
         let Some(key) = ObjectKey::of(svc) else {
             continue;
         };
-        match topology::service_keys(svc) {
-            KeysAnnotation::Keys(k) => topo.push((key, k.set)),
+        let parsed = topology::service_topology(svc);
+        if let (Some(version), KeysAnnotation::Keys(k)) = (native, &parsed.keys) {
+            if parsed.source == Some(KeysSource::TopologyKeys) {
+                report.advisories.extend(native_advice(&key, k, version));
+            }
+        }
+        match parsed.keys {
+            KeysAnnotation::Keys(k) => topo.push((key, k)),
             KeysAnnotation::Invalid(why) => warnings.push(Problem {
                 tag: Tag::Topology,
                 message: format!("service {key}: topologyKeys ignored (served unfiltered): {why}"),
@@ -263,8 +273,11 @@ fn reached_part(
             KeysAnnotation::Absent => {}
         }
     }
-    topo.sort();
-    let in_use: BTreeSet<String> = topo.iter().flat_map(|(_, k)| k.iter().cloned()).collect();
+    topo.sort_by(|a, b| a.0.cmp(&b.0));
+    let in_use: BTreeSet<String> = topo
+        .iter()
+        .flat_map(|(_, k)| k.set.iter().cloned())
+        .collect();
     report.topology_keys = in_use.iter().cloned().collect();
     if let Some(Some(labels)) = &local {
         report.node.topology_labels = in_use
@@ -290,17 +303,20 @@ fn reached_part(
     for (key, keys) in &topo {
         let missing: Option<Vec<String>> = match &local {
             Some(Some(labels)) => Some(
-                keys.iter()
+                keys.set
+                    .iter()
                     .filter(|k| !labels.contains_key(*k))
                     .cloned()
                     .collect(),
             ),
             _ => None,
         };
+        // A last `*` serves every endpoint when the keys keep none (SEMANTICS §2.9).
         let fully_pruned = match &local {
             None => None,
+            Some(_) if keys.fallback => Some(false),
             Some(None) => Some(true),
-            Some(Some(_)) => missing.as_ref().map(|m| m.len() == keys.len()),
+            Some(Some(_)) => missing.as_ref().map(|m| m.len() == keys.set.len()),
         };
         let (slice_count, address_count) = counts
             .as_ref()
@@ -331,7 +347,7 @@ fn reached_part(
         out.push(ServiceReport {
             namespace: key.namespace.to_string(),
             name: key.name.to_string(),
-            topology_keys: keys.iter().cloned().collect(),
+            topology_keys: keys.listed(),
             missing_keys: missing,
             fully_pruned,
             endpoint_slice_endpoints: slice_count,
@@ -348,4 +364,48 @@ fn reached_part(
         });
     }
     report.topology_services = Some(out);
+}
+
+/// The first Kubernetes release where `spec.trafficDistribution` has `PreferSameZone` and
+/// `PreferSameNode` generally available.
+const NATIVE_DISTRIBUTION: (u32, u32) = (1, 35);
+
+/// The upstream's `gitVersion` when it is at least [`NATIVE_DISTRIBUTION`] (`v1.35.0`,
+/// `v1.35.2-gke.1`, `v1.36.0-sim`); `None` when older or unparsable.
+pub fn native_distribution(git_version: Option<&str>) -> Option<&str> {
+    let text = git_version?;
+    let mut parts = text.strip_prefix('v').unwrap_or(text).split('.');
+    let mut number = || -> Option<u32> {
+        let part = parts.next()?;
+        let digits = part
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(part.len());
+        part[..digits].parse().ok()
+    };
+    let (major, minor) = (number()?, number()?);
+    ((major, minor) >= NATIVE_DISTRIBUTION).then_some(text)
+}
+
+/// The advisory line for a Service whose `topologyKeys` is exactly the hostname or the zone
+/// label (no fallback, default mode), which native traffic distribution also serves.
+fn native_advice(key: &ObjectKey, keys: &TopologyKeys, version: &str) -> Option<Problem> {
+    let only = |label: &str| keys.set.len() == 1 && keys.set.contains(label);
+    if keys.dynamic() {
+        return None;
+    }
+    let (label, native) = if only(HOSTNAME_LABEL) {
+        (HOSTNAME_LABEL, "PreferSameNode")
+    } else if only(ZONE_LABEL) {
+        (ZONE_LABEL, "PreferSameZone")
+    } else {
+        return None;
+    };
+    Some(Problem {
+        tag: Tag::Topology,
+        message: format!(
+            "service {key}: topologyKeys [\"{label}\"]: the upstream ({version}) has native \
+             spec.trafficDistribution: {native}, which does this with a fallback to other \
+             endpoints; grid-wrapper keeps it strict (no fallback) and serving offline"
+        ),
+    })
 }

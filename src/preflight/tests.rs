@@ -359,6 +359,7 @@ fn the_json_document_has_the_documented_fields() {
         "totals",
         "problems",
         "warnings",
+        "advisories",
     ] {
         assert!(v.get(field).is_some(), "{field} missing: {v}");
     }
@@ -423,4 +424,92 @@ fn a_field_the_protobuf_schema_does_not_know_is_a_protobuf_warning() {
         r.warnings
     );
     assert!(render::text(&r).contains("warning: protobuf: services (v1): field spec.someNewField"));
+}
+
+/// On a 1.35+ upstream, a Service annotated exactly with the hostname or the zone label gets an
+/// advisory line (native traffic distribution could serve it); other annotations, and older
+/// upstreams, get none. Advice is neither a problem nor a warning.
+#[test]
+fn native_traffic_distribution_is_advised_for_hostname_and_zone_on_1_35() {
+    let mut data = cluster(Some("zone-a"));
+    data[1] = vec![
+        service("by-node", Some(r#"["kubernetes.io/hostname"]"#)),
+        service("by-zone", Some(r#"[ "topology.kubernetes.io/zone" ]"#)),
+        service(
+            "zone-or-node",
+            Some(r#"["topology.kubernetes.io/zone","kubernetes.io/hostname"]"#),
+        ),
+        service(
+            "zone-fallback",
+            Some(r#"["topology.kubernetes.io/zone","*"]"#),
+        ),
+        service("web", Some(r#"["zone"]"#)),
+        service("api", None),
+    ];
+    let advised = |version: &str| {
+        let mut f = fetched(data.clone(), &ok);
+        f.version = Ok(json!({ "gitVersion": version }));
+        let r = build(f);
+        let blocking = r.problems.iter().chain(&r.warnings);
+        assert!(
+            blocking
+                .filter(|p| p.message.contains("trafficDistribution"))
+                .count()
+                == 0
+        );
+        (r.advisories.clone(), render::text(&r))
+    };
+    let (advice, text) = advised("v1.35.0");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("advice: ")).collect();
+    assert_eq!(advice.len(), 2, "{text}");
+    assert_eq!(
+        lines,
+        [
+            "advice: topology: service default/by-node: topologyKeys [\"kubernetes.io/hostname\"]: \
+             the upstream (v1.35.0) has native spec.trafficDistribution: PreferSameNode, which \
+             does this with a fallback to other endpoints; grid-wrapper keeps it strict (no \
+             fallback) and serving offline",
+            "advice: topology: service default/by-zone: topologyKeys \
+             [\"topology.kubernetes.io/zone\"]: the upstream (v1.35.0) has native \
+             spec.trafficDistribution: PreferSameZone, which does this with a fallback to other \
+             endpoints; grid-wrapper keeps it strict (no fallback) and serving offline",
+        ]
+    );
+    assert_eq!(advised("v1.36.2-gke.1").0.len(), 2);
+    for older in ["v1.34.9", "v1.28.3", "1.3", "garbage"] {
+        assert!(advised(older).0.is_empty(), "{older}");
+    }
+}
+
+#[test]
+fn native_distribution_reads_the_upstream_version() {
+    use super::report::native_distribution;
+    for (v, want) in [
+        ("v1.35.0", true),
+        ("v1.35.0-sim", true),
+        ("v2.0.0", true),
+        ("v1.34.12", false),
+        ("v1", false),
+        ("", false),
+        ("vx.y", false),
+    ] {
+        assert_eq!(native_distribution(Some(v)).is_some(), want, "{v}");
+    }
+    assert_eq!(native_distribution(None), None);
+}
+
+/// A Service with a last `*` is never fully pruned: it falls back to every endpoint.
+#[test]
+fn a_fallback_service_is_not_fully_pruned() {
+    let mut data = cluster(None);
+    data[1][0] = service("web", Some(r#"["zone","*"]"#));
+    let r = build(fetched(data, &ok));
+    assert!(r.ready, "{:?}", r.problems);
+    let web = &r.topology_services.as_ref().expect("listed")[0];
+    assert_eq!(web.topology_keys, ["zone", "*"]);
+    assert_eq!(web.fully_pruned, Some(false));
+    assert_eq!(
+        web.endpoint_slice_endpoints,
+        Some(Count { kept: 4, total: 4 })
+    );
 }

@@ -570,17 +570,7 @@ impl ServiceInput {
 }
 
 fn key_list(keys: Option<&TopologyKeys>) -> Vec<String> {
-    let Some(k) = keys else {
-        return Vec::new();
-    };
-    let mut list: Vec<String> = match k.ordered() {
-        true => k.order.clone(),
-        false => k.set.iter().cloned().collect(),
-    };
-    if k.fallback {
-        list.push(FALLBACK_KEY.to_string());
-    }
-    list
+    keys.map(TopologyKeys::listed).unwrap_or_default()
 }
 
 #[cfg(test)]
