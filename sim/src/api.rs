@@ -197,9 +197,17 @@ pub fn discovery(doc: &Discovery, slices: SliceVersions) -> Value {
             "groupVersion": format!("discovery.k8s.io/{v}"),
             "resources": [resource_entry("endpointslices", "endpointslice", "EndpointSlice", true)],
         }),
-        Discovery::Version => json!({"major": "1", "minor": "28", "gitVersion": "v1.28.0-sim",
-            "platform": "linux/amd64"}),
+        Discovery::Version => version(DEFAULT_KUBE_MINOR),
     }
+}
+
+/// The minor version `GET /version` reports without `--kube-version`.
+pub const DEFAULT_KUBE_MINOR: u32 = 28;
+
+/// `GET /version` of a Kubernetes 1.`minor` apiserver.
+pub fn version(minor: u32) -> Value {
+    json!({"major": "1", "minor": minor.to_string(), "gitVersion": format!("v1.{minor}.0-sim"),
+        "platform": "linux/amd64"})
 }
 
 #[cfg(test)]

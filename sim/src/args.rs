@@ -25,6 +25,8 @@ USAGE: grid-wrapper-sim [FLAGS]
   --endpoints-per-slice N    scale: endpoints per slice (default 10)
   --slice-version v1|v1beta1|both
                              EndpointSlice versions served (default v1); others 404
+  --kube-version 1.N         the Kubernetes version GET /version reports (default 1.28;
+                             gitVersion v1.N.0-sim)
   --history N                events kept for watch resumption (default 1000)
   --bookmark-interval SECS   BOOKMARK period for allowWatchBookmarks watches (default 5; 0 = never)
   --tls-cert FILE --tls-key FILE [--client-ca FILE]
@@ -85,6 +87,8 @@ pub struct Flags {
     pub fixture: Fixture,
     /// `--slice-version`.
     pub slices: SliceVersions,
+    /// `--kube-version`: the minor version `GET /version` reports (major 1).
+    pub kube_minor: u32,
     /// `--history`.
     pub history: usize,
     /// `--bookmark-interval` in seconds (0 = never).
@@ -109,6 +113,7 @@ impl Default for Flags {
             listen: vec!["127.0.0.1:0".into()],
             fixture: Fixture::Demo,
             slices: SliceVersions::V1,
+            kube_minor: crate::api::DEFAULT_KUBE_MINOR,
             history: DEFAULT_HISTORY,
             bookmark_secs: 5,
             tls_cert: None,
@@ -170,6 +175,13 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                     "both" => SliceVersions::Both,
                     other => return Err(format!("--slice-version: unknown {other:?}")),
                 }
+            }
+            "--kube-version" => {
+                let v = value()?;
+                f.kube_minor = v
+                    .strip_prefix("1.")
+                    .and_then(|m| m.parse().ok())
+                    .ok_or_else(|| format!("--kube-version: {v:?} is not 1.N"))?;
             }
             "--history" => f.history = num(flag, &value()?)?,
             "--bookmark-interval" => f.bookmark_secs = num(flag, &value()?)?,
@@ -251,8 +263,10 @@ mod tests {
             "--too-large=event",
             "--start-refusing",
             "3",
+            "--kube-version=1.35",
         ])
         .expect("parse");
+        assert_eq!(f.kube_minor, 35);
         assert_eq!(f.listen, ["127.0.0.1:8080"]);
         let two = run(&["--listen", "127.0.0.1:1", "--listen=127.0.0.1:2"]).expect("two");
         assert_eq!(two.listen, ["127.0.0.1:1", "127.0.0.1:2"]);
@@ -277,6 +291,8 @@ mod tests {
             &["--nodes", "x"][..],
             &["--fixture", "big"],
             &["--slice-version", "v2"],
+            &["--kube-version", "2.0"],
+            &["--kube-version", "1.x"],
             &["--tls-cert", "a"],
             &["--client-ca", "a"],
             &["--history", "0"],

@@ -116,7 +116,9 @@ fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
         (Some(c), Some(k)) => Some(conn::server_config(c, k, flags.client_ca.as_deref())?),
         _ => None,
     };
-    let shared = Arc::new(build(flags)?.with_listeners(flags.listen.len()));
+    let mut shared = build(flags)?.with_listeners(flags.listen.len());
+    shared.kube_minor = flags.kube_minor;
+    let shared = Arc::new(shared);
     let mut listeners = Vec::new();
     for addr in &flags.listen {
         listeners.push(TcpListener::bind(addr)?);

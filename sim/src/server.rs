@@ -15,7 +15,7 @@ use crate::httpio::{
     self, read_request, write_coded, write_json, write_response, write_status, Request,
 };
 use crate::listen::Listen;
-use crate::routes::{route, Query, Route, SimOp, SliceVersions};
+use crate::routes::{route, Discovery, Query, Route, SimOp, SliceVersions};
 use crate::store::Store;
 use crate::watch::{self, WatchSpec, DEFAULT_WATCH_TIMEOUT};
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -140,6 +140,8 @@ pub struct Shared {
     pub gzipped_lists: AtomicU64,
     /// The `/sim/edge-health` stub.
     pub edge_health: EdgeHealthStub,
+    /// The minor version `GET /version` reports (`--kube-version`).
+    pub kube_minor: u32,
     /// The first listener's state and accepted connections (for refusals).
     first_listen: Listen,
     /// The other listeners', in `--listen` order.
@@ -170,6 +172,7 @@ impl Shared {
             list_plain_bytes: AtomicU64::new(0),
             gzipped_lists: AtomicU64::new(0),
             edge_health: EdgeHealthStub::default(),
+            kube_minor: api::DEFAULT_KUBE_MINOR,
             first_listen: Listen::default(),
             more_listens: Vec::new(),
         }
@@ -524,6 +527,9 @@ fn answer(
                 Ok(v) => write_json(conn, 200, &v, close),
                 Err(e) => write_status(conn, &e, close),
             }
+        }
+        Route::Discovery(Discovery::Version) => {
+            write_json(conn, 200, &api::version(shared.kube_minor), close)
         }
         Route::Discovery(d) => write_json(conn, 200, &api::discovery(&d, shared.slices), close),
         Route::Health => write_response(conn, 200, "text/plain; charset=utf-8", b"ok", close),
