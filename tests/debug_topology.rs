@@ -13,14 +13,6 @@ fn debug(w: &Wrapper, path: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
     request(w.health, "GET", path, &[], b"")
 }
 
-fn debug_json(w: &Wrapper, path: &str) -> Value {
-    let (code, headers, body) = debug(w, path);
-    assert_eq!(code, 200, "{path}: {}", String::from_utf8_lossy(&body));
-    let ct = common::header(&headers, "content-type").unwrap_or("");
-    assert!(ct.starts_with("application/json"), "{ct}");
-    serde_json::from_slice(&body).expect("JSON")
-}
-
 /// The row of `address` in object `kind` of a Service explanation.
 fn row<'a>(e: &'a Value, kind: &str, address: &str) -> &'a Value {
     e["objects"]
@@ -38,7 +30,7 @@ fn overview_explanation_relabel_text_and_errors() {
     let (sim, w) = demo(&[]);
 
     // Overview: web with its keys, the local values, kept/total over Endpoints and v1 slices.
-    let o = debug_json(&w, "/debug/topology");
+    let o = w.debug_json("/debug/topology");
     assert_eq!(o["localNode"], "edge-a1");
     assert_eq!(o["localNodeKnown"], true);
     assert_eq!(o["topologyServices"], 1);
@@ -61,7 +53,7 @@ fn overview_explanation_relabel_text_and_errors() {
 
     // Per Service: each pruned endpoint with the right reason, in both objects, with the RV
     // grid-wrapper serves the object with.
-    let e = debug_json(&w, "/debug/topology/default/web");
+    let e = w.debug_json("/debug/topology/default/web");
     assert_eq!(e["class"], "topology");
     for kind in ["Endpoints", "EndpointSlice"] {
         let b1 = row(&e, kind, "10.244.3.10");
@@ -90,10 +82,10 @@ fn overview_explanation_relabel_text_and_errors() {
     // Relabel edge-b1 into zone-a upstream: its endpoint is explained as kept.
     sim.label_node("edge-b1", json!({"zone": "zone-a"}));
     wait_for("edge-b1 kept", || {
-        let e = debug_json(&w, "/debug/topology/default/web");
+        let e = w.debug_json("/debug/topology/default/web");
         row(&e, "EndpointSlice", "10.244.3.10")["kept"] == true
     });
-    let e = debug_json(&w, "/debug/topology/default/web");
+    let e = w.debug_json("/debug/topology/default/web");
     let b1 = row(&e, "Endpoints", "10.244.3.10");
     assert_eq!(
         (b1["kept"].as_bool(), b1["reason"].as_str()),
@@ -103,9 +95,9 @@ fn overview_explanation_relabel_text_and_errors() {
     // The local node loses its zone: everything pruned, for that reason.
     sim.label_node("edge-a1", json!({"zone": null}));
     wait_for("local node without zone", || {
-        debug_json(&w, "/debug/topology")["services"][0]["endpoints"]["kept"] == 0
+        w.debug_json("/debug/topology")["services"][0]["endpoints"]["kept"] == 0
     });
-    let e = debug_json(&w, "/debug/topology/default/web");
+    let e = w.debug_json("/debug/topology/default/web");
     assert_eq!(
         row(&e, "Endpoints", "10.244.1.10")["reason"],
         "LocalNodeLacksKeys"
@@ -157,7 +149,7 @@ fn overview_explanation_relabel_text_and_errors() {
 #[test]
 fn service_without_topology_and_openyurt_annotation() {
     let (sim, w) = demo(&[]);
-    let e = debug_json(&w, "/debug/topology/default/api");
+    let e = w.debug_json("/debug/topology/default/api");
     assert_eq!(e["class"], "normal");
     assert_eq!(e["keys"], json!([]));
     assert!(
@@ -177,9 +169,9 @@ fn service_without_topology_and_openyurt_annotation() {
     api["metadata"]["annotations"] = json!({"openyurt.io/topologyKeys": "kubernetes.io/hostname"});
     sim.apply(&api);
     wait_for("api becomes a topology Service", || {
-        debug_json(&w, "/debug/topology")["topologyServices"] == 2
+        w.debug_json("/debug/topology")["topologyServices"] == 2
     });
-    let e = debug_json(&w, "/debug/topology/default/api");
+    let e = w.debug_json("/debug/topology/default/api");
     assert_eq!(
         e["source"],
         "openyurt.io/topologyKeys=kubernetes.io/hostname"

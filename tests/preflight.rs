@@ -371,3 +371,30 @@ fn tls_upstream_ready_and_a_wrong_ca_is_a_tls_problem() {
     assert_eq!(code, 1, "{out}");
     assert!(problems(&out)[0].starts_with("problem: config: "), "{out}");
 }
+
+/// On a 1.35+ upstream, a Service annotated exactly `["topology.kubernetes.io/zone"]` gets an
+/// advisory line (native `trafficDistribution: PreferSameZone` could serve it, with a fallback);
+/// on an older upstream it does not. Advice does not change the result.
+#[test]
+fn native_traffic_distribution_is_advised_on_1_35() {
+    for (version, advised) in [("1.35", true), ("1.34", false)] {
+        let sim = Sim::start(&["--kube-version", version]);
+        let mut web = sim.get_json("/api/v1/namespaces/default/services/web");
+        web["metadata"]["annotations"]["topologyKeys"] =
+            json!(r#"["topology.kubernetes.io/zone"]"#);
+        sim.apply(&web);
+        let (code, out, run) = check(&["--master", &sim.url, "--hostname", "edge-a1"]);
+        assert_eq!(code, 0, "{out}\n{}", run.stderr_text());
+        let advice: Vec<&str> = out.lines().filter(|l| l.starts_with("advice: ")).collect();
+        let want = format!(
+            "advice: topology: service default/web: topologyKeys [\"topology.kubernetes.io/zone\"]: \
+             the upstream (v{version}.0-sim) has native spec.trafficDistribution: PreferSameZone, \
+             which does this with a fallback to other endpoints; grid-wrapper keeps it strict \
+             (no fallback) and serving offline"
+        );
+        match advised {
+            true => assert_eq!(advice, [want.as_str()], "{out}"),
+            false => assert!(advice.is_empty(), "{out}"),
+        }
+    }
+}

@@ -226,6 +226,15 @@ impl Wrapper {
         serde_json::from_slice(&body).expect("JSON body")
     }
 
+    /// GET on the metrics address (`/debug/...`) that must answer 200 with JSON.
+    pub fn debug_json(&self, path: &str) -> Value {
+        let (code, headers, body) = request(self.health, "GET", path, &[], b"");
+        assert_eq!(code, 200, "{path}: {}", String::from_utf8_lossy(&body));
+        let ct = header(&headers, "content-type").unwrap_or("");
+        assert!(ct.starts_with("application/json"), "{ct}");
+        serde_json::from_slice(&body).expect("JSON")
+    }
+
     /// Opens a watch.
     pub fn watch(&self, path: &str) -> Watch {
         Watch::open(self.addr, path, &[])
