@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 const NODES: [&str; 5] = ["h", "n1", "n2", "n3", "n4"];
 const SVCS: [&str; 3] = ["s", "t", "kubernetes"];
 const ZONES: [&str; 3] = ["a", "b", ""];
-const KEYS: [Option<&str>; 6] = [None, Some("[\"zone\"]"), Some("[]"), Some("zone"), Some("[\"zone\",\"rack\"]"), Some("[\"*\"]")];
+const KEYS: [Option<&str>; 8] = [None, Some("[\"zone\"]"), Some("[]"), Some("zone"), Some("[\"zone\",\"rack\"]"), Some("[\"*\"]"), Some("[\"zone\",\"*\"]"), Some("[\"rack\",\"zone\",\"*\"]")];
 const KINDS: [Resource; 4] = [Resource::Nodes, Resource::Services, Resource::Endpoints, Resource::SlicesV1];
 
 fn settings() -> Settings {
@@ -39,6 +39,9 @@ fn service(i: u8, k: u8) -> Value {
     let mut s = json!({"kind":"Service","apiVersion":"v1","metadata":{"namespace":"default","name":SVCS[usize::from(i) % 3]},"spec":{"clusterIP":"10.0.0.1"}});
     if let Some(keys) = KEYS[usize::from(k) % KEYS.len()] {
         s["metadata"]["annotations"] = json!({"topologyKeys": keys});
+        if k & 0x80 != 0 {
+            s["metadata"]["annotations"]["topologyMode"] = json!("ordered");
+        }
     }
     s
 }
@@ -66,6 +69,10 @@ fn slice(i: u8, mask: u8) -> Value {
             let mut e = json!({"addresses":[format!("10.2.{i}.{b}")],"zone":"a","hints":{"forZones":[{"name":"a"}]}});
             if let Some(n) = NODES.get(usize::from(b)) {
                 e["nodeName"] = json!(n);
+            }
+            // The local node's endpoint not ready: the fallback and the ordered mode switch.
+            if b == 0 && mask & 0x80 != 0 {
+                e["conditions"] = json!({"ready": false});
             }
             e
         })

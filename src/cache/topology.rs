@@ -210,10 +210,10 @@ pub fn service_topology(service: &Value) -> ServiceTopology {
         warnings: Vec::new(),
         shadowed: None,
     };
-    if let Err(why) = topology_mode(service) {
-        out.warnings.push(why);
-    }
     if let KeysAnnotation::Keys(keys) = own {
+        if let Err(why) = topology_mode(service) {
+            out.warnings.push(why);
+        }
         if keys.set.contains(FALLBACK_KEY) {
             out.warnings.push(format!(
                 "annotation {TOPOLOGY_KEYS_ANNOTATION}: \"{FALLBACK_KEY}\" before the last element is read as \

@@ -111,6 +111,20 @@ fn parsing_the_fallback_and_the_mode() {
     assert!(!keys(r#"["zone"]"#, None).0.expect("keys").dynamic());
 }
 
+/// OpenYurt's annotation keeps its own rule (§2.2): `topologyMode` does not apply to it, and it
+/// has no fallback.
+#[test]
+fn openyurt_keeps_its_own_rule() {
+    let mut svc = service("default", "s", None);
+    svc["metadata"]["annotations"] = json!({
+        "openyurt.io/topologyKeys": "openyurt.io/nodepool",
+        "topologyMode": "ordered",
+    });
+    let keys = service_keys(&svc).keys().cloned().expect("OpenYurt's keys");
+    assert!(!keys.dynamic(), "{keys:?}");
+    assert!(service_topology(&svc).warnings.is_empty());
+}
+
 /// `["unit","*"]`: the unit's endpoint while it is ready; every endpoint once it is not, and the
 /// unit again when it recovers.
 #[test]
