@@ -704,10 +704,12 @@ impl State {
 // topology keys, its served bytes are its upstream bytes with the resourceVersion stamp spliced
 // into `metadata`; a topology Service's v1 slice has its pruned endpoints cut out of those bytes
 // first (§2.3; the kept ones as they are, `hints` included, §2.10), and its Endpoints their
-// pruned addresses and the lists left empty (§2.4). What the indexes, the filter and the view need (its nodes, each
-// endpoint's node and place, its Service, its labels) was read on the reflector's thread when the list item was
-// made canonical ([`AsIs`]). That is the common case for a list's slices, which otherwise are
-// decoded into a `Value` again by the writer, filtered and serialized again. In debug builds
+// pruned addresses and the lists left empty (§2.4). What the indexes, the filter and the view
+// need (its nodes, each endpoint's node and place, its Service, its labels) was read on the
+// reflector's thread when the list item was made canonical ([`AsIs`]). That is the common case
+// for a list's slices, which otherwise are decoded into a `Value` again by the writer, filtered
+// and serialized again. The Services with a fallback or the ordered mode (§2.9) take the `Value`
+// path: their decision reads all their slices. In debug builds
 // every publication through here is checked against the `Value` path.
 //
 // One of the binder's routes: an `impl` of [`State`] that takes an object through the parts

@@ -529,6 +529,9 @@ impl ExplainInput {
             };
         };
         let choose = |objects: &mut dyn Iterator<Item = &ObjectInput>| {
+            if !keys.dynamic() {
+                return keys.choose(&[], loc); // the strict rule reads no endpoint
+            }
             let values: Vec<_> = objects.filter_map(|o| parse(&o.raw)).collect();
             let states: Vec<_> = values.iter().flat_map(topology::endpoint_states).collect();
             keys.choose(&states, loc)
