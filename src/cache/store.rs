@@ -624,14 +624,22 @@ impl State {
         }));
         for svc in services {
             let filter = self.filter();
-            let name = filter
+            let choice = filter
                 .keys_of(Some(&svc))
                 .filter(|k| k.dynamic())
-                .map(|k| filter.choose(&svc, k, Scope::Slices).decision.name());
-            if self.index.set_slice_decision(&svc, name) {
-                let slices = self.index.slices_of(&svc).iter().cloned();
-                targets.extend(slices.map(Target::Slice));
+                .map(|k| filter.choose(&svc, k, Scope::Slices));
+            let name = choice.as_ref().map(|c| c.decision.name());
+            let why = choice.map(|c| c.describe());
+            let Some(previous) = self.index.set_slice_decision(&svc, name) else {
+                continue;
+            };
+            if let (Some(_), Some(why)) = (previous, why) {
+                // A switch an operator wants to see (a unit lost or got back its last ready
+                // endpoint); a first decision or keys that stopped being dynamic are not one.
+                info!("service {svc}: EndpointSlices switch: {why}");
             }
+            let slices = self.index.slices_of(&svc).iter().cloned();
+            targets.extend(slices.map(Target::Slice));
         }
     }
 

@@ -562,7 +562,15 @@ impl ServiceInput {
             .map(|w| format!("ignored {w}"))
             .collect();
         notes.extend(topo.shadowed);
-        if self.keys.is_some() {
+        if let Some(keys) = &self.keys {
+            if keys.ordered() {
+                notes.push("topologyMode: ordered: the first key that keeps a ready endpoint decides, alone".into());
+            }
+            if keys.fallback {
+                notes.push(format!(
+                    "a last \"{FALLBACK_KEY}\": every endpoint when the keys keep no ready one"
+                ));
+            }
             return (notes, topo.source.map(|s| s.to_string()), "topology");
         }
         let none =

@@ -302,12 +302,17 @@ impl Index {
     }
 
     /// Records the decision `name` (`None`: keys not dynamic, or no Service) the slices of
-    /// `service` are served with; `true` when it differs from the one recorded.
-    pub(super) fn set_slice_decision(&mut self, service: &ObjectKey, name: Option<String>) -> bool {
-        match name {
-            Some(n) => self.slice_decisions.insert(service.clone(), n.clone()) != Some(n),
-            None => self.slice_decisions.remove(service).is_some(),
-        }
+    /// `service` are served with; when it differs from the one recorded, `Some` of that one.
+    pub(super) fn set_slice_decision(
+        &mut self,
+        service: &ObjectKey,
+        name: Option<String>,
+    ) -> Option<Option<String>> {
+        let previous = match &name {
+            Some(n) => self.slice_decisions.insert(service.clone(), n.clone()),
+            None => self.slice_decisions.remove(service),
+        };
+        (previous != name).then_some(previous)
     }
 
     /// After a full list: the index vectors grew by doubling; give back the spare room (a

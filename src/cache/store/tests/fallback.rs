@@ -71,6 +71,11 @@ fn case_67_a_slice_change_switches_its_siblings() {
         why.endpoints_decision.as_deref(),
         Some("zone kept 2 ready of 6; served by any key")
     );
+    assert!(
+        why.notes.iter().any(|n| n.starts_with("a last \"*\"")),
+        "{:?}",
+        why.notes
+    );
     let fallback = why.objects.iter().flat_map(|o| &o.endpoints);
     assert!(fallback
         .filter(|r| r.list == "endpoints")
