@@ -581,13 +581,15 @@ impl State {
         for node in self.health.take_dirty() {
             targets.extend(self.index.on_node(&node).cloned());
         }
-        targets.extend(self.index.take_deferred());
+        // The slices this change put in, deferred (§2.9), are its own events: published first.
+        let deferred = self.index.take_deferred();
         self.recheck_slice_decisions(&mut targets);
-        if targets.is_empty() {
+        targets.retain(|t| !deferred.contains(t));
+        if targets.is_empty() && deferred.is_empty() {
             return;
         }
         debug!("recomputing {} endpoint objects", targets.len());
-        for target in targets {
+        for target in deferred.into_iter().chain(targets) {
             let (kind, key) = match target {
                 Target::Endpoints(key) => (Resource::Endpoints, key),
                 Target::Slice(key) => (self.slice_kind, key),

@@ -89,6 +89,19 @@ fn case_67_a_slice_change_switches_its_siblings() {
         .collect();
     assert_eq!(names, strs(&["s-a", "s-b"]));
     assert!(ips(&st, "s-b").is_empty());
+    // A change of s-b flips the decision back: its own event first, then its sibling's (§6.2).
+    st.apply(Resource::SlicesV1, Change::Upsert(a(false)), 3);
+    let cur = st.current_rv();
+    let b_local = slice("s-b", &[("10.0.0.4", "n2", true), ("10.0.0.6", "h", true)]);
+    st.apply(Resource::SlicesV1, Change::Upsert(b_local), 3);
+    let names: Vec<String> = events(&st, Resource::SlicesV1, cur)
+        .into_iter()
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(names, strs(&["s-b", "s-a"]));
+    assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
+    st.apply(Resource::SlicesV1, Change::Upsert(a(true)), 3);
+    st.apply(Resource::SlicesV1, Change::Upsert(b.clone()), 3);
     // The sibling that held the ready endpoint is deleted: the other one switches too.
     let cur = st.current_rv();
     st.apply(Resource::SlicesV1, Change::Delete(a(true)), 3);
