@@ -31,8 +31,8 @@ use crate::upstream::kubeconfig;
 use crate::upstream::reflector;
 use crate::writer::{self, Callbacks, Writer};
 
-/// How often an offline start re-checks the upstream's EndpointSlice version.
-const SLICE_RECHECK: Duration = Duration::from_secs(5);
+/// How often an offline start re-checks the upstream's EndpointSlice version and ServiceCIDRs.
+const VERSION_RECHECK: Duration = Duration::from_secs(5);
 
 /// A fatal startup or loop error.
 #[derive(Debug)]
@@ -244,9 +244,12 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let mut state = State::new(settings, seed);
     let mut extras = crate::server::extras::Extras::default();
     let snapshot_slices = snapshot.as_ref().map(|s| s.meta.slice_kind);
+    let snapshot_cidrs = snapshot.as_ref().and_then(|s| s.meta.cidr_kind);
     if let Some(snap) = snapshot {
         let age = clock::unix_now().saturating_sub(snap.meta.written_unix_secs);
         let (objects, written) = (snap.objects.len(), snap.meta.written_unix_secs);
+        // Served offline as the snapshot has them; the upstream, once it answers, decides.
+        state.expect_cidrs(snap.meta.cidr_kind, 0);
         if state.restore(snap.objects, snap.meta.slice_kind, 0) {
             extras.snapshot_written = Some(written);
             let [nodes, services, endpoints, slices] = state.served_counts();
@@ -358,28 +361,61 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             }
             info!("upstream EndpointSlice version: {slices:?}");
             starter_writer.expect_slices(slices);
+            // ServiceCIDRs: mirrored only when the upstream has them (told to the writer before
+            // any reflector starts, so the sync waits for them only then); offline, the
+            // snapshot's say until the upstream answers.
+            let found_cidrs = reflector::discover_cidr_kind(&upstream);
+            let mut cidrs_known = found_cidrs.is_ok();
+            let mut cidrs = found_cidrs.unwrap_or_else(|e| {
+                info!("ServiceCIDRs: the upstream cannot be asked ({e}); {} until it answers",
+                    match snapshot_cidrs {
+                        Some(kind) => format!("serving the snapshot's {kind:?}"),
+                        None => "requests for them are proxied".into(),
+                    });
+                snapshot_cidrs
+            });
+            starter_writer.expect_cidrs(cidrs);
             for kind in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
                 start(kind, starter_stop.clone());
             }
             let mut slice_stop = Arc::new(AtomicBool::new(false));
             start(slices, slice_stop.clone());
-            // Offline start: the version was a guess. Re-check by API discovery until the
-            // upstream answers (docs/SEMANTICS.md §5); switch reflectors if the guess was wrong.
-            if !answered {
-                loop {
-                    std::thread::sleep(SLICE_RECHECK);
-                    let Some(found) = reflector::discovered_slice_kind(&upstream) else {
-                        continue;
-                    };
-                    if found != slices {
-                        warn!("upstream serves {found:?}, not the guessed {slices:?}: switching");
-                        slice_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                        starter_writer.expect_slices(found);
-                        slices = found;
-                        slice_stop = Arc::new(AtomicBool::new(false));
-                        start(slices, slice_stop.clone());
+            let mut cidr_stop = Arc::new(AtomicBool::new(false));
+            if let Some(kind) = cidrs {
+                start(kind, cidr_stop.clone());
+            }
+            // Offline start: the versions were guesses. Re-check until the upstream answers
+            // (docs/SEMANTICS.md §5); switch reflectors if a guess was wrong.
+            let mut slices_known = answered;
+            while !(slices_known && cidrs_known) {
+                std::thread::sleep(VERSION_RECHECK);
+                if !slices_known {
+                    if let Some(found) = reflector::discovered_slice_kind(&upstream) {
+                        if found != slices {
+                            warn!("upstream serves {found:?}, not the guessed {slices:?}: switching");
+                            slice_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                            starter_writer.expect_slices(found);
+                            slices = found;
+                            slice_stop = Arc::new(AtomicBool::new(false));
+                            start(slices, slice_stop.clone());
+                        }
+                        slices_known = true;
                     }
-                    break;
+                }
+                if !cidrs_known {
+                    if let Ok(found) = reflector::discover_cidr_kind(&upstream) {
+                        if found != cidrs {
+                            warn!("ServiceCIDRs upstream: {found:?}, not the snapshot's {cidrs:?}: switching");
+                            cidr_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                            starter_writer.expect_cidrs(found);
+                            cidrs = found;
+                            cidr_stop = Arc::new(AtomicBool::new(false));
+                            if let Some(kind) = cidrs {
+                                start(kind, cidr_stop.clone());
+                            }
+                        }
+                        cidrs_known = true;
+                    }
                 }
             }
         })

@@ -283,6 +283,7 @@ impl CacheDir {
                     written_unix_secs: unix_now(),
                     rv: state.current_rv(),
                     slice_kind: state.slice_kind(),
+                    cidr_kind: state.cidr_kind(),
                 },
                 objects: state.export(),
             })

@@ -55,6 +55,8 @@ enum Message {
     EdgeHealth(HealthMap),
     /// Mirror this EndpointSlice version.
     ExpectSlices(Resource),
+    /// Mirror this ServiceCIDR version, or none (the upstream has none).
+    ExpectCidrs(Option<Resource>),
     /// Build and serve v1beta1 EndpointSlices (the first request for them came).
     ServeV1beta1,
     /// Run a question on the state, between changes.
@@ -185,6 +187,11 @@ impl Writer {
     /// Pins the EndpointSlice version (see `State::expect_slices`).
     pub fn expect_slices(&self, kind: Resource) {
         let _ = self.tx.send(Message::ExpectSlices(kind));
+    }
+
+    /// Sets the ServiceCIDR version to mirror, or none (see `State::expect_cidrs`).
+    pub fn expect_cidrs(&self, kind: Option<Resource>) {
+        let _ = self.tx.send(Message::ExpectCidrs(kind));
     }
 
     /// Asks for v1beta1 EndpointSlices to be built and served from now on. Does not wait: the
@@ -414,6 +421,11 @@ impl Thread {
                 self.tell(&applied);
             }
             Message::ExpectSlices(kind) => self.state.expect_slices(kind),
+            Message::ExpectCidrs(kind) => {
+                let applied = self.state.expect_cidrs(kind, self.now());
+                self.log_milestones(&applied);
+                self.tell(&applied);
+            }
             Message::ServeV1beta1 => {
                 self.state.serve_v1beta1();
                 (self.callbacks.wake)();

@@ -27,6 +27,9 @@ USAGE: grid-wrapper-sim [FLAGS]
                              EndpointSlice versions served (default v1); others 404
   --kube-version 1.N         the Kubernetes version GET /version reports (default 1.28;
                              gitVersion v1.N.0-sim)
+  --no-servicecidrs          serve no ServiceCIDRs (404, as an apiserver older than 1.33);
+                             by default networking.k8s.io/v1 servicecidrs are served
+                             (v1beta1 is 404, as on a 1.33+ apiserver's defaults)
   --history N                events kept for watch resumption (default 1000)
   --bookmark-interval SECS   BOOKMARK period for allowWatchBookmarks watches (default 5; 0 = never)
   --tls-cert FILE --tls-key FILE [--client-ca FILE]
@@ -89,6 +92,8 @@ pub struct Flags {
     pub slices: SliceVersions,
     /// `--kube-version`: the minor version `GET /version` reports (major 1).
     pub kube_minor: u32,
+    /// Not `--no-servicecidrs`: networking.k8s.io/v1 servicecidrs are served.
+    pub cidrs: bool,
     /// `--history`.
     pub history: usize,
     /// `--bookmark-interval` in seconds (0 = never).
@@ -114,6 +119,7 @@ impl Default for Flags {
             fixture: Fixture::Demo,
             slices: SliceVersions::V1,
             kube_minor: crate::api::DEFAULT_KUBE_MINOR,
+            cidrs: true,
             history: DEFAULT_HISTORY,
             bookmark_secs: 5,
             tls_cert: None,
@@ -183,6 +189,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                     .and_then(|m| m.parse().ok())
                     .ok_or_else(|| format!("--kube-version: {v:?} is not 1.N"))?;
             }
+            "--no-servicecidrs" => f.cidrs = false,
             "--history" => f.history = num(flag, &value()?)?,
             "--bookmark-interval" => f.bookmark_secs = num(flag, &value()?)?,
             "--tls-cert" => f.tls_cert = Some(value()?.into()),

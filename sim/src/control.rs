@@ -83,7 +83,7 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                 .ok_or_else(|| ApiError::bad_request(format!("unknown kind {kind_s:?}")))?;
             let name = str_field(&v, "name")?;
             let ns = match kind {
-                Kind::Node => "",
+                Kind::Node | Kind::Cidr => "",
                 _ => v
                     .get("namespace")
                     .and_then(Value::as_str)

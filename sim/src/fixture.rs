@@ -64,6 +64,18 @@ fn node(name: &str, zone: &str, ip: &str, pod_cidr: &str) -> Value {
     })
 }
 
+/// The ServiceCIDR `kubernetes` a 1.33+ apiserver makes from its `--service-cluster-ip-range`.
+fn default_service_cidr() -> Value {
+    json!({
+        "kind": "ServiceCIDR", "apiVersion": "networking.k8s.io/v1",
+        "metadata": {"name": "kubernetes"},
+        "spec": {"cidrs": ["10.96.0.0/12"]},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "",
+            "message": "Kubernetes Service CIDR is ready",
+            "lastTransitionTime": "2025-01-01T00:00:00Z"}]}
+    })
+}
+
 fn port(name: &str, port: u16, protocol: &str) -> Value {
     json!({"name": name, "port": port, "protocol": protocol})
 }
@@ -155,6 +167,7 @@ pub fn demo() -> Vec<Value> {
         node("edge-a2", "zone-a", "192.168.1.12", "10.244.2.0/24"),
         node("edge-b1", "zone-b", "192.168.2.11", "10.244.3.0/24"),
         node("edge-c1", "zone-c", "192.168.3.11", "10.244.4.0/24"),
+        default_service_cidr(),
     ];
     let none = || json!({});
 

@@ -103,12 +103,9 @@ fn build(flags: &args::Flags) -> Result<server::Shared, grid_wrapper::k8s::statu
         store.apply(obj)?;
     }
     let interval = (flags.bookmark_secs > 0).then(|| Duration::from_secs(flags.bookmark_secs));
-    Ok(server::Shared::new(
-        store,
-        flags.slices,
-        interval,
-        flags.token.clone(),
-    ))
+    let mut shared = server::Shared::new(store, flags.slices, interval, flags.token.clone());
+    shared.cidrs = flags.cidrs;
+    Ok(shared)
 }
 
 fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {

@@ -118,6 +118,16 @@ pub enum Route {
     Other,
 }
 
+impl Route {
+    /// The resource of a collection or object route.
+    pub fn resource(&self) -> Option<Resource> {
+        match self {
+            Route::Collection { res, .. } | Route::Object { res, .. } => Some(*res),
+            _ => None,
+        }
+    }
+}
+
 fn sim_route(method: &str, rest: &str) -> Route {
     let op = match (method, rest) {
         ("POST", "apply") => SimOp::Apply,
@@ -197,6 +207,17 @@ pub fn route(method: &str, path: &str, slices: SliceVersions) -> Route {
                     name: name.to_string(),
                 },
                 None => Route::Other,
+            }
+        }
+        ["apis", "networking.k8s.io", "v1", "servicecidrs"] => Route::Collection {
+            res: Resource::CidrsV1,
+            ns: None,
+        },
+        ["apis", "networking.k8s.io", "v1", "servicecidrs", name] if !name.is_empty() => {
+            Route::Object {
+                res: Resource::CidrsV1,
+                ns: None,
+                name: name.to_string(),
             }
         }
         ["apis", "discovery.k8s.io", v, rest @ ..] => {

@@ -120,6 +120,8 @@ pub struct Shared {
     pub served: Mutex<VecDeque<Served>>,
     /// EndpointSlice versions served.
     pub slices: SliceVersions,
+    /// Whether networking.k8s.io/v1 servicecidrs are served (`--no-servicecidrs`: 404).
+    pub cidrs: bool,
     /// BOOKMARK period (`None` = never).
     pub bookmark_interval: Option<Duration>,
     /// Required bearer token.
@@ -162,6 +164,7 @@ impl Shared {
             recorded: Mutex::new(VecDeque::new()),
             served: Mutex::new(VecDeque::new()),
             slices,
+            cidrs: true,
             bookmark_interval,
             token,
             open_watches: AtomicUsize::new(0),
@@ -375,7 +378,11 @@ fn authorized(shared: &Shared, req: &Request) -> bool {
 
 /// Answers one request from `origin`; `Ok(true)` when the connection stays open.
 pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, origin: Origin) -> io::Result<bool> {
-    let r = route(&req.method, &req.path, shared.slices);
+    let r = match route(&req.method, &req.path, shared.slices) {
+        // An apiserver without the resource: answered as any path it does not serve.
+        r if !shared.cidrs && r.resource().is_some_and(|res| res.is_cidr()) => Route::Other,
+        r => r,
+    };
     let close = !req.keep_alive();
     if !matches!(r, Route::Sim(_) | Route::SimBad) {
         shared

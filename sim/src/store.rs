@@ -28,11 +28,19 @@ pub enum Kind {
     Endpoints,
     /// discovery.k8s.io EndpointSlice, stored in the version it was applied in.
     Slice,
+    /// networking.k8s.io/v1 ServiceCIDR (cluster-scoped).
+    Cidr,
 }
 
 impl Kind {
     /// Every stored kind.
-    pub const ALL: [Kind; 4] = [Kind::Node, Kind::Service, Kind::Endpoints, Kind::Slice];
+    pub const ALL: [Kind; 5] = [
+        Kind::Node,
+        Kind::Service,
+        Kind::Endpoints,
+        Kind::Slice,
+        Kind::Cidr,
+    ];
 
     /// Parses a `kind` field value.
     pub fn from_kind(kind: &str) -> Option<Kind> {
@@ -46,6 +54,7 @@ impl Kind {
             Resource::Services => Kind::Service,
             Resource::Endpoints => Kind::Endpoints,
             Resource::SlicesV1 | Resource::SlicesV1beta1 => Kind::Slice,
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => Kind::Cidr,
         }
     }
 
@@ -56,6 +65,7 @@ impl Kind {
             Kind::Service => Resource::Services,
             Kind::Endpoints => Resource::Endpoints,
             Kind::Slice => Resource::SlicesV1,
+            Kind::Cidr => Resource::CidrsV1,
         }
     }
 
@@ -267,7 +277,7 @@ impl Store {
         let kind_str = obj.get("kind").and_then(Value::as_str).unwrap_or("");
         let kind = Kind::from_kind(kind_str).ok_or_else(|| {
             ApiError::bad_request(format!(
-                "kind must be Node, Service, Endpoints or EndpointSlice, got {kind_str:?}"
+                "kind must be Node, Service, Endpoints, EndpointSlice or ServiceCIDR, got {kind_str:?}"
             ))
         })?;
         let api_version = match kind {
@@ -280,6 +290,7 @@ impl Store {
                     )))
                 }
             },
+            Kind::Cidr => Resource::CidrsV1.api_version(),
             _ => "v1",
         };
         let o = obj
@@ -291,7 +302,7 @@ impl Store {
             .or_insert_with(|| json!({}))
             .as_object_mut()
             .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-        if kind == Kind::Node {
+        if matches!(kind, Kind::Node | Kind::Cidr) {
             meta.remove("namespace");
         } else if meta
             .get("namespace")

@@ -13,8 +13,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Objects in the demo fixture (4 nodes, 5 services, 5 Endpoints, 5 slices).
-const DEMO_OBJECTS: u64 = 19;
+/// Objects in the demo fixture (4 nodes, 5 services, 5 Endpoints, 5 slices, 1 ServiceCIDR).
+const DEMO_OBJECTS: u64 = 20;
 
 fn state_rv(addr: SocketAddr) -> u64 {
     get_json(addr, "/sim/state").1["rv"].as_u64().expect("rv")

@@ -117,6 +117,18 @@ pub fn route(method: &str, path: &str) -> Route {
                 _ => Route::Proxy,
             }
         }
+        ["apis", "networking.k8s.io", v, "servicecidrs", rest @ ..] => {
+            let res = match *v {
+                "v1" => Resource::CidrsV1,
+                "v1beta1" => Resource::CidrsV1beta1,
+                _ => return Route::Proxy,
+            };
+            match rest {
+                [] => collection(res, None),
+                [name] => object(res, None, name),
+                _ => Route::Proxy,
+            }
+        }
         _ => Route::Proxy,
     }
 }
@@ -196,8 +208,30 @@ mod tests {
             (
                 "GET",
                 "/apis/networking.k8s.io/v1/servicecidrs",
+                col(CidrsV1, None),
+            ),
+            (
+                "GET",
+                "/apis/networking.k8s.io/v1beta1/servicecidrs/kubernetes",
+                obj(CidrsV1beta1, None, "kubernetes"),
+            ),
+            // Cluster-scoped: no namespaced form; other versions and subresources go upstream.
+            (
+                "GET",
+                "/apis/networking.k8s.io/v1/namespaces/a/servicecidrs",
                 Route::Proxy,
             ),
+            (
+                "GET",
+                "/apis/networking.k8s.io/v1alpha1/servicecidrs",
+                Route::Proxy,
+            ),
+            (
+                "GET",
+                "/apis/networking.k8s.io/v1/servicecidrs/kubernetes/status",
+                Route::Proxy,
+            ),
+            ("GET", "/apis/networking.k8s.io/v1/ingresses", Route::Proxy),
             ("GET", "/api", Route::Proxy),
             ("GET", "", Route::Proxy),
             ("GET", "*", Route::Proxy),

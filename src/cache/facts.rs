@@ -127,8 +127,8 @@ mod tests {
                 ready,
                 serving_snapshot,
                 resource_version: 42,
-                objects: [1, 2, 3, 4, 5],
-                log_entries: [6, 7, 8, 9, 10],
+                objects: [1, 2, 3, 4, 5, 12, 13],
+                log_entries: [6, 7, 8, 9, 10, 14, 15],
                 abnormal_nodes: 11,
             };
             shared.store(&facts);

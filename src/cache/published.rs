@@ -15,10 +15,13 @@ use crate::k8s::Resource;
 /// The served view of every resource.
 #[derive(Debug)]
 pub struct Published {
-    served: [Collection; 5],
+    served: [Collection; Resource::ALL.len()],
     rv: u64,
     ready: bool,
     v1beta1: bool,
+    /// Whether ServiceCIDRs are served (both versions): from their first list, or a snapshot
+    /// that holds them, on (docs/SEMANTICS.md §5); until then requests for them are proxied.
+    cidrs: bool,
     /// How much history each collection keeps.
     retention: Retention,
     /// The writer's clock (seconds) at its latest trim: the time base of the logs' entries.
@@ -39,6 +42,7 @@ impl Published {
             rv,
             ready: false,
             v1beta1: false,
+            cidrs: false,
             retention,
             clock: 0,
             facts: Arc::new(SharedFacts::new(rv)),
@@ -75,6 +79,11 @@ impl Published {
         self.v1beta1
     }
 
+    /// Whether ServiceCIDRs are served from the cache (see `State::serves_cidrs`).
+    pub fn serves_cidrs(&self) -> bool {
+        self.cidrs
+    }
+
     /// The writer's clock at its latest trim (seconds, the time base of the log entries).
     pub fn clock(&self) -> u64 {
         self.clock
@@ -106,12 +115,12 @@ impl Published {
     }
 
     /// Served objects per resource, in [`Resource::ALL`] order.
-    pub fn object_counts(&self) -> [u64; 5] {
+    pub fn object_counts(&self) -> [u64; Resource::ALL.len()] {
         std::array::from_fn(|i| self.served[i].len() as u64)
     }
 
     /// Event-log entries per resource, in [`Resource::ALL`] order.
-    pub fn log_lens(&self) -> [u64; 5] {
+    pub fn log_lens(&self) -> [u64; Resource::ALL.len()] {
         std::array::from_fn(|i| self.served[i].log_len() as u64)
     }
 
@@ -131,6 +140,10 @@ impl Published {
 
     pub(crate) fn set_v1beta1(&mut self) {
         self.v1beta1 = true;
+    }
+
+    pub(crate) fn set_cidrs(&mut self) {
+        self.cidrs = true;
     }
 }
 

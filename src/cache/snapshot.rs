@@ -2,10 +2,11 @@
 //! bytes in, bytes out; the I/O shell (`crate::persist`) reads and writes the files.
 //!
 //! A snapshot holds what is needed to serve after a restart with no upstream: every cached
-//! upstream object (compact JSON, as stored by the cache), the EndpointSlice version mirrored,
-//! the last resourceVersion handed out, and what ties it to its node and upstream.
+//! upstream object (compact JSON, as stored by the cache), the EndpointSlice and ServiceCIDR
+//! versions mirrored, the last resourceVersion handed out, and what ties it to its node and
+//! upstream.
 //!
-//! # File format (version 1)
+//! # File format (version 2; version 1 is still read)
 //!
 //! Integers are little-endian. `L` is the length of the whole file.
 //!
@@ -16,21 +17,25 @@
 //! | 12         | 8    | `L`, u64: every byte of the file, this header to the end magic       |
 //! | 20         | 4    | `M`, u32: length of the meta (at most [`MAX_META_LEN`])              |
 //! | 24         | `M`  | meta, a JSON object (below)                                          |
-//! | 24 + `M`   | …    | 4 sections, in order nodes, services, endpoints, slices; each is     |
-//! |            |      | a u32 count `N`, then `N` records: u32 length `n` (at most           |
+//! | 24 + `M`   | …    | 5 sections, in order nodes, services, endpoints, slices, cidrs;      |
+//! |            |      | each is a u32 count `N`, then `N` records: u32 length `n` (at most   |
 //! |            |      | [`MAX_OBJECT_LEN`]) and `n` bytes of one JSON object                 |
-//! | `L` − 20   | 8    | total object count, u64 (the sum of the four `N`)                    |
+//! | `L` − 20   | 8    | total object count, u64 (the sum of the five `N`)                    |
 //! | `L` − 12   | 4    | CRC-32/IEEE, u32, of bytes `0 .. L − 12` (every byte before it)      |
 //! | `L` − 8    | 8    | end magic `GWSEND\r\n`                                               |
 //!
 //! The meta is a JSON object of exactly these fields (an unknown one is refused: a new field is
-//! a new format version); `endpointslices` is `"v1"` or `"v1beta1"`, and the RV a canonical
-//! decimal string (digits, no leading zero), as Kubernetes writes resourceVersions and so that
-//! no JSON reader rounds it:
+//! a new format version); `endpointslices` is `"v1"` or `"v1beta1"`, `servicecidrs` `"v1"`,
+//! `"v1beta1"` or `""` (the upstream had none), and the RV a canonical decimal string (digits,
+//! no leading zero), as Kubernetes writes resourceVersions and so that no JSON reader rounds it:
 //!
 //! ```text
-//! {"hostname":"edge-1","upstream":"…","written_unix_secs":1700000000,"rv":"1234","endpointslices":"v1"}
+//! {"hostname":"edge-1","upstream":"…","written_unix_secs":1700000000,"rv":"1234","endpointslices":"v1","servicecidrs":"v1"}
 //! ```
+//!
+//! Version 1, written before grid-wrapper served ServiceCIDRs, is the same without the
+//! `servicecidrs` field and the cidrs section; it is read as a snapshot that does not say
+//! whether the upstream has ServiceCIDRs ([`Meta::cidr_kind`] `None`, no cidrs).
 //!
 //! The header carries `L`, so a write that stopped short is told apart from damage at once
 //! ([`SnapshotError::Truncated`]), and the writer knows `L` before its first byte (the lengths
@@ -74,6 +79,9 @@ pub struct Meta {
     pub rv: u64,
     /// The EndpointSlice version mirrored (`SlicesV1` or `SlicesV1beta1`).
     pub slice_kind: Resource,
+    /// The ServiceCIDR version mirrored (`CidrsV1` or `CidrsV1beta1`); `None` when the
+    /// upstream had none, or the snapshot does not say (format version 1).
+    pub cidr_kind: Option<Resource>,
 }
 
 /// The cached upstream objects, each as compact JSON bytes, per resource: as a file holds
@@ -89,6 +97,8 @@ pub struct Objects<B = Arc<[u8]>> {
     pub endpoints: Vec<B>,
     /// EndpointSlices of `Meta::slice_kind`.
     pub slices: Vec<B>,
+    /// ServiceCIDRs of `Meta::cidr_kind`.
+    pub cidrs: Vec<B>,
 }
 
 /// One object's bytes as the snapshot writer takes them.
@@ -119,7 +129,11 @@ impl Blob for Arc<[u8]> {
 impl<B> Objects<B> {
     /// Number of objects over all resources.
     pub fn len(&self) -> usize {
-        self.nodes.len() + self.services.len() + self.endpoints.len() + self.slices.len()
+        self.nodes.len()
+            + self.services.len()
+            + self.endpoints.len()
+            + self.slices.len()
+            + self.cidrs.len()
     }
 
     /// Whether there are no objects.
@@ -137,8 +151,10 @@ pub struct Snapshot<B = Arc<[u8]>> {
     pub objects: Objects<B>,
 }
 
-/// The version of the file format this binary writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version of the file format this binary writes (and reads, with [`OLD_FORMAT_VERSION`]).
+pub const FORMAT_VERSION: u32 = 2;
+/// The version before ServiceCIDRs, still read (its snapshot serves without them).
+pub const OLD_FORMAT_VERSION: u32 = 1;
 /// The largest object accepted, in bytes (64 MiB; the apiserver's own limit is far lower).
 pub const MAX_OBJECT_LEN: u32 = 64 << 20;
 /// The largest meta section accepted, in bytes (64 KiB).
@@ -154,8 +170,10 @@ const HEADER_LEN: usize = 20;
 const TRAILER_LEN: usize = 20;
 /// CRC and end magic: what the CRC does not cover.
 const UNSUMMED_LEN: usize = 12;
-/// The smallest file the layout allows (empty meta, four empty sections).
+/// The smallest file the layout allows (empty meta, four empty sections: version 1).
 const MIN_LEN: u64 = (HEADER_LEN + 4 + 4 * 4 + TRAILER_LEN) as u64;
+/// What version 2 adds to [`MIN_LEN`]: the cidrs section's count.
+const CIDRS_LEN: u64 = 4;
 
 /// Why bytes are not a usable snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +211,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::NotASnapshot => f.write_str("not a grid-wrapper snapshot"),
             SnapshotError::Version { found } => write!(
                 f,
-                "snapshot format version {found}, this binary reads {FORMAT_VERSION}"
+                "snapshot format version {found}, this binary reads {OLD_FORMAT_VERSION} and {FORMAT_VERSION}"
             ),
             SnapshotError::Truncated {
                 len,
@@ -227,6 +245,9 @@ struct MetaJson {
     written_unix_secs: u64,
     rv: String,
     endpointslices: String,
+    /// Version 2 on (absent from version 1 files; required in version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    servicecidrs: Option<String>,
 }
 
 fn slice_version(kind: Resource) -> Option<&'static str> {
@@ -234,6 +255,16 @@ fn slice_version(kind: Resource) -> Option<&'static str> {
         Resource::SlicesV1 => Some("v1"),
         Resource::SlicesV1beta1 => Some("v1beta1"),
         _ => None,
+    }
+}
+
+/// The meta's `servicecidrs` value: `""` for an upstream without them.
+fn cidr_version(kind: Option<Resource>) -> Option<&'static str> {
+    match kind {
+        None => Some(""),
+        Some(Resource::CidrsV1) => Some("v1"),
+        Some(Resource::CidrsV1beta1) => Some("v1beta1"),
+        Some(_) => None,
     }
 }
 
@@ -247,8 +278,14 @@ fn parse_rv(s: &str) -> Option<u64> {
     }
 }
 
-fn parse_meta(bytes: &[u8]) -> Result<Meta, SnapshotError> {
+fn parse_meta(bytes: &[u8], version: u32) -> Result<Meta, SnapshotError> {
     let m: MetaJson = serde_json::from_slice(bytes).map_err(|e| malformed(format!("meta: {e}")))?;
+    let cidr_kind = match (version, m.servicecidrs.as_deref()) {
+        (OLD_FORMAT_VERSION, None) | (FORMAT_VERSION, Some("")) => None,
+        (FORMAT_VERSION, Some("v1")) => Some(Resource::CidrsV1),
+        (FORMAT_VERSION, Some("v1beta1")) => Some(Resource::CidrsV1beta1),
+        (_, other) => return Err(malformed(format!("meta: servicecidrs {other:?}"))),
+    };
     let rv = parse_rv(&m.rv).ok_or_else(|| malformed(format!("meta: rv {:?}", m.rv)))?;
     let slice_kind = match m.endpointslices.as_str() {
         "v1" => Resource::SlicesV1,
@@ -263,22 +300,24 @@ fn parse_meta(bytes: &[u8]) -> Result<Meta, SnapshotError> {
         written_unix_secs: m.written_unix_secs,
         rv,
         slice_kind,
+        cidr_kind,
     })
 }
 
-fn sections<B>(o: &Objects<B>) -> [(&'static str, &[B]); 4] {
+fn sections<B>(o: &Objects<B>) -> [(&'static str, &[B]); 5] {
     [
         ("nodes", &o.nodes),
         ("services", &o.services),
         ("endpoints", &o.endpoints),
         ("slices", &o.slices),
+        ("cidrs", &o.cidrs),
     ]
 }
 
 /// What `write_to` writes, checked and measured before its first byte.
 struct Plan<'a, B> {
     meta: Vec<u8>,
-    sections: [(&'static str, &'a [B]); 4],
+    sections: [(&'static str, &'a [B]); 5],
     file_len: u64,
     total: u64,
 }
@@ -299,16 +338,19 @@ fn plan<B: Blob>(snap: &Snapshot<B>) -> io::Result<Plan<'_, B>> {
     let m = &snap.meta;
     let version = slice_version(m.slice_kind)
         .ok_or_else(|| invalid(format!("snapshot: slice kind {:?}", m.slice_kind)))?;
+    let cidrs = cidr_version(m.cidr_kind)
+        .ok_or_else(|| invalid(format!("snapshot: ServiceCIDR kind {:?}", m.cidr_kind)))?;
     let meta = serde_json::to_vec(&MetaJson {
         hostname: m.identity.hostname.clone(),
         upstream: m.identity.upstream.clone(),
         written_unix_secs: m.written_unix_secs,
         rv: m.rv.to_string(),
         endpointslices: version.to_string(),
+        servicecidrs: Some(cidrs.to_string()),
     })
     .map_err(io::Error::other)?;
     len_field(meta.len(), MAX_META_LEN, "meta")?;
-    let mut file_len = MIN_LEN + meta.len() as u64;
+    let mut file_len = MIN_LEN + CIDRS_LEN + meta.len() as u64;
     let mut total = 0u64;
     let sections = sections(&snap.objects);
     for (what, objs) in sections {
@@ -426,7 +468,7 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
         _ => return Err(SnapshotError::NotASnapshot),
     }
     let found = le32(bytes, 8).ok_or_else(|| short.clone())?;
-    if found != FORMAT_VERSION {
+    if found != FORMAT_VERSION && found != OLD_FORMAT_VERSION {
         return Err(SnapshotError::Version { found });
     }
     let file_len = le64(bytes, 12).ok_or(short)?;
@@ -472,12 +514,16 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
             "meta of {meta_len} bytes, over {MAX_META_LEN}"
         )));
     }
-    let meta = parse_meta(r.take(meta_len, || "meta".into())?)?;
+    let meta = parse_meta(r.take(meta_len, || "meta".into())?, found)?;
     let objects = Objects {
         nodes: r.section("nodes")?,
         services: r.section("services")?,
         endpoints: r.section("endpoints")?,
         slices: r.section("slices")?,
+        cidrs: match found {
+            OLD_FORMAT_VERSION => Vec::new(),
+            _ => r.section("cidrs")?,
+        },
     };
     if !r.rest.is_empty() {
         return Err(malformed(format!(

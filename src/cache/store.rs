@@ -95,6 +95,9 @@ pub struct State {
     slice_kind: Resource,
     /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
     slice_kind_pinned: bool,
+    /// The ServiceCIDR version mirrored, `None` while the upstream is not known to have the
+    /// resource ([`State::expect_cidrs`]); the sync waits for its first list only when set.
+    cidr_kind: Option<Resource>,
     synced: BTreeSet<u8>,
     ready: bool,
     /// Serving objects restored from the on-disk snapshot: set by [`State::restore`], cleared
@@ -124,9 +127,10 @@ pub const EXCLUDING_LABELS: [&str; 2] = [
 ];
 
 /// Whether the served objects of `res` went through the admission filter, so that none of them
-/// carries an [`EXCLUDING_LABELS`] label: every resource but Nodes (see `excluded`).
+/// carries an [`EXCLUDING_LABELS`] label: the resources listed upstream with kube-proxy's
+/// selector, every one but Nodes and ServiceCIDRs (see `excluded`).
 pub fn admission_filtered(res: Resource) -> bool {
-    res != Resource::Nodes
+    res.label_selector().is_some()
 }
 
 /// Whether `obj` is outside selector L. The reflectors already list+watch with L; this guard
@@ -137,11 +141,13 @@ fn excluded(kind: Resource, obj: &Value) -> bool {
         .is_some_and(|l| excluding(kind).iter().any(|k| l.contains_key(*k)))
 }
 
-/// The labels that keep an object of `kind` out: [`EXCLUDING_LABELS`], none for Nodes.
+/// The labels that keep an object of `kind` out: [`EXCLUDING_LABELS`], none for the resources
+/// cached whole (Nodes, ServiceCIDRs).
 fn excluding(kind: Resource) -> &'static [&'static str] {
-    match kind {
-        Resource::Nodes => &[],
-        _ => &EXCLUDING_LABELS,
+    if admission_filtered(kind) {
+        &EXCLUDING_LABELS
+    } else {
+        &[]
     }
 }
 
@@ -187,6 +193,7 @@ impl State {
             health: EdgeHealth::default(),
             slice_kind: Resource::SlicesV1,
             slice_kind_pinned: false,
+            cidr_kind: None,
             synced: BTreeSet::new(),
             ready: false,
             from_snapshot: false,
@@ -344,6 +351,10 @@ impl State {
             // Unpinned: the upstream switched versions; its full list replaces every slice.
             self.slice_kind = kind;
         }
+        if kind.is_cidr() && Some(kind) != self.cidr_kind {
+            debug!("ignoring a {kind:?} change: mirroring {:?}", self.cidr_kind);
+            return Applied::default();
+        }
         let listed = matches!(change, Prepared::Listed(_));
         match change {
             Prepared::One(Change::Upsert(obj)) => {
@@ -374,19 +385,72 @@ impl State {
         if listed {
             self.index.compact();
         }
-        if listed && self.synced.insert(kind.sync_slot()) && self.synced.len() == 4 {
-            if self.from_snapshot {
-                // Ready since the restore; the history (and open watches) carry on.
-                self.from_snapshot = false;
-                applied.upstream_synced = true;
-            } else {
-                self.ready = true;
-                applied.became_ready = true;
-                self.publisher.set_ready();
-            }
+        if listed && kind.is_cidr() && !self.publisher.serves_cidrs() {
+            self.publisher.start_cidrs();
+        }
+        if listed && self.synced.insert(kind.sync_slot()) {
+            self.check_synced(&mut applied);
         }
         self.end_change(now);
         applied
+    }
+
+    /// Whether every first list the sync waits for is in: Nodes, Services, Endpoints, the
+    /// slices, and the ServiceCIDRs when the upstream has them.
+    fn synced_all(&self) -> bool {
+        (0..=3).all(|slot| self.synced.contains(&slot))
+            && (self.cidr_kind.is_none() || self.synced.contains(&4))
+    }
+
+    /// Once every first list is in: ready (a first start), or synced with the upstream (after
+    /// a start from the snapshot). Each happens once.
+    fn check_synced(&mut self, applied: &mut Applied) {
+        if !self.synced_all() {
+            return;
+        }
+        if self.from_snapshot {
+            // Ready since the restore; the history (and open watches) carry on.
+            self.from_snapshot = false;
+            applied.upstream_synced = true;
+        } else if !self.ready {
+            self.ready = true;
+            applied.became_ready = true;
+            self.publisher.set_ready();
+        }
+    }
+
+    /// The ServiceCIDR version the upstream has, or `None` when it has none (older than 1.33):
+    /// startup detection, or a later re-check that found otherwise (docs/SEMANTICS.md §5).
+    /// Changes of any other version are ignored from then on; the sync waits for the first
+    /// list of `Some` version only. ServiceCIDRs already served stay served (and their
+    /// history): when the upstream no longer has them, the last ones it listed are kept.
+    pub fn expect_cidrs(&mut self, kind: Option<Resource>, now: u64) -> Applied {
+        let kind = kind.filter(|k| k.is_cidr());
+        if kind == self.cidr_kind {
+            return Applied::default();
+        }
+        if let (Some(was), None) = (self.cidr_kind, kind) {
+            if self.publisher.serves_cidrs() {
+                warn!("the upstream no longer has {was:?}: serving the last ones it listed until it has them again");
+            }
+        }
+        self.cidr_kind = kind;
+        self.synced.remove(&Resource::CidrsV1.sync_slot());
+        let mut applied = Applied::default();
+        self.check_synced(&mut applied);
+        self.end_change(now);
+        applied
+    }
+
+    /// The ServiceCIDR version mirrored (see [`State::expect_cidrs`]).
+    pub fn cidr_kind(&self) -> Option<Resource> {
+        self.cidr_kind
+    }
+
+    /// Whether ServiceCIDRs are served from the cache: their first list (or a snapshot holding
+    /// them) came; until then a request for them is proxied.
+    pub fn serves_cidrs(&self) -> bool {
+        self.publisher.serves_cidrs()
     }
 
     /// A full list: objects gone from it are deleted, the others upserted.
@@ -499,8 +563,22 @@ impl State {
                 }
                 self.publish_slice(&key, obj, now);
             }
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => {
+                self.upstream.insert(kind, &key, bytes);
+                self.publish_cidr(&key, Some(obj), now);
+            }
         }
         self.settle(kind, &key);
+    }
+
+    /// Publishes a ServiceCIDR in both served versions (`None`: its deletion): the versions
+    /// differ only in `apiVersion`, so either is the upstream object as it came. v1 first (the
+    /// order RVs are drawn in).
+    fn publish_cidr(&mut self, key: &ObjectKey, obj: Option<Value>, now: u64) {
+        self.publisher
+            .publish(Resource::CidrsV1, key, obj.clone(), now);
+        self.publisher
+            .publish(Resource::CidrsV1beta1, key, obj, now);
     }
 
     /// Keeps an endpoint object's upstream bytes and indexes it: the nodes its endpoints are
@@ -553,6 +631,7 @@ impl State {
                         .publish(Resource::SlicesV1beta1, key, None, now);
                 }
             }
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => self.publish_cidr(key, None, now),
         }
     }
 
@@ -878,13 +957,19 @@ impl State {
             services: self.upstream.blobs(Resource::Services, self.stand_in()),
             endpoints: self.upstream.blobs(Resource::Endpoints, self.stand_in()),
             slices: self.upstream.blobs(self.slice_kind, self.stand_in()),
+            // Only while the upstream has them (the ones kept after it lost them are not).
+            cidrs: self
+                .cidr_kind
+                .map_or_else(Vec::new, |kind| self.upstream.blobs(kind, self.stand_in())),
         }
     }
 
     /// Serves a snapshot's objects at once: the cache becomes ready, with every object stamped
     /// by this process's RVs, and stays marked as serving the snapshot until every reflector has
     /// listed from the upstream (whose lists are then diffed against it, as any relist is).
-    /// Only for a fresh cache (nothing applied yet); returns whether it restored.
+    /// Its ServiceCIDRs are restored (and served) as the version [`State::expect_cidrs`] set
+    /// before: the snapshot's. Only for a fresh cache (nothing applied yet); returns whether it
+    /// restored.
     pub fn restore(&mut self, objects: Objects, slice_kind: Resource, now: u64) -> bool {
         if self.ready || !self.synced.is_empty() || self.upstream.holds_any(Resource::Nodes) {
             warn!("not restoring the snapshot: the cache already holds upstream data");
@@ -894,12 +979,23 @@ impl State {
             self.slice_kind = slice_kind;
         }
         let slices = self.slice_kind;
+        let cidrs = match self.cidr_kind {
+            Some(kind) => Some((kind, objects.cidrs)),
+            None if !objects.cidrs.is_empty() => {
+                warn!("the snapshot's ServiceCIDRs are of no known version: not restored");
+                None
+            }
+            None => None,
+        };
         for (kind, items) in [
             (Resource::Nodes, objects.nodes),
             (Resource::Services, objects.services),
             (Resource::Endpoints, objects.endpoints),
             (slices, objects.slices),
-        ] {
+        ]
+        .into_iter()
+        .chain(cidrs)
+        {
             // As a list's items: the same canonical decode, the pruned objects' upstream
             // bytes packed as they are read (restored through `Value`s and packed afterwards,
             // the static build kept more memory after an offline start).
@@ -920,6 +1016,9 @@ impl State {
         let _ = self.health.take_dirty();
         // The slices of Services with dynamic keys (§2.9) were deferred: served now.
         self.flush_derived(now);
+        if self.cidr_kind.is_some() {
+            self.publisher.start_cidrs();
+        }
         self.ready = true;
         self.from_snapshot = true;
         self.publisher.set_ready();

@@ -1,4 +1,6 @@
 //! The order of the first lists: Nodes and Services before Endpoints and EndpointSlices.
+//! ServiceCIDRs depend on nothing and go at once (and nothing waits for them: an upstream
+//! without them has no ServiceCIDR reflector at all).
 //!
 //! An endpoint object is served according to its Service (topology keys or not) and to the labels
 //! of the nodes its endpoints are on. Applied before them, every endpoint object is served once
@@ -76,7 +78,7 @@ impl ListOrder {
     /// have tried a list, or neither made progress for the patience. Returns whether the
     /// patience ran out.
     pub fn wait_turn(&self, kind: Resource) -> bool {
-        if matches!(kind, Resource::Nodes | Resource::Services) {
+        if matches!(kind, Resource::Nodes | Resource::Services) || kind.is_cidr() {
             return false;
         }
         let mut p = self.lock();
@@ -205,5 +207,14 @@ mod tests {
         let fresh = ListOrder::new(PATIENT);
         assert!(!fresh.wait_turn(Resource::Nodes));
         assert!(!fresh.wait_turn(Resource::Services));
+    }
+
+    #[test]
+    fn servicecidrs_never_wait() {
+        // They depend on no Node or Service: a fresh order lets them list at once (a wait
+        // would take the whole patience here).
+        let fresh = ListOrder::new(PATIENT);
+        assert!(!fresh.wait_turn(Resource::CidrsV1));
+        assert!(!fresh.wait_turn(Resource::CidrsV1beta1));
     }
 }

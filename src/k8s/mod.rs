@@ -70,7 +70,8 @@ pub const SERVICE_PROXY_SELECTOR: &str =
     "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
 
 /// A resource grid-wrapper mirrors from the upstream and serves from its cache. Both
-/// EndpointSlice versions are served, each derived from the one version the upstream offers.
+/// EndpointSlice versions are served, each derived from the one version the upstream offers;
+/// so are both ServiceCIDR versions, when the upstream has the resource (docs/SEMANTICS.md §5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Resource {
     /// core/v1 Services.
@@ -83,16 +84,22 @@ pub enum Resource {
     SlicesV1beta1,
     /// core/v1 Nodes.
     Nodes,
+    /// networking.k8s.io/v1 ServiceCIDRs (Kubernetes ≥ 1.33; kube-proxy's nftables proxier).
+    CidrsV1,
+    /// networking.k8s.io/v1beta1 ServiceCIDRs (Kubernetes 1.31 to 1.36).
+    CidrsV1beta1,
 }
 
 impl Resource {
     /// Every served resource, in a fixed order (index = [`Resource::index`]).
-    pub const ALL: [Resource; 5] = [
+    pub const ALL: [Resource; 7] = [
         Resource::Services,
         Resource::Endpoints,
         Resource::SlicesV1,
         Resource::SlicesV1beta1,
         Resource::Nodes,
+        Resource::CidrsV1,
+        Resource::CidrsV1beta1,
     ];
 
     /// Position in [`Resource::ALL`].
@@ -103,20 +110,31 @@ impl Resource {
             Resource::SlicesV1 => 2,
             Resource::SlicesV1beta1 => 3,
             Resource::Nodes => 4,
+            Resource::CidrsV1 => 5,
+            Resource::CidrsV1beta1 => 6,
         }
     }
 
-    /// The slot of the cache's first-list bookkeeping, 0..=3: which of its four collections the
-    /// resource's upstream list fills (both EndpointSlice versions fill the same one, so either
-    /// one's list completes it). The cache is synced once all four slots are listed, and
-    /// [`crate::handoff::list_order::ListOrder`] tracks which first lists are done by it.
+    /// The slot of the cache's first-list bookkeeping, 0..=4: which of its upstream collections
+    /// the resource's upstream list fills (both EndpointSlice versions fill the same one, so
+    /// either one's list completes it; both ServiceCIDR versions too). The cache is synced once
+    /// slots 0..=3 are listed, and slot 4 too when the upstream has ServiceCIDRs
+    /// ([`Resource::is_cidr`]); [`crate::handoff::list_order::ListOrder`] tracks which first
+    /// lists are done by it.
     pub fn sync_slot(self) -> u8 {
         match self {
             Resource::Nodes => 0,
             Resource::Services => 1,
             Resource::Endpoints => 2,
             Resource::SlicesV1 | Resource::SlicesV1beta1 => 3,
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => 4,
         }
+    }
+
+    /// Whether this is a ServiceCIDR version: served only when the upstream has the resource,
+    /// proxied otherwise (docs/SEMANTICS.md §5).
+    pub fn is_cidr(self) -> bool {
+        matches!(self, Resource::CidrsV1 | Resource::CidrsV1beta1)
     }
 
     /// Cluster-wide collection path upstream, e.g. `/api/v1/services`.
@@ -127,13 +145,19 @@ impl Resource {
             Resource::Endpoints => "/api/v1/endpoints",
             Resource::SlicesV1 => "/apis/discovery.k8s.io/v1/endpointslices",
             Resource::SlicesV1beta1 => "/apis/discovery.k8s.io/v1beta1/endpointslices",
+            Resource::CidrsV1 => "/apis/networking.k8s.io/v1/servicecidrs",
+            Resource::CidrsV1beta1 => "/apis/networking.k8s.io/v1beta1/servicecidrs",
         }
     }
 
-    /// The label selector the upstream is listed and watched with, if any: every resource but
-    /// Nodes (unfiltered) uses [`SERVICE_PROXY_SELECTOR`].
+    /// The label selector the upstream is listed and watched with, if any: Services, Endpoints
+    /// and EndpointSlices use [`SERVICE_PROXY_SELECTOR`]; Nodes and ServiceCIDRs are cached
+    /// whole (a client's own selector is applied when they are served, §1).
     pub fn label_selector(self) -> Option<&'static str> {
-        (self != Resource::Nodes).then_some(SERVICE_PROXY_SELECTOR)
+        match self {
+            Resource::Nodes | Resource::CidrsV1 | Resource::CidrsV1beta1 => None,
+            _ => Some(SERVICE_PROXY_SELECTOR),
+        }
     }
 
     /// Item kind, e.g. `EndpointSlice`.
@@ -143,6 +167,7 @@ impl Resource {
             Resource::Endpoints => "Endpoints",
             Resource::SlicesV1 | Resource::SlicesV1beta1 => "EndpointSlice",
             Resource::Nodes => "Node",
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => "ServiceCIDR",
         }
     }
 
@@ -161,6 +186,7 @@ impl Resource {
             Resource::Endpoints => "EndpointsList",
             Resource::SlicesV1 | Resource::SlicesV1beta1 => "EndpointSliceList",
             Resource::Nodes => "NodeList",
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => "ServiceCIDRList",
         }
     }
 
@@ -170,6 +196,8 @@ impl Resource {
             Resource::Services | Resource::Endpoints | Resource::Nodes => "v1",
             Resource::SlicesV1 => "discovery.k8s.io/v1",
             Resource::SlicesV1beta1 => "discovery.k8s.io/v1beta1",
+            Resource::CidrsV1 => "networking.k8s.io/v1",
+            Resource::CidrsV1beta1 => "networking.k8s.io/v1beta1",
         }
     }
 
@@ -180,12 +208,16 @@ impl Resource {
             Resource::Endpoints => "endpoints",
             Resource::SlicesV1 | Resource::SlicesV1beta1 => "endpointslices",
             Resource::Nodes => "nodes",
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => "servicecidrs",
         }
     }
 
     /// Whether objects of this resource live in a namespace.
     pub fn namespaced(self) -> bool {
-        !matches!(self, Resource::Nodes)
+        !matches!(
+            self,
+            Resource::Nodes | Resource::CidrsV1 | Resource::CidrsV1beta1
+        )
     }
 
     /// Field names a `fieldSelector` may use on this resource (docs/SEMANTICS.md §1).
@@ -200,7 +232,7 @@ impl Resource {
             Resource::Endpoints | Resource::SlicesV1 | Resource::SlicesV1beta1 => {
                 &["metadata.name", "metadata.namespace"]
             }
-            Resource::Nodes => &["metadata.name"],
+            Resource::Nodes | Resource::CidrsV1 | Resource::CidrsV1beta1 => &["metadata.name"],
         }
     }
 }

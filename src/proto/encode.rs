@@ -31,6 +31,8 @@ pub fn message_of(res: Resource) -> &'static Message {
         Resource::Endpoints => &schema::CORE_V1_ENDPOINTS,
         Resource::SlicesV1 => &schema::DISCOVERY_V1_ENDPOINT_SLICE,
         Resource::SlicesV1beta1 => &schema::DISCOVERY_V1BETA1_ENDPOINT_SLICE,
+        Resource::CidrsV1 => &schema::NETWORKING_V1_SERVICE_CIDR,
+        Resource::CidrsV1beta1 => &schema::NETWORKING_V1BETA1_SERVICE_CIDR,
     }
 }
 

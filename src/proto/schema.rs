@@ -4,6 +4,8 @@
 // k8s.io/api/core/v1/types.go
 // k8s.io/api/discovery/v1/types.go
 // k8s.io/api/discovery/v1beta1/types.go
+// k8s.io/api/networking/v1/types.go
+// k8s.io/api/networking/v1beta1/types.go
 // k8s.io/apimachinery/pkg/apis/meta/v1/types.go
 // k8s.io/apimachinery/pkg/types/uid.go
 //! The protobuf message tables, one per Go struct the encoder reaches (generated).
@@ -68,6 +70,12 @@ pub static ALL: &[&Message] = &[
     &META_V1_STATUS,
     &META_V1_STATUS_CAUSE,
     &META_V1_STATUS_DETAILS,
+    &NETWORKING_V1_SERVICE_CIDR,
+    &NETWORKING_V1_SERVICE_CIDR_SPEC,
+    &NETWORKING_V1_SERVICE_CIDR_STATUS,
+    &NETWORKING_V1BETA1_SERVICE_CIDR,
+    &NETWORKING_V1BETA1_SERVICE_CIDR_SPEC,
+    &NETWORKING_V1BETA1_SERVICE_CIDR_STATUS,
 ];
 
 /// Go `core.v1.AttachedVolume`.
@@ -747,5 +755,63 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
         Field { json: "causes", number: 4, kind: Message(&META_V1_STATUS_CAUSE), card: Repeated },
         Field { json: "retryAfterSeconds", number: 5, kind: Int32, card: Value },
         Field { json: "uid", number: 6, kind: String, card: Value },
+    ],
+};
+
+/// Go `networking.v1.ServiceCIDR`.
+pub static NETWORKING_V1_SERVICE_CIDR: Message = Message {
+    name: "networking.v1.ServiceCIDR",
+    known: &["apiVersion", "kind"],
+    fields: &[
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
+        Field { json: "spec", number: 2, kind: Message(&NETWORKING_V1_SERVICE_CIDR_SPEC), card: Value },
+        Field { json: "status", number: 3, kind: Message(&NETWORKING_V1_SERVICE_CIDR_STATUS), card: Value },
+    ],
+};
+
+/// Go `networking.v1.ServiceCIDRSpec`.
+pub static NETWORKING_V1_SERVICE_CIDR_SPEC: Message = Message {
+    name: "networking.v1.ServiceCIDRSpec",
+    known: &[],
+    fields: &[
+        Field { json: "cidrs", number: 1, kind: String, card: Repeated },
+    ],
+};
+
+/// Go `networking.v1.ServiceCIDRStatus`.
+pub static NETWORKING_V1_SERVICE_CIDR_STATUS: Message = Message {
+    name: "networking.v1.ServiceCIDRStatus",
+    known: &[],
+    fields: &[
+        Field { json: "conditions", number: 1, kind: Message(&META_V1_CONDITION), card: Repeated },
+    ],
+};
+
+/// Go `networking.v1beta1.ServiceCIDR`.
+pub static NETWORKING_V1BETA1_SERVICE_CIDR: Message = Message {
+    name: "networking.v1beta1.ServiceCIDR",
+    known: &["apiVersion", "kind"],
+    fields: &[
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
+        Field { json: "spec", number: 2, kind: Message(&NETWORKING_V1BETA1_SERVICE_CIDR_SPEC), card: Value },
+        Field { json: "status", number: 3, kind: Message(&NETWORKING_V1BETA1_SERVICE_CIDR_STATUS), card: Value },
+    ],
+};
+
+/// Go `networking.v1beta1.ServiceCIDRSpec`.
+pub static NETWORKING_V1BETA1_SERVICE_CIDR_SPEC: Message = Message {
+    name: "networking.v1beta1.ServiceCIDRSpec",
+    known: &[],
+    fields: &[
+        Field { json: "cidrs", number: 1, kind: String, card: Repeated },
+    ],
+};
+
+/// Go `networking.v1beta1.ServiceCIDRStatus`.
+pub static NETWORKING_V1BETA1_SERVICE_CIDR_STATUS: Message = Message {
+    name: "networking.v1beta1.ServiceCIDRStatus",
+    known: &[],
+    fields: &[
+        Field { json: "conditions", number: 1, kind: Message(&META_V1_CONDITION), card: Repeated },
     ],
 };

@@ -4,7 +4,8 @@
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ReflectMessage};
 use std::sync::OnceLock;
 
-/// The descriptor pool of k8s.io/api core/v1 and discovery (and everything they import).
+/// The descriptor pool of k8s.io/api core/v1, discovery and networking (and everything they
+/// import).
 pub fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -14,6 +15,8 @@ pub fn pool() -> &'static DescriptorPool {
                 "k8s.io/api/core/v1/generated.proto",
                 "k8s.io/api/discovery/v1/generated.proto",
                 "k8s.io/api/discovery/v1beta1/generated.proto",
+                "k8s.io/api/networking/v1/generated.proto",
+                "k8s.io/api/networking/v1beta1/generated.proto",
             ],
             [dir],
         )
@@ -25,7 +28,7 @@ pub fn pool() -> &'static DescriptorPool {
 /// The descriptor of a schema message name (`core.v1.Service`) or a full protobuf name.
 pub fn descriptor(name: &str) -> MessageDescriptor {
     let full = match name.split_once('.') {
-        Some(("core" | "discovery", _)) => format!("k8s.io.api.{name}"),
+        Some(("core" | "discovery" | "networking", _)) => format!("k8s.io.api.{name}"),
         Some(("meta", _)) => format!("k8s.io.apimachinery.pkg.apis.{name}"),
         _ => name.to_owned(),
     };

@@ -16,12 +16,12 @@ struct Registry {
     /// `(resource index, path)` of every unknown field met.
     paths: BTreeSet<(usize, String)>,
     /// Encoded objects that left out one field or more, per resource ([`Resource::index`]).
-    objects: [u64; 5],
+    objects: [u64; Resource::ALL.len()],
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     paths: BTreeSet::new(),
-    objects: [0; 5],
+    objects: [0; Resource::ALL.len()],
 });
 
 /// Records the unknown fields of one encoded object `key` of `res`; logs each new path once.
@@ -42,7 +42,7 @@ pub fn note(res: Resource, key: &ObjectKey, paths: &[String]) {
 }
 
 /// Encoded objects that left out a field, per resource in [`Resource::ALL`] order.
-pub fn objects() -> [u64; 5] {
+pub fn objects() -> [u64; Resource::ALL.len()] {
     lock(&REGISTRY).objects
 }
 

@@ -350,6 +350,15 @@ impl Conn {
         }
         let wants_v1beta1 = r.resource() == Some(Resource::SlicesV1beta1);
         let state = lock(ctx.view);
+        if r.resource().is_some_and(Resource::is_cidr) && state.is_ready() && !state.serves_cidrs()
+        {
+            // An upstream without ServiceCIDRs (docs/SEMANTICS.md §5): proxied, as any path the
+            // cache does not serve.
+            drop(state);
+            self.label = RouteKind::of(&Route::Proxy, &req.query);
+            self.forward(req, ctx);
+            return;
+        }
         if wants_v1beta1 && !state.serves_v1beta1() {
             // Once per process: the writer builds them; the request waits as one before the
             // first sync does, without holding up the loop.

@@ -142,7 +142,7 @@ const CODES: [u16; 25] = [
 const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other"];
 const CODE_SLOTS: usize = CODES.len() + CLASSES.len();
 /// Served resources plus one slot for "no resource" (proxied and invalid requests).
-const RES_SLOTS: usize = 6;
+const RES_SLOTS: usize = Resource::ALL.len() + 1;
 const ROUTES: usize = 5;
 
 /// The slot of a status code.
@@ -172,10 +172,10 @@ fn res_slot(res: Option<Resource>) -> usize {
 #[derive(Debug)]
 pub struct Counters {
     requests: [[[AtomicU64; CODE_SLOTS]; RES_SLOTS]; ROUTES],
-    open_watches: [AtomicI64; 5],
+    open_watches: [AtomicI64; Resource::ALL.len()],
     watches_ended: [AtomicU64; 6],
     sent_bytes: [AtomicU64; ROUTES],
-    watch_events: [AtomicU64; 5],
+    watch_events: [AtomicU64; Resource::ALL.len()],
 }
 
 impl Default for Counters {
@@ -190,10 +190,10 @@ impl Counters {
         Counters {
             requests: [const { [const { [const { AtomicU64::new(0) }; CODE_SLOTS] }; RES_SLOTS] };
                 ROUTES],
-            open_watches: [const { AtomicI64::new(0) }; 5],
+            open_watches: [const { AtomicI64::new(0) }; Resource::ALL.len()],
             watches_ended: [const { AtomicU64::new(0) }; 6],
             sent_bytes: [const { AtomicU64::new(0) }; ROUTES],
-            watch_events: [const { AtomicU64::new(0) }; 5],
+            watch_events: [const { AtomicU64::new(0) }; Resource::ALL.len()],
         }
     }
 
@@ -434,7 +434,8 @@ mod tests {
         }
         // Only counted request series; every other family has a fixed set.
         let samples = out.lines().filter(|l| !l.starts_with('#')).count();
-        assert_eq!(samples, 5 + 5 + 6 + 5 + 5, "{out}");
+        let per_resource = Resource::ALL.len();
+        assert_eq!(samples, 5 + per_resource + 6 + 5 + per_resource, "{out}");
         assert_eq!(out.matches("# TYPE ").count(), 5);
     }
 

@@ -302,7 +302,7 @@ mod tests {
         let st = state();
         let facts = CacheFacts::of(&st, &listed);
         assert_eq!(facts.pending, vec![0]);
-        assert_eq!(facts.resources.len(), 5);
+        assert_eq!(facts.resources.len(), Resource::ALL.len());
         let reflectors = Stats::new();
         reflectors.kind(Resource::Nodes).set_active(true);
         reflectors

@@ -1,7 +1,8 @@
-//! Which EndpointSlice version to mirror from the upstream (docs/SEMANTICS.md §5).
+//! Which EndpointSlice version to mirror from the upstream, and whether (and which version of)
+//! ServiceCIDRs it has (docs/SEMANTICS.md §5).
 
 use crate::k8s::Resource;
-use crate::upstream::client::Upstream;
+use crate::upstream::client::{Upstream, UpstreamError};
 use crate::upstream::kind::with_query;
 use crate::upstream::reflector::ListWatch;
 use serde_json::Value;
@@ -77,11 +78,36 @@ pub fn slice_kind_from_group(group: &Value) -> (Resource, Vec<String>) {
     (kind, versions)
 }
 
-fn discovery_answer(
-    lw: &dyn ListWatch,
-) -> Result<Resource, crate::upstream::client::UpstreamError> {
+fn discovery_answer(lw: &dyn ListWatch) -> Result<Resource, UpstreamError> {
     let group = lw.get_json("/apis/discovery.k8s.io")?;
     let (kind, versions) = slice_kind_from_group(&group);
     log::info!("EndpointSlice versions served upstream: {versions:?}; mirroring {kind:?}");
     Ok(kind)
+}
+
+/// Whether the upstream has ServiceCIDRs, and in which version (docs/SEMANTICS.md §5): a LIST
+/// of v1, then of v1beta1 (`limit=1`, the reflector's own path). `Ok(Some(kind))`: the first
+/// that answers; `Ok(None)`: neither is served (404, an upstream older than 1.33 or with the API
+/// off) or neither may be read (403, RBAC without them), so requests for them are proxied;
+/// `Err`: the upstream could not be asked (offline), to be re-checked later. Logs one line.
+pub fn discover_cidr_kind(lw: &dyn ListWatch) -> Result<Option<Resource>, UpstreamError> {
+    let mut refused = Vec::new();
+    for kind in [Resource::CidrsV1, Resource::CidrsV1beta1] {
+        match lw.list(&with_query(kind.path(), &[("limit", "1")])) {
+            Ok(_) => {
+                log::info!("upstream ServiceCIDRs: mirroring {kind:?}");
+                return Ok(Some(kind));
+            }
+            Err(UpstreamError::Status { code, .. }) if code == 404 || code == 403 => {
+                refused.push(code);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if refused.contains(&403) {
+        log::warn!("ServiceCIDRs may not be read upstream (403: grid-wrapper's ClusterRole lacks get/list/watch on networking.k8s.io servicecidrs): requests for them are proxied");
+    } else {
+        log::info!("the upstream has no ServiceCIDRs (404: older than Kubernetes 1.33, or the API is off): requests for them are proxied");
+    }
+    Ok(None)
 }

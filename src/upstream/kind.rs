@@ -11,12 +11,14 @@ pub use crate::k8s::SERVICE_PROXY_SELECTOR;
 
 /// The upstream resources a reflector mirrors, in the order reflectors are reported in
 /// (`/metrics` reflector lines, `/debug/state` reflectors, the stats array).
-pub const REFLECTED: [Resource; 5] = [
+pub const REFLECTED: [Resource; 7] = [
     Resource::Nodes,
     Resource::Services,
     Resource::Endpoints,
     Resource::SlicesV1,
     Resource::SlicesV1beta1,
+    Resource::CidrsV1,
+    Resource::CidrsV1beta1,
 ];
 
 /// Percent-encodes a query value like Go's `url.QueryEscape` (space as `%20`).
@@ -78,6 +80,16 @@ mod tests {
                 Resource::SlicesV1beta1,
                 "/apis/discovery.k8s.io/v1beta1/endpointslices",
                 true,
+            ),
+            (
+                Resource::CidrsV1,
+                "/apis/networking.k8s.io/v1/servicecidrs",
+                false,
+            ),
+            (
+                Resource::CidrsV1beta1,
+                "/apis/networking.k8s.io/v1beta1/servicecidrs",
+                false,
             ),
         ];
         for (r, path, filtered) in table {

@@ -229,11 +229,14 @@ fn kind_index(kind: Resource) -> usize {
         Resource::Endpoints => 2,
         Resource::SlicesV1 => 3,
         Resource::SlicesV1beta1 => 4,
+        Resource::CidrsV1 => 5,
+        Resource::CidrsV1beta1 => 6,
     }
 }
 
 /// The `resource` label of a kind: the plural for core resources, kubectl's
-/// `plural.version.group` for the two EndpointSlice versions (so they never collide).
+/// `plural.version.group` for the two versions of EndpointSlices and of ServiceCIDRs (so they
+/// never collide).
 pub fn resource_label(kind: Resource) -> &'static str {
     match kind {
         Resource::Nodes => "nodes",
@@ -241,6 +244,8 @@ pub fn resource_label(kind: Resource) -> &'static str {
         Resource::Endpoints => "endpoints",
         Resource::SlicesV1 => "endpointslices.v1.discovery.k8s.io",
         Resource::SlicesV1beta1 => "endpointslices.v1beta1.discovery.k8s.io",
+        Resource::CidrsV1 => "servicecidrs.v1.networking.k8s.io",
+        Resource::CidrsV1beta1 => "servicecidrs.v1beta1.networking.k8s.io",
     }
 }
 
@@ -248,7 +253,7 @@ pub fn resource_label(kind: Resource) -> &'static str {
 /// requests.
 #[derive(Debug, Default)]
 pub struct Stats {
-    kinds: [Arc<KindStats>; 5],
+    kinds: [Arc<KindStats>; REFLECTED.len()],
     servers: Arc<ServerStats>,
     requests: Arc<RequestStats>,
 }

@@ -18,6 +18,7 @@ fn meta(slice_kind: Resource) -> Meta {
         written_unix_secs: 5,
         rv: 42,
         slice_kind,
+        cidr_kind: None,
     }
 }
 
@@ -28,34 +29,45 @@ fn empty() -> Snapshot {
     }
 }
 
-/// One small object of every resource, v1beta1 slices.
+/// One small object of every resource, v1beta1 slices, v1 ServiceCIDRs.
 fn small() -> Snapshot {
     Snapshot {
-        meta: meta(Resource::SlicesV1beta1),
+        meta: Meta {
+            cidr_kind: Some(Resource::CidrsV1),
+            ..meta(Resource::SlicesV1beta1)
+        },
         objects: Objects {
             nodes: vec![obj(r#"{"n":1}"#)],
             services: vec![obj(r#"{"s":2}"#)],
             endpoints: vec![obj(r#"{"e":3}"#)],
             slices: vec![obj(r#"{"l":4}"#)],
+            cidrs: vec![obj(r#"{"c":5}"#)],
         },
     }
 }
 
-const SMALL_META: &str =
-    r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42","endpointslices":"v1beta1"}"#;
+const SMALL_META: &str = r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42","endpointslices":"v1beta1","servicecidrs":"v1"}"#;
 
-/// A file assembled by hand from the module docs' table.
-fn by_table(meta: &[u8], sections: [&[&[u8]]; 4]) -> Vec<u8> {
+/// No sections but empty ones, as a version 2 file has them.
+const NO_OBJECTS: [&[&[u8]]; 5] = [&[]; 5];
+
+/// A file of format version 2 assembled by hand from the module docs' table.
+fn by_table(meta: &[u8], sections: [&[&[u8]]; 5]) -> Vec<u8> {
+    by_table_of(FORMAT_VERSION, meta, &sections)
+}
+
+/// A file of `version` assembled by hand from the module docs' table: any number of sections.
+fn by_table_of(version: u32, meta: &[u8], sections: &[&[&[u8]]]) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(b"GWSNAP\r\n");
-    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&version.to_le_bytes());
     b.extend_from_slice(&[0; 8]); // L, filled in below
     b.extend_from_slice(&(meta.len() as u32).to_le_bytes());
     b.extend_from_slice(meta);
     let mut total = 0u64;
-    for objs in sections {
+    for objs in sections.iter() {
         b.extend_from_slice(&(objs.len() as u32).to_le_bytes());
-        for o in objs {
+        for o in objs.iter() {
             b.extend_from_slice(&(o.len() as u32).to_le_bytes());
             b.extend_from_slice(o);
         }
@@ -117,7 +129,53 @@ fn round_trip_every_resource_v1beta1() {
     let back = decode(&encode(&snap)).unwrap();
     assert_eq!(back, snap);
     assert_eq!(back.meta.slice_kind, Resource::SlicesV1beta1);
-    assert_eq!(back.objects.len(), 6);
+    assert_eq!(back.meta.cidr_kind, Some(Resource::CidrsV1));
+    assert_eq!(back.objects.len(), 7);
+    // Every ServiceCIDR answer round-trips, "none" included.
+    for cidr_kind in [None, Some(Resource::CidrsV1), Some(Resource::CidrsV1beta1)] {
+        let mut snap = small();
+        snap.meta.cidr_kind = cidr_kind;
+        assert_eq!(decode(&encode(&snap)).unwrap().meta.cidr_kind, cidr_kind);
+    }
+}
+
+/// A snapshot written before ServiceCIDRs were served (format version 1: four sections, no
+/// `servicecidrs` in the meta) still loads: it says nothing about ServiceCIDRs and has none.
+#[test]
+fn a_version_1_snapshot_still_loads() {
+    let meta = r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42","endpointslices":"v1beta1"}"#;
+    let sections: [&[&[u8]]; 4] = [
+        &[br#"{"n":1}"#],
+        &[br#"{"s":2}"#],
+        &[br#"{"e":3}"#],
+        &[br#"{"l":4}"#],
+    ];
+    let old = by_table_of(OLD_FORMAT_VERSION, meta.as_bytes(), &sections);
+    let mut want = small();
+    want.meta.cidr_kind = None;
+    want.objects.cidrs.clear();
+    assert_eq!(decode(&old), Ok(want));
+    // A version 1 file holds four sections: a fifth is bytes left over.
+    let five = by_table_of(OLD_FORMAT_VERSION, meta.as_bytes(), &NO_OBJECTS);
+    assert!(is_malformed(decode(&five)));
+    // And its meta has no `servicecidrs` (a new field is a new version).
+    let with = SMALL_META.as_bytes();
+    assert!(is_malformed(decode(&by_table_of(
+        OLD_FORMAT_VERSION,
+        with,
+        &sections
+    ))));
+    // Version 2 needs both.
+    assert!(is_malformed(decode(&by_table_of(
+        FORMAT_VERSION,
+        meta.as_bytes(),
+        &NO_OBJECTS
+    ))));
+    assert!(is_malformed(decode(&by_table_of(
+        FORMAT_VERSION,
+        with,
+        &sections
+    ))));
 }
 
 #[test]
@@ -129,6 +187,7 @@ fn layout_follows_the_documented_table() {
             &[br#"{"s":2}"#],
             &[br#"{"e":3}"#],
             &[br#"{"l":4}"#],
+            &[br#"{"c":5}"#],
         ],
     );
     assert_eq!(encode(&small()), want);
@@ -217,15 +276,15 @@ fn every_single_bit_flip_fails() {
 
 #[test]
 fn other_versions_are_reported() {
-    for v in [0, 2, 7, u32::MAX] {
+    for v in [0, 3, 7, u32::MAX] {
         let mut b = encode(&small());
         put32(&mut b, 8, v);
         assert_eq!(decode(&b), Err(SnapshotError::Version { found: v }));
     }
     // A future version may change everything after the version field.
     let mut future = b"GWSNAP\r\n".to_vec();
-    future.extend_from_slice(&2u32.to_le_bytes());
-    assert_eq!(decode(&future), Err(SnapshotError::Version { found: 2 }));
+    future.extend_from_slice(&3u32.to_le_bytes());
+    assert_eq!(decode(&future), Err(SnapshotError::Version { found: 3 }));
 }
 
 #[test]
@@ -323,21 +382,23 @@ fn objects_must_be_json_objects() {
         b"\xff{}",
         b"nul",
     ] {
-        for section in 0..4 {
-            let mut secs: [&[&[u8]]; 4] = [&[], &[], &[], &[]];
+        for section in 0..5 {
+            let mut secs = NO_OBJECTS;
             let objs = [&b"{}"[..], bad];
             secs[section] = &objs;
             assert!(is_malformed(decode(&by_table(m, secs))), "{bad:?}");
         }
     }
     let spaced: [&[u8]; 1] = [b" { \"a\" : [ 1 ] }\n"];
-    assert!(decode(&by_table(m, [&spaced, &[], &[], &[]])).is_ok());
+    assert!(decode(&by_table(m, [&spaced, &[], &[], &[], &[]])).is_ok());
 }
 
 #[test]
 fn meta_must_be_exactly_the_documented_object() {
     let bad = [
-        r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42","endpointslices":"v1","x":1}"#,
+        r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42","endpointslices":"v1","servicecidrs":"v1","x":1}"#,
+        r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42","endpointslices":"v1","servicecidrs":"v2"}"#,
+        r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42","endpointslices":"v1","servicecidrs":null}"#,
         r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"42"}"#,
         r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"007","endpointslices":"v1"}"#,
         r#"{"hostname":"h","upstream":"u","written_unix_secs":5,"rv":"+1","endpointslices":"v1"}"#,
@@ -352,21 +413,21 @@ fn meta_must_be_exactly_the_documented_object() {
     ];
     for meta in bad {
         assert!(
-            is_malformed(decode(&by_table(meta.as_bytes(), [&[]; 4]))),
+            is_malformed(decode(&by_table(meta.as_bytes(), NO_OBJECTS))),
             "{meta}"
         );
     }
-    let zero =
-        r#"{"hostname":"","upstream":"","written_unix_secs":0,"rv":"0","endpointslices":"v1"}"#;
-    let snap = decode(&by_table(zero.as_bytes(), [&[]; 4])).unwrap();
+    let zero = r#"{"hostname":"","upstream":"","written_unix_secs":0,"rv":"0","endpointslices":"v1","servicecidrs":""}"#;
+    let snap = decode(&by_table(zero.as_bytes(), NO_OBJECTS)).unwrap();
     assert_eq!(snap.meta.rv, 0);
+    assert_eq!(snap.meta.cidr_kind, None);
 }
 
 #[test]
 fn counts_must_add_up() {
     let mut b = encode(&small());
     let at = b.len() - 20;
-    b[at..at + 8].copy_from_slice(&5u64.to_le_bytes());
+    b[at..at + 8].copy_from_slice(&6u64.to_le_bytes());
     reseal(&mut b);
     assert!(is_malformed(decode(&b)));
     // A stray byte between the last section and the trailer.
@@ -386,6 +447,13 @@ fn writer_refuses_what_the_format_cannot_hold() {
     assert!(out.is_empty(), "nothing written");
     assert!(encode(&snap).is_empty());
     let mut snap = small();
+    snap.meta.cidr_kind = Some(Resource::SlicesV1);
+    assert_eq!(
+        write_to(&snap, &mut out).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
+    assert!(out.is_empty(), "nothing written");
+    let mut snap = small();
     let mut big = vec![b' '; MAX_OBJECT_LEN as usize + 1];
     big[0] = b'{';
     big[1] = b'}';
@@ -401,7 +469,7 @@ fn errors_read_well() {
         (SnapshotError::NotASnapshot, "not a grid-wrapper snapshot"),
         (
             SnapshotError::Version { found: 7 },
-            "snapshot format version 7, this binary reads 1",
+            "snapshot format version 7, this binary reads 1 and 2",
         ),
         (
             SnapshotError::Truncated {

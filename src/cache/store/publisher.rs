@@ -85,6 +85,16 @@ impl Publisher {
         self.v1beta1
     }
 
+    /// Whether ServiceCIDRs are served (the view's flag; only this writer sets it).
+    pub(super) fn serves_cidrs(&self) -> bool {
+        lock(&self.view).serves_cidrs()
+    }
+
+    /// ServiceCIDRs are served from now on: their first list was published.
+    pub(super) fn start_cidrs(&mut self) {
+        lock(&self.view).set_cidrs();
+    }
+
     /// The readers' handle.
     pub(super) fn view(&self) -> View {
         Arc::clone(&self.view)

@@ -65,6 +65,7 @@ impl Whole for Objects<Upstream> {
             services: whole(&self.services)?,
             endpoints: whole(&self.endpoints)?,
             slices: whole(&self.slices)?,
+            cidrs: whole(&self.cidrs)?,
         })
     }
 }

@@ -167,6 +167,8 @@ pub(super) struct UpstreamObjects {
     services: BTreeMap<ObjectKey, Stored>,
     endpoints: BTreeMap<ObjectKey, Stored>,
     slices: BTreeMap<ObjectKey, Stored>,
+    /// ServiceCIDRs of the version mirrored.
+    cidrs: BTreeMap<ObjectKey, Stored>,
     /// Upstream bytes that [`UpstreamObjects::pack_pending`] is to pack: left for after the
     /// change is served, so that readiness and other writers do not wait for it.
     to_pack: Vec<(Resource, ObjectKey)>,
@@ -194,6 +196,8 @@ impl<'a> StandIn<'a> {
             Resource::Nodes | Resource::Services | Resource::Endpoints => Some(kind),
             Resource::SlicesV1 if self.slice_kind == Resource::SlicesV1 => Some(kind),
             Resource::SlicesV1 | Resource::SlicesV1beta1 => None,
+            // Both versions are served; the one mirrored is the upstream object as it came.
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => Some(kind),
         }
     }
 
@@ -210,6 +214,7 @@ impl UpstreamObjects {
             Resource::Services => Some(&self.services),
             Resource::Endpoints => Some(&self.endpoints),
             Resource::SlicesV1 | Resource::SlicesV1beta1 => Some(&self.slices),
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => Some(&self.cidrs),
         }
     }
 
@@ -219,6 +224,7 @@ impl UpstreamObjects {
             Resource::Services => Some(&mut self.services),
             Resource::Endpoints => Some(&mut self.endpoints),
             Resource::SlicesV1 | Resource::SlicesV1beta1 => Some(&mut self.slices),
+            Resource::CidrsV1 | Resource::CidrsV1beta1 => Some(&mut self.cidrs),
         }
     }
 
@@ -435,12 +441,14 @@ mod tests {
                 written_unix_secs: 1,
                 rv: 77,
                 slice_kind: Resource::SlicesV1,
+                cidr_kind: None,
             },
             objects: crate::cache::snapshot::Objects {
                 nodes: vec![blob],
                 services: Vec::new(),
                 endpoints: Vec::new(),
                 slices: Vec::new(),
+                cidrs: Vec::new(),
             },
         };
         assert!(crate::cache::snapshot::write_to(&snap, Vec::new()).is_err());

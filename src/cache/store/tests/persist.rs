@@ -226,6 +226,7 @@ fn an_export_writes_the_file_its_whole_objects_write() {
         written_unix_secs: 7,
         rv: online.current_rv(),
         slice_kind: Resource::SlicesV1,
+        cidr_kind: online.cidr_kind(),
     };
     let whole = export.whole().expect("whole");
     let written = snapshot::encode(&Snapshot {
