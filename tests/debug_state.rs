@@ -54,7 +54,8 @@ fn debug_state_lists_open_watches_reflectors_and_counts() {
     wait_for("every reflector watching", || {
         let d = debug_state(&w);
         let r = d["reflectors"].as_array().cloned().unwrap_or_default();
-        r.len() == 4 && r.iter().all(|r| r["state"] == "Watching")
+        // Nodes, Services, Endpoints, v1 slices and v1 ServiceCIDRs.
+        r.len() == 5 && r.iter().all(|r| r["state"] == "Watching")
     });
     let before = rv(&w.get_json("/api/v1/nodes"));
     let mut nodes = w.watch("/api/v1/nodes?watch=true&fieldSelector=metadata.name%3Dedge-a1");
@@ -93,6 +94,14 @@ fn debug_state_lists_open_watches_reflectors_and_counts() {
         ("/api/v1/services", "services.v1"),
         ("/api/v1/endpoints", "endpoints.v1"),
         (V1, "endpointslices.discovery.k8s.io/v1"),
+        (
+            "/apis/networking.k8s.io/v1/servicecidrs",
+            "servicecidrs.networking.k8s.io/v1",
+        ),
+        (
+            "/apis/networking.k8s.io/v1beta1/servicecidrs",
+            "servicecidrs.networking.k8s.io/v1beta1",
+        ),
     ] {
         let list = w.get_json(path);
         let r = &d["resources"][label];

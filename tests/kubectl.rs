@@ -323,6 +323,25 @@ fn check_services_field_selector(s: &Setup) {
     );
 }
 
+/// `get --raw` of ServiceCIDRs (kube-proxy ≥ 1.33 watches them), both versions: served by
+/// grid-wrapper's cache (its own resourceVersions; the simulator serves no v1beta1 at all).
+fn check_servicecidrs(s: &Setup) {
+    let who = s.kubectl.display();
+    for v in ["v1", "v1beta1"] {
+        let path = format!("/apis/networking.k8s.io/{v}/servicecidrs");
+        let list = s.json(&["get", "--raw", &path]);
+        assert_eq!(list["kind"], "ServiceCIDRList", "{who} {path}: {list}");
+        let its = items(&list);
+        let got: Vec<&str> = its.iter().map(name).collect();
+        assert_eq!(got, ["kubernetes"], "{who} {path}");
+        let rv: u64 = list["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        assert!(rv >= 1 << 40, "{who} {path}: not grid-wrapper's RV: {list}");
+    }
+}
+
 macro_rules! per_version {
     ($($module:ident => $version:literal),* $(,)?) => {$(
         mod $module {
@@ -353,6 +372,13 @@ macro_rules! per_version {
             fn services_field_selector() {
                 if let Some(s) = Setup::new($version) {
                     check_services_field_selector(&s);
+                }
+            }
+
+            #[test]
+            fn servicecidrs_from_the_cache() {
+                if let Some(s) = Setup::new($version) {
+                    check_servicecidrs(&s);
                 }
             }
         }

@@ -269,6 +269,18 @@ const COLLECTIONS: &[(&str, &str, &str, &str)] = &[
         "EndpointSlice",
         "discovery.k8s.io/v1beta1",
     ),
+    (
+        "/apis/networking.k8s.io/v1/servicecidrs",
+        "ServiceCIDRList",
+        "ServiceCIDR",
+        "networking.k8s.io/v1",
+    ),
+    (
+        "/apis/networking.k8s.io/v1beta1/servicecidrs",
+        "ServiceCIDRList",
+        "ServiceCIDR",
+        "networking.k8s.io/v1beta1",
+    ),
 ];
 
 const JSON_ACCEPT: &[(&str, &str)] = &[("Accept", "application/json")];

@@ -61,6 +61,22 @@ const COLLECTIONS: &[Collection] = &[
         "Node",
         &["edge-a1", "edge-a2", "edge-b1", "edge-c1"],
     ),
+    (
+        "/apis/networking.k8s.io/v1/servicecidrs",
+        "",
+        "ServiceCIDRList",
+        "networking.k8s.io/v1",
+        "ServiceCIDR",
+        &["kubernetes"],
+    ),
+    (
+        "/apis/networking.k8s.io/v1beta1/servicecidrs",
+        "",
+        "ServiceCIDRList",
+        "networking.k8s.io/v1beta1",
+        "ServiceCIDR",
+        &["kubernetes"],
+    ),
 ];
 
 fn sim_counter(sim: &Sim, what: &str) -> u64 {

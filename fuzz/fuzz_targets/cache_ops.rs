@@ -182,11 +182,13 @@ fuzz_target!(|data: &[u8]| {
             written_unix_secs: 0,
             rv: st.current_rv(),
             slice_kind: Resource::SlicesV1,
+            cidr_kind: st.cidr_kind(),
         },
         objects: st.export(),
     };
     let decoded = snapshot::decode(&snapshot::encode(&snap)).expect("a snapshot decodes");
     let mut restored = State::new(settings(), st.current_rv());
+    restored.expect_cidrs(decoded.meta.cidr_kind, 0);
     assert!(restored.restore(decoded.objects, decoded.meta.slice_kind, 0));
     restored.set_edge_health(health, 0);
     for res in Resource::ALL {

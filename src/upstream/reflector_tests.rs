@@ -595,3 +595,35 @@ fn spawned_thread_applies_and_stops() {
 
 #[path = "reflector_recovery_tests.rs"]
 mod recovery;
+
+#[test]
+fn servicecidr_detection() {
+    let status = |code: u16| Reply::List(Err(status(code, "", "", &[])));
+    let ok = || list("1", &[]);
+    let table: Vec<(Vec<Reply>, Result<Option<Resource>, ()>)> = vec![
+        (vec![ok()], Ok(Some(Resource::CidrsV1))),
+        (vec![status(404), ok()], Ok(Some(Resource::CidrsV1beta1))),
+        // Older than 1.33 (or the API off): neither version; proxied.
+        (vec![status(404), status(404)], Ok(None)),
+        // RBAC without them: proxied with the client's own credentials.
+        (vec![status(403), status(403)], Ok(None)),
+        // Offline, or any other failure: not known, asked again later.
+        (vec![Reply::List(Err(down()))], Err(())),
+        (vec![status(500)], Err(())),
+        (vec![status(404), status(503)], Err(())),
+    ];
+    for (i, (replies, want)) in table.into_iter().enumerate() {
+        let fake = Fake::new(replies);
+        let got = discover_cidr_kind(&&fake).map_err(|_| ());
+        assert_eq!(got, want, "case {i}: {:?}", fake.calls());
+    }
+    let fake = Fake::new(vec![status(404), status(404)]);
+    let _ = discover_cidr_kind(&&fake);
+    assert_eq!(
+        fake.calls(),
+        [
+            "LIST /apis/networking.k8s.io/v1/servicecidrs?limit=1",
+            "LIST /apis/networking.k8s.io/v1beta1/servicecidrs?limit=1"
+        ]
+    );
+}

@@ -12,13 +12,15 @@ use serde_json::Value;
 
 use super::{request, try_request, LogSink, Wrapper};
 
-/// The five served collections (cluster-wide list paths).
-pub const COLLECTIONS: [&str; 5] = [
+/// The seven served collections (cluster-wide list paths).
+pub const COLLECTIONS: [&str; 7] = [
     "/api/v1/nodes",
     "/api/v1/services",
     "/api/v1/endpoints",
     "/apis/discovery.k8s.io/v1/endpointslices",
     "/apis/discovery.k8s.io/v1beta1/endpointslices",
+    "/apis/networking.k8s.io/v1/servicecidrs",
+    "/apis/networking.k8s.io/v1beta1/servicecidrs",
 ];
 
 /// Starts grid-wrapper for `hostname` against `master` with `extra` flags, capturing its log;

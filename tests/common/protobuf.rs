@@ -46,8 +46,8 @@ const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity";
 const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
 const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
 
-/// The descriptor pool of core/v1, discovery/v1 and discovery/v1beta1 (and their imports),
-/// compiled once per test process.
+/// The descriptor pool of core/v1, discovery/v1 and v1beta1, networking/v1 and v1beta1 (and
+/// their imports), compiled once per test process.
 pub fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -57,6 +57,8 @@ pub fn pool() -> &'static DescriptorPool {
                 "k8s.io/api/core/v1/generated.proto",
                 "k8s.io/api/discovery/v1/generated.proto",
                 "k8s.io/api/discovery/v1beta1/generated.proto",
+                "k8s.io/api/networking/v1/generated.proto",
+                "k8s.io/api/networking/v1beta1/generated.proto",
             ],
             [root],
         )
@@ -83,6 +85,10 @@ pub fn message_name(api_version: &str, kind: &str) -> Option<String> {
         ("discovery.k8s.io/v1", "EndpointSlice" | "EndpointSliceList") => "k8s.io.api.discovery.v1",
         ("discovery.k8s.io/v1beta1", "EndpointSlice" | "EndpointSliceList") => {
             "k8s.io.api.discovery.v1beta1"
+        }
+        ("networking.k8s.io/v1", "ServiceCIDR" | "ServiceCIDRList") => "k8s.io.api.networking.v1",
+        ("networking.k8s.io/v1beta1", "ServiceCIDR" | "ServiceCIDRList") => {
+            "k8s.io.api.networking.v1beta1"
         }
         _ => return None,
     };

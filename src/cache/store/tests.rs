@@ -486,6 +486,7 @@ impl Lcg {
 }
 
 mod as_is;
+mod cidrs;
 mod fallback;
 mod health;
 mod kept;
