@@ -252,9 +252,9 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         state.expect_cidrs(snap.meta.cidr_kind, 0);
         if state.restore(snap.objects, snap.meta.slice_kind, 0) {
             extras.snapshot_written = Some(written);
-            let [nodes, services, endpoints, slices] = state.served_counts();
+            let [nodes, services, endpoints, slices, cidrs] = state.served_counts();
             info!(
-                "serving the snapshot from {} written {age} s ago ({objects} objects: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices) at resourceVersion {} until the upstream answers",
+                "serving the snapshot from {} written {age} s ago ({objects} objects: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices, {cidrs} servicecidrs) at resourceVersion {} until the upstream answers",
                 cache.as_ref().map_or(String::new(), |c| c.path().display().to_string()),
                 state.current_rv(),
             );

@@ -439,9 +439,13 @@ impl Thread {
     fn log_milestones(&self, applied: &Applied) {
         let state = &self.state;
         if applied.became_ready {
-            let [nodes, services, endpoints, slices] = state.served_counts();
+            let [nodes, services, endpoints, slices, cidrs] = state.served_counts();
+            let cidr_kind = match state.cidr_kind() {
+                Some(kind) => format!("{cidrs} servicecidrs ({kind:?} upstream)"),
+                None => "no servicecidrs (none upstream: proxied)".into(),
+            };
             info!(
-                "cache ready at resourceVersion {}: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices ({:?} upstream)",
+                "cache ready at resourceVersion {}: {nodes} nodes, {services} services, {endpoints} endpoints, {slices} endpointslices ({:?} upstream), {cidr_kind}",
                 state.current_rv(),
                 state.slice_kind(),
             );

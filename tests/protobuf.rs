@@ -529,6 +529,12 @@ fn protobuf_watch_follows_relabels_and_endpoint_changes_like_json() {
             "allocateLoadBalancerNodePorts": false,
             "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http"}]}}));
     sim.delete("Service", "default", "lb");
+    // A second ServiceCIDR (dual-stack).
+    sim.apply(
+        &json!({"kind": "ServiceCIDR", "apiVersion": "networking.k8s.io/v1",
+        "metadata": {"name": "extra", "labels": {"a": "b"}},
+        "spec": {"cidrs": ["10.100.0.0/16", "fd00:10::/108"]}}),
+    );
 
     for (q, j, p) in &mut watches {
         let not_bookmark = |t: &str| t != "BOOKMARK";

@@ -288,10 +288,15 @@ fn c09_list_body_shape_empty_items_limit_ignored_no_continue() {
     };
     sim.apply(&json!([
         svc("zzz", "aaa", "10.96.1.1"),
-        svc("aaa", "zzz", "10.96.1.2")
+        svc("aaa", "zzz", "10.96.1.2"),
+        // A second ServiceCIDR, so that their lists too hold more than one item.
+        {"kind": "ServiceCIDR", "apiVersion": "networking.k8s.io/v1",
+            "metadata": {"name": "extra"}, "spec": {"cidrs": ["10.100.0.0/16"]}}
     ]));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while list_names(&w, "/api/v1/services").len() != 6 {
+    while list_names(&w, "/api/v1/services").len() != 6
+        || list_names(&w, "/apis/networking.k8s.io/v1/servicecidrs").len() != 2
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "services never arrived"

@@ -35,7 +35,7 @@ fn c03_proxies_every_other_request_streamed_and_503_when_upstream_unreachable() 
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["status"], "Success", "the simulator's answer is relayed");
     let q = "labelSelector=a%3Db&watch=false&x=%2F";
-    let (code, _, _) = w.get(&format!("/apis/networking.k8s.io/v1/servicecidrs?{q}"));
+    let (code, _, _) = w.get(&format!("/apis/networking.k8s.io/v1/ingresses?{q}"));
     assert_eq!(code, 404);
     let rec = sim.requests();
     let seen: Vec<(String, String, String)> = rec
@@ -63,7 +63,7 @@ fn c03_proxies_every_other_request_streamed_and_503_when_upstream_unreachable() 
             ),
             (
                 "GET".into(),
-                "/apis/networking.k8s.io/v1/servicecidrs".into(),
+                "/apis/networking.k8s.io/v1/ingresses".into(),
                 q.into()
             ),
         ]

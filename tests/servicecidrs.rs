@@ -8,7 +8,7 @@
 mod common;
 
 use common::autonomy::{self, cache_flags};
-use common::{demo, free_port, names, rv, wait_for, Sim, TempDir, Wrapper, SELECTOR_L};
+use common::{demo, free_port, names, rv, wait_for, Sim, TempDir, SELECTOR_L};
 use serde_json::{json, Value};
 
 const V1: &str = "/apis/networking.k8s.io/v1/servicecidrs";

@@ -231,14 +231,16 @@ impl State {
         self.publisher.collection(res)
     }
 
-    /// Served Nodes, Services, Endpoints and v1 EndpointSlices (one lock, for log lines).
-    pub fn served_counts(&self) -> [usize; 4] {
+    /// Served Nodes, Services, Endpoints, v1 EndpointSlices and v1 ServiceCIDRs (one lock, for
+    /// log lines).
+    pub fn served_counts(&self) -> [usize; 5] {
         self.with_view(|view| {
             [
                 Resource::Nodes,
                 Resource::Services,
                 Resource::Endpoints,
                 Resource::SlicesV1,
+                Resource::CidrsV1,
             ]
             .map(|r| view.collection(r).len())
         })
