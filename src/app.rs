@@ -33,6 +33,38 @@ use crate::writer::{self, Callbacks, Writer};
 
 /// How often an offline start re-checks the upstream's EndpointSlice version and ServiceCIDRs.
 const VERSION_RECHECK: Duration = Duration::from_secs(5);
+/// How often a running process asks whether the upstream gained or lost ServiceCIDRs (an
+/// upgrade or a downgrade of the control plane).
+const CIDR_RECHECK: Duration = Duration::from_secs(60);
+
+/// The ServiceCIDR reflector, while the upstream has them (docs/SEMANTICS.md §5.1).
+struct CidrReflector {
+    /// The version mirrored.
+    kind: Option<Resource>,
+    stop: Arc<AtomicBool>,
+}
+
+impl CidrReflector {
+    /// Mirrors `found` from now on: the writer is told first, then the reflector of the version
+    /// mirrored until now is stopped and `found`'s started.
+    fn switch(
+        &mut self,
+        found: Option<Resource>,
+        writer: &Writer,
+        start: &dyn Fn(Resource, Arc<AtomicBool>),
+    ) {
+        if found == self.kind {
+            return;
+        }
+        writer.expect_cidrs(found);
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.kind = found;
+        self.stop = Arc::new(AtomicBool::new(false));
+        if let Some(kind) = found {
+            start(kind, self.stop.clone());
+        }
+    }
+}
 
 /// A fatal startup or loop error.
 #[derive(Debug)]
@@ -366,7 +398,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             // snapshot's say until the upstream answers.
             let found_cidrs = reflector::discover_cidr_kind(&upstream);
             let mut cidrs_known = found_cidrs.is_ok();
-            let mut cidrs = found_cidrs.unwrap_or_else(|e| {
+            let cidrs = found_cidrs.unwrap_or_else(|e| {
                 info!("ServiceCIDRs: the upstream cannot be asked ({e}); {} until it answers",
                     match snapshot_cidrs {
                         Some(kind) => format!("serving the snapshot's {kind:?}"),
@@ -380,9 +412,13 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             }
             let mut slice_stop = Arc::new(AtomicBool::new(false));
             start(slices, slice_stop.clone());
-            let mut cidr_stop = Arc::new(AtomicBool::new(false));
+            let mut cidr = CidrReflector {
+                kind: None,
+                stop: Arc::new(AtomicBool::new(false)),
+            };
             if let Some(kind) = cidrs {
-                start(kind, cidr_stop.clone());
+                cidr.kind = cidrs;
+                start(kind, cidr.stop.clone());
             }
             // Offline start: the versions were guesses. Re-check until the upstream answers
             // (docs/SEMANTICS.md §5); switch reflectors if a guess was wrong.
@@ -404,19 +440,27 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
                 }
                 if !cidrs_known {
                     if let Ok(found) = reflector::discover_cidr_kind(&upstream) {
-                        if found != cidrs {
-                            warn!("ServiceCIDRs upstream: {found:?}, not the snapshot's {cidrs:?}: switching");
-                            cidr_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                            starter_writer.expect_cidrs(found);
-                            cidrs = found;
-                            cidr_stop = Arc::new(AtomicBool::new(false));
-                            if let Some(kind) = cidrs {
-                                start(kind, cidr_stop.clone());
-                            }
+                        if found != cidr.kind {
+                            warn!("ServiceCIDRs upstream: {found:?}, not the snapshot's {:?}: switching (ServiceCIDRs served so far stay served)", cidr.kind);
+                            cidr.switch(found, &starter_writer, &start);
                         }
                         cidrs_known = true;
                     }
                 }
+            }
+            // From then on, a slow re-check follows an upstream that gains or loses them.
+            while !starter_stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(CIDR_RECHECK);
+                let Ok(found) = reflector::recheck_cidr_kind(&upstream) else {
+                    continue;
+                };
+                match (cidr.kind, found) {
+                    (was, now) if was == now => continue,
+                    (None, Some(kind)) => info!("the upstream has ServiceCIDRs now: mirroring {kind:?}"),
+                    (Some(was), None) => warn!("the upstream no longer has ServiceCIDRs ({was:?}): serving the ones it last listed"),
+                    (was, now) => info!("the upstream's ServiceCIDRs are now {now:?}, not {was:?}: switching"),
+                }
+                cidr.switch(found, &starter_writer, &start);
             }
         })
         .map_err(AppError::Thread)?;

@@ -7,6 +7,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::autonomy::{self, cache_flags};
 use common::{demo, free_port, names, rv, wait_for, Sim, TempDir, SELECTOR_L};
 use serde_json::{json, Value};
@@ -208,4 +210,36 @@ fn servicecidrs_are_served_after_an_offline_restart_from_the_snapshot() {
     assert_eq!(watch.expect()["type"], "ADDED");
     let text = log2.text();
     assert!(text.contains("serving the snapshot's CidrsV1"), "{text}");
+}
+
+#[test]
+fn an_upstream_that_gains_servicecidrs_is_followed_without_a_restart() {
+    // An upgrade of the control plane: the apiserver comes back on the same address, now with
+    // ServiceCIDRs. The running process notices at its next re-check (every 60 s).
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let old = Sim::start(&["--listen", &listen, "--no-servicecidrs"]);
+    let (w, log) = autonomy::start(&old.url, "edge-a1", &[]);
+    w.wait_ready();
+    assert_eq!(w.get(V1).0, 404, "proxied to an upstream without them");
+    drop(old);
+    let _new = Sim::start(&["--listen", &listen]);
+    common::wait_for_long(
+        "the new ServiceCIDRs to be served",
+        Duration::from_secs(90),
+        || {
+            let (code, _, body) = w.get(V1);
+            code == 200
+                && serde_json::from_slice::<Value>(&body)
+                    .is_ok_and(|l| names(&l) == ["kubernetes"] && is_own(rv(&l)))
+        },
+    );
+    assert_eq!(names(&w.get_json(V1BETA1)), ["kubernetes"]);
+    let text = log.text();
+    assert_eq!(
+        text.matches("the upstream has ServiceCIDRs now: mirroring CidrsV1")
+            .count(),
+        1,
+        "{text}"
+    );
 }

@@ -422,7 +422,7 @@ impl State {
     }
 
     /// The ServiceCIDR version the upstream has, or `None` when it has none (older than 1.33):
-    /// startup detection, or a later re-check that found otherwise (docs/SEMANTICS.md §5).
+    /// startup detection, or a later re-check that found otherwise (docs/SEMANTICS.md §5.1).
     /// Changes of any other version are ignored from then on; the sync waits for the first
     /// list of `Some` version only. ServiceCIDRs already served stay served (and their
     /// history): when the upstream no longer has them, the last ones it listed are kept.
@@ -430,11 +430,6 @@ impl State {
         let kind = kind.filter(|k| k.is_cidr());
         if kind == self.cidr_kind {
             return Applied::default();
-        }
-        if let (Some(was), None) = (self.cidr_kind, kind) {
-            if self.publisher.serves_cidrs() {
-                warn!("the upstream no longer has {was:?}: serving the last ones it listed until it has them again");
-            }
         }
         self.cidr_kind = kind;
         self.synced.remove(&Resource::CidrsV1.sync_slot());

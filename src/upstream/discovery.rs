@@ -85,29 +85,37 @@ fn discovery_answer(lw: &dyn ListWatch) -> Result<Resource, UpstreamError> {
     Ok(kind)
 }
 
-/// Whether the upstream has ServiceCIDRs, and in which version (docs/SEMANTICS.md §5): a LIST
+/// Whether the upstream has ServiceCIDRs, and in which version (docs/SEMANTICS.md §5.1): a LIST
 /// of v1, then of v1beta1 (`limit=1`, the reflector's own path). `Ok(Some(kind))`: the first
 /// that answers; `Ok(None)`: neither is served (404, an upstream older than 1.33 or with the API
 /// off) or neither may be read (403, RBAC without them), so requests for them are proxied;
 /// `Err`: the upstream could not be asked (offline), to be re-checked later. Logs one line.
 pub fn discover_cidr_kind(lw: &dyn ListWatch) -> Result<Option<Resource>, UpstreamError> {
+    let (found, refused) = probe_cidr_kind(lw)?;
+    match found {
+        Some(kind) => log::info!("upstream ServiceCIDRs: mirroring {kind:?}"),
+        None if refused.contains(&403) => log::warn!("ServiceCIDRs may not be read upstream (403: grid-wrapper's ClusterRole lacks list/watch on networking.k8s.io servicecidrs): requests for them are proxied"),
+        None => log::info!("the upstream has no ServiceCIDRs (404: older than Kubernetes 1.33, or the API is off): requests for them are proxied"),
+    }
+    Ok(found)
+}
+
+/// [`discover_cidr_kind`] without its log line: the periodic re-check, which logs only a change.
+pub fn recheck_cidr_kind(lw: &dyn ListWatch) -> Result<Option<Resource>, UpstreamError> {
+    probe_cidr_kind(lw).map(|(found, _)| found)
+}
+
+/// The version that answers, and the codes of the refusals before it.
+fn probe_cidr_kind(lw: &dyn ListWatch) -> Result<(Option<Resource>, Vec<u16>), UpstreamError> {
     let mut refused = Vec::new();
     for kind in [Resource::CidrsV1, Resource::CidrsV1beta1] {
         match lw.list(&with_query(kind.path(), &[("limit", "1")])) {
-            Ok(_) => {
-                log::info!("upstream ServiceCIDRs: mirroring {kind:?}");
-                return Ok(Some(kind));
-            }
+            Ok(_) => return Ok((Some(kind), refused)),
             Err(UpstreamError::Status { code, .. }) if code == 404 || code == 403 => {
                 refused.push(code);
             }
             Err(e) => return Err(e),
         }
     }
-    if refused.contains(&403) {
-        log::warn!("ServiceCIDRs may not be read upstream (403: grid-wrapper's ClusterRole lacks get/list/watch on networking.k8s.io servicecidrs): requests for them are proxied");
-    } else {
-        log::info!("the upstream has no ServiceCIDRs (404: older than Kubernetes 1.33, or the API is off): requests for them are proxied");
-    }
-    Ok(None)
+    Ok((None, refused))
 }

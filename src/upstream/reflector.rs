@@ -58,6 +58,7 @@ use crate::upstream::client::{is_stall, Upstream, UpstreamError};
 use crate::upstream::decode::{self, Line, ListResult, WatchEvent};
 pub use crate::upstream::discovery::{
     discover_cidr_kind, discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
+    recheck_cidr_kind,
 };
 pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
 use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
