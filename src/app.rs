@@ -441,7 +441,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
                 if !cidrs_known {
                     if let Ok(found) = reflector::discover_cidr_kind(&upstream) {
                         if found != cidr.kind {
-                            warn!("ServiceCIDRs upstream: {found:?}, not the snapshot's {:?}: switching (ServiceCIDRs served so far stay served)", cidr.kind);
+                            warn!("ServiceCIDRs upstream: {found:?}, not {:?} as assumed while it did not answer: switching (ServiceCIDRs served so far stay served)", cidr.kind);
                             cidr.switch(found, &starter_writer, &start);
                         }
                         cidrs_known = true;
