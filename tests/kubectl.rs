@@ -1,7 +1,7 @@
 //! Real client-go clients (`kubectl` 1.27 and 1.33, and every other `kubectl.1.*` installed)
 //! talking to grid-wrapper over plain HTTP with a kubeconfig like kube-proxy's: pruned
-//! EndpointSlice lists, a streamed watch that sees a relabelled node's endpoint arrive, and the
-//! field selectors kube-proxy uses on Nodes and Services. Discovery requests are proxied to the
+//! EndpointSlice lists, a streamed watch that sees a relabelled node's endpoint arrive, the
+//! field selectors kube-proxy uses on Nodes and Services, and ServiceCIDRs from the cache. Discovery requests are proxied to the
 //! simulated apiserver. When no kubectl is installed each test prints "skipping" and passes.
 
 mod common;
@@ -323,10 +323,20 @@ fn check_services_field_selector(s: &Setup) {
     );
 }
 
-/// `get --raw` of ServiceCIDRs (kube-proxy ≥ 1.33 watches them), both versions: served by
-/// grid-wrapper's cache (its own resourceVersions; the simulator serves no v1beta1 at all).
+/// ServiceCIDRs (kube-proxy ≥ 1.33 watches them): `get servicecidrs` (found by discovery,
+/// proxied) and `get --raw` of both versions, served by grid-wrapper's cache (its own
+/// resourceVersions; the simulator serves no v1beta1 at all).
 fn check_servicecidrs(s: &Setup) {
     let who = s.kubectl.display();
+    let list = s.json(&["get", "servicecidrs", "-o", "json"]);
+    let its = items(&list);
+    let got: Vec<&str> = its.iter().map(name).collect();
+    assert_eq!(got, ["kubernetes"], "{who}: {list}");
+    let rv: u64 = its[0]["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(rv >= 1 << 40, "{who}: not grid-wrapper's RV: {list}");
     for v in ["v1", "v1beta1"] {
         let path = format!("/apis/networking.k8s.io/{v}/servicecidrs");
         let list = s.json(&["get", "--raw", &path]);

@@ -172,6 +172,11 @@ pub fn discovery(doc: &Discovery, slices: SliceVersions) -> Value {
         "versions": group_versions.clone(),
         "preferredVersion": group_versions.first().cloned().unwrap_or(Value::Null),
     });
+    let networking_v1 = json!({"groupVersion": "networking.k8s.io/v1", "version": "v1"});
+    let networking = json!({
+        "kind": "APIGroup", "apiVersion": "v1", "name": "networking.k8s.io",
+        "versions": [networking_v1.clone()], "preferredVersion": networking_v1,
+    });
     match doc {
         Discovery::Core => json!({"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
@@ -184,12 +189,26 @@ pub fn discovery(doc: &Discovery, slices: SliceVersions) -> Value {
             ]})
         }
         Discovery::Groups => {
-            let mut g = group;
-            if let Some(m) = g.as_object_mut() {
-                m.remove("kind");
-                m.remove("apiVersion");
-            }
-            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [g]})
+            let groups: Vec<Value> = [group, networking]
+                .into_iter()
+                .map(|mut g| {
+                    if let Some(m) = g.as_object_mut() {
+                        m.remove("kind");
+                        m.remove("apiVersion");
+                    }
+                    g
+                })
+                .collect();
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        }
+        Discovery::NetworkingGroup => networking,
+        Discovery::NetworkingV1 { servicecidrs } => {
+            let resources: Vec<Value> = servicecidrs
+                .then(|| resource_entry("servicecidrs", "servicecidr", "ServiceCIDR", false))
+                .into_iter()
+                .collect();
+            json!({"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": "networking.k8s.io/v1", "resources": resources})
         }
         Discovery::SliceGroup => group,
         Discovery::SliceVersion(v) => json!({
@@ -472,6 +491,25 @@ mod tests {
         );
         let e = get(&s, Resource::Nodes, None, "nope").expect_err("404");
         assert_eq!(e.to_value()["message"], "nodes \"nope\" not found");
+    }
+
+    #[test]
+    fn discovery_lists_servicecidrs_unless_they_are_not_served() {
+        let groups = discovery(&Discovery::Groups, SliceVersions::V1);
+        assert_eq!(groups["groups"][1]["name"], "networking.k8s.io");
+        let on = discovery(
+            &Discovery::NetworkingV1 { servicecidrs: true },
+            SliceVersions::V1,
+        );
+        assert_eq!(on["resources"][0]["name"], "servicecidrs");
+        assert_eq!(on["resources"][0]["namespaced"], false);
+        let off = discovery(
+            &Discovery::NetworkingV1 {
+                servicecidrs: false,
+            },
+            SliceVersions::V1,
+        );
+        assert_eq!(off["resources"], json!([]));
     }
 
     #[test]

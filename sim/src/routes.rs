@@ -50,6 +50,13 @@ pub enum Discovery {
     SliceGroup,
     /// `GET /apis/discovery.k8s.io/<version>` (APIResourceList).
     SliceVersion(&'static str),
+    /// `GET /apis/networking.k8s.io` (APIGroup).
+    NetworkingGroup,
+    /// `GET /apis/networking.k8s.io/v1` (APIResourceList): servicecidrs, unless not served.
+    NetworkingV1 {
+        /// Whether servicecidrs are listed (`--no-servicecidrs`: not).
+        servicecidrs: bool,
+    },
     /// `GET /version`.
     Version,
 }
@@ -171,6 +178,10 @@ pub fn route(method: &str, path: &str, slices: SliceVersions) -> Route {
         ["api", "v1"] => Route::Discovery(Discovery::CoreV1),
         ["apis"] => Route::Discovery(Discovery::Groups),
         ["apis", "discovery.k8s.io"] => Route::Discovery(Discovery::SliceGroup),
+        ["apis", "networking.k8s.io"] => Route::Discovery(Discovery::NetworkingGroup),
+        ["apis", "networking.k8s.io", "v1"] => {
+            Route::Discovery(Discovery::NetworkingV1 { servicecidrs: true })
+        }
         ["version"] => Route::Discovery(Discovery::Version),
         ["readyz" | "livez" | "healthz"] => Route::Health,
         ["apis", "discovery.k8s.io", "v1"] if slices.serves(Resource::SlicesV1) => {

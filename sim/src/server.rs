@@ -381,6 +381,11 @@ pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, origin: Origin) -
     let r = match route(&req.method, &req.path, shared.slices) {
         // An apiserver without the resource: answered as any path it does not serve.
         r if !shared.cidrs && r.resource().is_some_and(|res| res.is_cidr()) => Route::Other,
+        Route::Discovery(Discovery::NetworkingV1 { .. }) => {
+            Route::Discovery(Discovery::NetworkingV1 {
+                servicecidrs: shared.cidrs,
+            })
+        }
         r => r,
     };
     let close = !req.keep_alive();
