@@ -13,15 +13,20 @@
 //!    never asks for `/version` (the resource checks below say what it would get).
 //! 3. The EndpointSlice version, decided as the server decides it at start (API discovery, else
 //!    LIST probes).
-//! 4. Per resource (Nodes, Services, Endpoints, EndpointSlices of that version): the reflector's
+//! 4. Whether the server would mirror ServiceCIDRs (its own LIST probe, v1 then v1beta1): a 403
+//!    is a `rbac` warning (the server would proxy them, and kube-proxy's ServiceCIDR watch
+//!    would fail while the upstream is unreachable); a 404 (an upstream older than 1.33) is
+//!    reported, not warned about.
+//! 5. Per resource (Nodes, Services, Endpoints, EndpointSlices of that version, ServiceCIDRs when
+//!    the server would mirror them): the reflector's
 //!    own LIST (kube-proxy's label selector, `resourceVersion=0`, pages followed) — which is the
 //!    list-permission check and the data — then a WATCH from the list's resourceVersion with
 //!    `timeoutSeconds=1` that must answer 200 (its body is not read). Access is tested by
 //!    trying, not by SelfSubjectAccessReview: trying exercises the real path (authentication,
 //!    RBAC, admission of the exact query, an aggregated or proxied apiserver in between).
-//! 5. The local node (`--hostname`) and its labels for every key of every Service's
+//! 6. The local node (`--hostname`) and its labels for every key of every Service's
 //!    `topologyKeys` (parsed by [`crate::cache::topology::service_keys`]).
-//! 6. What would be served: the lists go into a [`crate::cache::store::State`] as the
+//! 7. What would be served: the lists go into a [`crate::cache::store::State`] as the
 //!    reflectors' first lists do, and the served collections are counted per topology Service.
 //!
 //! The pure part ([`model`], [`report::build`], [`render`]) turns a [`Fetched`] into a
@@ -37,6 +42,8 @@
 //! none of: every endpoint pruned). `warning: <tag>: …` lines do not change the exit code; the
 //! tag `protobuf` warns of a listed field that grid-wrapper's protobuf schema does not know
 //! (kube-proxy, which reads protobuf, would not get it; [`crate::proto::unknown`]).
+//! `advice: topology: …` lines name Services that native traffic distribution could serve
+//! (docs/SEMANTICS.md §2.10); they change nothing either.
 //!
 //! # The JSON document (`--output=json`)
 //!
@@ -47,9 +54,11 @@
 //! - `upstream`: `server` (URL), `reachable` (bool: it answered HTTP), `gitVersion` (string or
 //!   null), `endpointSliceVersion` (`discovery.k8s.io/v1` / `discovery.k8s.io/v1beta1` or null),
 //!   `endpointSliceVersionSource` (`discovery` / `probe` / `guess` or null),
-//!   `discoveryVersions` (strings).
+//!   `discoveryVersions` (strings), `serviceCidrVersion` (`networking.k8s.io/v1` /
+//!   `networking.k8s.io/v1beta1` or null), `serviceCidrs` (`mirrored` / `absent` / `forbidden` /
+//!   `unknown`, or null when the upstream was not reached).
 //! - `access`: array of `{resource, apiVersion, verb, allowed, code, error}`: `resource` plural
-//!   (`nodes`, `services`, `endpoints`, `endpointslices`), `verb` `list` or `watch`, `code` the
+//!   (`nodes`, `services`, `endpoints`, `endpointslices`, `servicecidrs`), `verb` `list` or `watch`, `code` the
 //!   HTTP status of a refusal or null, `error` a one-line text or null. Empty when the upstream
 //!   was not reached.
 //! - `node`: `name`, `found` (bool, or null when Nodes could not be listed), `topologyLabels`
@@ -63,7 +72,7 @@
 //! - `totals`: null unless all four resources were listed, else `{topologyServices,
 //!   fullyPrunedServices, endpointSliceEndpoints: {kept, total}, endpointsAddresses: {kept,
 //!   total}, served: {nodes, services, endpoints, endpointslices}}`.
-//! - `problems`, `warnings`: arrays of `{tag, message}`.
+//! - `problems`, `warnings`, `advisories`: arrays of `{tag, message}`.
 //!
 //! Not checked: edge-health (`--service-autonomy-enhancement` is not polled, so its pruning is
 //! not in the counts), the serving certificate files, and whether the bind addresses are free.
@@ -164,6 +173,8 @@ pub fn fetch(cfg: &Config) -> Fetched {
         }
     }
     let slices = find_slices(&upstream);
+    let cidrs = discovery::find_cidr_kind(&upstream);
+    let cidr_kind = cidrs.as_ref().ok().and_then(|c| c.kind());
     let resources = [
         Resource::Nodes,
         Resource::Services,
@@ -171,9 +182,14 @@ pub fn fetch(cfg: &Config) -> Fetched {
         slices.kind,
     ]
     .into_iter()
+    .chain(cidr_kind)
     .map(|kind| fetch_resource(&upstream, kind))
     .collect();
-    fetched.reached = Some(Reached { slices, resources });
+    fetched.reached = Some(Reached {
+        slices,
+        cidrs,
+        resources,
+    });
     fetched
 }
 

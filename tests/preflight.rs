@@ -59,6 +59,7 @@ fn a_good_node_is_ready() {
     assert_eq!(code, 0, "{out}\n{}", run.stderr_text());
     assert!(out.contains("version v1.28.0-sim"), "{out}");
     assert!(out.contains("EndpointSlices discovery.k8s.io/v1"), "{out}");
+    assert!(out.contains(", ServiceCIDRs networking.k8s.io/v1"), "{out}");
     assert!(
         out.contains("node edge-a1: found; topology labels: zone=zone-a"),
         "{out}"
@@ -67,7 +68,15 @@ fn a_good_node_is_ready() {
         out.contains("default/web [zone]: EndpointSlices 2/4, Endpoints 2/4"),
         "{out}"
     );
-    assert_eq!(out.matches("  ok      ").count(), 8, "list+watch x4: {out}");
+    assert_eq!(
+        out.matches("  ok      ").count(),
+        10,
+        "list+watch x5 (ServiceCIDRs too): {out}"
+    );
+    assert!(
+        out.contains("  ok      watch servicecidrs (networking.k8s.io/v1)"),
+        "{out}"
+    );
     assert!(problems(&out).is_empty(), "{out}");
     assert!(out.ends_with("result: ready\n"), "{out}");
     // The check's requests are the reflectors' LISTs and short WATCHes, nothing else.
@@ -76,6 +85,17 @@ fn a_good_node_is_ready() {
         "unexpected requests: {:?}",
         sim.requests()
     );
+}
+
+#[test]
+fn an_upstream_without_servicecidrs_is_ready_and_says_they_are_proxied() {
+    let sim = Sim::start(&["--no-servicecidrs"]);
+    let (code, out, _) = check(&["--master", &sim.url, "--hostname", "edge-a1"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(", no ServiceCIDRs (proxied)"), "{out}");
+    assert!(!out.contains("servicecidrs ("), "no access line: {out}");
+    assert!(!out.contains("warning:"), "a 404 is not a warning: {out}");
+    assert_eq!(out.matches("  ok      ").count(), 8, "list+watch x4: {out}");
 }
 
 #[test]
@@ -248,8 +268,10 @@ fn json_output_parses_and_has_the_fields() {
     assert_eq!(v["upstream"]["gitVersion"], "v1.28.0-sim");
     assert_eq!(v["upstream"]["endpointSliceVersion"], "discovery.k8s.io/v1");
     assert_eq!(v["upstream"]["endpointSliceVersionSource"], "discovery");
+    assert_eq!(v["upstream"]["serviceCidrVersion"], "networking.k8s.io/v1");
+    assert_eq!(v["upstream"]["serviceCidrs"], "mirrored");
     let access = v["access"].as_array().expect("access");
-    assert_eq!(access.len(), 8);
+    assert_eq!(access.len(), 10, "list+watch x5: {v}");
     assert!(access.iter().all(|a| a["allowed"] == true), "{v}");
     assert_eq!(v["node"]["found"], true);
     assert_eq!(v["node"]["topologyLabels"], json!({"zone": "zone-a"}));

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
+use crate::upstream::discovery::CidrFinding;
 
 /// Layout version of the JSON report (`reportFormat`); bumped only when a field changes
 /// meaning or disappears (added fields keep it).
@@ -38,7 +39,11 @@ pub struct Fetched {
 pub struct Reached {
     /// The EndpointSlice version the server would mirror.
     pub slices: SliceFinding,
-    /// Nodes, Services, Endpoints and the EndpointSlices of [`Reached::slices`], in that order.
+    /// Whether the server would mirror ServiceCIDRs, and which version (the server's own probe);
+    /// `Err` when the probe itself failed.
+    pub cidrs: Result<CidrFinding, UpstreamError>,
+    /// Nodes, Services, Endpoints and the EndpointSlices of [`Reached::slices`], in that order,
+    /// then the ServiceCIDRs when [`Reached::cidrs`] found them.
     pub resources: Vec<ResourceFetch>,
 }
 
@@ -194,6 +199,12 @@ pub struct UpstreamReport {
     pub endpoint_slice_version_source: Option<&'static str>,
     /// The versions API discovery listed (empty unless the source is `discovery`).
     pub discovery_versions: Vec<String>,
+    /// The ServiceCIDR apiVersion the server would mirror, e.g. `networking.k8s.io/v1`; `None`
+    /// when it would proxy them (see [`UpstreamReport::service_cidrs`]).
+    pub service_cidr_version: Option<String>,
+    /// What the ServiceCIDR probe found: `mirrored`, `absent` (404: proxied), `forbidden` (403:
+    /// proxied) or `unknown` (the probe failed); `None` when the upstream was not reached.
+    pub service_cidrs: Option<&'static str>,
 }
 
 /// One access check.

@@ -55,6 +55,14 @@ pub fn text(r: &Report) -> String {
         };
         let _ = write!(up, ", EndpointSlices {v} ({how})");
     }
+    match (&u.service_cidr_version, u.service_cidrs) {
+        (Some(v), _) => {
+            let _ = write!(up, ", ServiceCIDRs {v}");
+        }
+        (None, Some("absent")) => up.push_str(", no ServiceCIDRs (proxied)"),
+        (None, Some("forbidden")) => up.push_str(", ServiceCIDRs forbidden (proxied)"),
+        _ => {}
+    }
     line(up);
     if !r.access.is_empty() {
         line("access (list + watch as the reflectors do them):".into());

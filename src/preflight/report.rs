@@ -12,12 +12,56 @@ use crate::cache::view::labels_of;
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
+use crate::upstream::discovery::CidrFinding;
 
 use super::model::{
     Access, Count, Fetched, NodeReport, Problem, Reached, Report, ServiceReport, SliceSource, Tag,
     Totals, UpstreamReport, REPORT_FORMAT,
 };
 use super::{served, CHECK_TIMEOUTS};
+
+/// What the ServiceCIDR probe says (docs/SEMANTICS.md §5.1), into `upstream`; a warning when
+/// the server would proxy them for want of permission, or could not tell.
+fn cidr_finding(
+    found: &Result<CidrFinding, UpstreamError>,
+    upstream: &mut UpstreamReport,
+) -> Option<Problem> {
+    let (state, warning) = match found {
+        Ok(CidrFinding::Mirrored(kind)) => {
+            upstream.service_cidr_version = Some(kind.api_version().into());
+            ("mirrored", None)
+        }
+        Ok(CidrFinding::Absent) => ("absent", None),
+        Ok(CidrFinding::Forbidden) => (
+            "forbidden",
+            Some(Problem {
+                tag: Tag::Rbac,
+                message: "list servicecidrs (networking.k8s.io): 403 Forbidden: the server would \
+                          proxy kube-proxy's ServiceCIDR requests instead of serving them, and \
+                          they would fail while the upstream is unreachable (grant list and \
+                          watch on networking.k8s.io servicecidrs, as deploy/rbac.yaml does)"
+                    .into(),
+            }),
+        ),
+        Err(e) => {
+            let tag = Tag::of(e);
+            (
+                "unknown",
+                Some(Problem {
+                    tag,
+                    message: format!(
+                        "list servicecidrs (networking.k8s.io): {}: the server would retry \
+                         until it can tell whether to serve them{}",
+                        describe(e),
+                        advice(tag)
+                    ),
+                }),
+            )
+        }
+    };
+    upstream.service_cidrs = Some(state);
+    warning
+}
 
 /// One line for an upstream error: `401 Unauthorized: <message>` for a status, else its text.
 pub fn describe(e: &UpstreamError) -> String {
@@ -89,6 +133,8 @@ pub fn build(f: Fetched) -> Report {
         endpoint_slice_version: None,
         endpoint_slice_version_source: None,
         discovery_versions: Vec::new(),
+        service_cidr_version: None,
+        service_cidrs: None,
     };
     match &f.version {
         Ok(v) => {
@@ -192,6 +238,7 @@ fn reached_part(
         SliceSource::Probe => "probe",
         SliceSource::Guess => "guess",
     });
+    warnings.extend(cidr_finding(&reached.cidrs, &mut report.upstream));
     let mut lists: BTreeMap<&'static str, Option<Vec<Value>>> = BTreeMap::new();
     for r in &reached.resources {
         let res = r.kind;

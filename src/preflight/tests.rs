@@ -9,6 +9,7 @@ use super::report::build;
 use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
+use crate::upstream::discovery::CidrFinding;
 
 const HOST: &str = "edge-a1";
 
@@ -108,6 +109,7 @@ fn fetched(
                 kind: Resource::SlicesV1,
                 source: SliceSource::Discovery(vec!["v1".into()]),
             },
+            cidrs: Ok(CidrFinding::Absent),
             resources,
         }),
     }
@@ -511,5 +513,102 @@ fn a_fallback_service_is_not_fully_pruned() {
     assert_eq!(
         web.endpoint_slice_endpoints,
         Some(Count { kept: 4, total: 4 })
+    );
+}
+
+/// `cidrs` in place of the fetch's ServiceCIDR finding; when mirrored, their list and watch are
+/// checked as the other resources' are (`fail`).
+fn with_cidrs(
+    mut f: Fetched,
+    cidrs: Result<CidrFinding, UpstreamError>,
+    fail: &dyn Fn(Resource, &str) -> Option<UpstreamError>,
+) -> Fetched {
+    if let Some(reached) = &mut f.reached {
+        if let Ok(CidrFinding::Mirrored(kind)) = cidrs {
+            let cidr =
+                json!({"metadata": {"name": "kubernetes"}, "spec": {"cidrs": ["10.96.0.0/12"]}});
+            reached.resources.push(ResourceFetch {
+                kind,
+                list: fail(kind, "list").map_or_else(|| list(&[cidr]), Err),
+                watch: fail(kind, "watch").map_or(Ok(()), Err),
+            });
+        }
+        reached.cidrs = cidrs;
+    }
+    f
+}
+
+#[test]
+fn servicecidrs_mirrored_absent_forbidden_and_unknown_are_reported() {
+    let base = || fetched(cluster(Some("zone-a")), &ok);
+
+    let r = build(with_cidrs(
+        base(),
+        Ok(CidrFinding::Mirrored(Resource::CidrsV1)),
+        &ok,
+    ));
+    assert!(r.ready, "{:?}", r.problems);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.upstream.service_cidrs, Some("mirrored"));
+    assert_eq!(
+        r.upstream.service_cidr_version.as_deref(),
+        Some("networking.k8s.io/v1")
+    );
+    let cidr_access: Vec<_> = r
+        .access
+        .iter()
+        .filter(|a| a.resource == "servicecidrs")
+        .collect();
+    assert_eq!(cidr_access.len(), 2, "list and watch: {:?}", r.access);
+    assert!(render::text(&r).contains(", ServiceCIDRs networking.k8s.io/v1"));
+
+    let r = build(with_cidrs(base(), Ok(CidrFinding::Absent), &ok));
+    assert!(r.ready && r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.upstream.service_cidrs, Some("absent"));
+    assert_eq!(r.upstream.service_cidr_version, None);
+    assert!(render::text(&r).contains("no ServiceCIDRs (proxied)"));
+
+    let r = build(with_cidrs(base(), Ok(CidrFinding::Forbidden), &ok));
+    assert!(
+        r.ready,
+        "a 403 on ServiceCIDRs only makes the server proxy them: {:?}",
+        r.problems
+    );
+    assert_eq!(r.upstream.service_cidrs, Some("forbidden"));
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert_eq!(r.warnings[0].tag, Tag::Rbac);
+    assert!(
+        r.warnings[0].message.contains("servicecidrs"),
+        "{}",
+        r.warnings[0].message
+    );
+    let text = render::text(&r);
+    assert!(text.contains("warning: rbac: list servicecidrs"), "{text}");
+    let json: Value = serde_json::from_str(&render::json(&r).expect("serializes")).expect("json");
+    assert_eq!(json["upstream"]["serviceCidrs"], "forbidden");
+
+    let r = build(with_cidrs(base(), Err(status(500, "InternalError")), &ok));
+    assert_eq!(r.upstream.service_cidrs, Some("unknown"));
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert_eq!(r.warnings[0].tag, Tag::Api);
+}
+
+#[test]
+fn a_servicecidr_watch_refused_is_a_problem_like_any_mirrored_resource() {
+    let refuse = |kind: Resource, verb: &str| {
+        (kind == Resource::CidrsV1 && verb == "watch").then(|| status(403, "Forbidden"))
+    };
+    let r = build(with_cidrs(
+        fetched(cluster(Some("zone-a")), &ok),
+        Ok(CidrFinding::Mirrored(Resource::CidrsV1)),
+        &refuse,
+    ));
+    assert!(!r.ready);
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.tag == Tag::Rbac && p.message.starts_with("watch servicecidrs")),
+        "{:?}",
+        r.problems
     );
 }

@@ -85,24 +85,55 @@ fn discovery_answer(lw: &dyn ListWatch) -> Result<Resource, UpstreamError> {
     Ok(kind)
 }
 
+/// What the ServiceCIDR probe found (docs/SEMANTICS.md §5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CidrFinding {
+    /// This version answered the LIST: ServiceCIDRs are mirrored in it.
+    Mirrored(Resource),
+    /// Neither version is served (404: an upstream older than 1.33, or the API is off).
+    Absent,
+    /// A version may not be read (403: the ClusterRole lacks list/watch on servicecidrs).
+    Forbidden,
+}
+
+impl CidrFinding {
+    /// The version mirrored, if any: otherwise requests for ServiceCIDRs are proxied.
+    pub fn kind(self) -> Option<Resource> {
+        match self {
+            CidrFinding::Mirrored(kind) => Some(kind),
+            CidrFinding::Absent | CidrFinding::Forbidden => None,
+        }
+    }
+}
+
 /// Whether the upstream has ServiceCIDRs, and in which version (docs/SEMANTICS.md §5.1): a LIST
 /// of v1, then of v1beta1 (`limit=1`, the reflector's own path). `Ok(Some(kind))`: the first
 /// that answers; `Ok(None)`: neither is served (404, an upstream older than 1.33 or with the API
 /// off) or neither may be read (403, RBAC without them), so requests for them are proxied;
 /// `Err`: the upstream could not be asked (offline), to be re-checked later. Logs one line.
 pub fn discover_cidr_kind(lw: &dyn ListWatch) -> Result<Option<Resource>, UpstreamError> {
-    let (found, refused) = probe_cidr_kind(lw)?;
+    let found = find_cidr_kind(lw)?;
     match found {
-        Some(kind) => log::info!("upstream ServiceCIDRs: mirroring {kind:?}"),
-        None if refused.contains(&403) => log::warn!("ServiceCIDRs may not be read upstream (403: grid-wrapper's ClusterRole lacks list/watch on networking.k8s.io servicecidrs): requests for them are proxied"),
-        None => log::info!("the upstream has no ServiceCIDRs (404: older than Kubernetes 1.33, or the API is off): requests for them are proxied"),
+        CidrFinding::Mirrored(kind) => log::info!("upstream ServiceCIDRs: mirroring {kind:?}"),
+        CidrFinding::Forbidden => log::warn!("ServiceCIDRs may not be read upstream (403: grid-wrapper's ClusterRole lacks list/watch on networking.k8s.io servicecidrs): requests for them are proxied"),
+        CidrFinding::Absent => log::info!("the upstream has no ServiceCIDRs (404: older than Kubernetes 1.33, or the API is off): requests for them are proxied"),
     }
-    Ok(found)
+    Ok(found.kind())
 }
 
 /// [`discover_cidr_kind`] without its log line: the periodic re-check, which logs only a change.
 pub fn recheck_cidr_kind(lw: &dyn ListWatch) -> Result<Option<Resource>, UpstreamError> {
-    probe_cidr_kind(lw).map(|(found, _)| found)
+    find_cidr_kind(lw).map(CidrFinding::kind)
+}
+
+/// The probe itself, without a log line (`grid-wrapper check` reports it its own way).
+pub fn find_cidr_kind(lw: &dyn ListWatch) -> Result<CidrFinding, UpstreamError> {
+    let (found, refused) = probe_cidr_kind(lw)?;
+    Ok(match found {
+        Some(kind) => CidrFinding::Mirrored(kind),
+        None if refused.contains(&403) => CidrFinding::Forbidden,
+        None => CidrFinding::Absent,
+    })
 }
 
 /// The version that answers, and the codes of the refusals before it.
