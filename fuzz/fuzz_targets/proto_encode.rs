@@ -19,6 +19,8 @@ fn pool() -> &'static DescriptorPool {
                 "k8s.io/api/core/v1/generated.proto",
                 "k8s.io/api/discovery/v1/generated.proto",
                 "k8s.io/api/discovery/v1beta1/generated.proto",
+                "k8s.io/api/networking/v1/generated.proto",
+                "k8s.io/api/networking/v1beta1/generated.proto",
             ],
             [dir],
         )
