@@ -106,6 +106,8 @@ impl Busy {
 pub struct Writer {
     tx: SyncSender<Message>,
     view: View,
+    /// The relay view (`--relay-bind-address`), when the state keeps one.
+    relay_view: Option<View>,
     facts: Arc<SharedFacts>,
     /// Whether v1beta1 EndpointSlices were asked for (sent once).
     v1beta1_asked: Arc<AtomicBool>,
@@ -126,6 +128,7 @@ impl Writer {
         let handle = Writer {
             tx,
             view: state.view(),
+            relay_view: state.relay_view(),
             facts: state.shared_facts(),
             v1beta1_asked: Arc::new(AtomicBool::new(state.serves_v1beta1())),
         };
@@ -135,6 +138,12 @@ impl Writer {
     /// The served view the writer publishes into.
     pub fn view(&self) -> View {
         self.view.clone()
+    }
+
+    /// The relay view the writer publishes into, when the state keeps one
+    /// ([`State::keep_relay_view`]): what the relay port serves.
+    pub fn relay_view(&self) -> Option<View> {
+        self.relay_view.clone()
     }
 
     /// The figures the writer stores after each change.

@@ -49,6 +49,11 @@ impl Published {
         }
     }
 
+    /// How much history each collection keeps.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
     /// The served objects and event log of one resource.
     pub fn collection(&self, res: Resource) -> &Collection {
         &self.served[res.index()]

@@ -109,6 +109,16 @@ pub struct State {
     decoder: crate::cache::canonical::Decoder,
 }
 
+/// Whether a publication is of an upstream change, which the relay view takes too, or of a
+/// recomputation (topology, edge-health), which leaves it as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Relay {
+    /// An upstream change: the relay view takes it too.
+    Too,
+    /// A recomputation: the relay view stays as it is.
+    Not,
+}
+
 /// What one [`State::apply`] or [`State::set_edge_health`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Applied {
@@ -206,6 +216,17 @@ impl State {
     #[cfg(test)]
     pub(crate) fn set_record_hook(&mut self, hook: Option<RecordHook>) {
         self.publisher.set_record_hook(hook);
+    }
+
+    /// Keeps a relay view from now on (`--relay-bind-address`): what followers read, the
+    /// upstream's objects unpruned (docs/SEMANTICS.md §12). Call before the first change.
+    pub fn keep_relay_view(&mut self) {
+        self.publisher.keep_relay_view();
+    }
+
+    /// The relay view's handle, when [`State::keep_relay_view`] was called.
+    pub fn relay_view(&self) -> Option<View> {
+        self.publisher.relay_view()
     }
 
     /// The current resourceVersion (the last one handed out).
@@ -474,7 +495,7 @@ impl State {
             };
             let as_is = listed.as_is;
             if let Some(facts) = as_is {
-                if self.upsert_as_is(kind, &key, &bytes, facts, now) {
+                if self.upsert_as_is(kind, &key, &bytes, facts, Relay::Too, now) {
                     continue; // served as it came: published without decoding it
                 }
             }
@@ -538,10 +559,12 @@ impl State {
                     .publish(Resource::Services, &key, Some(obj), now);
             }
             Resource::Endpoints => {
+                let relayed = self.publisher.relays().then(|| obj.clone());
                 self.keep_endpoint_object(kind, &key, bytes, topology::endpoint_nodes(&obj), None);
                 let served = self.filter().serve_endpoints(&key, obj);
                 self.publisher
                     .publish(Resource::Endpoints, &key, Some(served), now);
+                self.relay_value(kind, &key, relayed, now);
             }
             Resource::SlicesV1 | Resource::SlicesV1beta1 => {
                 let (nodes, service) = (
@@ -553,12 +576,15 @@ impl State {
                     .keys_of(service.as_ref())
                     .is_some_and(|k| k.dynamic());
                 self.keep_endpoint_object(kind, &key, bytes, nodes, service);
+                let relayed = self.publisher.relays().then(|| obj.clone());
                 if dynamic {
                     // §2.9: published once every slice of this change is in (`flush_derived`).
                     self.index.defer(&key);
+                    self.relay_value(kind, &key, relayed, now);
                     return;
                 }
                 self.publish_slice(&key, obj, now);
+                self.relay_value(kind, &key, relayed, now);
             }
             Resource::CidrsV1 | Resource::CidrsV1beta1 => {
                 self.upstream.insert(kind, &key, bytes);
@@ -617,6 +643,7 @@ impl State {
                 self.index
                     .index_nodes(Target::Endpoints(key.clone()), BTreeSet::new());
                 self.publisher.publish(Resource::Endpoints, key, None, now);
+                self.relay_value(kind, key, None, now);
             }
             Resource::SlicesV1 | Resource::SlicesV1beta1 => {
                 self.index.index_slice(key, None);
@@ -627,9 +654,27 @@ impl State {
                     self.publisher
                         .publish(Resource::SlicesV1beta1, key, None, now);
                 }
+                self.relay_value(kind, key, None, now);
             }
             Resource::CidrsV1 | Resource::CidrsV1beta1 => self.publish_cidr(key, None, now),
         }
+    }
+
+    /// The relay view's side of an upstream change of an endpoint object of `kind` (the version
+    /// the upstream has), given as its cleaned upstream `Value` (`None`: deleted); nothing
+    /// without a relay view.
+    fn relay_value(&mut self, kind: Resource, key: &ObjectKey, obj: Option<Value>, now: u64) {
+        if !self.publisher.relays() {
+            return;
+        }
+        let make = obj.map(|obj| {
+            move |rv: u64| {
+                let mut value = obj.clone();
+                let bytes = publisher::finish(kind, &mut value, rv);
+                Served::with_bytes(key.clone(), rv, &value, bytes)
+            }
+        });
+        self.publisher.publish_relay(kind, key, make, now);
     }
 
     /// Publishes the served versions of a slice (a change reaches the v1 stream, and the
@@ -810,6 +855,7 @@ impl State {
         key: &ObjectKey,
         bytes: &Raw,
         mut facts: AsIs,
+        relay: Relay,
         now: u64,
     ) -> bool {
         let res = match kind {
@@ -880,6 +926,13 @@ impl State {
             )
         };
         self.publisher.publish_with(res, key, Some(make), now);
+        if relay == Relay::Too {
+            let whole = |rv: u64| {
+                let stamped = facts.stamped(bytes, rv).unwrap_or_default();
+                Served::from_parts(key.clone(), rv, stamped, facts.labels.clone())
+            };
+            self.publisher.publish_relay(kind, key, Some(whole), now);
+        }
         self.settle(kind, key);
         true
     }
@@ -907,7 +960,7 @@ impl State {
                 if let Some(Stored::Packed(packed)) = self.upstream.get(kind, key) {
                     facts.packed = Some(packed.clone());
                 }
-                self.upsert_as_is(kind, key, &bytes, facts, now)
+                self.upsert_as_is(kind, key, &bytes, facts, Relay::Not, now)
             }
             _ => false,
         }

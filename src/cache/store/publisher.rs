@@ -31,6 +31,9 @@ pub(super) struct Publisher {
     /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on; until then
     /// no served copy, RV or log entry is spent on them.
     v1beta1: bool,
+    /// With `--relay-bind-address`: the relay view, what followers read (the upstream's objects
+    /// unpruned, with RVs of the same counter). See [`Publisher::publish_relay`].
+    relay: Option<View>,
     /// Test-only: run after each object is recorded into the view (to park the writer there).
     #[cfg(test)]
     record_hook: Option<RecordHook>,
@@ -64,9 +67,29 @@ impl Publisher {
             rv: seed,
             view: Arc::new(Mutex::new(Published::new(seed, retention))),
             v1beta1: false,
+            relay: None,
             #[cfg(test)]
             record_hook: None,
         }
+    }
+
+    /// Keeps a relay view from now on (before the first change: it starts empty, at the
+    /// current RV, with the same retention).
+    pub(super) fn keep_relay_view(&mut self) {
+        if self.relay.is_none() {
+            let retention = lock(&self.view).retention();
+            self.relay = Some(Arc::new(Mutex::new(Published::new(self.rv, retention))));
+        }
+    }
+
+    /// The relay view's handle, when one is kept.
+    pub(super) fn relay_view(&self) -> Option<View> {
+        self.relay.clone()
+    }
+
+    /// Whether a relay view is kept.
+    pub(super) fn relays(&self) -> bool {
+        self.relay.is_some()
     }
 
     /// Test-only: see [`RecordHook`].
@@ -93,6 +116,9 @@ impl Publisher {
     /// ServiceCIDRs are served from now on: their first list was published.
     pub(super) fn start_cidrs(&mut self) {
         lock(&self.view).set_cidrs();
+        if let Some(relay) = &self.relay {
+            lock(relay).set_cidrs();
+        }
     }
 
     /// The readers' handle.
@@ -178,29 +204,82 @@ impl Publisher {
         true
     }
 
-    /// Records a change of `key` at the current RV into the readers' view.
+    /// Records a change of `key` at the current RV into the readers' view (and, for the
+    /// resources served unmodified, the same object into the relay view).
     fn record(&mut self, res: Resource, key: &ObjectKey, new: Option<Arc<Served>>, now: u64) {
-        let mut view = lock(&self.view);
-        view.collection_mut(res).record(key, new, self.rv, now);
-        view.set_rv(self.rv);
-        drop(view);
+        if let Some(relay) = self.relay.as_ref().filter(|_| unmodified(res)) {
+            record_into(relay, res, key, new.clone(), self.rv, now);
+        }
+        record_into(&self.view, res, key, new, self.rv, now);
         #[cfg(test)]
         if let Some(hook) = &mut self.record_hook {
             (hook.0)();
         }
     }
 
+    /// The relay view's side of an upstream change of an endpoint object (Endpoints, or a slice
+    /// of the version the upstream has): `make` builds the upstream object as it came, stamped
+    /// with the RV it is given (`None`: a deletion). Called when the upstream changed the
+    /// object, never for a recomputation (topology, edge-health), which leaves the relay view as
+    /// it is. No change, no RV; when the readers' view has just recorded this very object (it is
+    /// served unpruned), the relay view records the same shared bytes at the same RV; otherwise a
+    /// new RV of the one counter.
+    pub(super) fn publish_relay(
+        &mut self,
+        res: Resource,
+        key: &ObjectKey,
+        make: Option<impl Fn(u64) -> Served>,
+        now: u64,
+    ) {
+        let Some(relay) = self.relay.clone() else {
+            return;
+        };
+        let old = lock(&relay).collection(res).get(key).cloned();
+        let Some(make) = make else {
+            if old.is_some() {
+                self.rv += 1;
+                record_into(&relay, res, key, None, self.rv, now);
+                lock(&self.view).set_rv(self.rv);
+            }
+            return;
+        };
+        let next = self.rv + 1;
+        let served = make(next);
+        if old
+            .as_ref()
+            .is_some_and(|o| same_but_rv(&served.bytes, next, &o.bytes, o.rv))
+        {
+            return;
+        }
+        // Served unpruned, and recorded by this change: the readers' bytes are the relay's.
+        let local = lock(&self.view).collection(res).get(key).cloned();
+        if let Some(local) = local.filter(|l| l.rv == self.rv) {
+            if make(local.rv).bytes == local.bytes {
+                record_into(&relay, res, key, Some(local), self.rv, now);
+                return;
+            }
+        }
+        self.rv = next;
+        record_into(&relay, res, key, Some(Arc::new(served)), self.rv, now);
+        lock(&self.view).set_rv(self.rv);
+    }
+
     /// Drops log entries beyond the retention, in every collection.
     pub(super) fn trim(&mut self, now: u64) {
         lock(&self.view).trim(now);
+        if let Some(relay) = &self.relay {
+            lock(relay).trim(now);
+        }
     }
 
     /// The view becomes ready: every history starts at the current RV.
     pub(super) fn set_ready(&mut self) {
-        let mut view = lock(&self.view);
-        view.set_ready();
-        for coll in view.collections_mut() {
-            coll.reset_history(self.rv);
+        for view in std::iter::once(&self.view).chain(&self.relay) {
+            let mut view = lock(view);
+            view.set_ready();
+            for coll in view.collections_mut() {
+                coll.reset_history(self.rv);
+            }
         }
     }
 
@@ -251,6 +330,29 @@ impl Publisher {
             abnormal_nodes: abnormal as u64,
         }
     }
+}
+
+/// Whether `res` is served as the upstream has it in the readers' view too (Nodes, Services,
+/// ServiceCIDRs): each of its records is the relay view's as well, the same shared object.
+fn unmodified(res: Resource) -> bool {
+    matches!(
+        res,
+        Resource::Nodes | Resource::Services | Resource::CidrsV1 | Resource::CidrsV1beta1
+    )
+}
+
+/// Records a change of `key` at `rv` into `view`, which then stands at `rv`.
+fn record_into(
+    view: &View,
+    res: Resource,
+    key: &ObjectKey,
+    new: Option<Arc<Served>>,
+    rv: u64,
+    now: u64,
+) {
+    let mut view = lock(view);
+    view.collection_mut(res).record(key, new, rv, now);
+    view.set_rv(rv);
 }
 
 /// Gives served content its `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`, and

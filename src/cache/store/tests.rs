@@ -492,4 +492,5 @@ mod health;
 mod kept;
 mod lifecycle;
 mod persist;
+mod relay;
 mod v1beta1;

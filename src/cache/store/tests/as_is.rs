@@ -33,7 +33,7 @@ fn taken_only_for_objects_served_as_they_came() {
     let kind = Resource::SlicesV1;
     let as_is = |st: &mut State, kind, v: &Value, now| {
         let (bytes, facts) = prepared(v, kind);
-        st.upsert_as_is(kind, &key(v), &bytes, facts, now)
+        st.upsert_as_is(kind, &key(v), &bytes, facts, super::super::Relay::Too, now)
     };
     assert!(as_is(&mut st, kind, &plain, 1));
     assert!(as_is(&mut st, kind, &dangling, 1));
