@@ -234,6 +234,10 @@ impl Publisher {
         let Some(relay) = self.relay.clone() else {
             return;
         };
+        if res == Resource::SlicesV1beta1 {
+            // An upstream with v1beta1 slices only: the relay view serves them as they came.
+            lock(&relay).set_v1beta1();
+        }
         let old = lock(&relay).collection(res).get(key).cloned();
         let Some(make) = make else {
             if old.is_some() {
