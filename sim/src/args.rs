@@ -54,7 +54,7 @@ the served log); GET /sim/requests
 the store: verb, path, query, acceptEncoding, contentEncoding, bytes as sent, plainBytes;
 a list over 128 KiB is gzip'd, as by an apiserver, when its Accept-Encoding names gzip),
 /sim/state (resourceVersion, horizon, counts,
-openWatches, served {lists, watches, gets, listBytes, listPlainBytes, gzippedLists}, recorded, too_large, edge_health_polls, refusals, and listens: per
+openWatches, served {lists, watches, gets, listBytes, watchBytes, listPlainBytes, gzippedLists}, recorded, too_large, edge_health_polls, refusals, and listens: per
 address {listen, refusing, refusals, openWatches, requests}). GET /readyz, /livez and
 /healthz answer 200 'ok' (not recorded). Fault injection:
   POST /sim/reset-rv {\"rv\": N, \"too_large\": \"http\"|\"event\"}

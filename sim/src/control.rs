@@ -209,6 +209,7 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                     "watches": shared.served_watches.load(Ordering::Relaxed),
                     "gets": shared.served_gets.load(Ordering::Relaxed),
                     "listBytes": shared.list_bytes.load(Ordering::Relaxed),
+                    "watchBytes": shared.watch_bytes.load(Ordering::Relaxed),
                     "listPlainBytes": shared.list_plain_bytes.load(Ordering::Relaxed),
                     "gzippedLists": shared.gzipped_lists.load(Ordering::Relaxed),
                 },

@@ -136,6 +136,8 @@ pub struct Shared {
     pub served_gets: AtomicU64,
     /// Body bytes of the LIST answers sent (compressed when they were).
     pub list_bytes: AtomicU64,
+    /// Event bytes written to watch streams (each event's JSON line, without chunk framing).
+    pub watch_bytes: AtomicU64,
     /// Body bytes of the LIST answers before compression.
     pub list_plain_bytes: AtomicU64,
     /// LIST answers sent gzip'd.
@@ -172,6 +174,7 @@ impl Shared {
             served_watches: AtomicU64::new(0),
             served_gets: AtomicU64::new(0),
             list_bytes: AtomicU64::new(0),
+            watch_bytes: AtomicU64::new(0),
             list_plain_bytes: AtomicU64::new(0),
             gzipped_lists: AtomicU64::new(0),
             edge_health: EdgeHealthStub::default(),

@@ -193,6 +193,11 @@ fn list_then_watch_receives_applied_change() {
         ev["object"]["metadata"]["resourceVersion"],
         del["resourceVersion"]
     );
+    // Both events' lines are counted as watch bytes (each at least its object).
+    let (_, state) = get_json(addr, "/sim/state");
+    let counted = state["served"]["watchBytes"].as_u64().unwrap_or(0);
+    let least = 2 * serde_json::to_vec(&ev["object"]).map_or(0, |b| b.len()) as u64;
+    assert!(counted >= least, "{counted} < {least}: {state}");
 }
 
 #[test]

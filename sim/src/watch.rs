@@ -132,6 +132,12 @@ pub fn run(
         return write_response(conn, 504, "application/json", &body, close);
     }
     start_chunked(conn)?;
+    let write_chunk = |conn: &mut Conn, frame: &[u8]| {
+        shared
+            .watch_bytes
+            .fetch_add(frame.len() as u64, Ordering::Relaxed);
+        write_chunk(conn, frame)
+    };
     let mut cursor = match start {
         WatchStart::Expired(e) => {
             write_chunk(conn, &frame("ERROR", &e.to_value()))?;
