@@ -132,6 +132,7 @@ impl Tag {
             UpstreamError::Status { code: 401, .. } => Tag::Auth,
             UpstreamError::Status { code: 403, .. } => Tag::Rbac,
             UpstreamError::Status { .. } | UpstreamError::TooLarge { .. } => Tag::Api,
+            UpstreamError::ForeignResourceVersion { .. } => Tag::Connectivity,
             UpstreamError::Decode(_) => Tag::Api,
         }
     }

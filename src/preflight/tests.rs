@@ -53,6 +53,7 @@ fn list(items: &[Value]) -> Result<ListResult, UpstreamError> {
         items: items.iter().map(|v| v.to_string().into()).collect(),
         resource_version: "7".into(),
         continue_token: None,
+        origin: None,
     })
 }
 

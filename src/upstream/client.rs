@@ -1,15 +1,24 @@
-//! The upstream HTTP client: one ureq 3 [`Agent`] built once from an [`UpstreamConfig`] (rustls
-//! with the ring provider, kubeconfig CA / insecure flag, client certificate, bearer token) and
-//! cloned into every reflector and proxy worker. Owns the timeouts, the list size limit, the
-//! `--kube-qps`/`--kube-burst` token bucket and the translation of ureq errors and `Status`
-//! bodies into [`UpstreamError`]. It never decodes objects beyond the list envelope. With
-//! several servers (`--master=A,B,…`) every request goes through
-//! [`crate::upstream::failover`], which picks the server; each attempt is counted in
-//! [`crate::upstream::stats::RequestStats`].
+//! The upstream HTTP client: one ureq 3 [`Agent`] per side built once from an
+//! [`UpstreamConfig`] (rustls with the ring provider, kubeconfig CA / insecure flag, client
+//! certificate, bearer token) — the cloud upstream's, and the site relays' when
+//! `--relay-kubeconfig` is given — and cloned into every reflector and proxy worker. Owns the
+//! timeouts, the list size limit, the `--kube-qps`/`--kube-burst` token bucket and the
+//! translation of ureq errors and `Status` bodies into [`UpstreamError`]. It never decodes
+//! objects beyond the list envelope. With several servers (relays, `--master=A,B,…`) every
+//! request goes through [`crate::upstream::failover`], which picks the server; each attempt is
+//! counted in [`crate::upstream::stats::RequestStats`].
+//!
+//! Credentials are per server: each attempt takes the [`Access`] (agent and token) of the server
+//! it goes to, by index, inside the failover's attempt, so the relays' client certificate and
+//! token never reach a cloud server and the cloud's never reach a relay. A request naming a
+//! resourceVersion is only sent to a server of the domain that issued it
+//! ([`crate::upstream::domain`]); lists and watches say which server answered
+//! ([`ListResult::origin`], [`WatchStream::origin`]).
 
 use crate::handoff::{ListItems, Texts};
 use crate::sync::lock;
 use crate::upstream::decode::{self, DecodeError, ListResult};
+use crate::upstream::domain::{Role, RvOrigin};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::list_split::ListSplitter;
@@ -205,11 +214,34 @@ impl fmt::Debug for ForwardResponse {
     }
 }
 
-struct Inner {
+/// How one side's servers are reached: the agent (its TLS roots and client certificate) and
+/// its bearer token. No `Debug`: it holds a secret.
+struct Access {
     agent: Agent,
+    token: TokenSource,
+}
+
+/// A watch stream and the server it comes from.
+pub struct WatchStream {
+    /// The response body, as lines.
+    pub lines: Box<dyn BufRead + Send>,
+    /// Where its resourceVersions come from (`None` when unknown, e.g. a test fake).
+    pub origin: Option<RvOrigin>,
+}
+
+impl fmt::Debug for WatchStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchStream")
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+struct Inner {
     /// The servers and which one is selected.
     failover: Arc<Failover>,
-    token: TokenSource,
+    /// Per server, in the failover's order: the access of its side (relay or cloud).
+    access: Vec<Arc<Access>>,
     bucket: Mutex<TokenBucket>,
     timeouts: Timeouts,
     /// The largest list item taken; a bigger one is skipped and reported.
@@ -283,7 +315,20 @@ impl Upstream {
         timeouts: Timeouts,
         lists: ListOptions,
     ) -> Result<Self, UpstreamError> {
-        Self::build(cfg, qps, burst, (timeouts, lists), stats::global())
+        Self::with_relays(cfg, None, qps, burst, (timeouts, lists))
+    }
+
+    /// [`Upstream::with_limits`] following site relays: the servers of `relays`
+    /// (`--relay-kubeconfig`, `--relay-servers`), each reached with `relays`' credentials,
+    /// come before the cloud servers of `cloud`, reached with `cloud`'s.
+    pub fn with_relays(
+        cloud: &UpstreamConfig,
+        relays: Option<&UpstreamConfig>,
+        qps: f64,
+        burst: u32,
+        limits: (Timeouts, ListOptions),
+    ) -> Result<Self, UpstreamError> {
+        Self::build(cloud, relays, qps, burst, limits, stats::global())
     }
 
     /// The largest list item taken ([`Upstream::with_limits`]).
@@ -305,23 +350,26 @@ impl Upstream {
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
         let limits = (Timeouts::default(), ListOptions::default());
-        Self::build(cfg, qps, burst, limits, stats)
+        Self::build(cfg, None, qps, burst, limits, stats)
     }
 
-    fn build(
-        cfg: &UpstreamConfig,
-        qps: f64,
-        burst: u32,
-        (timeouts, lists): (Timeouts, ListOptions),
+    /// [`Upstream::with_relays`] recording into `stats` (tests).
+    #[cfg(test)]
+    pub(crate) fn with_relays_stats(
+        cloud: &UpstreamConfig,
+        relays: &UpstreamConfig,
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
-        let mut bases = Vec::new();
-        let mut https = false;
-        for server in cfg.server_list() {
-            let (base, tls) = check_server(server)?;
-            https |= tls;
-            bases.push(base);
-        }
+        let limits = (Timeouts::default(), ListOptions::default());
+        Self::build(cloud, Some(relays), 0.0, 1, limits, stats)
+    }
+
+    /// One side's access: an agent with `cfg`'s TLS settings and `cfg`'s token.
+    fn access(
+        cfg: &UpstreamConfig,
+        https: bool,
+        timeouts: &Timeouts,
+    ) -> Result<Access, UpstreamError> {
         let agent: Agent = lean_buffers(Agent::config_builder())
             .tls_config(tls::tls_config(cfg, https)?)
             .http_status_as_error(false)
@@ -338,12 +386,47 @@ impl Upstream {
             cfg.token_file.clone(),
             TOKEN_REREAD_INTERVAL,
         );
+        Ok(Access { agent, token })
+    }
+
+    fn build(
+        cloud: &UpstreamConfig,
+        relays: Option<&UpstreamConfig>,
+        qps: f64,
+        burst: u32,
+        (timeouts, lists): (Timeouts, ListOptions),
+        stats: &Stats,
+    ) -> Result<Self, UpstreamError> {
+        let mut bases = Vec::new();
+        let mut roles = Vec::new();
+        let mut access = Vec::new();
+        let sides = relays
+            .map(|r| (r, Role::Relay))
+            .into_iter()
+            .chain([(cloud, Role::Cloud)]);
+        for (cfg, role) in sides {
+            let side = |e: UpstreamError| match (role, e) {
+                (Role::Relay, UpstreamError::Config(m)) => {
+                    UpstreamError::Config(format!("--relay-kubeconfig: {m}"))
+                }
+                (_, e) => e,
+            };
+            let mut https = false;
+            let servers = cfg.server_list();
+            for server in &servers {
+                let (base, tls) = check_server(server).map_err(side)?;
+                https |= tls;
+                bases.push(base);
+            }
+            let one = Arc::new(Self::access(cfg, https, &timeouts).map_err(side)?);
+            roles.extend(servers.iter().map(|_| role));
+            access.extend(servers.iter().map(|_| one.clone()));
+        }
         let bucket = Mutex::new(TokenBucket::new(qps, burst, Instant::now()));
         let several = bases.len() > 1;
         let inner = Arc::new(Inner {
-            agent,
-            failover: Arc::new(Failover::new(bases, stats.servers().clone())),
-            token,
+            failover: Arc::new(Failover::new(bases, roles, stats.servers().clone())),
+            access,
             bucket,
             timeouts,
             max_object_bytes: lists.max_object_bytes,
@@ -368,6 +451,19 @@ impl Upstream {
         f.base(f.selected())
     }
 
+    /// Whether the server requests go to now is a relay or the cloud upstream.
+    pub fn current_role(&self) -> Role {
+        let f = &self.inner.failover;
+        f.role(f.selected())
+    }
+
+    /// Server `i`'s access: the credentials of its side, never the other's.
+    fn access_of(&self, i: usize) -> Result<&Access, Failed> {
+        self.inner.access.get(i).map(|a| &**a).ok_or_else(|| {
+            Failed::Upstream(UpstreamError::Config(format!("no upstream server #{i}")))
+        })
+    }
+
     pub(crate) fn failover(&self) -> &Arc<Failover> {
         &self.inner.failover
     }
@@ -376,7 +472,8 @@ impl Upstream {
     /// [`failover::PROBE_TIMEOUT`], not paced, not counted): its HTTP status.
     pub(crate) fn probe(&self, i: usize) -> Result<u16, UpstreamError> {
         let resp = self
-            .authorized_get(self.inner.failover.base(i), failover::PROBE_PATH)
+            .authorized_get(i, failover::PROBE_PATH)
+            .map_err(Failed::into_error)?
             .config()
             .timeout_global(Some(failover::PROBE_TIMEOUT))
             .build()
@@ -398,20 +495,22 @@ impl Upstream {
         }
     }
 
+    /// A GET of server `i` with its side's agent and token.
     fn authorized_get(
         &self,
-        base: &str,
+        i: usize,
         path_and_query: &str,
-    ) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
-        let mut req = self
-            .inner
+    ) -> Result<ureq::RequestBuilder<ureq::typestate::WithoutBody>, Failed> {
+        let access = self.access_of(i)?;
+        let base = self.inner.failover.base(i);
+        let mut req = access
             .agent
             .get(format!("{base}{path_and_query}"))
             .header("Accept", "application/json");
-        if let Some(tok) = self.inner.token.current(Instant::now()) {
+        if let Some(tok) = access.token.current(Instant::now()) {
             req = req.header("Authorization", format!("Bearer {tok}"));
         }
-        req
+        Ok(req)
     }
 
     /// Turns a non-2xx response into [`UpstreamError::Status`] (reading a bounded body).
@@ -439,19 +538,20 @@ impl Upstream {
     }
 
     /// GET within `bounds`, the body read through its `Content-Encoding` by `consume`, through
-    /// the failover selection; a non-2xx answer is an [`UpstreamError::Status`].
+    /// the failover selection (only to servers of `rv_from`'s domain, if given); a non-2xx
+    /// answer is an [`UpstreamError::Status`]. Also says which server answered.
     fn get_bounded<T>(
         &self,
         verb: Verb,
         path_and_query: &str,
-        bounds: GetBounds,
+        (bounds, rv_from): (GetBounds, Option<RvOrigin>),
         mut consume: impl FnMut(Decoded<ureq::BodyReader<'static>>) -> Result<T, Failed>,
-    ) -> Result<T, UpstreamError> {
+    ) -> Result<(T, RvOrigin), UpstreamError> {
         let f = &self.inner.failover;
         let limit = bounds.limit;
-        f.call(verb, &self.inner.requests, |_, base| {
+        f.call(verb, &self.inner.requests, rv_from, |i, _| {
             self.pace();
-            let mut req = self.authorized_get(base, path_and_query);
+            let mut req = self.authorized_get(i, path_and_query)?;
             if bounds.gzip {
                 req = req.header("Accept-Encoding", encoding::ACCEPT_GZIP);
             }
@@ -469,7 +569,7 @@ impl Upstream {
                 .map(|v| v.as_bytes().to_vec());
             let body = resp.into_body().into_with_config().limit(limit).reader();
             let body = Decoded::new(body, coding.as_deref(), limit).map_err(UpstreamError::from)?;
-            Ok((consume(body)?, code))
+            Ok(((consume(body)?, f.origin(i)), code))
         })
     }
 
@@ -481,7 +581,7 @@ impl Upstream {
             limit: MAX_ERROR_BODY_BYTES * 16,
             gzip: false,
         };
-        let body = self.get_bounded(Verb::Get, path_and_query, bounds, |r| {
+        let (body, _) = self.get_bounded(Verb::Get, path_and_query, (bounds, None), |r| {
             let mut body = Vec::new();
             r.feed_all(&mut [0; 8192], |chunk| body.extend_from_slice(chunk))?;
             Ok(body)
@@ -510,27 +610,42 @@ impl Upstream {
         path_and_query: &str,
         items: &mut dyn ListItems,
     ) -> Result<ListResult, UpstreamError> {
+        self.list_into_from(path_and_query, items, None)
+    }
+
+    /// [`Upstream::list_into`] of a query naming a resourceVersion (or a `continue` token)
+    /// issued by `rv_from`: sent only to a server of its domain (else
+    /// [`UpstreamError::ForeignResourceVersion`], nothing sent). The answer's
+    /// [`ListResult::origin`] is the server that answered.
+    pub fn list_into_from(
+        &self,
+        path_and_query: &str,
+        items: &mut dyn ListItems,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<ListResult, UpstreamError> {
         let bounds = GetBounds {
             timeout: self.inner.timeouts.list,
             per_read: self.inner.timeouts.list_progress,
             limit: MAX_LIST_BYTES,
             gzip: self.inner.list_gzip,
         };
-        let split = self.get_bounded(Verb::List, path_and_query, bounds, |r| {
-            items.clear();
-            let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
-            let mut buf = vec![0; LIST_READ_BYTES];
-            r.feed_all(&mut buf, |chunk| {
-                split.feed(chunk);
-                split.take_items().for_each(|text| items.push(text));
-                split.take_oversized().for_each(|o| items.skipped(o));
+        let (split, origin) =
+            self.get_bounded(Verb::List, path_and_query, (bounds, rv_from), |r| {
+                items.clear();
+                let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
+                let mut buf = vec![0; LIST_READ_BYTES];
+                r.feed_all(&mut buf, |chunk| {
+                    split.feed(chunk);
+                    split.take_items().for_each(|text| items.push(text));
+                    split.take_oversized().for_each(|o| items.skipped(o));
+                })?;
+                Ok(split)
             })?;
-            Ok(split)
-        })?;
         let (list, oversized) = split.finish_with_oversized();
         oversized.into_iter().for_each(|o| items.skipped(o));
         let mut list = list?;
         list.items.drain(..).for_each(|text| items.push(text));
+        list.origin = Some(origin);
         Ok(list)
     }
 
@@ -547,6 +662,20 @@ impl Upstream {
         path_and_query: &str,
         bookmarks_expected: bool,
     ) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        Ok(self
+            .watch_from(path_and_query, bookmarks_expected, None)?
+            .lines)
+    }
+
+    /// [`Upstream::watch`] from a resourceVersion issued by `rv_from`: started only on a server
+    /// of its domain (else [`UpstreamError::ForeignResourceVersion`], nothing sent); the stream
+    /// says which server it comes from.
+    pub fn watch_from(
+        &self,
+        path_and_query: &str,
+        bookmarks_expected: bool,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<WatchStream, UpstreamError> {
         let t = &self.inner.timeouts;
         let per_read = if bookmarks_expected {
             t.watch_progress
@@ -554,16 +683,17 @@ impl Upstream {
             t.idle
         };
         let f = &self.inner.failover;
-        f.call(Verb::Watch, &self.inner.requests, |i, base| {
+        f.call(Verb::Watch, &self.inner.requests, rv_from, |i, _| {
             self.pace();
-            let req = self.authorized_get(base, path_and_query).config();
+            let req = self.authorized_get(i, path_and_query)?.config();
             let resp = req.timeout_per_read(Some(per_read)).build().call()?;
             let resp = Self::check_status(resp)?;
             let code = resp.status().as_u16();
             let lines = BufReader::with_capacity(WATCH_BUF_BYTES, resp.into_body().into_reader());
             let lines: Box<dyn BufRead + Send> =
                 Box::new(FollowSelection::new(lines, f.clone(), i));
-            Ok((lines, code))
+            let origin = Some(f.origin(i));
+            Ok((WatchStream { lines, origin }, code))
         })
     }
 
@@ -571,8 +701,9 @@ impl Upstream {
     /// `Authorization` only if it sent one — the server's token is never added), minus hop-by-hop
     /// ones; `Host` is the upstream's; body and `Content-Type` byte for byte; redirects are
     /// relayed, not followed; no read timeout on the response body. Connect failure or timeout →
-    /// [`UpstreamError::Unreachable`]. Sent to the selected server; retried on the next one
-    /// only when no connection could be made (nothing was sent).
+    /// [`UpstreamError::Unreachable`]. Sent to the selected server (a relay or the cloud, with
+    /// that server's agent: its TLS, never a token); retried on the next one only when no
+    /// connection could be made (nothing was sent).
     pub fn forward(&self, req: ForwardRequest) -> Result<ForwardResponse, UpstreamError> {
         if !req.path_and_query.starts_with('/') {
             return Err(UpstreamError::InvalidRequest(format!(
@@ -602,9 +733,9 @@ impl Upstream {
                     | http::Method::DELETE
                     | http::Method::OPTIONS
             );
-        let agent = &self.inner.agent;
         let f = &self.inner.failover;
-        let resp = f.call(Verb::Forward, &self.inner.requests, |_, base| {
+        let resp = f.call(Verb::Forward, &self.inner.requests, None, |i, base| {
+            let agent = &self.access_of(i)?.agent;
             let mut builder = http::Request::builder()
                 .method(method.clone())
                 .uri(format!("{base}{}", req.path_and_query));

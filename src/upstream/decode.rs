@@ -118,6 +118,9 @@ pub struct ListResult {
     pub resource_version: String,
     /// `metadata.continue`, when the apiserver paginated the answer.
     pub continue_token: Option<String>,
+    /// The server that answered, and so the resourceVersion domain of `resource_version` and
+    /// `continue_token` (set by the client; `None` when unknown).
+    pub origin: Option<crate::upstream::domain::RvOrigin>,
 }
 
 /// What [`read_line`] found.
@@ -294,6 +297,7 @@ pub fn decode_list(body: &[u8]) -> Result<ListResult, DecodeError> {
         continue_token: meta
             .and_then(|m| m.continue_token)
             .filter(|c| !c.is_empty()),
+        origin: None,
     })
 }
 

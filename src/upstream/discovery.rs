@@ -32,7 +32,7 @@ pub(crate) fn discover_with(lw: &dyn ListWatch) -> (Resource, bool) {
         Err(e) => {
             log::info!("API discovery failed ({e}); probing EndpointSlice versions");
             let probe = |k: Resource| {
-                lw.list(&with_query(k.path(), &[("limit", "1")]))
+                lw.list(&with_query(k.path(), &[("limit", "1")]), None)
                     .map(|l| !l.items.is_empty())
             };
             let v1 = probe(Resource::SlicesV1);
@@ -140,7 +140,7 @@ pub fn find_cidr_kind(lw: &dyn ListWatch) -> Result<CidrFinding, UpstreamError> 
 fn probe_cidr_kind(lw: &dyn ListWatch) -> Result<(Option<Resource>, Vec<u16>), UpstreamError> {
     let mut refused = Vec::new();
     for kind in [Resource::CidrsV1, Resource::CidrsV1beta1] {
-        match lw.list(&with_query(kind.path(), &[("limit", "1")])) {
+        match lw.list(&with_query(kind.path(), &[("limit", "1")]), None) {
             Ok(_) => return Ok((Some(kind), refused)),
             Err(UpstreamError::Status { code, .. }) if code == 404 || code == 403 => {
                 refused.push(code);

@@ -102,6 +102,7 @@ mod io {
     use super::super::*;
     use crate::upstream::client::tests::{canned, serve};
     use crate::upstream::client::{ForwardRequest, Upstream, UpstreamError};
+    use crate::upstream::domain::Role;
     use crate::upstream::kubeconfig::UpstreamConfig;
     use crate::upstream::stats::{Stats, Verb};
     use std::io::{BufRead, BufReader, Cursor, Read};
@@ -200,9 +201,96 @@ mod io {
         server.join().unwrap();
     }
 
+    /// Following a relay: each server gets its own side's credentials only, and an RV issued by
+    /// the relay is never sent to the cloud.
+    #[test]
+    fn relays_and_the_cloud_get_their_own_credentials_and_rvs_stay_in_their_domain() {
+        let list = |rv: &str| {
+            canned(
+                "200 OK",
+                &format!(r#"{{"metadata":{{"resourceVersion":"{rv}"}},"items":[]}}"#),
+            )
+        };
+        let (relay, relay_seen) = serve(vec![list("7")]);
+        let (cloud, cloud_seen) = serve(vec![list("900"), canned("201 Created", "{}")]);
+        let relays = UpstreamConfig {
+            server: relay.clone(),
+            servers: vec![relay.clone()],
+            token: Some("relay-token".into()),
+            ..Default::default()
+        };
+        let cloud_cfg = UpstreamConfig {
+            server: cloud.clone(),
+            token: Some("cloud-token".into()),
+            ..Default::default()
+        };
+        let stats = Stats::new();
+        let up = Upstream::with_relays_stats(&cloud_cfg, &relays, &stats).unwrap();
+        let servers = stats.servers().servers();
+        let roles: Vec<_> = servers.iter().map(|s| (s.url.as_str(), s.role)).collect();
+        assert_eq!(
+            roles,
+            [(relay.as_str(), Role::Relay), (cloud.as_str(), Role::Cloud)]
+        );
+        // The relay first, with the relay's token.
+        let l = up.list("/api/v1/nodes").unwrap();
+        assert_eq!(l.resource_version, "7");
+        let from_relay = l.origin.unwrap();
+        assert_eq!(from_relay.server, 0);
+        assert_eq!(up.current_role(), Role::Relay);
+        let seen = relay_seen.join().unwrap();
+        assert_eq!(
+            seen[0].header("authorization"),
+            Some(&b"Bearer relay-token"[..])
+        );
+        // The relay is gone: a relist at its RV is not sent to the cloud.
+        let mut items = crate::handoff::Texts::default();
+        let err = up
+            .list_into_from(
+                "/api/v1/nodes?resourceVersion=7",
+                &mut items,
+                Some(from_relay),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(&err, UpstreamError::ForeignResourceVersion { issued_by, now }
+                if issued_by == &format!("relay {relay}") && now == &format!("cloud {cloud}")),
+            "{err:?}"
+        );
+        assert_eq!(up.current_role(), Role::Cloud);
+        // From scratch on the cloud, with the cloud's token; a proxied request gets none.
+        let l = up.list("/api/v1/nodes").unwrap();
+        assert_eq!(
+            (l.resource_version.as_str(), l.origin.map(|o| o.server)),
+            ("900", Some(1))
+        );
+        assert_ne!(l.origin.map(|o| o.domain), Some(from_relay.domain));
+        let resp = up
+            .forward(ForwardRequest {
+                method: "POST".into(),
+                path_and_query: "/api/v1/namespaces/default/events".into(),
+                body: b"{}".to_vec(),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(resp.status, 201);
+        let seen = cloud_seen.join().unwrap();
+        assert_eq!(seen[0].request_line, "GET /api/v1/nodes HTTP/1.1");
+        assert_eq!(
+            seen[0].header("authorization"),
+            Some(&b"Bearer cloud-token"[..])
+        );
+        assert_eq!(seen[1].header("authorization"), None);
+        assert_eq!(seen.len(), 2);
+    }
+
     fn failover(n: usize) -> Arc<Failover> {
         let bases = (0..n).map(|i| format!("http://s{i}")).collect();
-        Arc::new(Failover::new(bases, Arc::new(Default::default())))
+        Arc::new(Failover::new(
+            bases,
+            Vec::new(),
+            Arc::new(Default::default()),
+        ))
     }
 
     fn line(r: &mut impl BufRead) -> String {

@@ -5,6 +5,7 @@ use crate::handoff::{ListItems, Oversized, Texts};
 use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::{DecodeError, ListResult};
+use crate::upstream::domain::RvOrigin;
 use crate::upstream::kind::with_query;
 use crate::upstream::reflector::ListWatch;
 
@@ -20,17 +21,20 @@ pub fn list_all<L: ListWatch + ?Sized>(
     rv: &str,
 ) -> Result<ListResult, UpstreamError> {
     let mut texts = Texts::default();
-    let mut all = list_all_into(lw, kind, rv, &mut texts)?;
+    let mut all = list_all_into(lw, kind, rv, None, &mut texts)?;
     all.items = texts.0;
     Ok(all)
 }
 
 /// [`list_all`], every item of every page handed to `items` as it is read (the reflectors':
-/// the cache prepares each item as it comes). The answer's `items` is empty.
+/// the cache prepares each item as it comes). The answer's `items` is empty. `rv_from`: the
+/// server that issued `rv` (it is sent only to a server of its domain); the `continue` pages go
+/// only to a server of the first page's domain (a token is its issuer's).
 pub fn list_all_into<L: ListWatch + ?Sized>(
     lw: &L,
     kind: Resource,
     rv: &str,
+    rv_from: Option<RvOrigin>,
     items: &mut dyn ListItems,
 ) -> Result<ListResult, UpstreamError> {
     let sel = kind.label_selector().unwrap_or("");
@@ -40,6 +44,7 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
             &[("labelSelector", sel), ("resourceVersion", rv)],
         ),
         items,
+        rv_from,
     )?;
     let mut pages = 1;
     while let Some(token) = all.continue_token.take() {
@@ -57,6 +62,7 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
         let page = lw.list_into(
             &with_query(kind.path(), &[("continue", &token), ("labelSelector", sel)]),
             &mut page_items,
+            all.origin,
         )?;
         if page_items.restarted {
             return Err(UpstreamError::Unreachable(
@@ -67,6 +73,7 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
         }
         all.resource_version = page.resource_version;
         all.continue_token = page.continue_token;
+        all.origin = page.origin.or(all.origin);
         pages += 1;
     }
     Ok(all)
@@ -100,8 +107,8 @@ impl ListItems for Pages<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::client::WatchStream;
     use serde_json::Value;
-    use std::io::BufRead;
 
     /// Two pages; the second is read, cut short, and read again from the start (as a failover
     /// to another server does) when `retried`.
@@ -117,11 +124,12 @@ mod tests {
                 .collect(),
             resource_version: "5".into(),
             continue_token: token.map(str::to_string),
+            origin: None,
         }
     }
 
     impl ListWatch for TwoPages {
-        fn list(&self, q: &str) -> Result<ListResult, UpstreamError> {
+        fn list(&self, q: &str, _: Option<RvOrigin>) -> Result<ListResult, UpstreamError> {
             Ok(match q.contains("continue=") {
                 false => page(&["a", "b"], Some("t")),
                 true => page(&["c"], None),
@@ -131,8 +139,9 @@ mod tests {
             &self,
             q: &str,
             items: &mut dyn ListItems,
+            _: Option<RvOrigin>,
         ) -> Result<ListResult, UpstreamError> {
-            let mut list = self.list(q)?;
+            let mut list = self.list(q, None)?;
             items.clear();
             if self.retried && q.contains("continue=") {
                 items.push(r#"{"n":"c"}"#.into());
@@ -141,7 +150,12 @@ mod tests {
             list.items.drain(..).for_each(|t| items.push(t));
             Ok(list)
         }
-        fn watch(&self, _: &str, _: bool) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+        fn watch(
+            &self,
+            _: &str,
+            _: bool,
+            _: Option<RvOrigin>,
+        ) -> Result<WatchStream, UpstreamError> {
             Err(UpstreamError::Unreachable("no watch here".into()))
         }
         fn get_json(&self, _: &str) -> Result<Value, UpstreamError> {
@@ -153,7 +167,7 @@ mod tests {
     fn pages_add_to_the_items_and_a_page_read_twice_fails_the_list() {
         let mut texts = Texts::default();
         let lw = TwoPages { retried: false };
-        let all = list_all_into(&lw, Resource::Services, "0", &mut texts).unwrap();
+        let all = list_all_into(&lw, Resource::Services, "0", None, &mut texts).unwrap();
         assert!(all.items.is_empty());
         assert_eq!(all.resource_version, "5");
         let names: Vec<&str> = texts.0.iter().map(|t| &t[6..7]).collect();
@@ -166,7 +180,7 @@ mod tests {
 
         // A second page read again would repeat its first items after the earlier pages'.
         let lw = TwoPages { retried: true };
-        let err = list_all_into(&lw, Resource::Services, "0", &mut texts).unwrap_err();
+        let err = list_all_into(&lw, Resource::Services, "0", None, &mut texts).unwrap_err();
         assert!(err.to_string().contains("read again"), "{err}");
     }
 }

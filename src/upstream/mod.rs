@@ -5,7 +5,8 @@
 //! their health counters ([`stats`], pure), and the optional edge-health poller
 //! ([`edge_health`], `--service-autonomy-enhancement`) with the pure parser of its answer
 //! ([`edge_health_map`]), and the choice among several apiservers
-//! (`--master=A,B,…`) with its health probes ([`failover`]). Private: `episode` (the reflectors'
+//! (`--master=A,B,…`, and the site relays before them) with its health probes ([`failover`]),
+//! each server's role and resourceVersion domain ([`domain`]). Private: `episode` (the reflectors'
 //! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
 //! bucket).
 //! Nothing here touches the mio loop or the served view.
@@ -16,6 +17,7 @@ pub mod client;
 pub mod decode;
 #[cfg(feature = "io")]
 pub mod discovery;
+pub mod domain;
 #[cfg(feature = "io")]
 pub mod edge_health;
 pub mod edge_health_map;

@@ -54,12 +54,13 @@ use crate::clock::unix_now;
 use crate::handoff::{Change, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
 use crate::upstream::backoff::{random_below, Backoff};
-use crate::upstream::client::{is_stall, Upstream, UpstreamError};
+use crate::upstream::client::{is_stall, Upstream, UpstreamError, WatchStream};
 use crate::upstream::decode::{self, Line, ListResult, WatchEvent};
 pub use crate::upstream::discovery::{
     discover_cidr_kind, discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
     recheck_cidr_kind,
 };
+use crate::upstream::domain::RvOrigin;
 pub use crate::upstream::episode::MAX_FAILURES_WITHOUT_PROGRESS;
 use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
@@ -84,16 +85,24 @@ const MAX_WARNED_OVERSIZED: usize = 1024;
 const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// The upstream calls a reflector makes; implemented by [`Upstream`] and by test fakes.
+/// `rv_from` is the server that issued the resourceVersion (or `continue` token) the query
+/// names: the request goes only to a server of its domain, else it fails with
+/// [`UpstreamError::ForeignResourceVersion`] without being sent ([`crate::upstream::domain`]).
 pub trait ListWatch {
-    /// A LIST, decoded.
-    fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError>;
+    /// A LIST, decoded; its [`ListResult::origin`] says which server answered.
+    fn list(
+        &self,
+        path_and_query: &str,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<ListResult, UpstreamError>;
     /// The same, each item handed to `items` (cleared first) instead of the answer's `items`.
     fn list_into(
         &self,
         path_and_query: &str,
         items: &mut dyn ListItems,
+        rv_from: Option<RvOrigin>,
     ) -> Result<ListResult, UpstreamError> {
-        let mut list = self.list(path_and_query)?;
+        let mut list = self.list(path_and_query, rv_from)?;
         items.clear();
         let max = self.max_object_bytes();
         for text in list.items.drain(..) {
@@ -112,12 +121,14 @@ pub trait ListWatch {
     }
     /// A WATCH, as a line source. `bookmarks_expected`: the upstream is known to send
     /// bookmarks, so the stream may be held to the short progress deadline (a read that times
-    /// out then fails with an error [`is_stall`] recognises).
+    /// out then fails with an error [`is_stall`] recognises). The stream says which server it
+    /// comes from.
     fn watch(
         &self,
         path_and_query: &str,
         bookmarks_expected: bool,
-    ) -> Result<Box<dyn BufRead + Send>, UpstreamError>;
+        rv_from: Option<RvOrigin>,
+    ) -> Result<WatchStream, UpstreamError>;
     /// A JSON GET (API discovery).
     fn get_json(&self, path: &str) -> Result<Value, UpstreamError>;
     /// The largest upstream object taken into the cache: a bigger one in a list or a watch is
@@ -136,22 +147,31 @@ pub trait ListWatch {
 }
 
 impl ListWatch for Upstream {
-    fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {
-        Upstream::list(self, path_and_query)
+    fn list(
+        &self,
+        path_and_query: &str,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<ListResult, UpstreamError> {
+        let mut texts = crate::handoff::Texts::default();
+        let mut list = Upstream::list_into_from(self, path_and_query, &mut texts, rv_from)?;
+        list.items = texts.0;
+        Ok(list)
     }
     fn list_into(
         &self,
         path_and_query: &str,
         items: &mut dyn ListItems,
+        rv_from: Option<RvOrigin>,
     ) -> Result<ListResult, UpstreamError> {
-        Upstream::list_into(self, path_and_query, items)
+        Upstream::list_into_from(self, path_and_query, items, rv_from)
     }
     fn watch(
         &self,
         path_and_query: &str,
         bookmarks_expected: bool,
-    ) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
-        Upstream::watch(self, path_and_query, bookmarks_expected)
+        rv_from: Option<RvOrigin>,
+    ) -> Result<WatchStream, UpstreamError> {
+        Upstream::watch_from(self, path_and_query, bookmarks_expected, rv_from)
     }
     fn get_json(&self, path: &str) -> Result<Value, UpstreamError> {
         Upstream::get_json(self, path)
@@ -260,6 +280,9 @@ pub(crate) struct Reflector<L> {
     /// The upstream sends bookmarks (assumed until a stream held to the short deadline timed
     /// out without one; learnt again from the next bookmark).
     bookmarks_expected: bool,
+    /// The server that issued the resourceVersion held (the last list's; a watch stays in its
+    /// domain): a relist at it or a watch from it goes only to a server of the same domain.
+    rv_from: Option<RvOrigin>,
 }
 
 /// A list's taker that keeps aside the items skipped for their size.
@@ -309,6 +332,7 @@ impl<L: ListWatch> Reflector<L> {
             dropped: 0,
             bookmarks_expected: true,
             warned_oversized: std::collections::HashSet::new(),
+            rv_from: None,
         }
     }
 
@@ -377,16 +401,16 @@ impl<L: ListWatch> Reflector<L> {
     /// The list from the upstream, each item handed to `items`; the items skipped for their
     /// size are reported once the list is complete (a list that fails reports none).
     fn list_all(&mut self, items: &mut dyn ListItems) -> Result<ListResult, UpstreamError> {
-        let rv = match &self.list_from {
-            ListFrom::Any => "0",
-            ListFrom::NotOlderThan(rv) => rv,
-            ListFrom::Latest => "",
+        let (rv, rv_from) = match &self.list_from {
+            ListFrom::Any => ("0", None),
+            ListFrom::NotOlderThan(rv) => (rv.as_str(), self.rv_from),
+            ListFrom::Latest => ("", None),
         };
         let mut taker = Skipping {
             items,
             skipped: Vec::new(),
         };
-        let list = list_all_into(&self.lw, self.kind, rv, &mut taker)?;
+        let list = list_all_into(&self.lw, self.kind, rv, rv_from, &mut taker)?;
         for o in std::mem::take(&mut taker.skipped) {
             let name = o.name.as_deref().unwrap_or("(unnamed in its first bytes)");
             self.skip_oversized(o.namespace.as_deref(), name, o.bytes);
@@ -436,6 +460,10 @@ impl<L: ListWatch> Reflector<L> {
                     list.resource_version
                 );
                 items.apply(&*sink);
+                self.rv_from = list.origin;
+                if let Some(o) = list.origin {
+                    self.stats.set_server(o.server);
+                }
                 self.list_from = ListFrom::NotOlderThan(list.resource_version.clone());
                 let ended = self.episode.listed(Instant::now());
                 self.recovered(ended);
@@ -445,6 +473,19 @@ impl<L: ListWatch> Reflector<L> {
                     },
                     None,
                 )
+            }
+            Err(UpstreamError::ForeignResourceVersion { issued_by, now }) => {
+                let rv = match &self.list_from {
+                    ListFrom::NotOlderThan(rv) => rv.as_str(),
+                    _ => "",
+                };
+                log::info!(
+                    "{:?}: relisting from scratch: resourceVersion {rv:?} was issued by {issued_by}, now reading from {now}",
+                    self.kind
+                );
+                self.episode.scratch();
+                self.list_from = ListFrom::Latest;
+                (State::Empty, None)
             }
             Err(e) if is_rv_unavailable(&e) && self.list_from != ListFrom::Latest => {
                 log::info!(
@@ -488,14 +529,26 @@ impl<L: ListWatch> Reflector<L> {
             ],
         );
         let deadline = self.bookmarks_expected;
-        match self.lw.watch(&q, deadline) {
-            Ok(lines) => (
-                State::Watching {
-                    rv,
-                    stream: Stream::new(lines, deadline),
-                },
-                None,
-            ),
+        match self.lw.watch(&q, deadline, self.rv_from) {
+            Ok(w) => {
+                if let Some(o) = w.origin {
+                    self.stats.set_server(o.server);
+                }
+                (
+                    State::Watching {
+                        rv,
+                        stream: Stream::new(w.lines, deadline),
+                    },
+                    None,
+                )
+            }
+            Err(UpstreamError::ForeignResourceVersion { issued_by, now }) => self
+                .relist_from_scratch(
+                    RelistReason::ServerSwitch,
+                    &format!(
+                        "resourceVersion {rv:?} was issued by {issued_by}, now reading from {now}"
+                    ),
+                ),
             Err(e) => self.watch_failed(rv, WatchFailure::of_error(&e)),
         }
     }
@@ -560,7 +613,12 @@ impl<L: ListWatch> Reflector<L> {
         );
         self.stats.record_relist(reason);
         self.list_from = ListFrom::Latest;
-        let wait = !(first && reason == RelistReason::TooLarge);
+        // A move to another resourceVersion domain is no failure: relisted at once.
+        let wait = match reason {
+            RelistReason::ServerSwitch => false,
+            RelistReason::TooLarge => !first,
+            _ => true,
+        };
         (State::Empty, if wait { self.delay() } else { None })
     }
 

@@ -23,6 +23,10 @@ struct Fake {
     calls: Mutex<Vec<String>>,
     /// The `bookmarks_expected` of each watch asked for.
     deadlines: Mutex<Vec<bool>>,
+    /// The server answering now (`None`: unknown, as a fake without servers). A request naming
+    /// an RV of another domain is refused as the client refuses it, without being sent (not
+    /// recorded in `calls`).
+    serving: Mutex<Option<RvOrigin>>,
 }
 
 impl Fake {
@@ -31,6 +35,24 @@ impl Fake {
             replies: Mutex::new(replies.into()),
             calls: Mutex::default(),
             deadlines: Mutex::default(),
+            serving: Mutex::default(),
+        }
+    }
+    /// Server `server` of domain `domain` answers from now on.
+    fn serve_from(&self, server: usize, domain: usize) {
+        *self.serving.lock().unwrap() = Some(RvOrigin { server, domain });
+    }
+    /// The client's domain check ([`crate::upstream::failover`]'s `Failover::call`).
+    fn foreign(&self, rv_from: Option<RvOrigin>) -> Result<Option<RvOrigin>, UpstreamError> {
+        let now = *self.serving.lock().unwrap();
+        match (rv_from, now) {
+            (Some(from), Some(now)) if from.domain != now.domain => {
+                Err(UpstreamError::ForeignResourceVersion {
+                    issued_by: format!("server #{}", from.server),
+                    now: format!("server #{}", now.server),
+                })
+            }
+            _ => Ok(now),
         }
     }
     fn next(&self, call: String) -> Option<Reply> {
@@ -58,13 +80,40 @@ impl Read for Broken {
 }
 
 impl ListWatch for &Fake {
-    fn list(&self, q: &str) -> Result<ListResult, UpstreamError> {
+    fn list(&self, q: &str, rv_from: Option<RvOrigin>) -> Result<ListResult, UpstreamError> {
+        let origin = self.foreign(rv_from)?;
         match self.next(format!("LIST {q}")) {
-            Some(Reply::List(r)) => r,
+            Some(Reply::List(r)) => r.map(|l| ListResult {
+                origin: l.origin.or(origin),
+                ..l
+            }),
             _ => Err(down()),
         }
     }
-    fn watch(&self, q: &str, deadline: bool) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
+    fn watch(
+        &self,
+        q: &str,
+        deadline: bool,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<WatchStream, UpstreamError> {
+        let origin = self.foreign(rv_from)?;
+        let lines = self.watch_lines(q, deadline)?;
+        Ok(WatchStream { lines, origin })
+    }
+    fn get_json(&self, p: &str) -> Result<Value, UpstreamError> {
+        match self.next(format!("GET {p}")) {
+            Some(Reply::Get(r)) => r,
+            _ => Err(down()),
+        }
+    }
+}
+
+impl Fake {
+    fn watch_lines(
+        &self,
+        q: &str,
+        deadline: bool,
+    ) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
         self.deadlines.lock().unwrap().push(deadline);
         let broken = |body: &'static str, kind| -> Box<dyn BufRead + Send> {
             Box::new(io::BufReader::new(Broken(
@@ -79,12 +128,6 @@ impl ListWatch for &Fake {
             }
             Some(Reply::Silent(body)) => Ok(broken(body, io::ErrorKind::TimedOut)),
             Some(Reply::Watch(Err(e))) => Err(e),
-            _ => Err(down()),
-        }
-    }
-    fn get_json(&self, p: &str) -> Result<Value, UpstreamError> {
-        match self.next(format!("GET {p}")) {
-            Some(Reply::Get(r)) => r,
             _ => Err(down()),
         }
     }
@@ -116,6 +159,7 @@ fn list(rv: &str, names: &[&str]) -> Reply {
         items,
         resource_version: rv.into(),
         continue_token: None,
+        origin: None,
     }))
 }
 
@@ -450,6 +494,7 @@ fn paginated_lists_are_followed_and_replace_once() {
         items: vec![svc("a", "1").to_string().into()],
         resource_version: "9".into(),
         continue_token: Some("tok/1=".into()),
+        origin: None,
     }));
     let fake = Fake::new(vec![page1, list("9", &["b"]), Reply::Watch(Err(down()))]);
     let sink = Arc::new(Rec::default());
@@ -473,6 +518,7 @@ fn paginated_lists_are_followed_and_replace_once() {
         items: vec![],
         resource_version: "9".into(),
         continue_token: Some("t".into()),
+        origin: None,
     }));
     let fake = Fake::new(vec![page1]);
     let mut r = reflector(&fake, Resource::Services, &sink);
@@ -550,11 +596,16 @@ fn slice_version_discovery() {
 /// A `ListWatch` that owns its fake, for the thread test.
 struct Owned(Arc<Fake>);
 impl ListWatch for Owned {
-    fn list(&self, q: &str) -> Result<ListResult, UpstreamError> {
-        (&*self.0).list(q)
+    fn list(&self, q: &str, rv_from: Option<RvOrigin>) -> Result<ListResult, UpstreamError> {
+        (&*self.0).list(q, rv_from)
     }
-    fn watch(&self, q: &str, _: bool) -> Result<Box<dyn BufRead + Send>, UpstreamError> {
-        (&*self.0).watch(q, true)
+    fn watch(
+        &self,
+        q: &str,
+        _: bool,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<WatchStream, UpstreamError> {
+        (&*self.0).watch(q, true, rv_from)
     }
     fn get_json(&self, p: &str) -> Result<Value, UpstreamError> {
         (&*self.0).get_json(p)
@@ -628,4 +679,66 @@ fn servicecidr_detection() {
             "LIST /apis/networking.k8s.io/v1beta1/servicecidrs?limit=1"
         ]
     );
+}
+
+/// Following relays: an RV issued by one server's domain (a relay's own, or the cloud's) is
+/// never sent to a server of another; the reflector relists from scratch instead, at once,
+/// and the next list's RV is the new server's.
+#[test]
+fn an_rv_of_another_domain_is_never_sent_the_reflector_relists_from_scratch() {
+    let ev = r#"{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"c","namespace":"default","resourceVersion":"11"}}}
+"#;
+    let fake = Fake::new(vec![
+        list("10", &["a"]),
+        Reply::Watch(Ok((ev, false))),
+        list("5000", &["a", "c"]),
+        Reply::Watch(Err(gone())),
+        list("6000", &["a", "c"]),
+    ]);
+    // Relay #0 (its own domain) answers first.
+    fake.serve_from(0, 0);
+    let sink = Arc::new(Rec::default());
+    let stats = Arc::new(KindStats::new());
+    let mut r = Reflector::new(
+        &fake,
+        Resource::Services,
+        sink.clone(),
+        Backoff::without_jitter(),
+        stats.clone(),
+    );
+    // list, watch, one event, EOF.
+    let (state, _) = run_steps(&mut r, 4);
+    assert_eq!(state.describe(), ("Listed", "11"));
+    assert_eq!(stats.server(), Some(0));
+    // The relay dies: the cloud (server #2, domain 2) is selected. The watch at the relay's RV
+    // is not sent; the reflector relists from scratch at once.
+    fake.serve_from(2, 2);
+    let (state, wait) = r.step(state);
+    assert_eq!((state.describe(), wait), (("Empty", ""), None));
+    assert_eq!(stats.relists_for(RelistReason::ServerSwitch), 1);
+    let (state, _) = r.step(state);
+    assert_eq!(state.describe(), ("Listed", "5000"));
+    assert_eq!(stats.server(), Some(2));
+    // A 410 on the cloud: a relist at the cloud's RV... but relay #1 is selected by then: the
+    // relist is not sent with that RV either.
+    let (state, _) = r.step(state);
+    assert_eq!(state.describe(), ("Empty", ""));
+    fake.serve_from(1, 1);
+    let (state, wait) = r.step(state);
+    assert_eq!((state.describe(), wait), (("Empty", ""), None));
+    let (state, _) = r.step(state);
+    assert_eq!(state.describe(), ("Listed", "6000"));
+    assert_eq!(stats.server(), Some(1));
+    let calls = fake.calls();
+    let base = format!("LIST /api/v1/services?{SEL}");
+    assert_eq!(calls[0], format!("{base}&resourceVersion=0"));
+    assert!(calls[1].contains("resourceVersion=10&"), "{}", calls[1]);
+    // Only the lists from scratch reached the other servers: no RV 11 to the cloud, no RV
+    // 5000 to relay #1.
+    assert_eq!(calls[2], base);
+    assert!(calls[3].contains("resourceVersion=5000&"), "{}", calls[3]);
+    assert_eq!(calls[4], base);
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    let changes = sink.take();
+    assert_eq!(changes.len(), 4, "three lists and the event: {changes:?}");
 }

@@ -9,13 +9,15 @@
 
 use crate::k8s::Resource;
 use crate::sync::lock;
+#[cfg(test)]
+use crate::upstream::domain::Role;
 use crate::upstream::kind::REFLECTED;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 mod servers;
-pub use servers::{RequestStats, ServerStats, Verb, LATENCY_BUCKETS};
+pub use servers::{RequestStats, ServerInfo, ServerStats, Verb, LATENCY_BUCKETS};
 
 /// Longest error text kept by [`KindStats::record_error`] (bytes; cut at a char boundary).
 pub const MAX_ERROR_TEXT: usize = 1024;
@@ -31,15 +33,19 @@ pub enum RelistReason {
     Repeated,
     /// A watch event could not be decoded (or was over-long); relisted at the last good RV.
     Undecodable,
+    /// The selected server is of another resourceVersion domain than the RV held (a relay, or
+    /// the cloud, see [`crate::upstream::domain`]); relisted from scratch.
+    ServerSwitch,
 }
 
 impl RelistReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [RelistReason; 4] = [
+    pub const ALL: [RelistReason; 5] = [
         RelistReason::Expired,
         RelistReason::TooLarge,
         RelistReason::Repeated,
         RelistReason::Undecodable,
+        RelistReason::ServerSwitch,
     ];
 
     /// A short snake_case name (logs, labels).
@@ -49,6 +55,7 @@ impl RelistReason {
             RelistReason::TooLarge => "too_large",
             RelistReason::Repeated => "repeated_failures",
             RelistReason::Undecodable => "undecodable",
+            RelistReason::ServerSwitch => "server_switch",
         }
     }
 
@@ -58,6 +65,7 @@ impl RelistReason {
             RelistReason::TooLarge => 1,
             RelistReason::Repeated => 2,
             RelistReason::Undecodable => 3,
+            RelistReason::ServerSwitch => 4,
         }
     }
 }
@@ -67,7 +75,7 @@ impl RelistReason {
 #[derive(Debug, Default)]
 pub struct KindStats {
     active: AtomicBool,
-    relists: [AtomicU64; 4],
+    relists: [AtomicU64; 5],
     watch_errors: AtomicU64,
     last_contact: AtomicU64,
     failing: AtomicBool,
@@ -80,6 +88,9 @@ pub struct KindStats {
     last_error: Mutex<String>,
     /// The reflector's state and upstream resourceVersion, e.g. `("Watching", "12345")`.
     position: Mutex<(&'static str, String)>,
+    /// Index (in [`ServerStats`]' list) + 1 of the server the reflector last listed or started
+    /// a watch from; 0 = none yet.
+    server: AtomicUsize,
 }
 
 impl KindStats {
@@ -213,6 +224,18 @@ impl KindStats {
     pub fn position(&self) -> (&'static str, String) {
         let p = lock(&self.position);
         (p.0, p.1.clone())
+    }
+
+    /// Records the server (its index in the server list) the reflector's last list or watch
+    /// came from.
+    pub fn set_server(&self, index: usize) {
+        self.server
+            .store(index.saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// The server the reflector's last list or watch came from (`None` before the first).
+    pub fn server(&self) -> Option<usize> {
+        self.server.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// The last error recorded; empty if none.
@@ -353,8 +376,42 @@ impl Stats {
                 }
             }
         }
+        self.render_reflector_servers(out);
         self.servers.render(out);
         self.requests.render(out);
+    }
+
+    /// `grid_wrapper_upstream_reflector_server_index{resource,server,role}`: per running
+    /// reflector, the index of the server its last list or watch came from (nothing for a
+    /// reflector that has not read yet, or before the servers are registered).
+    fn render_reflector_servers(&self, out: &mut String) {
+        let name = "grid_wrapper_upstream_reflector_server_index";
+        let mut header = false;
+        for k in REFLECTED {
+            let s = self.kind(k);
+            let Some((i, server)) = s
+                .server()
+                .filter(|_| s.active())
+                .and_then(|i| Some((i, self.servers.server(i)?)))
+            else {
+                continue;
+            };
+            if !header {
+                header = true;
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} The server each reflector reads from now (its last list or watch): its index in the server list (relays, then --master), URL and role (relay or cloud)."
+                );
+                let _ = writeln!(out, "# TYPE {name} gauge");
+            }
+            let _ = writeln!(
+                out,
+                "{name}{{resource=\"{}\",server=\"{}\",role=\"{}\"}} {i}",
+                resource_label(k),
+                servers::label_value(&server.url),
+                server.role
+            );
+        }
     }
 }
 
@@ -408,7 +465,13 @@ mod tests {
         let names: Vec<&str> = RelistReason::ALL.iter().map(|r| r.name()).collect();
         assert_eq!(
             names,
-            ["expired", "too_large", "repeated_failures", "undecodable"]
+            [
+                "expired",
+                "too_large",
+                "repeated_failures",
+                "undecodable",
+                "server_switch"
+            ]
         );
     }
 
@@ -463,8 +526,10 @@ mod tests {
             !out.contains("grid_wrapper_upstream_switches_total"),
             "{out}"
         );
-        st.servers()
-            .set_servers(&["http://a".into(), "http://b".into()]);
+        st.servers().set_servers(&[
+            ("http://a".into(), Role::Cloud),
+            ("http://b".into(), Role::Cloud),
+        ]);
         st.requests()
             .record(Verb::Watch, Some(200), std::time::Duration::ZERO);
         let mut out = String::new();

@@ -39,6 +39,15 @@ pub enum UpstreamError {
     },
     /// A 2xx body could not be decoded.
     Decode(DecodeError),
+    /// The request names a resourceVersion of another server's RV space (a relay's own, or the
+    /// cloud's) than the server it would go to; it was not sent
+    /// ([`crate::upstream::domain`]).
+    ForeignResourceVersion {
+        /// The server that issued the RV, with its role (`relay https://r1:51010`).
+        issued_by: String,
+        /// The server the request would have gone to, with its role.
+        now: String,
+    },
 }
 
 impl UpstreamError {
@@ -81,6 +90,10 @@ impl fmt::Display for UpstreamError {
                 write!(f, "upstream body larger than {limit} bytes")
             }
             UpstreamError::Decode(e) => write!(f, "undecodable upstream body: {e}"),
+            UpstreamError::ForeignResourceVersion { issued_by, now } => write!(
+                f,
+                "the resourceVersion was issued by {issued_by}, now reading from {now}"
+            ),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::sync;
 use crate::upstream::client::{Upstream, UpstreamError};
+use crate::upstream::domain::{self, Role, RvOrigin};
 use crate::upstream::stats::{RequestStats, ServerStats, Verb};
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -106,7 +107,7 @@ impl Failed {
         }
     }
 
-    fn into_error(self) -> UpstreamError {
+    pub(crate) fn into_error(self) -> UpstreamError {
         match self {
             Failed::Ureq(e) => e.into(),
             Failed::Upstream(e) => e,
@@ -122,6 +123,10 @@ pub(crate) struct Failover {
     bases: Vec<String>,
     /// The same without user info, for logs and metrics.
     shown: Vec<String>,
+    /// Each server's role: the relays come first.
+    roles: Vec<Role>,
+    /// Each server's resourceVersion domain ([`domain::domains`]).
+    domains: Vec<usize>,
     selection: Mutex<Selection>,
     /// `selection.selected()`, readable without the lock (watch streams check it per read).
     selected: AtomicUsize,
@@ -129,19 +134,28 @@ pub(crate) struct Failover {
 }
 
 impl Failover {
-    /// The servers `bases` (at least one), the first selected; registers them in `stats`.
-    pub(crate) fn new(bases: Vec<String>, stats: Arc<ServerStats>) -> Failover {
+    /// The servers `bases` (at least one), the first selected, each with its role in `roles`
+    /// (a server without one is a cloud server); registers them in `stats`.
+    pub(crate) fn new(bases: Vec<String>, roles: Vec<Role>, stats: Arc<ServerStats>) -> Failover {
         let shown: Vec<String> = bases.iter().map(|b| redact_userinfo(b)).collect();
-        stats.set_servers(&shown);
+        let roles: Vec<Role> = (0..bases.len())
+            .map(|i| roles.get(i).copied().unwrap_or(Role::Cloud))
+            .collect();
+        let listed: Vec<(String, Role)> =
+            shown.iter().cloned().zip(roles.iter().copied()).collect();
+        stats.set_servers(&listed);
         if bases.len() > 1 {
+            let named: Vec<String> = listed.iter().map(|(u, r)| format!("{u} ({r})")).collect();
             log::info!(
                 "upstream servers in order of preference: {} (requests go to the first healthy one; an unhealthy one is probed with GET {PROBE_PATH} every {} s)",
-                shown.join(", "),
+                named.join(", "),
                 PROBE_INTERVAL.as_secs()
             );
         }
         Failover {
             selection: Mutex::new(Selection::new(bases.len())),
+            domains: domain::domains(&roles),
+            roles,
             bases,
             shown,
             selected: AtomicUsize::new(0),
@@ -165,6 +179,24 @@ impl Failover {
 
     fn shown(&self, i: usize) -> &str {
         self.shown.get(i).map_or("?", String::as_str)
+    }
+
+    /// Server `i`'s role (a cloud server if there is no such server).
+    pub(crate) fn role(&self, i: usize) -> Role {
+        self.roles.get(i).copied().unwrap_or(Role::Cloud)
+    }
+
+    /// Server `i` for logs: its role and URL, e.g. `relay https://r1:51010`.
+    pub(crate) fn named(&self, i: usize) -> String {
+        format!("{} {}", self.role(i), self.shown(i))
+    }
+
+    /// Where an RV issued by server `i` comes from.
+    pub(crate) fn origin(&self, i: usize) -> RvOrigin {
+        RvOrigin {
+            server: i,
+            domain: self.domains.get(i).copied().unwrap_or(i),
+        }
     }
 
     /// The selected server.
@@ -201,21 +233,21 @@ impl Failover {
         match (outcome.switched, outcome.healthy) {
             (Some((from, to)), _) if to > from => log::warn!(
                 "upstream failover: {} is unreachable ({why}); switching to {} (#{to}); failing back once it passes {RISE} probes of {PROBE_PATH}",
-                self.shown(from),
-                self.shown(to)
+                self.named(from),
+                self.named(to)
             ),
             (Some((from, to)), _) => log::info!(
                 "upstream failback: {} (#{to}) is healthy again; switching back from {}",
-                self.shown(to),
-                self.shown(from)
+                self.named(to),
+                self.named(from)
             ),
             (None, Some(false)) => log::warn!(
                 "upstream server {} (#{i}) is unreachable ({why}); probing it every {} s",
-                self.shown(i),
+                self.named(i),
                 PROBE_INTERVAL.as_secs()
             ),
             (None, Some(true)) => {
-                log::info!("upstream server {} (#{i}) is healthy again", self.shown(i));
+                log::info!("upstream server {} (#{i}) is healthy again", self.named(i));
             }
             (None, None) => {}
         }
@@ -224,15 +256,27 @@ impl Failover {
     /// Runs one request: `once(i, base)` on the servers in [`Selection::attempt_order`] until
     /// one answers or a failure says nothing about its server (see the module table); each
     /// attempt is counted in `requests`. `Ok` carries the value and the HTTP status.
+    ///
+    /// `rv_from`: the request names a resourceVersion issued by that server. A server of
+    /// another domain is never sent it: when it is the next to try, the call fails at once
+    /// with [`UpstreamError::ForeignResourceVersion`] (nothing sent, nothing counted), and the
+    /// caller starts again without that RV.
     pub(crate) fn call<T>(
         &self,
         verb: Verb,
         requests: &RequestStats,
+        rv_from: Option<RvOrigin>,
         mut once: impl FnMut(usize, &str) -> Result<(T, u16), Failed>,
     ) -> Result<T, UpstreamError> {
         let order = self.lock().attempt_order();
         let mut last = None;
         for i in order {
+            if let Some(from) = rv_from.filter(|o| o.domain != self.origin(i).domain) {
+                return Err(UpstreamError::ForeignResourceVersion {
+                    issued_by: self.named(from.server),
+                    now: self.named(i),
+                });
+            }
             let started = Instant::now();
             let result = once(i, self.base(i));
             let took = started.elapsed();

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::sync::lock;
+use crate::upstream::domain::Role;
 
 /// The kind of an upstream request, the `verb` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -158,29 +159,47 @@ impl RequestStats {
 }
 
 /// A label value with `\`, `"` and newlines escaped (Prometheus text format).
-fn label_value(s: &str) -> String {
+pub(super) fn label_value(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
-/// The failover state of the upstream servers (`--master=A,B,…`), mirrored here by
-/// `upstream::failover` on every change.
+/// One server of the list, as reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The URL as shown (no user info).
+    pub url: String,
+    /// A relay or the cloud upstream.
+    pub role: Role,
+    /// Considered healthy now.
+    pub healthy: bool,
+}
+
+/// The failover state of the upstream servers (the relays of `--relay-servers`, then the cloud
+/// servers of `--master=A,B,…`), mirrored here by `upstream::failover` on every change.
 #[derive(Debug, Default)]
 pub struct ServerStats {
-    /// `(URL as shown, healthy)`, in order of preference; empty until an upstream client exists.
-    servers: Mutex<Vec<(String, bool)>>,
+    /// In order of preference; empty until an upstream client exists.
+    servers: Mutex<Vec<ServerInfo>>,
     selected: AtomicUsize,
     /// Switches to a less preferred server, then back to a more preferred one.
     switches: [AtomicU64; 2],
 }
 
 impl ServerStats {
-    /// Registers the servers (URLs as shown, in order of preference), all healthy, the first
-    /// selected. Switch counts are kept.
-    pub fn set_servers(&self, urls: &[String]) {
+    /// Registers the servers (URLs as shown, with their role, in order of preference), all
+    /// healthy, the first selected. Switch counts are kept.
+    pub fn set_servers(&self, servers: &[(String, Role)]) {
         let mut s = lock(&self.servers);
-        *s = urls.iter().map(|u| (u.clone(), true)).collect();
+        *s = servers
+            .iter()
+            .map(|(url, role)| ServerInfo {
+                url: url.clone(),
+                role: *role,
+                healthy: true,
+            })
+            .collect();
         self.selected.store(0, Ordering::Relaxed);
     }
 
@@ -188,14 +207,24 @@ impl ServerStats {
     pub fn set_healthy(&self, index: usize, healthy: bool) {
         let mut s = lock(&self.servers);
         if let Some(entry) = s.get_mut(index) {
-            entry.1 = healthy;
+            entry.healthy = healthy;
         }
     }
 
     /// Whether server `index` is healthy (`false` if there is no such server).
     pub fn healthy(&self, index: usize) -> bool {
         let s = lock(&self.servers);
-        s.get(index).is_some_and(|e| e.1)
+        s.get(index).is_some_and(|e| e.healthy)
+    }
+
+    /// Every server, in order of preference (empty before an upstream client exists).
+    pub fn servers(&self) -> Vec<ServerInfo> {
+        lock(&self.servers).clone()
+    }
+
+    /// Server `index` (`None` if there is no such server).
+    pub fn server(&self, index: usize) -> Option<ServerInfo> {
+        lock(&self.servers).get(index).cloned()
     }
 
     /// Records a switch to server `to`: `back` when it is more preferred than the previous one.
@@ -220,9 +249,10 @@ impl ServerStats {
     }
 
     /// Appends `grid_wrapper_upstream_switches_total{direction="failover"|"failback"}`
-    /// (counter), `grid_wrapper_upstream_server_healthy{server,index}` (gauge 0/1) and
-    /// `grid_wrapper_upstream_current_server_index` (gauge, 0 = the primary); nothing before
-    /// the servers are registered.
+    /// (counter), `grid_wrapper_upstream_server_healthy{server,index,role}` (gauge 0/1; `role`
+    /// is `relay` or `cloud`), `grid_wrapper_upstream_current_server_index` (gauge, 0 = the
+    /// most preferred) and `grid_wrapper_upstream_current_server_info{server,index,role}` (1 for
+    /// the selected server); nothing before the servers are registered.
     pub fn render(&self, out: &mut String) {
         let servers = lock(&self.servers).clone();
         if servers.is_empty() {
@@ -241,24 +271,40 @@ impl ServerStats {
         let name = "grid_wrapper_upstream_server_healthy";
         let _ = writeln!(
             out,
-            "# HELP {name} 1 while the upstream server is considered healthy (index = position in --master, 0 = primary)."
+            "# HELP {name} 1 while the upstream server is considered healthy (index = position in the server list: the relays of --relay-servers, then --master; 0 = the most preferred; role = relay or cloud)."
         );
         let _ = writeln!(out, "# TYPE {name} gauge");
-        for (i, (url, healthy)) in servers.iter().enumerate() {
+        for (i, s) in servers.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "{name}{{server=\"{}\",index=\"{i}\"}} {}",
-                label_value(url),
-                u8::from(*healthy)
+                "{name}{{server=\"{}\",index=\"{i}\",role=\"{}\"}} {}",
+                label_value(&s.url),
+                s.role,
+                u8::from(s.healthy)
             );
         }
+        let selected = self.selected();
         let name = "grid_wrapper_upstream_current_server_index";
         let _ = writeln!(
             out,
-            "# HELP {name} Index in --master of the upstream server requests go to (0 = primary)."
+            "# HELP {name} Index in the server list (relays, then --master) of the upstream server requests go to (0 = the most preferred)."
         );
         let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name} {}", self.selected());
+        let _ = writeln!(out, "{name} {selected}");
+        if let Some(s) = servers.get(selected) {
+            let name = "grid_wrapper_upstream_current_server_info";
+            let _ = writeln!(
+                out,
+                "# HELP {name} The upstream server requests go to now (always 1), with its URL and role (relay or cloud)."
+            );
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            let _ = writeln!(
+                out,
+                "{name}{{server=\"{}\",index=\"{selected}\",role=\"{}\"}} 1",
+                label_value(&s.url),
+                s.role
+            );
+        }
     }
 }
 
@@ -311,7 +357,10 @@ mod tests {
         let mut out = String::new();
         s.render(&mut out);
         assert!(out.is_empty(), "no upstream client yet: {out}");
-        s.set_servers(&["https://a:6443".into(), "https://b\"x:6443".into()]);
+        s.set_servers(&[
+            ("https://r:51010".into(), Role::Relay),
+            ("https://b\"x:6443".into(), Role::Cloud),
+        ]);
         assert!(s.healthy(0) && s.healthy(1) && !s.healthy(2));
         s.set_healthy(0, false);
         s.record_switch(1, false);
@@ -327,15 +376,16 @@ mod tests {
             "grid_wrapper_upstream_switches_total{direction=\"failover\"} 2\n",
             "grid_wrapper_upstream_switches_total{direction=\"failback\"} 1\n",
             "# TYPE grid_wrapper_upstream_server_healthy gauge\n",
-            "grid_wrapper_upstream_server_healthy{server=\"https://a:6443\",index=\"0\"} 0\n",
-            "grid_wrapper_upstream_server_healthy{server=\"https://b\\\"x:6443\",index=\"1\"} 1\n",
+            "grid_wrapper_upstream_server_healthy{server=\"https://r:51010\",index=\"0\",role=\"relay\"} 0\n",
+            "grid_wrapper_upstream_server_healthy{server=\"https://b\\\"x:6443\",index=\"1\",role=\"cloud\"} 1\n",
             "# TYPE grid_wrapper_upstream_current_server_index gauge\n",
             "grid_wrapper_upstream_current_server_index 1\n",
+            "grid_wrapper_upstream_current_server_info{server=\"https://b\\\"x:6443\",index=\"1\",role=\"cloud\"} 1\n",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
         // Re-registering resets health and selection, not the counters.
-        s.set_servers(&["https://a:6443".into()]);
+        s.set_servers(&[("https://a:6443".into(), Role::Cloud)]);
         assert!(s.healthy(0));
         assert_eq!((s.selected(), s.switches(false)), (0, 2));
     }
