@@ -198,6 +198,8 @@ fn open_cache(
     let Some(dir) = &cfg.cache_dir else {
         return (None, None, epoch::seed(persist::random_epoch()));
     };
+    // The cloud upstream's identity, never a relay's: a follower that moves between its relays
+    // and the cloud keeps its snapshot (the objects are the cloud's either way).
     let id = persist::identity(&cfg.hostname, &ucfg.server, ucfg.ca_pem.as_deref());
     let cache = match CacheDir::open(dir, id) {
         Ok(c) => c,
@@ -255,6 +257,17 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let ucfg = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())
         .map_err(|e| AppError::Upstream(e.to_string()))?;
     info!("upstream apiserver: {}", ucfg.server);
+    let relays = kubeconfig::load_relays(
+        cfg.relay_kubeconfig.as_deref(),
+        cfg.relay_servers.as_deref(),
+    )
+    .map_err(|e| AppError::Upstream(format!("--relay-kubeconfig: {e}")))?;
+    if let Some(r) = &relays {
+        info!(
+            "following site relays: {} (each with --relay-kubeconfig's credentials), then the upstream apiserver (with its own)",
+            r.server_list().join(", ")
+        );
+    }
     let timeouts = Timeouts {
         list_progress: Duration::from_secs(cfg.list_progress_timeout_secs),
         watch_progress: Duration::from_secs(cfg.watch_progress_timeout_secs),
@@ -264,8 +277,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         max_object_bytes: usize::try_from(cfg.max_object_bytes).unwrap_or(usize::MAX),
         gzip: cfg.upstream_gzip,
     };
-    let upstream = Upstream::with_limits(&ucfg, cfg.kube_qps, cfg.kube_burst, timeouts, lists)
-        .map_err(|e| AppError::Upstream(e.to_string()))?;
+    let limits = (timeouts, lists);
+    let upstream =
+        Upstream::with_relays(&ucfg, relays.as_ref(), cfg.kube_qps, cfg.kube_burst, limits)
+            .map_err(|e| AppError::Upstream(e.to_string()))?;
 
     let settings = Settings {
         hostname: cfg.hostname.clone(),

@@ -68,6 +68,14 @@ pub struct Config {
     /// several, comma-separated, in order of preference (validated: no empty item, no server
     /// twice, at most 8); `upstream::kubeconfig::load` splits it, the first is the primary.
     pub master: Option<String>,
+    // Following site relays (issue 27).
+    /// `--relay-kubeconfig`: kubeconfig of the site relays (their CA, this node's client
+    /// certificate and key, maybe a token); its `server:` is the first relay. `None` = no relay.
+    pub relay_kubeconfig: Option<PathBuf>,
+    /// `--relay-servers`: relay URLs in order of preference, overriding the relay kubeconfig's
+    /// server (validated as `--master`); requires `--relay-kubeconfig`.
+    pub relay_servers: Option<String>,
+    // End of following site relays.
     /// `--bind-address`: `host:port` to serve kube-proxy on.
     pub bind_address: String,
     /// `--insecure`: plain HTTP; `false` = TLS with `cert_file` / `key_file`.
@@ -119,6 +127,8 @@ impl Default for Config {
             kube_burst: DEFAULT_KUBE_BURST,
             kubeconfig: None,
             master: None,
+            relay_kubeconfig: None,
+            relay_servers: None,
             bind_address: DEFAULT_BIND_ADDRESS.to_string(),
             insecure: true,
             cert_file: None,
@@ -417,6 +427,14 @@ fn validate(cfg: &Config) -> Result<(), ConfigError> {
     if !cfg.insecure && cfg.key_file.is_none() {
         return required("--key-file", "is required with --insecure=false");
     }
+    // Following site relays (issue 27).
+    if cfg.relay_servers.is_some() && cfg.relay_kubeconfig.is_none() {
+        return required(
+            "--relay-servers",
+            "requires --relay-kubeconfig (the relays' CA and this node's client certificate)",
+        );
+    }
+    // End of following site relays.
     if cfg.bind_address == cfg.metrics_bind_address {
         return required("--metrics-bind-address", "must differ from --bind-address");
     }
@@ -430,3 +448,5 @@ mod flags;
 mod tests;
 #[cfg(test)]
 mod tests_check;
+#[cfg(test)]
+mod tests_relay;

@@ -92,10 +92,12 @@ use crate::k8s::Resource;
 use crate::upstream::client::{ListOptions, Timeouts, Upstream, UpstreamError};
 use crate::upstream::discovery;
 use crate::upstream::kind::with_query;
-use crate::upstream::kubeconfig;
+use crate::upstream::kubeconfig::{self, UpstreamConfig};
 use crate::upstream::reflector;
 
-pub use model::{Fetched, Problem, Reached, Report, ResourceFetch, SliceFinding, SliceSource, Tag};
+pub use model::{
+    Fetched, Problem, Reached, RelayFetch, Report, ResourceFetch, SliceFinding, SliceSource, Tag,
+};
 pub use report::build;
 
 /// The check's time limits: connection setup 3 s, a response head (and a whole JSON GET) 5 s,
@@ -128,8 +130,80 @@ pub fn run(cfg: &Config, format: OutputFormat) -> (String, bool) {
     (text, report.ready)
 }
 
-/// The I/O part: every upstream call of the check, with [`CHECK_TIMEOUTS`].
+/// The I/O part: every upstream call of the check, with [`CHECK_TIMEOUTS`]: the upstream, then
+/// each site relay.
 pub fn fetch(cfg: &Config) -> Fetched {
+    let mut fetched = fetch_upstream(cfg);
+    let kinds = match &fetched.reached {
+        Some(r) => r.resources.iter().map(|f| f.kind).collect(),
+        None => vec![
+            Resource::Nodes,
+            Resource::Services,
+            Resource::Endpoints,
+            Resource::SlicesV1,
+        ],
+    };
+    match kubeconfig::load_relays(
+        cfg.relay_kubeconfig.as_deref(),
+        cfg.relay_servers.as_deref(),
+    ) {
+        Ok(Some(relays)) => {
+            fetched.relays = relays
+                .server_list()
+                .into_iter()
+                .map(|server| fetch_relay(cfg, &relays, server, &kinds))
+                .collect();
+        }
+        Ok(None) => {}
+        Err(e) => fetched
+            .config_problems
+            .push(format!("--relay-kubeconfig: {e}")),
+    }
+    fetched
+}
+
+/// One relay, alone, with the relay kubeconfig's credentials: `/version`, then the reflectors'
+/// list and watch of each of `kinds`.
+fn fetch_relay(
+    cfg: &Config,
+    relays: &UpstreamConfig,
+    server: &str,
+    kinds: &[Resource],
+) -> RelayFetch {
+    let one = UpstreamConfig {
+        server: server.to_string(),
+        servers: vec![server.to_string()],
+        ..relays.clone()
+    };
+    let lists = ListOptions {
+        gzip: cfg.upstream_gzip,
+        ..ListOptions::default()
+    };
+    let mut fetched = RelayFetch {
+        server: server.to_string(),
+        version: Err(UpstreamError::Config(String::new())),
+        resources: Vec::new(),
+    };
+    let relay =
+        match Upstream::with_limits(&one, cfg.kube_qps, cfg.kube_burst, CHECK_TIMEOUTS, lists) {
+            Ok(u) => u,
+            Err(e) => {
+                fetched.version = Err(e);
+                return fetched;
+            }
+        };
+    fetched.version = relay.get_json("/version");
+    if let Err(e) = &fetched.version {
+        if !Tag::of(e).reached() {
+            return fetched;
+        }
+    }
+    fetched.resources = kinds.iter().map(|&k| fetch_resource(&relay, k)).collect();
+    fetched
+}
+
+/// The upstream part of [`fetch`].
+fn fetch_upstream(cfg: &Config) -> Fetched {
     let mut fetched = Fetched {
         hostname: cfg.hostname.clone(),
         server: cfg.master.clone().unwrap_or_default(),
@@ -137,6 +211,7 @@ pub fn fetch(cfg: &Config) -> Fetched {
         config_problems: Vec::new(),
         version: Err(UpstreamError::Config(String::new())),
         reached: None,
+        relays: Vec::new(),
     };
     let ucfg = match kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref()) {
         Ok(u) => u,

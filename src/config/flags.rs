@@ -17,6 +17,10 @@ pub(super) enum Id {
     KubeBurst,
     Kubeconfig,
     Master,
+    // Following site relays (issue 27).
+    RelayKubeconfig,
+    RelayServers,
+    // End of following site relays.
     BindAddress,
     MetricsBindAddress,
     Insecure,
@@ -93,6 +97,24 @@ pub(super) const FLAGS: &[Flag] = &[
         "upstream apiserver URL (http:// or https://), overrides the kubeconfig's server; \
          several, comma-separated, in order of preference: failover to the first healthy one",
     ),
+    // Following site relays (issue 27).
+    flag(
+        Id::RelayKubeconfig,
+        "--relay-kubeconfig",
+        Some("PATH"),
+        "",
+        "kubeconfig of the site relays (their CA, this node's client certificate, maybe a token); \
+         its server is the first relay. Relays are read from first, the upstream last",
+    ),
+    flag(
+        Id::RelayServers,
+        "--relay-servers",
+        Some("URL[,URL...]"),
+        "",
+        "relay URLs in order of preference, overriding --relay-kubeconfig's server; \
+         requires --relay-kubeconfig",
+    ),
+    // End of following site relays.
     flag(
         Id::KubeQps,
         "--kube-qps",
@@ -435,6 +457,19 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 }
             }
         }
+        // Following site relays (issue 27).
+        Id::RelayServers => {
+            cfg.relay_servers = match value.as_str() {
+                "" => None,
+                v => {
+                    check_url_list(v)
+                        .map_err(|(item, reason)| invalid(flag.long, &item, reason))?;
+                    Some(value)
+                }
+            }
+        }
+        Id::RelayKubeconfig => cfg.relay_kubeconfig = path(value),
+        // End of following site relays.
         Id::Autonomy => cfg.autonomy = Autonomy::parse(&value)?,
         Id::Hostname => cfg.hostname = value,
         Id::Kubeconfig => cfg.kubeconfig = path(value),

@@ -32,6 +32,20 @@ pub struct Fetched {
     /// The rest of the check; `None` when `/version` did not reach the upstream (nothing else
     /// was tried: it would fail the same way, after the same timeouts).
     pub reached: Option<Reached>,
+    /// Each site relay (`--relay-kubeconfig`, `--relay-servers`), in order of preference.
+    pub relays: Vec<RelayFetch>,
+}
+
+/// What one check of one site relay fetched, with the relay kubeconfig's credentials.
+#[derive(Debug)]
+pub struct RelayFetch {
+    /// The relay's URL.
+    pub server: String,
+    /// `GET /version`: TLS, the client certificate accepted.
+    pub version: Result<Value, UpstreamError>,
+    /// The reflectors' LIST and a short WATCH of each resource the upstream check decided on;
+    /// empty when `/version` did not reach the relay.
+    pub resources: Vec<ResourceFetch>,
 }
 
 /// What was fetched once the upstream answered.
@@ -162,8 +176,11 @@ pub struct Report {
     pub ready: bool,
     /// `--hostname`.
     pub hostname: String,
-    /// The upstream apiserver.
+    /// The upstream apiserver (the cloud).
     pub upstream: UpstreamReport,
+    /// The site relays read from before the upstream, in order (empty without
+    /// `--relay-kubeconfig`).
+    pub relays: Vec<RelayReport>,
     /// One entry per (resource, verb) tried, in order.
     pub access: Vec<Access>,
     /// The local node.
@@ -206,6 +223,22 @@ pub struct UpstreamReport {
     /// What the ServiceCIDR probe found: `mirrored`, `absent` (404: proxied), `forbidden` (403:
     /// proxied) or `unknown` (the probe failed); `None` when the upstream was not reached.
     pub service_cidrs: Option<&'static str>,
+}
+
+/// One site relay, as checked with the relay kubeconfig's credentials.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RelayReport {
+    /// The relay's URL.
+    pub server: String,
+    /// Always `true`: marks the entry as a relay.
+    pub relay: bool,
+    /// Whether it answered HTTP at all (TLS and the client certificate accepted).
+    pub reachable: bool,
+    /// `GET /version` `gitVersion`.
+    pub git_version: Option<String>,
+    /// One entry per (resource, verb) tried, in order.
+    pub access: Vec<Access>,
 }
 
 /// One access check.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Count, Report};
+use super::model::{Access, Count, Report};
 
 /// The `--output=json` document, pretty-printed, with a final newline.
 pub fn json(report: &Report) -> Result<String, serde_json::Error> {
@@ -64,6 +64,36 @@ pub fn text(r: &Report) -> String {
         _ => {}
     }
     line(up);
+    for relay in &r.relays {
+        let mut s = format!(
+            "relay {}: {}",
+            relay.server,
+            if relay.reachable {
+                "reachable"
+            } else {
+                "NOT reachable"
+            }
+        );
+        if let Some(v) = &relay.git_version {
+            let _ = write!(s, ", version {v}");
+        }
+        let failed: Vec<&Access> = relay.access.iter().filter(|a| !a.allowed).collect();
+        if !relay.access.is_empty() && failed.is_empty() {
+            let _ = write!(
+                s,
+                ", list + watch ok ({} resources)",
+                relay.access.len() / 2
+            );
+        }
+        line(s);
+        for a in failed {
+            let e = a.error.as_deref().unwrap_or("");
+            line(format!(
+                "  FAILED  {:<5} {} ({}): {e}",
+                a.verb, a.resource, a.api_version
+            ));
+        }
+    }
     if !r.access.is_empty() {
         line("access (list + watch as the reflectors do them):".into());
         for a in &r.access {

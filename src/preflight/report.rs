@@ -15,8 +15,8 @@ use crate::upstream::decode::ListResult;
 use crate::upstream::discovery::CidrFinding;
 
 use super::model::{
-    Access, Count, Fetched, NodeReport, Problem, Reached, Report, ServiceReport, SliceSource, Tag,
-    Totals, UpstreamReport, REPORT_FORMAT,
+    Access, Count, Fetched, NodeReport, Problem, Reached, RelayFetch, RelayReport, Report,
+    ResourceFetch, ServiceReport, SliceSource, Tag, Totals, UpstreamReport, REPORT_FORMAT,
 };
 use super::{served, CHECK_TIMEOUTS};
 
@@ -163,11 +163,17 @@ pub fn build(f: Fetched) -> Report {
             }
         }
     }
+    let relays = f
+        .relays
+        .iter()
+        .map(|r| relay_part(r, &mut problems, &mut warnings))
+        .collect();
     let mut report = Report {
         report_format: REPORT_FORMAT,
         ready: false,
         hostname: f.hostname.clone(),
         upstream,
+        relays,
         access: Vec::new(),
         node: NodeReport {
             name: f.hostname.clone(),
@@ -194,6 +200,86 @@ pub fn build(f: Fetched) -> Report {
     report.ready = problems.is_empty();
     report.problems = problems;
     report.warnings = warnings;
+    report
+}
+
+/// The access entries of `resources` (a list and a watch each), with a problem per refusal
+/// (`on`: who was asked, e.g. `relay https://r1:51010: `, empty for the upstream).
+fn access_part(resources: &[ResourceFetch], on: &str, problems: &mut Vec<Problem>) -> Vec<Access> {
+    let mut access = Vec::new();
+    for r in resources {
+        let res = r.kind;
+        for (verb, err) in [
+            ("list", r.list.as_ref().err()),
+            ("watch", r.watch.as_ref().err()),
+        ] {
+            if let Some(e) = err {
+                let tag = Tag::of(e);
+                problems.push(Problem {
+                    tag,
+                    message: format!(
+                        "{on}{verb} {} ({}): {}{}",
+                        res.plural(),
+                        res.api_version(),
+                        describe(e),
+                        advice(tag)
+                    ),
+                });
+            }
+            access.push(Access {
+                resource: res.plural(),
+                api_version: res.api_version(),
+                verb,
+                allowed: err.is_none(),
+                code: err.and_then(UpstreamError::status_code),
+                error: err.map(describe),
+            });
+        }
+    }
+    access
+}
+
+/// One relay: `/version` (any answer proves TLS and the client certificate; an error status is
+/// a warning, as for the upstream) and its access checks. Unreachable is a problem: the
+/// follower would read from the next server.
+fn relay_part(
+    r: &RelayFetch,
+    problems: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
+) -> RelayReport {
+    let on = format!("relay {}: ", r.server);
+    let mut report = RelayReport {
+        server: r.server.clone(),
+        relay: true,
+        reachable: false,
+        git_version: None,
+        access: Vec::new(),
+    };
+    match &r.version {
+        Ok(v) => {
+            report.reachable = true;
+            report.git_version = v.get("gitVersion").and_then(Value::as_str).map(Into::into);
+        }
+        Err(e) => {
+            let tag = Tag::of(e);
+            report.reachable = tag.reached();
+            let message = match tag {
+                Tag::Config => format!("{on}{}", describe(e)),
+                _ => format!(
+                    "{on}GET {}/version: {}{}",
+                    r.server,
+                    describe(e),
+                    advice(tag)
+                ),
+            };
+            if report.reachable {
+                warnings.push(Problem { tag, message });
+            } else {
+                problems.push(Problem { tag, message });
+            }
+        }
+    }
+    report.access = access_part(&r.resources, &on, problems);
     report
 }
 
@@ -240,34 +326,9 @@ fn reached_part(
     });
     warnings.extend(cidr_finding(&reached.cidrs, &mut report.upstream));
     let mut lists: BTreeMap<&'static str, Option<Vec<Value>>> = BTreeMap::new();
+    report.access = access_part(&reached.resources, "", problems);
     for r in &reached.resources {
         let res = r.kind;
-        for (verb, err) in [
-            ("list", r.list.as_ref().err()),
-            ("watch", r.watch.as_ref().err()),
-        ] {
-            if let Some(e) = err {
-                let tag = Tag::of(e);
-                problems.push(Problem {
-                    tag,
-                    message: format!(
-                        "{verb} {} ({}): {}{}",
-                        res.plural(),
-                        res.api_version(),
-                        describe(e),
-                        advice(tag)
-                    ),
-                });
-            }
-            report.access.push(Access {
-                resource: res.plural(),
-                api_version: res.api_version(),
-                verb,
-                allowed: err.is_none(),
-                code: err.and_then(UpstreamError::status_code),
-                error: err.map(describe),
-            });
-        }
         let listed = items(&r.list);
         if let Some(objects) = &listed {
             warnings.extend(unknown_fields(res, objects));

@@ -113,6 +113,7 @@ fn fetched(
             cidrs: Ok(CidrFinding::Absent),
             resources,
         }),
+        relays: Vec::new(),
     }
 }
 
@@ -184,6 +185,7 @@ fn an_unreachable_upstream_is_one_connectivity_problem() {
         config_problems: Vec::new(),
         version: Err(UpstreamError::Unreachable("Connection refused".into())),
         reached: None,
+        relays: Vec::new(),
     };
     let r = build(f);
     assert!(!r.ready && !r.upstream.reachable);
@@ -612,4 +614,77 @@ fn a_servicecidr_watch_refused_is_a_problem_like_any_mirrored_resource() {
         "{:?}",
         r.problems
     );
+}
+
+#[test]
+fn each_relay_is_reported_by_url_as_a_relay_with_its_own_problems() {
+    let mut f = fetched(cluster(Some("zone-a")), &ok);
+    let list_ok = || {
+        Ok(ListResult {
+            items: Vec::new(),
+            resource_version: "3".into(),
+            continue_token: None,
+            origin: None,
+        })
+    };
+    let forbidden = UpstreamError::Status {
+        code: 403,
+        reason: "Forbidden".into(),
+        message: "no".into(),
+        causes: Vec::new(),
+    };
+    f.relays = vec![
+        super::RelayFetch {
+            server: "https://r1:51010".into(),
+            version: Ok(json!({"gitVersion": "v1.28.3"})),
+            resources: vec![
+                ResourceFetch {
+                    kind: Resource::Nodes,
+                    list: list_ok(),
+                    watch: Ok(()),
+                },
+                ResourceFetch {
+                    kind: Resource::Services,
+                    list: Err(forbidden),
+                    watch: Ok(()),
+                },
+            ],
+        },
+        super::RelayFetch {
+            server: "https://r2:51010".into(),
+            version: Err(UpstreamError::Tls("certificate required".into())),
+            resources: Vec::new(),
+        },
+    ];
+    let r = build(f);
+    assert!(!r.ready);
+    assert_eq!(tags(&r), [Tag::Rbac, Tag::Tls]);
+    assert!(r.problems[0]
+        .message
+        .starts_with("relay https://r1:51010: list services"));
+    assert!(r.problems[1]
+        .message
+        .starts_with("relay https://r2:51010: GET https://r2:51010/version"));
+    assert_eq!(r.relays.len(), 2);
+    assert!(r.relays.iter().all(|x| x.relay));
+    assert!(r.relays[0].reachable && !r.relays[1].reachable);
+    assert_eq!(r.relays[0].access.len(), 4);
+    // The upstream's own access checks are untouched.
+    assert!(r.access.iter().all(|a| a.allowed));
+    let text = render::text(&r);
+    assert!(
+        text.contains("relay https://r1:51010: reachable, version v1.28.3\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  FAILED  list  services (v1): 403 Forbidden: no\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("relay https://r2:51010: NOT reachable\n"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&render::json(&r).unwrap()).unwrap();
+    assert_eq!(json["relays"][1]["server"], "https://r2:51010");
+    assert_eq!(json["relays"][1]["relay"], true);
 }

@@ -1,7 +1,8 @@
 //! `/debug/state` on `--metrics-bind-address` (with `--debug`): one JSON document of what the
 //! process holds — served objects and event logs per resource, every open watch stream with its
-//! cursor and backlog, each reflector's position, the snapshot and its writer, edge-health and
-//! the process's memory and CPU.
+//! cursor and backlog, each reflector's position and the server it reads from, the upstream
+//! servers (site relays and the cloud) with their health and which is selected, the snapshot
+//! and its writer, edge-health and the process's memory and CPU.
 //!
 //! resourceVersions are JSON strings, as in Kubernetes: with the RV epoch they exceed 2^53, which
 //! JSON tools reading numbers as doubles would round.
@@ -23,6 +24,7 @@ use crate::server::extras::Extras;
 use crate::server::process::{self, ProcessStats};
 use crate::server::watchers::{self, WatcherStatus};
 use crate::sync::lock;
+use crate::upstream::domain::Role;
 use crate::upstream::kind::REFLECTED;
 use crate::upstream::stats::{self, Stats};
 use crate::writer::{Writer, DEBUG_WAIT};
@@ -182,6 +184,31 @@ pub fn document(
             })
         })
         .collect();
+    let servers = reflectors.servers().servers();
+    let selected = reflectors.servers().selected();
+    let server_json = |i: usize| {
+        servers.get(i).map(|s| {
+            json!({"index": i, "url": s.url, "role": s.role.name(), "relay": s.role == Role::Relay})
+        })
+    };
+    let upstream_servers: Vec<Value> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            json!({
+                "index": i,
+                "url": s.url,
+                "role": s.role.name(),
+                "relay": s.role == Role::Relay,
+                "healthy": s.healthy,
+                "selected": i == selected,
+            })
+        })
+        .collect();
+    let upstream = json!({
+        "servers": upstream_servers,
+        "selected": server_json(selected),
+    });
     let reflectors: Vec<Value> = REFLECTED
         .iter()
         .map(|&k| (k, reflectors.kind(k)))
@@ -193,6 +220,7 @@ pub fn document(
             let since = s.failing_since();
             json!({
                 "resource": stats::resource_label(k),
+                "server": s.server().and_then(server_json),
                 "state": state,
                 "resource_version": rv,
                 "failing": s.failing(),
@@ -231,6 +259,7 @@ pub fn document(
             "items": items,
         },
         "reflectors": reflectors,
+        "upstream": upstream,
         "snapshot": {
             "serving": facts.serving_snapshot,
             "written_unix": written,
@@ -311,6 +340,13 @@ mod tests {
         reflectors.kind(Resource::Nodes).record_contact(90);
         reflectors.kind(Resource::Nodes).record_failing_since(70);
         reflectors.kind(Resource::Nodes).record_stall();
+        reflectors.servers().set_servers(&[
+            ("https://r1:51010".into(), Role::Relay),
+            ("https://cloud:6443".into(), Role::Cloud),
+        ]);
+        reflectors.servers().set_healthy(0, false);
+        reflectors.servers().record_switch(1, false);
+        reflectors.kind(Resource::Nodes).set_server(1);
         let extras = Extras {
             snapshot_written: Some(40),
             ..Extras::default()
@@ -341,6 +377,22 @@ mod tests {
         assert_eq!(d["reflectors"][0]["failing_for_seconds"], 30);
         assert_eq!(d["reflectors"][0]["stalls"], 1);
         assert_eq!(d["reflectors"][0]["objects_too_large"], 0);
+        // Which server each reflector reads from, and every server with its role.
+        let server = &d["reflectors"][0]["server"];
+        assert_eq!(server["url"], "https://cloud:6443");
+        assert_eq!(
+            (&server["role"], &server["relay"]),
+            (&json!("cloud"), &json!(false))
+        );
+        assert_eq!(d["upstream"]["selected"]["index"], 1);
+        let relay = &d["upstream"]["servers"][0];
+        assert_eq!(relay["url"], "https://r1:51010");
+        assert_eq!(relay["role"], "relay");
+        assert_eq!(
+            (&relay["healthy"], &relay["selected"]),
+            (&json!(false), &json!(false))
+        );
+        assert_eq!(d["upstream"]["servers"][1]["selected"], true);
         assert_eq!(d["snapshot"]["age_seconds"], 60);
         assert_eq!(d["snapshot"]["writer"], Value::Null);
         assert_eq!(d["process"]["resident_memory_bytes"], 4096);

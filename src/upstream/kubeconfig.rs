@@ -434,6 +434,17 @@ pub fn load(
     }
 }
 
+/// The site relays' settings (`--relay-kubeconfig`, `--relay-servers`): the kubeconfig's CA,
+/// client certificate and token, its server or `servers` (comma-separated, preferred first)
+/// overriding it. `None` without a relay kubeconfig. Never in-cluster: a relay's credentials
+/// are its kubeconfig's alone.
+pub fn load_relays(
+    kubeconfig: Option<&Path>,
+    servers: Option<&str>,
+) -> Result<Option<UpstreamConfig>, KubeconfigError> {
+    kubeconfig.map(|path| load(Some(path), servers)).transpose()
+}
+
 #[cfg(test)]
 #[path = "kubeconfig_tests.rs"]
 mod tests;

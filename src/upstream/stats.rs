@@ -9,8 +9,6 @@
 
 use crate::k8s::Resource;
 use crate::sync::lock;
-#[cfg(test)]
-use crate::upstream::domain::Role;
 use crate::upstream::kind::REFLECTED;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -424,6 +422,7 @@ pub fn global() -> &'static Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::domain::Role;
 
     #[test]
     fn counters_move_and_error_text_is_capped() {
@@ -541,5 +540,45 @@ mod tests {
         );
         // The global registry is one instance.
         assert!(std::ptr::eq(global(), global()));
+    }
+}
+
+#[cfg(test)]
+mod tests_servers {
+    use super::*;
+    use crate::upstream::domain::Role;
+
+    #[test]
+    fn each_running_reflector_says_which_server_it_reads_from() {
+        let st = Stats::new();
+        st.kind(Resource::Nodes).set_active(true);
+        st.kind(Resource::Services).set_active(true);
+        st.kind(Resource::Nodes).set_server(0);
+        let mut out = String::new();
+        st.render_prometheus(&mut out);
+        assert!(
+            !out.contains("reflector_server_index"),
+            "no servers yet: {out}"
+        );
+        st.servers().set_servers(&[
+            ("https://r1:51010".into(), Role::Relay),
+            ("https://cloud:6443".into(), Role::Cloud),
+        ]);
+        let mut out = String::new();
+        st.render_prometheus(&mut out);
+        assert!(out.contains("# TYPE grid_wrapper_upstream_reflector_server_index gauge\n"));
+        assert!(out.contains(
+            "grid_wrapper_upstream_reflector_server_index{resource=\"nodes\",server=\"https://r1:51010\",role=\"relay\"} 0\n"
+        ), "{out}");
+        assert!(
+            !out.contains("reflector_server_index{resource=\"services"),
+            "not read yet"
+        );
+        st.kind(Resource::Nodes).set_server(1);
+        let mut out = String::new();
+        st.render_prometheus(&mut out);
+        assert!(out.contains(
+            "grid_wrapper_upstream_reflector_server_index{resource=\"nodes\",server=\"https://cloud:6443\",role=\"cloud\"} 1\n"
+        ), "{out}");
     }
 }
