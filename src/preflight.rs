@@ -28,6 +28,10 @@
 //!    `topologyKeys` (parsed by [`crate::cache::topology::service_keys`]).
 //! 7. What would be served: the lists go into a [`crate::cache::store::State`] as the
 //!    reflectors' first lists do, and the served collections are counted per topology Service.
+//! 8. With `--relay-kubeconfig`: each site relay, alone, with the relay kubeconfig's
+//!    credentials: `GET /version` (TLS, the client certificate accepted; no answer is a
+//!    problem, an error answer a warning), then the list and the short watch of each resource
+//!    of step 5. Problems name the relay (`relay https://r1:51010: list services …`).
 //!
 //! The pure part ([`model`], [`report::build`], [`render`]) turns a [`Fetched`] into a
 //! [`Report`] and prints it; [`fetch`] is the thin I/O part.
@@ -72,6 +76,8 @@
 //! - `totals`: null unless all four resources were listed, else `{topologyServices,
 //!   fullyPrunedServices, endpointSliceEndpoints: {kept, total}, endpointsAddresses: {kept,
 //!   total}, served: {nodes, services, endpoints, endpointslices}}`.
+//! - `relays`: one entry per site relay, in order: `{server, relay: true, reachable,
+//!   gitVersion, access}` (`access` as above, empty when the relay was not reached).
 //! - `problems`, `warnings`, `advisories`: arrays of `{tag, message}`.
 //!
 //! Not checked: edge-health (`--service-autonomy-enhancement` is not polled, so its pruning is

@@ -8,7 +8,7 @@
 //! request goes through [`crate::upstream::failover`], which picks the server; each attempt is
 //! counted in [`crate::upstream::stats::RequestStats`].
 //!
-//! Credentials are per server: each attempt takes the [`Access`] (agent and token) of the server
+//! Credentials are per server: each attempt takes the `Access` (agent and token) of the server
 //! it goes to, by index, inside the failover's attempt, so the relays' client certificate and
 //! token never reach a cloud server and the cloud's never reach a relay. A request naming a
 //! resourceVersion is only sent to a server of the domain that issued it

@@ -1,5 +1,5 @@
-//! Upstream failover (`--master=A,B,…`): which of several apiservers of one cluster the
-//! reflectors and proxied requests use. The rule is [`Selection`] (pure): **the first healthy
+//! Upstream failover (`--master=A,B,…`, and the site relays of `--relay-kubeconfig` before
+//! them): which of several servers the reflectors and proxied requests use. The rule is [`Selection`] (pure): **the first healthy
 //! server in `--master` order**; when none is healthy, the last selected one stays selected.
 //!
 //! | signal                                                            | effect on the server     |
@@ -20,8 +20,11 @@
 //! **Switches.** To a less preferred server: WARN (`upstream failover`); back to a more
 //! preferred one: INFO (`upstream failback`); both counted in
 //! [`crate::upstream::stats::ServerStats`]. A reflector's watch resumes at its resourceVersion
-//! on the new server (one cluster, one etcd, the same RVs); only if that fails does the
-//! reflector's usual 410 / too-large handling relist. A watch stream open on a server that is no
+//! on the new server when it is of the same resourceVersion domain (the cloud servers: one
+//! cluster, one etcd, the same RVs); only if that fails does the reflector's usual 410 /
+//! too-large handling relist. A server of another domain (each relay is one of its own,
+//! [`crate::upstream::domain`]) is never sent that RV: the request fails before it is sent and
+//! the reflector relists from scratch. A watch stream open on a server that is no
 //! longer selected ends at the next data it receives (an event or BOOKMARK) — so after a
 //! failback the reflectors move back without waiting for their watch timeout — and is resumed
 //! at its RV on the selected server (`FollowSelection`). Proxied requests use the selected

@@ -17,6 +17,7 @@
 //! | ADDED/MODIFIED/DELETED/BOOKMARK                | `Watching` (RV advances)        | —       |
 //! | stream ends (EOF, or a truncated last line)    | `Listed` (rewatch at RV)        | —       |
 //! | the stream's server is no longer the selected one (`--master=A,B,…`, [`crate::upstream::failover`]): it ends at its next data | `Listed` (rewatch at RV on the selected server) | — |
+//! | watch start or relist at an RV issued by a server of another resourceVersion domain than the selected one (a relay, the cloud: [`crate::upstream::domain`]); nothing is sent | `Empty`, RV omitted (from scratch; INFO, counted as a `server_switch` relist for a watch) | — |
 //! | stream ends < 1 s after start with no event    | `Listed`                        | backoff |
 //! | read error, or silence past the idle limit      | `Listed`                        | backoff |
 //! | silence past `--watch-progress-timeout` after a bookmark on the stream | `Listed` (counted as a stall) | backoff |
