@@ -249,10 +249,11 @@ impl ServerStats {
     }
 
     /// Appends `grid_wrapper_upstream_switches_total{direction="failover"|"failback"}`
-    /// (counter), `grid_wrapper_upstream_server_healthy{server,index,role}` (gauge 0/1; `role`
-    /// is `relay` or `cloud`), `grid_wrapper_upstream_current_server_index` (gauge, 0 = the
-    /// most preferred) and `grid_wrapper_upstream_current_server_info{server,index,role}` (1 for
-    /// the selected server); nothing before the servers are registered.
+    /// (counter), `grid_wrapper_upstream_server_healthy{server,index}` (gauge 0/1),
+    /// `grid_wrapper_upstream_server_role{server,index,role}` (always 1; `role` is `relay` or
+    /// `cloud`), `grid_wrapper_upstream_current_server_index` (gauge, 0 = the most preferred)
+    /// and `grid_wrapper_upstream_current_server_info{server,index,role}` (1 for the selected
+    /// server); nothing before the servers are registered.
     pub fn render(&self, out: &mut String) {
         let servers = lock(&self.servers).clone();
         if servers.is_empty() {
@@ -271,16 +272,29 @@ impl ServerStats {
         let name = "grid_wrapper_upstream_server_healthy";
         let _ = writeln!(
             out,
-            "# HELP {name} 1 while the upstream server is considered healthy (index = position in the server list: the relays of --relay-servers, then --master; 0 = the most preferred; role = relay or cloud)."
+            "# HELP {name} 1 while the upstream server is considered healthy (index = position in the server list: the relays of --relay-servers, then --master; 0 = the most preferred)."
         );
         let _ = writeln!(out, "# TYPE {name} gauge");
         for (i, s) in servers.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "{name}{{server=\"{}\",index=\"{i}\",role=\"{}\"}} {}",
+                "{name}{{server=\"{}\",index=\"{i}\"}} {}",
                 label_value(&s.url),
-                s.role,
                 u8::from(s.healthy)
+            );
+        }
+        let name = "grid_wrapper_upstream_server_role";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Each upstream server's role (always 1): relay (a site relay, --relay-kubeconfig) or cloud (--kubeconfig/--master)."
+        );
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (i, s) in servers.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}{{server=\"{}\",index=\"{i}\",role=\"{}\"}} 1",
+                label_value(&s.url),
+                s.role
             );
         }
         let selected = self.selected();
@@ -376,8 +390,10 @@ mod tests {
             "grid_wrapper_upstream_switches_total{direction=\"failover\"} 2\n",
             "grid_wrapper_upstream_switches_total{direction=\"failback\"} 1\n",
             "# TYPE grid_wrapper_upstream_server_healthy gauge\n",
-            "grid_wrapper_upstream_server_healthy{server=\"https://r:51010\",index=\"0\",role=\"relay\"} 0\n",
-            "grid_wrapper_upstream_server_healthy{server=\"https://b\\\"x:6443\",index=\"1\",role=\"cloud\"} 1\n",
+            "grid_wrapper_upstream_server_healthy{server=\"https://r:51010\",index=\"0\"} 0\n",
+            "grid_wrapper_upstream_server_healthy{server=\"https://b\\\"x:6443\",index=\"1\"} 1\n",
+            "grid_wrapper_upstream_server_role{server=\"https://r:51010\",index=\"0\",role=\"relay\"} 1\n",
+            "grid_wrapper_upstream_server_role{server=\"https://b\\\"x:6443\",index=\"1\",role=\"cloud\"} 1\n",
             "# TYPE grid_wrapper_upstream_current_server_index gauge\n",
             "grid_wrapper_upstream_current_server_index 1\n",
             "grid_wrapper_upstream_current_server_info{server=\"https://b\\\"x:6443\",index=\"1\",role=\"cloud\"} 1\n",
