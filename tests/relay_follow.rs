@@ -7,6 +7,7 @@
 //! the cloud (relisting from scratch, never resuming at the relay's RV); the relay comes back:
 //! it moves back. A client watch on the follower sees every change exactly once and no
 //! DELETED/ADDED of unchanged objects; /metrics says which server each reflector reads from.
+//! `grid-wrapper check` checks each relay by URL.
 
 mod common;
 
@@ -257,4 +258,82 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     let m = metrics(&w);
     assert!(!m.contains("code=\"401\""), "{m}");
     assert!(!m.contains("code=\"403\""), "{m}");
+}
+
+/// `grid-wrapper check` with relays: each relay is checked alone with the relay kubeconfig's
+/// credentials and reported by URL; a relay that is down, or that refuses the handshake for want
+/// of a client certificate, is a problem naming it.
+#[test]
+fn check_reports_each_relay_by_url() {
+    let Some(pki) = Pki::generate() else { return };
+    let relay = pki.sim(Some(RELAY_TOKEN));
+    let cloud = Sim::start(&["--token", CLOUD_TOKEN]);
+    let cluster = format!("    certificate-authority: {}\n", pki.path("ca.crt"));
+    let good = pki.kubeconfig(
+        "relay.kubeconfig",
+        &relay.url,
+        &cluster,
+        &format!(
+            "    token: {RELAY_TOKEN}\n    client-certificate: client.crt\n    client-key: client.key\n"
+        ),
+    );
+    let no_cert = pki.kubeconfig(
+        "relay-no-cert.kubeconfig",
+        &relay.url,
+        &cluster,
+        &format!("    token: {RELAY_TOKEN}\n"),
+    );
+    let cloud_kc = pki.kubeconfig(
+        "cloud.kubeconfig",
+        &cloud.url,
+        "",
+        &format!("    token: {CLOUD_TOKEN}\n"),
+    );
+    let down = format!("https://127.0.0.1:{}", common::free_port());
+    let run = |relay_kc: &str, servers: &str| {
+        let out = common::run_bounded(
+            std::process::Command::new(env!("CARGO_BIN_EXE_grid-wrapper")).args([
+                "check",
+                "--kubeconfig",
+                &cloud_kc,
+                "--relay-kubeconfig",
+                relay_kc,
+                &format!("--relay-servers={servers}"),
+                "--hostname=edge-a1",
+            ]),
+            Duration::from_secs(60),
+        )
+        .expect("check finished in time");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&good, &relay.url);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!(
+            "relay {}: reachable, version v1.28.0-sim, list + watch ok",
+            relay.url
+        )),
+        "{out}"
+    );
+    let (code, out) = run(&good, &format!("{},{down}", relay.url));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("relay {down}: NOT reachable")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "problem: connectivity: relay {down}: GET {down}/version"
+        )),
+        "{out}"
+    );
+    let (code, out) = run(&no_cert, &relay.url);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("problem: tls: relay {}: GET", relay.url)),
+        "{out}"
+    );
 }
