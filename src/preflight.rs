@@ -93,6 +93,8 @@ mod tests;
 
 use std::time::Duration;
 
+use serde_json::Value;
+
 use crate::config::{Config, OutputFormat};
 use crate::k8s::Resource;
 use crate::upstream::client::{ListOptions, Timeouts, Upstream, UpstreamError};
@@ -181,31 +183,35 @@ fn fetch_relay(
         servers: vec![server.to_string()],
         ..relays.clone()
     };
+    let (relay, version) = reach(cfg, &one);
+    let resources = relay.map_or_else(Vec::new, |relay| {
+        kinds.iter().map(|&k| fetch_resource(&relay, k)).collect()
+    });
+    RelayFetch {
+        server: server.to_string(),
+        version,
+        resources,
+    }
+}
+
+/// The check's client for `ucfg` (the server's `--kube-qps`/`--kube-burst` and
+/// `--upstream-gzip`, [`CHECK_TIMEOUTS`]) and its `GET /version`; the client only when that
+/// reached the server (else nothing more is tried: it would fail the same way).
+fn reach(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<Upstream>, Result<Value, UpstreamError>) {
     let lists = ListOptions {
         gzip: cfg.upstream_gzip,
         ..ListOptions::default()
     };
-    let mut fetched = RelayFetch {
-        server: server.to_string(),
-        version: Err(UpstreamError::Config(String::new())),
-        resources: Vec::new(),
+    let (qps, burst) = (cfg.kube_qps, cfg.kube_burst);
+    let upstream = match Upstream::with_limits(ucfg, qps, burst, CHECK_TIMEOUTS, lists) {
+        Ok(u) => u,
+        Err(e) => return (None, Err(e)),
     };
-    let relay =
-        match Upstream::with_limits(&one, cfg.kube_qps, cfg.kube_burst, CHECK_TIMEOUTS, lists) {
-            Ok(u) => u,
-            Err(e) => {
-                fetched.version = Err(e);
-                return fetched;
-            }
-        };
-    fetched.version = relay.get_json("/version");
-    if let Err(e) = &fetched.version {
-        if !Tag::of(e).reached() {
-            return fetched;
-        }
+    let version = upstream.get_json("/version");
+    match &version {
+        Err(e) if !Tag::of(e).reached() => (None, version),
+        _ => (Some(upstream), version),
     }
-    fetched.resources = kinds.iter().map(|&k| fetch_resource(&relay, k)).collect();
-    fetched
 }
 
 /// The upstream part of [`fetch`].
@@ -235,24 +241,11 @@ fn fetch_upstream(cfg: &Config) -> Fetched {
         }
     }
     // The check lists as the server would (`--upstream-gzip`).
-    let lists = ListOptions {
-        gzip: cfg.upstream_gzip,
-        ..ListOptions::default()
+    let (upstream, version) = reach(cfg, &ucfg);
+    fetched.version = version;
+    let Some(upstream) = upstream else {
+        return fetched;
     };
-    let (qps, burst) = (cfg.kube_qps, cfg.kube_burst);
-    let upstream = match Upstream::with_limits(&ucfg, qps, burst, CHECK_TIMEOUTS, lists) {
-        Ok(u) => u,
-        Err(e) => {
-            fetched.version = Err(e);
-            return fetched;
-        }
-    };
-    fetched.version = upstream.get_json("/version");
-    if let Err(e) = &fetched.version {
-        if !Tag::of(e).reached() {
-            return fetched;
-        }
-    }
     let slices = find_slices(&upstream);
     let cidrs = discovery::find_cidr_kind(&upstream);
     let cidr_kind = cidrs.as_ref().ok().and_then(|c| c.kind());

@@ -374,6 +374,16 @@ pub(super) fn invalid(flag: &'static str, value: &str, reason: &'static str) -> 
     })
 }
 
+/// A comma-separated URL list (`--master`, `--relay-servers`) checked by [`check_url_list`];
+/// empty = none.
+fn url_list(flag: &'static str, value: String) -> Result<Option<String>, ConfigError> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    check_url_list(&value).map_err(|(item, reason)| invalid(flag, &item, reason))?;
+    Ok(Some(value))
+}
+
 pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<(), ConfigError> {
     let path = |v: String| (!v.is_empty()).then(|| PathBuf::from(v));
     let bad = |reason| invalid(flag.long, &value, reason);
@@ -447,27 +457,9 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 cfg.metrics_bind_address = value;
             }
         }
-        Id::Master => {
-            cfg.master = match value.as_str() {
-                "" => None,
-                v => {
-                    check_url_list(v)
-                        .map_err(|(item, reason)| invalid(flag.long, &item, reason))?;
-                    Some(value)
-                }
-            }
-        }
+        Id::Master => cfg.master = url_list(flag.long, value)?,
         // Following site relays (issue 27).
-        Id::RelayServers => {
-            cfg.relay_servers = match value.as_str() {
-                "" => None,
-                v => {
-                    check_url_list(v)
-                        .map_err(|(item, reason)| invalid(flag.long, &item, reason))?;
-                    Some(value)
-                }
-            }
-        }
+        Id::RelayServers => cfg.relay_servers = url_list(flag.long, value)?,
         Id::RelayKubeconfig => cfg.relay_kubeconfig = path(value),
         // End of following site relays.
         Id::Autonomy => cfg.autonomy = Autonomy::parse(&value)?,

@@ -125,6 +125,19 @@ mod io {
         Upstream::with_stats(&cfg, 0.0, 1, stats).unwrap()
     }
 
+    /// Proxies an event POST (no credentials of the client's); its status.
+    fn post_event(up: &Upstream) -> u16 {
+        let resp = up
+            .forward(ForwardRequest {
+                method: "POST".into(),
+                path_and_query: "/api/v1/namespaces/default/events".into(),
+                body: b"{}".to_vec(),
+                ..Default::default()
+            })
+            .unwrap();
+        resp.status
+    }
+
     #[test]
     fn requests_move_to_the_next_server_when_the_selected_one_refuses() {
         let a = closed();
@@ -151,15 +164,7 @@ mod io {
         assert_eq!(requests.count(Verb::List, None), 1);
         assert_eq!(requests.count(Verb::List, Some(200)), 1);
         // A proxied POST goes straight to B.
-        let resp = up
-            .forward(ForwardRequest {
-                method: "POST".into(),
-                path_and_query: "/api/v1/namespaces/default/events".into(),
-                body: b"{}".to_vec(),
-                ..Default::default()
-            })
-            .unwrap();
-        assert_eq!(resp.status, 201);
+        assert_eq!(post_event(&up), 201);
         assert_eq!(requests.count(Verb::Forward, Some(201)), 1);
         assert_eq!(up.list("/api/v1/nodes").unwrap().resource_version, "8");
         let seen = server.join().unwrap();
@@ -265,15 +270,7 @@ mod io {
             ("900", Some(1))
         );
         assert_ne!(l.origin.map(|o| o.domain), Some(from_relay.domain));
-        let resp = up
-            .forward(ForwardRequest {
-                method: "POST".into(),
-                path_and_query: "/api/v1/namespaces/default/events".into(),
-                body: b"{}".to_vec(),
-                ..Default::default()
-            })
-            .unwrap();
-        assert_eq!(resp.status, 201);
+        assert_eq!(post_event(&up), 201);
         let seen = cloud_seen.join().unwrap();
         assert_eq!(seen[0].request_line, "GET /api/v1/nodes HTTP/1.1");
         assert_eq!(
