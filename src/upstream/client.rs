@@ -440,7 +440,8 @@ impl Upstream {
         Ok(Upstream { inner })
     }
 
-    /// The primary (first configured) server's URL, without trailing `/`.
+    /// The first server's URL (the first relay when following relays, else the primary cloud
+    /// server), without trailing `/`.
     pub fn server(&self) -> &str {
         self.inner.failover.base(0)
     }

@@ -13,8 +13,9 @@ pub const MAX_KUBECONFIG_BYTES: u64 = 4 * 1024 * 1024;
 /// In-cluster ServiceAccount directory.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// Everything the upstream client needs, files already read (except the token file, which the
-/// client re-reads periodically). The credentials and TLS settings apply to every server.
+/// Everything the upstream client needs for one side (the cloud upstream, or the site relays),
+/// files already read (except the token file, which the client re-reads periodically). The
+/// credentials and TLS settings apply to every server of this side, never to the other's.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct UpstreamConfig {
     /// Base URL of the primary (first, preferred) server, e.g. `https://10.0.0.1:6443` (may
