@@ -117,6 +117,15 @@ pub struct Config {
     /// `--watch-progress-timeout`: seconds without a byte after which a watch whose upstream
     /// sends bookmarks is abandoned.
     pub watch_progress_timeout_secs: u64,
+    // ---- the site relay's serving side (docs/SEMANTICS.md §12) ----
+    /// `--relay-bind-address`: `host:port` of the relay port; `None` = no relay.
+    pub relay_bind_address: Option<String>,
+    /// `--relay-cert-file`: the relay port's certificate (PEM).
+    pub relay_cert_file: Option<PathBuf>,
+    /// `--relay-key-file`: the relay port's key (PEM).
+    pub relay_key_file: Option<PathBuf>,
+    /// `--relay-client-ca-file`: the CA the relay port's clients' certificates must chain to.
+    pub relay_client_ca_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -148,6 +157,10 @@ impl Default for Config {
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
             upstream_gzip: true,
             list_progress_timeout_secs: DEFAULT_LIST_PROGRESS_TIMEOUT_SECS,
+            relay_bind_address: None,
+            relay_cert_file: None,
+            relay_key_file: None,
+            relay_client_ca_file: None,
             watch_progress_timeout_secs: DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS,
         }
     }
@@ -437,6 +450,52 @@ fn validate(cfg: &Config) -> Result<(), ConfigError> {
     // End of following site relays.
     if cfg.bind_address == cfg.metrics_bind_address {
         return required("--metrics-bind-address", "must differ from --bind-address");
+    }
+    validate_relay(cfg)
+}
+
+/// The relay port's flags (docs/SEMANTICS.md §12): all three files with the address, none
+/// without it, and an address of its own.
+fn validate_relay(cfg: &Config) -> Result<(), ConfigError> {
+    let required = |flag, reason| Err(ConfigError(ConfigErrorKind::Required { flag, reason }));
+    let Some(addr) = &cfg.relay_bind_address else {
+        if cfg.relay_cert_file.is_some()
+            || cfg.relay_key_file.is_some()
+            || cfg.relay_client_ca_file.is_some()
+        {
+            return required(
+                "--relay-bind-address",
+                "is required with --relay-cert-file, --relay-key-file or --relay-client-ca-file \
+                 (they configure the relay port)",
+            );
+        }
+        return Ok(());
+    };
+    if cfg.relay_cert_file.is_none() {
+        return required(
+            "--relay-cert-file",
+            "is required with --relay-bind-address (the relay serves TLS only)",
+        );
+    }
+    if cfg.relay_key_file.is_none() {
+        return required(
+            "--relay-key-file",
+            "is required with --relay-bind-address (the relay serves TLS only)",
+        );
+    }
+    if cfg.relay_client_ca_file.is_none() {
+        return required(
+            "--relay-client-ca-file",
+            "is required with --relay-bind-address: the relay serves the whole cluster's \
+             unpruned objects to any client it accepts, so it accepts only clients whose \
+             certificate chains to this CA",
+        );
+    }
+    if *addr == cfg.bind_address || *addr == cfg.metrics_bind_address {
+        return required(
+            "--relay-bind-address",
+            "must differ from --bind-address and --metrics-bind-address",
+        );
     }
     Ok(())
 }

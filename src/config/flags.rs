@@ -44,6 +44,11 @@ pub(super) enum Id {
     Output,
     Help,
     Version,
+    // The site relay's serving side (docs/SEMANTICS.md §12).
+    RelayBindAddress,
+    RelayCertFile,
+    RelayKeyFile,
+    RelayClientCaFile,
 }
 
 /// One flag: canonical long name (with `--`), shorthand, value placeholder (`None` = boolean),
@@ -164,6 +169,38 @@ pub(super) const FLAGS: &[Flag] = &[
         "",
         "CA bundle that verifies kube-proxy client certificates (TLS mode)",
     ),
+    // ---- the site relay's serving side (docs/SEMANTICS.md §12) ----
+    flag(
+        Id::RelayBindAddress,
+        "--relay-bind-address",
+        Some("HOST:PORT"),
+        "",
+        "serve the site relay here: the upstream's objects unpruned, to other grid-wrappers \
+         over TLS with client certificates; empty = off",
+    ),
+    flag(
+        Id::RelayCertFile,
+        "--relay-cert-file",
+        Some("PATH"),
+        "",
+        "the relay port's TLS certificate (PEM); required with --relay-bind-address",
+    ),
+    flag(
+        Id::RelayKeyFile,
+        "--relay-key-file",
+        Some("PATH"),
+        "",
+        "the relay port's TLS key (PEM); required with --relay-bind-address",
+    ),
+    flag(
+        Id::RelayClientCaFile,
+        "--relay-client-ca-file",
+        Some("PATH"),
+        "",
+        "CA bundle the relay port's clients' certificates must chain to; required with \
+         --relay-bind-address",
+    ),
+    // ---- end of the relay's serving side ----
     flag(
         Id::WrapperInCluster,
         "--wrapper-in-cluster",
@@ -469,6 +506,19 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
         Id::KeyFile => cfg.key_file = path(value),
         Id::CaFile => cfg.ca_file = path(value),
         Id::CacheDir => cfg.cache_dir = path(value),
+        // The site relay's serving side.
+        Id::RelayBindAddress => {
+            cfg.relay_bind_address = match value.as_str() {
+                "" => None,
+                v => {
+                    check_host_port(v).map_err(bad)?;
+                    Some(value)
+                }
+            }
+        }
+        Id::RelayCertFile => cfg.relay_cert_file = path(value),
+        Id::RelayKeyFile => cfg.relay_key_file = path(value),
+        Id::RelayClientCaFile => cfg.relay_client_ca_file = path(value),
         // Boolean flags never reach here.
         Id::Insecure
         | Id::WrapperInCluster

@@ -541,3 +541,62 @@ fn autonomy_is_strict() {
         assert!(e.to_string().contains(AUTONOMY_FLAG), "{e}");
     }
 }
+
+// ---- the site relay's serving side (docs/SEMANTICS.md §12) ----
+
+#[test]
+fn relay_port_is_off_by_default_and_takes_its_three_files() {
+    let c = run(&[]);
+    assert_eq!(c.relay_bind_address, None);
+    let c = run(&[
+        "--relay-bind-address=0.0.0.0:51008",
+        "--relay-cert-file=/r.crt",
+        "--relay_key_file",
+        "/r.key",
+        "--relay-client-ca-file=/site-ca.crt",
+    ]);
+    assert_eq!(c.relay_bind_address.as_deref(), Some("0.0.0.0:51008"));
+    assert_eq!(c.relay_cert_file, Some(PathBuf::from("/r.crt")));
+    assert_eq!(c.relay_key_file, Some(PathBuf::from("/r.key")));
+    assert_eq!(c.relay_client_ca_file, Some(PathBuf::from("/site-ca.crt")));
+    // Empty is off, as for the other paths.
+    assert_eq!(run(&["--relay-bind-address="]).relay_bind_address, None);
+}
+
+#[test]
+fn relay_port_refuses_to_start_without_each_of_its_files() {
+    let all = [
+        "--hostname=edge-1",
+        "--relay-bind-address=0.0.0.0:51008",
+        "--relay-cert-file=/r.crt",
+        "--relay-key-file=/r.key",
+        "--relay-client-ca-file=/site-ca.crt",
+    ];
+    for (drop, flag) in [
+        (2, "--relay-cert-file"),
+        (3, "--relay-key-file"),
+        (4, "--relay-client-ca-file"),
+    ] {
+        let list: Vec<&str> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != drop)
+            .map(|(_, a)| *a)
+            .collect();
+        let e = fail(&list);
+        assert_eq!(shape(&e), ("required", flag.to_string()), "{e}");
+        assert!(!e.to_string().contains('\n'), "one line: {e}");
+    }
+    // Without the client CA: says why it is needed.
+    let e = fail(&all[..4]);
+    assert!(e.to_string().contains("unpruned"), "{e}");
+    // The files without the address, an address taken by another port, a bad address.
+    let e = fail(&["--hostname=edge-1", "--relay-client-ca-file=/ca"]);
+    assert_eq!(shape(&e), ("required", "--relay-bind-address".into()));
+    let mut taken = all.to_vec();
+    taken.push("--bind-address=0.0.0.0:51008");
+    let e = fail(&taken);
+    assert_eq!(shape(&e), ("required", "--relay-bind-address".into()));
+    let e = fail(&["--hostname=edge-1", "--relay-bind-address=51008"]);
+    assert_eq!(shape(&e), ("invalid", "--relay-bind-address".into()));
+}
