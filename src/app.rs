@@ -23,8 +23,9 @@ use crate::persist::{self, CacheDir, SnapshotWriter};
 use crate::server::conn::{ServerOptions, TlsSlot};
 use crate::server::event_loop::Server;
 use crate::server::health;
+use crate::server::relay::RelayPort;
 use crate::server::signals::{self, TlsFiles};
-use crate::server::transport;
+use crate::server::transport::{self, TlsFlags};
 use crate::upstream::client::{ListOptions, Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
@@ -247,6 +248,45 @@ fn start_edge_health(
     Ok(())
 }
 
+/// `--relay-bind-address` (docs/SEMANTICS.md §12): the loop serves the relay view on a second
+/// listener, over TLS that requires a client certificate chaining to `--relay-client-ca-file`.
+/// Returns the relay's TLS files, reloaded as the serving ones; `None` without a relay port.
+fn serve_relay(
+    cfg: &Config,
+    server: &mut Server,
+    writer: &Writer,
+) -> Result<Option<TlsFiles>, AppError> {
+    let (Some(addr), Some(cert), Some(key), Some(ca)) = (
+        &cfg.relay_bind_address,
+        &cfg.relay_cert_file,
+        &cfg.relay_key_file,
+        &cfg.relay_client_ca_file,
+    ) else {
+        return Ok(None);
+    };
+    let bind_error = |e| AppError::Bind(addr.clone(), e);
+    let tls =
+        transport::server_config(TlsFlags::RELAY, cert, key, Some(ca)).map_err(AppError::Tls)?;
+    let view = writer
+        .relay_view()
+        .ok_or_else(|| bind_error(std::io::Error::other("the cache keeps no relay view")))?;
+    let slot: TlsSlot = Arc::new(Mutex::new(None));
+    let port = RelayPort::bind(resolve(addr)?, view, tls, slot.clone()).map_err(bind_error)?;
+    let local = port.local_addr().map_err(bind_error)?;
+    server.serve_relay(port).map_err(bind_error)?;
+    info!(
+        "serving the site relay on https://{local}: the upstream's objects unpruned, to clients whose certificate chains to {}",
+        ca.display()
+    );
+    Ok(Some(TlsFiles {
+        flags: TlsFlags::RELAY,
+        cert: cert.clone(),
+        key: key.clone(),
+        ca: Some(ca.clone()),
+        slot,
+    }))
+}
+
 /// Runs grid-wrapper until SIGTERM/SIGINT, then shuts down gracefully: the loop ends every
 /// stream and drains (at most [`crate::server::event_loop::SHUTDOWN_GRACE`]), the final
 /// snapshot is written, and `run` returns `Ok` (exit code 0).
@@ -289,6 +329,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     };
     let (cache, snapshot, seed) = open_cache(&cfg, &ucfg);
     let mut state = State::new(settings, seed);
+    if cfg.relay_bind_address.is_some() {
+        // Before anything is applied, a snapshot's restore included (docs/SEMANTICS.md §12).
+        state.keep_relay_view();
+    }
     let mut extras = crate::server::extras::Extras::default();
     let snapshot_slices = snapshot.as_ref().map(|s| s.meta.slice_kind);
     let snapshot_cidrs = snapshot.as_ref().and_then(|s| s.meta.cidr_kind);
@@ -326,7 +370,8 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let bind = resolve(&cfg.bind_address)?;
     let tls = match (&cfg.insecure, &cfg.cert_file, &cfg.key_file) {
         (false, Some(cert), Some(key)) => Some(
-            transport::server_config(cert, key, cfg.ca_file.as_deref()).map_err(AppError::Tls)?,
+            transport::server_config(TlsFlags::SERVING, cert, key, cfg.ca_file.as_deref())
+                .map_err(AppError::Tls)?,
         ),
         _ => None,
     };
@@ -334,6 +379,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let tls_slot: TlsSlot = Arc::new(Mutex::new(None));
     let tls_files = match (&tls, &cfg.cert_file, &cfg.key_file) {
         (Some(_), Some(cert), Some(key)) => Some(TlsFiles {
+            flags: TlsFlags::SERVING,
             cert: cert.clone(),
             key: key.clone(),
             ca: cfg.ca_file.clone(),
@@ -350,6 +396,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     };
     let mut server = Server::bind(bind, cache_writer.clone(), Some(upstream.clone()), opts)
         .map_err(|e| AppError::Bind(cfg.bind_address.clone(), e))?;
+    let tls_files: Vec<TlsFiles> = tls_files
+        .into_iter()
+        .chain(serve_relay(&cfg, &mut server, &cache_writer)?)
+        .collect();
     let metrics = resolve(&cfg.metrics_bind_address)?;
     let health_listener = TcpListener::bind(metrics)
         .map_err(|e| AppError::Bind(cfg.metrics_bind_address.clone(), e))?;

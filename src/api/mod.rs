@@ -4,5 +4,6 @@ pub mod filter;
 pub mod handlers;
 pub mod negotiate;
 pub mod query;
+pub mod relay;
 pub mod route;
 pub mod selector;

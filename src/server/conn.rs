@@ -5,7 +5,6 @@
 //! until the stream ends; `Closing` flushes what is queued and closes.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
@@ -13,8 +12,9 @@ use mio::net::TcpStream;
 use mio::Interest;
 
 use crate::api::handlers::{self, Answer, Reply, Segment};
+use crate::api::relay::{self, RelayAnswer};
 use crate::api::route::{route, Route};
-use crate::cache::published::Published;
+use crate::cache::published::{Published, View};
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
@@ -22,6 +22,7 @@ use crate::k8s::Resource;
 use crate::server::counters::{self, EndReason, RouteKind};
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxy, ProxyMsg};
+use crate::server::relay::Side;
 use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, Watcher, HIGH_WATER};
 use crate::server::watchers;
@@ -37,8 +38,6 @@ pub struct Ctx<'a> {
     /// The cache's writer: told (without waiting) to build v1beta1 EndpointSlices at the first
     /// request for them.
     pub cache: &'a Writer,
-    /// What the loop reads: the served view, never held by the writer while it computes.
-    pub view: &'a Mutex<Published>,
     /// Proxy workers.
     pub proxy: &'a Proxy,
     /// Settings.
@@ -54,10 +53,12 @@ pub struct Ctx<'a> {
 const V1BETA1_BUILD_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether `req` can be answered from `view` now: the cache is ready and, for v1beta1
-/// EndpointSlices, they are built.
-fn can_answer(view: &Published, req: &Request) -> bool {
+/// EndpointSlices on the kube-proxy port, they are built (the relay view serves the slice
+/// version it has, and answers 404 for the other: docs/SEMANTICS.md §12).
+fn can_answer(side: Side, view: &Published, req: &Request) -> bool {
     view.is_ready()
-        && (view.serves_v1beta1()
+        && (side == Side::Relay
+            || view.serves_v1beta1()
             || route(&req.method, &req.path).resource() != Some(Resource::SlicesV1beta1))
 }
 
@@ -81,6 +82,11 @@ enum Phase {
 #[derive(Debug)]
 pub struct Conn {
     transport: Transport,
+    /// The port it came in on.
+    side: Side,
+    /// What its cache-backed requests read: the readers' view on the kube-proxy port, the
+    /// relay view on the relay port. Never held by the writer while it computes.
+    view: View,
     peer: String,
     reader: RequestReader,
     out: Outbound,
@@ -103,10 +109,20 @@ pub struct Conn {
 const STREAM_FILLS_PER_ROUND: usize = 1;
 
 impl Conn {
-    /// Wraps an accepted socket.
-    pub fn new(transport: Transport, peer: String, limits: Limits, now: Instant) -> Conn {
+    /// Wraps a socket accepted on `side`'s port, whose cache-backed requests read `view`.
+    pub fn new(
+        transport: Transport,
+        side: Side,
+        view: View,
+        peer: String,
+        limits: Limits,
+        now: Instant,
+    ) -> Conn {
+        side.count(true);
         Conn {
             transport,
+            side,
+            view,
             peer,
             reader: RequestReader::new(limits),
             out: Outbound::default(),
@@ -240,7 +256,7 @@ impl Conn {
             let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
                 Phase::Idle => self.next_request(ctx),
                 Phase::Held { req, until } => {
-                    if can_answer(&lock(ctx.view), &req) || ctx.now >= until {
+                    if can_answer(self.side, &lock(&self.view), &req) || ctx.now >= until {
                         self.dispatch(req, ctx, false);
                         true
                     } else {
@@ -342,6 +358,41 @@ impl Conn {
 
     fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) {
         self.keep_alive = req.keep_alive();
+        let req = match self.side {
+            Side::KubeProxy => req,
+            Side::Relay => match self.dispatch_relay(req, ctx, may_hold) {
+                Some(req) => req,
+                None => return,
+            },
+        };
+        self.dispatch_routed(req, ctx, may_hold);
+    }
+
+    /// The relay port's own answers (docs/SEMANTICS.md §12): probes, discovery, 404 for what the
+    /// relay view does not serve. Returns the request when it is routed as on the kube-proxy
+    /// port.
+    fn dispatch_relay(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) -> Option<Request> {
+        let answer = relay::answer(&req.method, &req.path, &lock(&self.view));
+        self.label = (RouteKind::Relay, None);
+        match answer {
+            RelayAnswer::Routed => return Some(req),
+            RelayAnswer::Probe(code, text) => self.reply_text(code, text),
+            RelayAnswer::Reply(reply) => {
+                debug!("{}: relay GET {} → {}", self.peer, req.path, reply.code);
+                self.reply(reply);
+            }
+            RelayAnswer::NotReady if may_hold => {
+                self.phase = Phase::Held {
+                    req,
+                    until: ctx.now + ctx.opts.not_ready_hold,
+                };
+            }
+            RelayAnswer::NotReady => self.reply(Reply::error(&handlers::not_ready())),
+        }
+        None
+    }
+
+    fn dispatch_routed(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) {
         let r = route(&req.method, &req.path);
         self.label = RouteKind::of(&r, &req.query);
         if r == Route::Proxy {
@@ -349,7 +400,8 @@ impl Conn {
             return;
         }
         let wants_v1beta1 = r.resource() == Some(Resource::SlicesV1beta1);
-        let state = lock(ctx.view);
+        let view = self.view.clone();
+        let state = lock(&view);
         if r.resource().is_some_and(Resource::is_cidr) && state.is_ready() && !state.serves_cidrs()
         {
             // An upstream without ServiceCIDRs (docs/SEMANTICS.md §5): proxied, as any path the
@@ -359,7 +411,8 @@ impl Conn {
             self.forward(req, ctx);
             return;
         }
-        if wants_v1beta1 && !state.serves_v1beta1() {
+        // The relay view is never asked to build them (`dispatch_relay` answered 404).
+        if wants_v1beta1 && !state.serves_v1beta1() && self.side == Side::KubeProxy {
             // Once per process: the writer builds them; the request waits as one before the
             // first sync does, without holding up the loop.
             ctx.cache.want_v1beta1();
@@ -372,7 +425,7 @@ impl Conn {
                 return;
             }
         }
-        if !can_answer(&state, &req) && may_hold {
+        if !can_answer(self.side, &state, &req) && may_hold {
             // Before the first sync, as long as `--not-ready-hold-seconds` says; a ready cache
             // building v1beta1 EndpointSlices, until they are built (a moment, unless the writer
             // is applying a long change).
@@ -433,9 +486,14 @@ impl Conn {
                 drop(state);
                 match Watcher::start(*plan, ctx.now, &mut self.out) {
                     Some(mut w) => {
-                        let info = w.info(&self.peer, &req.query, crate::clock::unix_now());
+                        let info = w.info(
+                            &self.peer,
+                            &req.query,
+                            crate::clock::unix_now(),
+                            self.side == Side::Relay,
+                        );
                         w.track(watchers::global().register(info, counters::global()));
-                        let state = lock(ctx.view);
+                        let state = lock(&view);
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
                         drop(state);
                         self.phase = Phase::Streaming(Box::new(w));
@@ -502,6 +560,23 @@ impl Conn {
         self.phase = Phase::Closing;
     }
 
+    /// A plain-text answer (the relay port's probes).
+    fn reply_text(&mut self, code: u16, text: &'static str) {
+        counters::global().request(self.label.0, self.label.1, code);
+        self.out.push_owned(response::head(
+            code,
+            &[("Content-Type", "text/plain; charset=utf-8")],
+            Body::Length(text.len()),
+            self.keep_alive,
+        ));
+        self.out.push(Segment::Static(text.as_bytes()));
+        self.phase = if self.keep_alive {
+            Phase::Idle
+        } else {
+            Phase::Closing
+        };
+    }
+
     fn reply(&mut self, reply: Reply) {
         counters::global().request(self.label.0, self.label.1, reply.code);
         let retry = reply.retry_after.map(|s| s.to_string());
@@ -526,7 +601,8 @@ impl Conn {
     }
 
     fn stream(&mut self, mut w: Box<Watcher>, ctx: &Ctx<'_>) {
-        let state = lock(ctx.view);
+        let view = self.view.clone();
+        let state = lock(&view);
         let result = w
             .pump(&state, &mut self.out, ctx.opts.queue, ctx.now)
             .and_then(|()| w.tick(&state, &mut self.out, ctx.now));
@@ -617,5 +693,11 @@ impl Conn {
             body,
         };
         false
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.side.count(false);
     }
 }

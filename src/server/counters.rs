@@ -25,16 +25,20 @@ pub enum RouteKind {
     Proxy,
     /// Not routed: the request could not be read (malformed, too large).
     Invalid,
+    /// Answered by the relay port itself (docs/SEMANTICS.md §12): probes, discovery, and 404
+    /// for what the relay view does not serve.
+    Relay,
 }
 
 impl RouteKind {
     /// Every kind, in rendering order.
-    pub const ALL: [RouteKind; 5] = [
+    pub const ALL: [RouteKind; 6] = [
         RouteKind::List,
         RouteKind::Get,
         RouteKind::Watch,
         RouteKind::Proxy,
         RouteKind::Invalid,
+        RouteKind::Relay,
     ];
 
     /// The kind and resource of a routed request. A collection request is a watch when its raw
@@ -66,6 +70,7 @@ impl RouteKind {
             RouteKind::Watch => "watch",
             RouteKind::Proxy => "proxy",
             RouteKind::Invalid => "invalid",
+            RouteKind::Relay => "relay",
         }
     }
 
@@ -76,6 +81,7 @@ impl RouteKind {
             RouteKind::Watch => 2,
             RouteKind::Proxy => 3,
             RouteKind::Invalid => 4,
+            RouteKind::Relay => 5,
         }
     }
 }
@@ -143,7 +149,7 @@ const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other"];
 const CODE_SLOTS: usize = CODES.len() + CLASSES.len();
 /// Served resources plus one slot for "no resource" (proxied and invalid requests).
 const RES_SLOTS: usize = Resource::ALL.len() + 1;
-const ROUTES: usize = 5;
+const ROUTES: usize = RouteKind::ALL.len();
 
 /// The slot of a status code.
 fn code_slot(code: u16) -> usize {
@@ -176,6 +182,10 @@ pub struct Counters {
     watches_ended: [AtomicU64; 6],
     sent_bytes: [AtomicU64; ROUTES],
     watch_events: [AtomicU64; Resource::ALL.len()],
+    /// Connections open on the relay port (docs/SEMANTICS.md §12).
+    relay_connections: AtomicI64,
+    /// Of `open_watches`, those on the relay port: the followers' watches.
+    relay_watches: [AtomicI64; Resource::ALL.len()],
 }
 
 impl Default for Counters {
@@ -194,6 +204,8 @@ impl Counters {
             watches_ended: [const { AtomicU64::new(0) }; 6],
             sent_bytes: [const { AtomicU64::new(0) }; ROUTES],
             watch_events: [const { AtomicU64::new(0) }; Resource::ALL.len()],
+            relay_connections: AtomicI64::new(0),
+            relay_watches: [const { AtomicI64::new(0) }; Resource::ALL.len()],
         }
     }
 
@@ -230,6 +242,32 @@ impl Counters {
         if let Some(g) = self.open_watches.get(res.index()) {
             g.fetch_sub(1, Relaxed);
         }
+    }
+
+    /// A connection opened (`true`) or closed on the relay port.
+    pub fn relay_connection(&self, opened: bool) {
+        self.relay_connections
+            .fetch_add(if opened { 1 } else { -1 }, Relaxed);
+    }
+
+    /// Connections open on the relay port.
+    pub fn relay_connections(&self) -> u64 {
+        self.relay_connections.load(Relaxed).max(0) as u64
+    }
+
+    /// A watch stream of `res` opened (`true`) or closed on the relay port (counted in
+    /// [`Counters::watch_opened`] as well).
+    pub fn relay_watch(&self, res: Resource, opened: bool) {
+        if let Some(g) = self.relay_watches.get(res.index()) {
+            g.fetch_add(if opened { 1 } else { -1 }, Relaxed);
+        }
+    }
+
+    /// Open watch streams of `res` on the relay port.
+    pub fn relay_watches(&self, res: Resource) -> u64 {
+        self.relay_watches
+            .get(res.index())
+            .map_or(0, |g| g.load(Relaxed).max(0) as u64)
     }
 
     /// Open watch streams of `res`.
@@ -293,7 +331,7 @@ impl Counters {
         let labels: Vec<String> = Resource::ALL.iter().map(|&r| resource_label(r)).collect();
         let res_label = |slot: usize| labels.get(slot).map_or("", String::as_str);
         let name = "grid_wrapper_requests_total";
-        head(out, name, "counter", "Requests answered on the kube-proxy port, by route kind (list, get, watch, proxy, invalid), served resource (empty when proxied) and status code (codes outside a fixed table by class, e.g. 4xx); a watch counts when its stream starts.");
+        head(out, name, "counter", "Requests answered on the kube-proxy and relay ports, by route kind (list, get, watch, proxy, invalid, relay: the relay port's own probes and discovery), served resource (empty when proxied) and status code (codes outside a fixed table by class, e.g. 4xx); a watch counts when its stream starts.");
         for route in RouteKind::ALL {
             for (slot, row) in self.requests[route.index()].iter().enumerate() {
                 for (c, n) in row.iter().enumerate() {
@@ -327,6 +365,29 @@ impl Counters {
                 "{name}{{resource=\"{}\"}} {}",
                 res_label(r.index()),
                 self.open_watches(r)
+            );
+        }
+        let name = "grid_wrapper_relay_connections";
+        head(
+            out,
+            name,
+            "gauge",
+            "Connections open now on the relay port (--relay-bind-address): the followers'.",
+        );
+        let _ = writeln!(out, "{name} {}", self.relay_connections());
+        let name = "grid_wrapper_relay_open_watches";
+        head(
+            out,
+            name,
+            "gauge",
+            "Of grid_wrapper_open_watches, those on the relay port (the followers' reflectors), per served resource.",
+        );
+        for r in Resource::ALL {
+            let _ = writeln!(
+                out,
+                "{name}{{resource=\"{}\"}} {}",
+                res_label(r.index()),
+                self.relay_watches(r)
             );
         }
         let name = "grid_wrapper_watches_ended_total";
@@ -407,6 +468,8 @@ mod tests {
         c.sent(RouteKind::Watch, 1000);
         c.sent(RouteKind::Watch, 24);
         c.watch_events(Resource::SlicesV1, 3);
+        c.relay_connection(true);
+        c.relay_watch(Resource::SlicesV1, true);
         assert_eq!(
             c.requests(RouteKind::List, Some(Resource::Services), 200),
             2
@@ -429,14 +492,21 @@ mod tests {
             "grid_wrapper_watches_ended_total{reason=\"client_gone\"} 0\n",
             "grid_wrapper_sent_bytes_total{route=\"watch\"} 1024\n",
             "grid_wrapper_watch_events_sent_total{resource=\"endpointslices.discovery.k8s.io/v1\"} 3\n",
+            "grid_wrapper_relay_connections 1\n",
+            "grid_wrapper_relay_open_watches{resource=\"endpointslices.discovery.k8s.io/v1\"} 1\n",
+            "grid_wrapper_relay_open_watches{resource=\"nodes.v1\"} 0\n",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
         // Only counted request series; every other family has a fixed set.
         let samples = out.lines().filter(|l| !l.starts_with('#')).count();
         let per_resource = Resource::ALL.len();
-        assert_eq!(samples, 5 + per_resource + 6 + 5 + per_resource, "{out}");
-        assert_eq!(out.matches("# TYPE ").count(), 5);
+        assert_eq!(
+            samples,
+            5 + per_resource + 1 + per_resource + 6 + RouteKind::ALL.len() + per_resource,
+            "{out}"
+        );
+        assert_eq!(out.matches("# TYPE ").count(), 7);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use crate::cache::store::State;
 use crate::k8s::Resource;
-use crate::server::counters::resource_label;
+use crate::server::counters::{self, resource_label};
 use crate::server::extras::Extras;
 use crate::server::process::{self, ProcessStats};
 use crate::server::watchers::{self, WatcherStatus};
@@ -129,9 +129,13 @@ pub fn answer(query: &str, shared: &Writer, extras: &Extras) -> (u16, &'static s
             );
         }
     };
+    let relay: u64 = Resource::ALL
+        .iter()
+        .map(|&r| counters::global().relay_watches(r))
+        .sum();
     let doc = document(
         &facts,
-        open,
+        OpenStreams { all: open, relay },
         &streams,
         extras,
         stats::global(),
@@ -142,10 +146,19 @@ pub fn answer(query: &str, shared: &Writer, extras: &Extras) -> (u16, &'static s
     (200, "application/json", body + "\n")
 }
 
+/// How many watch streams are open.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenStreams {
+    /// On either port.
+    pub all: usize,
+    /// Of them, on the relay port (the followers'; docs/SEMANTICS.md §12).
+    pub relay: u64,
+}
+
 /// The JSON document (pure: every input is passed in).
 pub fn document(
     facts: &CacheFacts,
-    open_streams: usize,
+    open: OpenStreams,
     streams: &[Arc<WatcherStatus>],
     extras: &Extras,
     reflectors: &Stats,
@@ -172,6 +185,7 @@ pub fn document(
             json!({
                 "id": s.id,
                 "peer": i.peer,
+                "port": if i.relay { "relay" } else { "kube-proxy" },
                 "resource": resource_label(i.resource),
                 "namespace": i.namespace,
                 "label_selector": i.label_selector,
@@ -253,9 +267,10 @@ pub fn document(
         "resource_version": facts.resource_version.to_string(),
         "resources": resources,
         "watchers": {
-            "open": open_streams,
+            "open": open.all,
+            "relay_open": open.relay,
             "listed": items.len(),
-            "truncated": items.len() < open_streams,
+            "truncated": items.len() < open.all,
             "items": items,
         },
         "reflectors": reflectors,
@@ -323,9 +338,11 @@ mod tests {
             field_selector: String::new(),
             started_unix: 100,
             cursor,
+            relay: res == Resource::Nodes,
         };
         let a = REG.register(info(Resource::Services, 42), &C);
         let _b = REG.register(info(Resource::Nodes, 42), &C);
+        assert_eq!(C.relay_watches(Resource::Nodes), 1);
         a.set_unsent(10);
         let (open, listed) = REG.snapshot(1);
         let st = state();
@@ -355,11 +372,16 @@ mod tests {
             resident_bytes: Some(4096),
             ..ProcessStats::default()
         };
+        let open = OpenStreams {
+            all: open,
+            relay: 1,
+        };
         let d = document(&facts, open, &listed, &extras, &reflectors, &proc, 100);
         assert_eq!(d["resource_version"], "42");
         assert_eq!(d["resources"]["services.v1"]["objects"], 0);
         assert_eq!(d["resources"]["nodes.v1"]["event_log"]["horizon"], "42");
         assert_eq!(d["watchers"]["open"], 2);
+        assert_eq!(d["watchers"]["relay_open"], 1);
         assert_eq!(d["watchers"]["truncated"], true);
         let w = &d["watchers"]["items"][0];
         assert_eq!(w["resource"], "services.v1");

@@ -1,5 +1,7 @@
-//! The event loop: one mio `Poll` on one thread owns every client socket. Reflector and proxy
-//! threads never touch sockets; they publish (to the cache or a channel) and `wake()` the loop.
+//! The event loop: one mio `Poll` on one thread owns every client socket, kube-proxy's and, with
+//! `--relay-bind-address`, the followers' on the relay port (`server::relay`). Reflector and
+//! proxy threads never touch sockets; they publish (to the cache or a channel) and `wake()` the
+//! loop.
 
 use std::collections::HashMap;
 use std::io;
@@ -15,6 +17,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::cache::published::{Ageing, View};
 use crate::server::conn::{Conn, Ctx, ServerOptions};
 use crate::server::proxy::Proxy;
+use crate::server::relay::{RelayPort, Side};
 use crate::server::transport::Transport;
 use crate::sync::lock;
 use crate::upstream::client::Upstream;
@@ -24,8 +27,10 @@ use crate::writer::Writer;
 const LISTENER: Token = Token(0);
 /// Wakes from reflector and proxy threads.
 const WAKER: Token = Token(1);
+/// The relay port's listening socket.
+const RELAY_LISTENER: Token = Token(2);
 /// The first connection token; tokens are never reused.
-const FIRST_CONN: usize = 2;
+const FIRST_CONN: usize = 3;
 /// The loop wakes at least this often (timers are also computed exactly).
 const MAX_SLEEP: Duration = Duration::from_secs(5);
 /// How long a graceful shutdown lets proxied requests finish and queued bytes drain.
@@ -51,6 +56,8 @@ pub struct Server {
     seed: u64,
     /// Ages the event logs while no change comes.
     ageing: Ageing,
+    /// The relay port, with `--relay-bind-address`.
+    relay: Option<RelayPort>,
 }
 
 impl Server {
@@ -84,7 +91,24 @@ impl Server {
             opts,
             seed: seed | 1,
             ageing: Ageing::default(),
+            relay: None,
         })
+    }
+
+    /// Serves the relay port too (docs/SEMANTICS.md §12): its connections read the relay view.
+    pub fn serve_relay(&mut self, mut port: RelayPort) -> io::Result<()> {
+        if let Some(listener) = port.listener.as_mut() {
+            self.poll
+                .registry()
+                .register(listener, RELAY_LISTENER, Interest::READABLE)?;
+        }
+        self.relay = Some(port);
+        Ok(())
+    }
+
+    /// The relay port's bound address, when it is served.
+    pub fn relay_addr(&self) -> Option<io::Result<SocketAddr>> {
+        self.relay.as_ref().map(RelayPort::local_addr)
     }
 
     /// The bound address.
@@ -125,6 +149,9 @@ impl Server {
     /// Takes a new serving TLS configuration, if one was handed over (certificate reload).
     /// Connections already open keep theirs; new ones use the new one.
     fn reload_tls(&mut self) {
+        if let Some(relay) = &mut self.relay {
+            relay.reload_tls();
+        }
         let Some(slot) = &self.opts.tls_reload else {
             return;
         };
@@ -139,6 +166,9 @@ impl Server {
     /// `grace`, flush what is queued; whatever is still open after `grace` is closed.
     pub fn shutdown(&mut self, events: &mut Events, grace: Duration) {
         if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        if let Some(mut listener) = self.relay.as_mut().and_then(|r| r.listener.take()) {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         let open = self.conns.len();
@@ -204,11 +234,15 @@ impl Server {
         if self.ageing.is_due(now) {
             self.ageing.tick(&mut lock(&self.view), now);
         }
+        if let Some(relay) = &mut self.relay {
+            relay.age(now);
+        }
         let jitter = self.jitter();
         let mut touched: Vec<Token> = Vec::new();
         for event in events.iter() {
             match event.token() {
-                LISTENER => self.accept(now, &mut touched),
+                LISTENER => self.accept(Side::KubeProxy, now, &mut touched),
+                RELAY_LISTENER => self.accept(Side::Relay, now, &mut touched),
                 WAKER => {}
                 token => {
                     if let Some(conn) = self.conns.get_mut(&token) {
@@ -244,7 +278,6 @@ impl Server {
         );
         let ctx = Ctx {
             cache: &self.cache,
-            view: &self.view,
             proxy: &self.proxy,
             opts: &self.opts,
             now,
@@ -288,13 +321,26 @@ impl Server {
         conn.set_registered(want);
     }
 
-    fn accept(&mut self, now: Instant, touched: &mut Vec<Token>) {
+    /// Accepts what waits on `side`'s listener.
+    fn accept(&mut self, side: Side, now: Instant, touched: &mut Vec<Token>) {
         loop {
-            let Some(listener) = &self.listener else {
+            let listener = match (side, &self.relay) {
+                (Side::KubeProxy, _) => &self.listener,
+                (Side::Relay, Some(relay)) => &relay.listener,
+                (Side::Relay, None) => return,
+            };
+            let Some(listener) = listener else {
                 return;
             };
             match listener.accept() {
                 Ok((mut sock, peer)) => {
+                    // The relay port's connections read the relay view, over its own TLS.
+                    let (tls, view) = match (side, &self.relay) {
+                        (Side::Relay, Some(relay)) => {
+                            (Some(relay.tls().clone()), relay.view.clone())
+                        }
+                        _ => (self.opts.tls.clone(), self.view.clone()),
+                    };
                     if self.conns.len() >= MAX_CONNECTIONS {
                         warn!("refusing {peer}: {MAX_CONNECTIONS} connections open");
                         continue;
@@ -310,14 +356,21 @@ impl Server {
                         continue;
                     }
                     let _ = sock.set_nodelay(true);
-                    let transport = match Transport::new(sock, self.opts.tls.as_ref()) {
+                    let transport = match Transport::new(sock, tls.as_ref()) {
                         Ok(t) => t,
                         Err(e) => {
                             warn!("cannot start TLS for {peer}: {e}");
                             continue;
                         }
                     };
-                    let mut conn = Conn::new(transport, peer.to_string(), self.opts.limits, now);
+                    let mut conn = Conn::new(
+                        transport,
+                        side,
+                        view,
+                        peer.to_string(),
+                        self.opts.limits,
+                        now,
+                    );
                     conn.set_registered(Interest::READABLE);
                     // Data may already be there (edge-triggered: read now).
                     if conn.read(now) {

@@ -1,6 +1,7 @@
 //! Signals (I/O shell): SIGTERM/SIGINT start a graceful shutdown, SIGHUP reloads the serving
-//! certificate, key and client CA. The files are also reloaded when they change (checked every
-//! few seconds), as a kubelet-rotated or cert-manager-renewed certificate never sends SIGHUP.
+//! certificate, key and client CA, and the relay port's (`--relay-bind-address`) the same way.
+//! The files are also reloaded when they change (checked every few seconds), as a
+//! kubelet-rotated or cert-manager-renewed certificate never sends SIGHUP.
 //!
 //! A reload that fails (unreadable file, key that does not match, bad PEM) keeps the old
 //! configuration and logs why; open connections — watches included — always keep the
@@ -17,7 +18,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::server::conn::TlsSlot;
-use crate::server::transport;
+use crate::server::transport::{self, TlsFlags};
 use crate::sync::lock;
 
 /// How often the signal thread looks for signals.
@@ -25,14 +26,16 @@ const TICK: Duration = Duration::from_millis(100);
 /// How often the TLS files' modification times are compared.
 const FILE_CHECK: Duration = Duration::from_secs(5);
 
-/// The serving TLS files, and where a reloaded configuration goes.
+/// One port's TLS files, and where a reloaded configuration goes.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
-    /// `--cert-file`.
+    /// Which port's: the flags its files come from ([`TlsFlags::SERVING`], [`TlsFlags::RELAY`]).
+    pub flags: TlsFlags,
+    /// The certificate (`--cert-file`, `--relay-cert-file`).
     pub cert: PathBuf,
-    /// `--key-file`.
+    /// The key.
     pub key: PathBuf,
-    /// `--ca-file` (client CA), if any.
+    /// The client CA, if any.
     pub ca: Option<PathBuf>,
     /// The loop takes new configurations from here.
     pub slot: TlsSlot,
@@ -49,40 +52,47 @@ impl TlsFiles {
     }
 
     fn reload(&self, why: &str) {
-        match transport::server_config(&self.cert, &self.key, self.ca.as_deref()) {
+        let what = if self.flags == TlsFlags::RELAY {
+            "relay certificate"
+        } else {
+            "serving certificate"
+        };
+        match transport::server_config(self.flags, &self.cert, &self.key, self.ca.as_deref()) {
             Ok(cfg) => {
                 *lock(&self.slot) = Some(cfg);
-                info!("{why}: serving certificate reloaded from {}; new connections use it, open ones keep theirs", self.cert.display());
+                info!(
+                    "{why}: {what} reloaded from {}; new connections use it, open ones keep theirs",
+                    self.cert.display()
+                );
             }
-            Err(e) => warn!("{why}: keeping the current serving certificate: {e}"),
+            Err(e) => warn!("{why}: keeping the current {what}: {e}"),
         }
     }
 }
 
 /// Starts the signal thread. The first SIGTERM/SIGINT sets `stop` and wakes the loop; a second
-/// one exits at once (code 1) in case the graceful path hangs.
-pub fn spawn(
-    stop: Arc<AtomicBool>,
-    waker: Arc<Waker>,
-    tls: Option<TlsFiles>,
-) -> std::io::Result<()> {
+/// one exits at once (code 1) in case the graceful path hangs. `tls`: every port's TLS files
+/// (none when serving plain HTTP without a relay port).
+pub fn spawn(stop: Arc<AtomicBool>, waker: Arc<Waker>, tls: Vec<TlsFiles>) -> std::io::Result<()> {
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let mut stamps = tls.as_ref().map(TlsFiles::stamps);
+            let mut stamps: Vec<_> = tls.iter().map(TlsFiles::stamps).collect();
             let mut checked = Instant::now();
             loop {
                 for sig in signals.pending() {
                     match sig {
-                        SIGHUP => match &tls {
-                            Some(files) => {
+                        SIGHUP if tls.is_empty() => {
+                            info!("SIGHUP: nothing to reload (serving plain HTTP)");
+                        }
+                        SIGHUP => {
+                            for (files, stamp) in tls.iter().zip(stamps.iter_mut()) {
                                 files.reload("SIGHUP");
-                                stamps = Some(files.stamps());
-                                let _ = waker.wake();
+                                *stamp = files.stamps();
                             }
-                            None => info!("SIGHUP: nothing to reload (serving plain HTTP)"),
-                        },
+                            let _ = waker.wake();
+                        }
                         _ if stop.swap(true, Ordering::SeqCst) => {
                             warn!("second termination signal: exiting at once");
                             std::process::exit(1);
@@ -96,12 +106,12 @@ pub fn spawn(
                         }
                     }
                 }
-                if let Some(files) = &tls {
-                    if checked.elapsed() >= FILE_CHECK {
-                        checked = Instant::now();
+                if !tls.is_empty() && checked.elapsed() >= FILE_CHECK {
+                    checked = Instant::now();
+                    for (files, stamp) in tls.iter().zip(stamps.iter_mut()) {
                         let now = files.stamps();
-                        if stamps.as_ref() != Some(&now) {
-                            stamps = Some(now);
+                        if *stamp != now {
+                            *stamp = now;
                             files.reload("certificate files changed");
                             let _ = waker.wake();
                         }

@@ -1,6 +1,6 @@
 //! Plain TCP or TLS (rustls) under one type, so the HTTP layer only ever sees plaintext bytes
 //! (`--insecure=false` serves TLS with `--cert-file`/`--key-file`, and `--ca-file` requires and
-//! verifies client certificates).
+//! verifies client certificates; the relay port, `--relay-bind-address`, always requires them).
 
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -18,23 +18,56 @@ use crate::server::outbound::Outbound;
 /// Plaintext a TLS session may buffer ahead of the socket; beyond it writes report `WouldBlock`.
 const TLS_BUFFER: usize = 256 * 1024;
 
-/// Builds the serving TLS configuration (ring provider, TLS 1.2 and 1.3).
+/// The flags a TLS configuration's files come from, named in its errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlsFlags {
+    /// The certificate's flag.
+    pub cert: &'static str,
+    /// The key's flag.
+    pub key: &'static str,
+    /// The client CA's flag.
+    pub ca: &'static str,
+}
+
+impl TlsFlags {
+    /// The kube-proxy port's: `--cert-file`, `--key-file`, `--ca-file`.
+    pub const SERVING: TlsFlags = TlsFlags {
+        cert: "--cert-file",
+        key: "--key-file",
+        ca: "--ca-file",
+    };
+    /// The relay port's (docs/SEMANTICS.md §12).
+    pub const RELAY: TlsFlags = TlsFlags {
+        cert: "--relay-cert-file",
+        key: "--relay-key-file",
+        ca: "--relay-client-ca-file",
+    };
+}
+
+/// Builds the serving TLS configuration (ring provider, TLS 1.2 and 1.3); with `client_ca`, a
+/// client certificate chaining to it is required. Errors name the file and its flag (`flags`).
 pub fn server_config(
+    flags: TlsFlags,
     cert: &Path,
     key: &Path,
     client_ca: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, String> {
+    let TlsFlags {
+        cert: cert_flag,
+        key: key_flag,
+        ca: ca_flag,
+    } = flags;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("--cert-file {}: {e}", cert.display()))?;
+        .map_err(|e| format!("{cert_flag} {}: {e}", cert.display()))?;
     if certs.is_empty() {
         return Err(format!(
-            "--cert-file {}: no certificate found",
+            "{cert_flag} {}: no certificate found",
             cert.display()
         ));
     }
     let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("--key-file {}: {e}", key.display()))?;
+        .map_err(|e| format!("{key_flag} {}: {e}", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -44,22 +77,22 @@ pub fn server_config(
         Some(ca) => {
             let mut roots = RootCertStore::empty();
             for c in CertificateDer::pem_file_iter(ca)
-                .map_err(|e| format!("--ca-file {}: {e}", ca.display()))?
+                .map_err(|e| format!("{ca_flag} {}: {e}", ca.display()))?
             {
-                let c = c.map_err(|e| format!("--ca-file {}: {e}", ca.display()))?;
+                let c = c.map_err(|e| format!("{ca_flag} {}: {e}", ca.display()))?;
                 roots
                     .add(c)
-                    .map_err(|e| format!("--ca-file {}: {e}", ca.display()))?;
+                    .map_err(|e| format!("{ca_flag} {}: {e}", ca.display()))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
-                .map_err(|e| format!("--ca-file {}: {e}", ca.display()))?;
+                .map_err(|e| format!("{ca_flag} {}: {e}", ca.display()))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
     let cfg = builder
         .with_single_cert(certs, key)
-        .map_err(|e| format!("--cert-file/--key-file: {e}"))?;
+        .map_err(|e| format!("{cert_flag}/{key_flag}: {e}"))?;
     Ok(Arc::new(cfg))
 }
 

@@ -266,7 +266,7 @@ impl Watcher {
 
     /// What the registry of open streams keeps about this one, started by `peer` with the raw
     /// `query` (selectors shown as given).
-    pub fn info(&self, peer: &str, query: &str, now_unix: u64) -> WatchInfo {
+    pub fn info(&self, peer: &str, query: &str, now_unix: u64, relay: bool) -> WatchInfo {
         WatchInfo {
             peer: peer.to_string(),
             resource: self.res,
@@ -275,6 +275,7 @@ impl Watcher {
             field_selector: query_value(query, "fieldSelector"),
             started_unix: now_unix,
             cursor: self.cursor,
+            relay,
         }
     }
 

@@ -37,6 +37,8 @@ pub struct WatchInfo {
     pub started_unix: u64,
     /// The cursor after the initial events.
     pub cursor: u64,
+    /// Whether the stream is on the relay port (a follower's), not the kube-proxy port.
+    pub relay: bool,
 }
 
 /// One open watch stream, shared by the event loop (writer) and the health thread (reader).
@@ -95,6 +97,9 @@ impl Registry {
     pub fn register(&'static self, info: WatchInfo, counters: &'static Counters) -> WatchHandle {
         let id = self.next_id.fetch_add(1, Relaxed);
         counters.watch_opened(info.resource);
+        if info.relay {
+            counters.relay_watch(info.resource, true);
+        }
         let status = Arc::new(WatcherStatus {
             id,
             cursor: AtomicU64::new(info.cursor),
@@ -167,6 +172,9 @@ impl Drop for WatchHandle {
     fn drop(&mut self) {
         self.end(EndReason::ClientGone);
         self.counters.watch_closed(self.status.info.resource);
+        if self.status.info.relay {
+            self.counters.relay_watch(self.status.info.resource, false);
+        }
         self.registry.lock().remove(&self.status.id);
     }
 }
@@ -224,6 +232,7 @@ mod tests {
             field_selector: String::new(),
             started_unix: 1,
             cursor: 10,
+            relay: false,
         }
     }
 
@@ -235,6 +244,18 @@ mod tests {
         let b = REG.register(info(Resource::Services), &C);
         let c = REG.register(info(Resource::Services), &C);
         assert_eq!(C.open_watches(Resource::Services), 2);
+        let relayed = REG.register(
+            WatchInfo {
+                relay: true,
+                ..info(Resource::Services)
+            },
+            &C,
+        );
+        assert_eq!(C.relay_watches(Resource::Services), 1);
+        assert_eq!(C.open_watches(Resource::Services), 3);
+        relayed.end(EndReason::Shutdown);
+        drop(relayed);
+        assert_eq!(C.relay_watches(Resource::Services), 0);
         b.set_cursor(42);
         b.set_unsent(7);
         b.add_events(3);

@@ -1,6 +1,7 @@
 //! A throwaway test PKI made with the `openssl` CLI: a CA, a server certificate for
-//! 127.0.0.1, a client certificate, and an unrelated CA; plus a ureq client that trusts the CA
-//! and presents the client certificate. Shared by the HTTPS tests.
+//! 127.0.0.1, a client certificate, and an unrelated CA with a client certificate of its own;
+//! plus a ureq client that trusts the CA and presents the client certificate. Shared by the
+//! HTTPS tests.
 
 use std::process::Command;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use super::{find_in_path, run_bounded, Sim, TempDir};
 /// Limit for one openssl run.
 pub const OPENSSL_TIMEOUT: Duration = Duration::from_secs(15);
 /// A test PKI in a temporary directory: CA, server cert for 127.0.0.1, client cert, and an
-/// unrelated CA that signed nothing here.
+/// unrelated CA that signed only `other-client.crt`.
 pub struct Pki {
     /// The directory holding every file.
     pub dir: TempDir,
@@ -60,7 +61,7 @@ impl Pki {
         let cnf = pki.path("openssl.cnf");
         let mut steps: Vec<Vec<String>> = Vec::new();
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        for key in ["ca", "other-ca", "server", "client"] {
+        for key in ["ca", "other-ca", "server", "client", "other-client"] {
             steps.push(s(&[
                 "genpkey",
                 "-algorithm",
@@ -90,7 +91,12 @@ impl Pki {
                 &pki.path(&format!("{ca}.crt")),
             ]));
         }
-        for (leaf, cn) in [("server", "127.0.0.1"), ("client", "grid-wrapper")] {
+        for (leaf, cn, ca, serial) in [
+            ("server", "127.0.0.1", "ca", "2"),
+            ("client", "grid-wrapper", "ca", "3"),
+            ("other-client", "grid-wrapper", "other-ca", "4"),
+        ] {
+            let ext = if leaf == "server" { "server" } else { "client" };
             steps.push(s(&[
                 "req",
                 "-new",
@@ -109,15 +115,15 @@ impl Pki {
                 "-in",
                 &pki.path(&format!("{leaf}.csr")),
                 "-CA",
-                &pki.path("ca.crt"),
+                &pki.path(&format!("{ca}.crt")),
                 "-CAkey",
-                &pki.path("ca.key"),
+                &pki.path(&format!("{ca}.key")),
                 "-set_serial",
-                if leaf == "server" { "2" } else { "3" },
+                serial,
                 "-days",
                 "2",
                 "-extfile",
-                &pki.path(&format!("{leaf}.ext")),
+                &pki.path(&format!("{ext}.ext")),
                 "-out",
                 &pki.path(&format!("{leaf}.crt")),
             ]));
@@ -184,10 +190,16 @@ impl Pki {
 
     /// A ureq agent trusting the test CA and presenting the client certificate.
     pub fn agent(&self) -> ureq::Agent {
+        self.agent_as("client")
+    }
+
+    /// A ureq agent trusting the test CA and presenting the certificate `<client>.crt`.
+    pub fn agent_as(&self, client: &str) -> ureq::Agent {
         use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig, TlsProvider};
         let ca = Certificate::from_pem(&self.read("ca.crt")).expect("CA PEM");
-        let cert = Certificate::from_pem(&self.read("client.crt")).expect("client PEM");
-        let key = PrivateKey::from_pem(&self.read("client.key")).expect("client key PEM");
+        let cert = Certificate::from_pem(&self.read(&format!("{client}.crt"))).expect("client PEM");
+        let key =
+            PrivateKey::from_pem(&self.read(&format!("{client}.key"))).expect("client key PEM");
         let tls = TlsConfig::builder()
             .provider(TlsProvider::Rustls)
             .unversioned_rustls_crypto_provider(std::sync::Arc::new(

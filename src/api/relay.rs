@@ -1,0 +1,150 @@
+//! What the relay port (`--relay-bind-address`, docs/SEMANTICS.md §12) answers itself, beyond
+//! the cache-backed routes it shares with the kube-proxy port: the probes a follower's failover
+//! prober sends, the EndpointSlice discovery a follower's reflectors start with, and a 404 for
+//! the resources the relay view does not serve (a follower reads 404 as "absent", never a
+//! proxied answer of the relay's upstream, which may have them). Pure: the relay view is passed
+//! in, locked by the caller.
+
+use serde_json::json;
+
+use crate::api::handlers::{Reply, Segment};
+use crate::api::negotiate::Format;
+use crate::api::route::route;
+use crate::cache::published::Published;
+use crate::k8s::status::ApiError;
+use crate::k8s::Resource;
+
+/// The EndpointSlice API group, as discovery names it.
+const SLICE_GROUP: &str = "discovery.k8s.io";
+
+/// What the relay port does with one request.
+#[derive(Debug)]
+pub enum RelayAnswer {
+    /// A probe's answer: status and a plain-text body.
+    Probe(u16, &'static str),
+    /// Answered by the relay: discovery, or a 404 `Status`.
+    Reply(Reply),
+    /// An answer that depends on the relay view, which is not ready yet: held (or 503) like a
+    /// cache-backed request.
+    NotReady,
+    /// Nothing special: routed as on the kube-proxy port (the cache routes from the relay view,
+    /// the rest proxied).
+    Routed,
+}
+
+/// The EndpointSlice version the relay view serves: the upstream's (v1beta1 only for an
+/// upstream that has no v1).
+pub fn slice_resource(view: &Published) -> Resource {
+    if view.serves_v1beta1() {
+        Resource::SlicesV1beta1
+    } else {
+        Resource::SlicesV1
+    }
+}
+
+/// Decides what the relay port answers to `method` `path` (without its query) from `view`.
+pub fn answer(method: &str, path: &str, view: &Published) -> RelayAnswer {
+    if method != "GET" {
+        return RelayAnswer::Routed;
+    }
+    match path {
+        "/healthz" | "/livez" => return RelayAnswer::Probe(200, "ok"),
+        "/readyz" if view.is_ready() => return RelayAnswer::Probe(200, "ok"),
+        "/readyz" => {
+            return RelayAnswer::Probe(
+                503,
+                "not ready: the relay's initial sync with its upstream is not complete",
+            )
+        }
+        _ => {}
+    }
+    let discovery = match path.strip_prefix("/apis/discovery.k8s.io") {
+        Some("") => Some(None),
+        Some("/v1") => Some(Some(Resource::SlicesV1)),
+        Some("/v1beta1") => Some(Some(Resource::SlicesV1beta1)),
+        _ => None,
+    };
+    let asked = match discovery {
+        Some(version) => version,
+        None => match route(method, path).resource() {
+            Some(res)
+                if res.is_cidr() || matches!(res, Resource::SlicesV1 | Resource::SlicesV1beta1) =>
+            {
+                Some(res)
+            }
+            _ => return RelayAnswer::Routed,
+        },
+    };
+    if !view.is_ready() {
+        return RelayAnswer::NotReady;
+    }
+    let served = slice_resource(view);
+    let not_served = match asked {
+        Some(res) if res.is_cidr() => !view.serves_cidrs(),
+        Some(res) => res != served,
+        None => false,
+    };
+    if not_served {
+        return RelayAnswer::Reply(Reply::error(&ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource (the relay does not serve it)",
+        )));
+    }
+    match (discovery, asked) {
+        (Some(None), _) => RelayAnswer::Reply(json_reply(&api_group(served))),
+        (Some(Some(_)), _) => RelayAnswer::Reply(json_reply(&resource_list(served))),
+        // A served slice version or ServiceCIDRs: the cache route answers from the relay view.
+        (None, _) => RelayAnswer::Routed,
+    }
+}
+
+/// The `discovery.k8s.io` APIGroup naming the one version served.
+fn api_group(served: Resource) -> serde_json::Value {
+    let version = served_version(served);
+    let gv = json!({"groupVersion": format!("{SLICE_GROUP}/{version}"), "version": version});
+    json!({
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": SLICE_GROUP,
+        "versions": [gv.clone()],
+        "preferredVersion": gv,
+    })
+}
+
+/// The APIResourceList of the served version: EndpointSlices, read-only.
+fn resource_list(served: Resource) -> serde_json::Value {
+    json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": served.api_version(),
+        "resources": [{
+            "name": served.plural(),
+            "singularName": "endpointslice",
+            "namespaced": true,
+            "kind": served.kind(),
+            "verbs": ["get", "list", "watch"],
+        }],
+    })
+}
+
+fn served_version(served: Resource) -> &'static str {
+    match served {
+        Resource::SlicesV1beta1 => "v1beta1",
+        _ => "v1",
+    }
+}
+
+fn json_reply(doc: &serde_json::Value) -> Reply {
+    // Serializing a Value cannot fail.
+    let body = serde_json::to_vec(doc).unwrap_or_default();
+    Reply {
+        code: 200,
+        format: Format::Json,
+        retry_after: None,
+        body: vec![Segment::Owned(body)],
+    }
+}
+
+#[cfg(test)]
+mod tests;
