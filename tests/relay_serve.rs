@@ -24,23 +24,49 @@ struct Relay {
     url: String,
 }
 
-fn relay(pki: &Pki, sim: &Sim, extra: &[&str]) -> Relay {
+fn relay(pki: &Pki, sim: &Sim) -> Relay {
     let port = free_port();
     let kc = pki.kubeconfig("relay.kubeconfig", &sim.url, "", "    token: relay-token\n");
-    let mut flags = vec![
+    let flags = [
         format!("--kubeconfig={kc}"),
         format!("--relay-bind-address=127.0.0.1:{port}"),
         format!("--relay-cert-file={}", pki.path("server.crt")),
         format!("--relay-key-file={}", pki.path("server.key")),
         format!("--relay-client-ca-file={}", pki.path("ca.crt")),
     ];
-    flags.extend(extra.iter().map(|s| s.to_string()));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let w = Wrapper::start(&sim.url, "edge-a1", &flags);
     Relay {
         w,
         url: format!("https://127.0.0.1:{port}"),
     }
+}
+
+/// A test PKI, the simulator (demo fixture) and a relay in front of it; `None` without openssl.
+fn started() -> Option<(Pki, Sim, Relay)> {
+    let pki = Pki::generate()?;
+    let sim = Sim::start(&[]);
+    let r = relay(&pki, &sim);
+    Some((pki, sim, r))
+}
+
+/// The event POSTs the simulator recorded.
+fn posted_events(sim: &Sim) -> Vec<Value> {
+    sim.requests()
+        .into_iter()
+        .filter(|q| q["method"] == "POST" && q["path"] == EVENTS)
+        .collect()
+}
+
+/// The relay's `grid_wrapper_relay_open_watches` samples, summed over resources matching
+/// `resource` (a substring of the label).
+fn relay_watches(r: &Relay, resource: &str) -> u64 {
+    let (_, _, metrics) = common::request(r.w.health, "GET", "/metrics", &[], b"");
+    String::from_utf8_lossy(&metrics)
+        .lines()
+        .filter(|l| l.starts_with("grid_wrapper_relay_open_watches{") && l.contains(resource))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// GET over TLS with `agent`: (status, body).
@@ -71,9 +97,9 @@ fn endpoint_ips(eps: &Value) -> Vec<String> {
 
 #[test]
 fn relay_port_serves_the_upstream_unpruned_and_the_kube_proxy_port_pruned() {
-    let Some(pki) = Pki::generate() else { return };
-    let sim = Sim::start(&[]);
-    let r = relay(&pki, &sim, &[]);
+    let Some((pki, sim, r)) = started() else {
+        return;
+    };
     let agent = pki.agent();
 
     // EndpointSlices and Endpoints of the topology Service `web`: every zone on the relay port,
@@ -144,21 +170,17 @@ fn relay_port_serves_the_upstream_unpruned_and_the_kube_proxy_port_pruned() {
     );
 
     // The followers' watch is counted apart in /metrics.
-    let (_, _, metrics) = common::request(r.w.health, "GET", "/metrics", &[], b"");
-    let metrics = String::from_utf8_lossy(&metrics);
-    assert!(
-        metrics.contains(
-            "grid_wrapper_relay_open_watches{resource=\"endpointslices.discovery.k8s.io/v1\"} 1"
-        ),
-        "{metrics}"
+    assert_eq!(
+        relay_watches(&r, "\"endpointslices.discovery.k8s.io/v1\""),
+        1
     );
 }
 
 #[test]
 fn relay_port_refuses_clients_without_a_certificate_of_its_ca() {
-    let Some(pki) = Pki::generate() else { return };
-    let sim = Sim::start(&[]);
-    let r = relay(&pki, &sim, &[]);
+    let Some((pki, _sim, r)) = started() else {
+        return;
+    };
     let url = format!("{}{SLICES}", r.url);
     assert!(
         pki.agent_trusting("ca.crt").get(&url).call().is_err(),
@@ -201,7 +223,7 @@ fn relay_port_is_not_ready_before_its_first_sync_and_404s_absent_servicecidrs() 
     // An upstream without ServiceCIDRs: 404 on the relay port, answered by the relay (a
     // follower reads it as "absent"), not proxied.
     let sim = Sim::start(&["--no-servicecidrs"]);
-    let r = relay(&pki, &sim, &[]);
+    let r = relay(&pki, &sim);
     sim.clear_requests();
     for path in [
         "/apis/networking.k8s.io/v1/servicecidrs",
@@ -230,9 +252,9 @@ fn relay_port_is_not_ready_before_its_first_sync_and_404s_absent_servicecidrs() 
 
 #[test]
 fn relay_port_proxies_with_the_callers_own_authorization_only() {
-    let Some(pki) = Pki::generate() else { return };
-    let sim = Sim::start(&[]);
-    let r = relay(&pki, &sim, &[]);
+    let Some((pki, sim, r)) = started() else {
+        return;
+    };
     let agent = pki.agent();
     for auth in [Some("Bearer kube-proxy-token"), None] {
         sim.clear_requests();
@@ -244,11 +266,7 @@ fn relay_port_proxies_with_the_callers_own_authorization_only() {
         }
         let resp = req.send(b"{\"kind\":\"Event\"}".as_slice()).expect("POST");
         assert_eq!(resp.status().as_u16(), 201);
-        let posted: Vec<Value> = sim
-            .requests()
-            .into_iter()
-            .filter(|q| q["method"] == "POST" && q["path"] == EVENTS)
-            .collect();
+        let posted = posted_events(&sim);
         assert_eq!(posted.len(), 1, "{posted:?}");
         assert_eq!(
             posted[0]["authorization"],
@@ -260,9 +278,9 @@ fn relay_port_proxies_with_the_callers_own_authorization_only() {
 
 #[test]
 fn follower_behind_the_relay_serves_its_own_nodes_view_and_follows_changes() {
-    let Some(pki) = Pki::generate() else { return };
-    let sim = Sim::start(&[]);
-    let r = relay(&pki, &sim, &[]);
+    let Some((pki, sim, r)) = started() else {
+        return;
+    };
     // The follower's upstream is the relay: its CA and the follower's client certificate.
     let cluster = format!("    certificate-authority-data: {}\n", pki.b64("ca.crt"));
     let creds = format!(
@@ -303,24 +321,10 @@ fn follower_behind_the_relay_serves_its_own_nodes_view_and_follows_changes() {
         b"{}",
     );
     assert_eq!(code, 201);
-    let posted: Vec<Value> = sim
-        .requests()
-        .into_iter()
-        .filter(|q| q["method"] == "POST" && q["path"] == EVENTS)
-        .collect();
+    let posted = posted_events(&sim);
     assert_eq!(posted.len(), 1, "{posted:?}");
     assert_eq!(posted[0]["authorization"], "Bearer kube-proxy-token");
 
-    // The relay counts the follower's connections and watches.
-    let (_, _, metrics) = common::request(r.w.health, "GET", "/metrics", &[], b"");
-    let metrics = String::from_utf8_lossy(&metrics);
-    let watches: u64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("grid_wrapper_relay_open_watches{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
-    assert!(
-        watches >= 4,
-        "the follower's reflectors watch the relay:\n{metrics}"
-    );
+    // The relay counts the follower's watches: one per reflector.
+    assert!(relay_watches(&r, "") >= 4);
 }

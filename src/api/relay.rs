@@ -58,20 +58,12 @@ pub fn answer(method: &str, path: &str, view: &Published) -> RelayAnswer {
         }
         _ => {}
     }
-    let discovery = match path.strip_prefix("/apis/discovery.k8s.io") {
-        Some("") => Some(None),
-        Some("/v1") => Some(Some(Resource::SlicesV1)),
-        Some("/v1beta1") => Some(Some(Resource::SlicesV1beta1)),
-        _ => None,
-    };
-    let asked = match discovery {
-        Some(version) => version,
-        None => match route(method, path).resource() {
-            Some(res)
-                if res.is_cidr() || matches!(res, Resource::SlicesV1 | Resource::SlicesV1beta1) =>
-            {
-                Some(res)
-            }
+    let asks = match path.strip_prefix("/apis/discovery.k8s.io") {
+        Some("") => Asks::Group,
+        Some("/v1") => Asks::Version(Resource::SlicesV1),
+        Some("/v1beta1") => Asks::Version(Resource::SlicesV1beta1),
+        _ => match route(method, path).resource() {
+            Some(res) if res.is_cidr() || is_slice(res) => Asks::Resource(res),
             _ => return RelayAnswer::Routed,
         },
     };
@@ -79,10 +71,10 @@ pub fn answer(method: &str, path: &str, view: &Published) -> RelayAnswer {
         return RelayAnswer::NotReady;
     }
     let served = slice_resource(view);
-    let not_served = match asked {
-        Some(res) if res.is_cidr() => !view.serves_cidrs(),
-        Some(res) => res != served,
-        None => false,
+    let not_served = match asks {
+        Asks::Group => false,
+        Asks::Resource(res) if res.is_cidr() => !view.serves_cidrs(),
+        Asks::Version(res) | Asks::Resource(res) => res != served,
     };
     if not_served {
         return RelayAnswer::Reply(Reply::error(&ApiError::new(
@@ -91,12 +83,27 @@ pub fn answer(method: &str, path: &str, view: &Published) -> RelayAnswer {
             "the server could not find the requested resource (the relay does not serve it)",
         )));
     }
-    match (discovery, asked) {
-        (Some(None), _) => RelayAnswer::Reply(json_reply(&api_group(served))),
-        (Some(Some(_)), _) => RelayAnswer::Reply(json_reply(&resource_list(served))),
+    match asks {
+        Asks::Group => RelayAnswer::Reply(json_reply(&api_group(served))),
+        Asks::Version(_) => RelayAnswer::Reply(json_reply(&resource_list(served))),
         // A served slice version or ServiceCIDRs: the cache route answers from the relay view.
-        (None, _) => RelayAnswer::Routed,
+        Asks::Resource(_) => RelayAnswer::Routed,
     }
+}
+
+/// What a request asks of the versions the relay view serves.
+#[derive(Clone, Copy)]
+enum Asks {
+    /// The `discovery.k8s.io` APIGroup.
+    Group,
+    /// The APIResourceList of one EndpointSlice version.
+    Version(Resource),
+    /// A cache route of EndpointSlices or ServiceCIDRs.
+    Resource(Resource),
+}
+
+fn is_slice(res: Resource) -> bool {
+    matches!(res, Resource::SlicesV1 | Resource::SlicesV1beta1)
 }
 
 /// The `discovery.k8s.io` APIGroup naming the one version served.

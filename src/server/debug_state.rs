@@ -385,6 +385,7 @@ mod tests {
         assert_eq!(d["watchers"]["truncated"], true);
         let w = &d["watchers"]["items"][0];
         assert_eq!(w["resource"], "services.v1");
+        assert_eq!(w["port"], "kube-proxy");
         assert_eq!(w["label_selector"], "!service.kubernetes.io/headless");
         assert_eq!(
             (&w["cursor"], &w["unsent_bytes"]),
