@@ -19,6 +19,7 @@ const EVENTS: &str = "/api/v1/namespaces/default/events";
 
 /// A relay: grid-wrapper as node `edge-a1` in front of `sim`, its relay port on a free port,
 /// with its own upstream credentials (`Bearer relay-token`), which no follower request may carry.
+/// Its client CA is the file `relay-client-ca.crt`, a copy of the test CA.
 struct Relay {
     w: Wrapper,
     url: String,
@@ -27,12 +28,15 @@ struct Relay {
 fn relay(pki: &Pki, sim: &Sim) -> Relay {
     let port = free_port();
     let kc = pki.kubeconfig("relay.kubeconfig", &sim.url, "", "    token: relay-token\n");
+    // A copy, which a test may replace (reload).
+    let ca = pki.path("relay-client-ca.crt");
+    std::fs::copy(pki.path("ca.crt"), &ca).expect("copy the client CA");
     let flags = [
         format!("--kubeconfig={kc}"),
         format!("--relay-bind-address=127.0.0.1:{port}"),
         format!("--relay-cert-file={}", pki.path("server.crt")),
         format!("--relay-key-file={}", pki.path("server.key")),
-        format!("--relay-client-ca-file={}", pki.path("ca.crt")),
+        format!("--relay-client-ca-file={ca}"),
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let w = Wrapper::start(&sim.url, "edge-a1", &flags);
@@ -193,6 +197,23 @@ fn relay_port_refuses_clients_without_a_certificate_of_its_ca() {
     assert_eq!(get(&pki.agent(), &url).0, 200, "the relay still serves");
     // The kube-proxy port is plain HTTP as configured: the relay's TLS is its own.
     assert_eq!(r.w.get(SLICES).0, 200);
+}
+
+#[test]
+fn sighup_reloads_the_relay_ports_client_ca() {
+    let Some((pki, _sim, r)) = started() else {
+        return;
+    };
+    let url = format!("{}/readyz", r.url);
+    let accepted = |client: &str| pki.agent_as(client).get(&url).call().is_ok();
+    assert!(accepted("client") && !accepted("other-client"));
+    // The site's CA rotates: the relay now accepts the other CA's clients only.
+    std::fs::copy(pki.path("other-ca.crt"), pki.path("relay-client-ca.crt")).expect("new CA");
+    common::autonomy::signal(&r.w, "HUP");
+    wait_for("the relay to accept the new CA's client", || {
+        accepted("other-client")
+    });
+    assert!(!accepted("client"), "the old CA's client is refused");
 }
 
 #[test]
