@@ -3,7 +3,9 @@
 //! its relay port, over TLS, to clients whose certificate chains to `--relay-client-ca-file`
 //! only, while its kube-proxy port serves its own node's pruned view; a follower grid-wrapper
 //! whose upstream is the relay serves its own node's pruned view and follows upstream changes.
-//! Skips (printing why) without openssl.
+//! Also: the relay's own probes, discovery and 404s, proxying with the caller's credentials only,
+//! the client CA's reload, the relay view restored from a snapshot, and the startup refusal
+//! without a client CA. Skips (printing why) without openssl.
 
 mod common;
 
@@ -26,20 +28,26 @@ struct Relay {
 }
 
 fn relay(pki: &Pki, sim: &Sim) -> Relay {
+    relay_of(pki, &sim.url, &[])
+}
+
+/// [`relay`] in front of the upstream at `url`, with `extra` flags.
+fn relay_of(pki: &Pki, url: &str, extra: &[String]) -> Relay {
     let port = free_port();
-    let kc = pki.kubeconfig("relay.kubeconfig", &sim.url, "", "    token: relay-token\n");
+    let kc = pki.kubeconfig("relay.kubeconfig", url, "", "    token: relay-token\n");
     // A copy, which a test may replace (reload).
     let ca = pki.path("relay-client-ca.crt");
     std::fs::copy(pki.path("ca.crt"), &ca).expect("copy the client CA");
-    let flags = [
+    let mut flags = vec![
         format!("--kubeconfig={kc}"),
         format!("--relay-bind-address=127.0.0.1:{port}"),
         format!("--relay-cert-file={}", pki.path("server.crt")),
         format!("--relay-key-file={}", pki.path("server.key")),
         format!("--relay-client-ca-file={ca}"),
     ];
+    flags.extend_from_slice(extra);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let w = Wrapper::start(&sim.url, "edge-a1", &flags);
+    let w = Wrapper::start(url, "edge-a1", &flags);
     Relay {
         w,
         url: format!("https://127.0.0.1:{port}"),
@@ -348,4 +356,48 @@ fn follower_behind_the_relay_serves_its_own_nodes_view_and_follows_changes() {
 
     // The relay counts the follower's watches: one per reflector.
     assert!(relay_watches(&r, "") >= 4);
+}
+
+#[test]
+fn relay_port_serves_the_snapshot_unpruned_after_an_offline_restart() {
+    let Some(pki) = Pki::generate() else { return };
+    let sim = Sim::start(&[]);
+    let dir = common::TempDir::new("relay-snapshot");
+    let flags = [format!("--cache-dir={}", dir.path.display())];
+    let mut r = relay_of(&pki, &sim.url, &flags);
+    // SIGTERM writes the final snapshot; then the upstream goes away.
+    common::autonomy::signal(&r.w, "TERM");
+    let exited = common::autonomy::wait_exit(&mut r.w, std::time::Duration::from_secs(10));
+    assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
+    let url = sim.url.clone();
+    drop(sim);
+    // Offline: the relay view is restored with the readers' view, unpruned.
+    let r = relay_of(&pki, &url, &flags);
+    let whole = get_json(&pki.agent(), &format!("{}{SLICES}", r.url));
+    assert_eq!(
+        web_ips(&whole).len(),
+        4,
+        "unpruned from the snapshot: {whole}"
+    );
+    assert_eq!(web_ips(&r.w.get_json(SLICES)).len(), 2);
+}
+
+#[test]
+fn relay_port_without_its_client_ca_refuses_to_start_with_one_line() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
+        .args([
+            "--hostname=edge-a1",
+            "--relay-bind-address=127.0.0.1:1",
+            "--relay-cert-file=/r.crt",
+            "--relay-key-file=/r.key",
+        ])
+        .output()
+        .expect("run grid-wrapper");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.contains("--relay-client-ca-file") && first.contains("unpruned"),
+        "{err}"
+    );
 }
