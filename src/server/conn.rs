@@ -212,6 +212,15 @@ impl Conn {
                 true
             }
             Ok(ReadEnd::Blocked) => true,
+            Err(e) if self.side == Side::Relay && e.kind() == std::io::ErrorKind::InvalidData => {
+                // A TLS failure on the relay port: most often a follower without a certificate
+                // of the relay's client CA, which an operator needs to see.
+                warn!(
+                    "{}: relay port: TLS refused ({e}); a client certificate chaining to --relay-client-ca-file is required",
+                    self.peer
+                );
+                false
+            }
             Err(e) => {
                 debug!("{}: read failed: {e}", self.peer);
                 false

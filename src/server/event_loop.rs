@@ -106,11 +106,6 @@ impl Server {
         Ok(())
     }
 
-    /// The relay port's bound address, when it is served.
-    pub fn relay_addr(&self) -> Option<io::Result<SocketAddr>> {
-        self.relay.as_ref().map(RelayPort::local_addr)
-    }
-
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         match &self.listener {
