@@ -81,6 +81,19 @@ fn relay_watches(r: &Relay, resource: &str) -> u64 {
         .sum()
 }
 
+/// A follower: grid-wrapper as node `edge-b1` whose upstream is the relay (a kubeconfig with the
+/// relay's CA and the follower's client certificate), ready.
+fn follower(pki: &Pki, r: &Relay) -> Wrapper {
+    let cluster = format!("    certificate-authority-data: {}\n", pki.b64("ca.crt"));
+    let creds = format!(
+        "    client-certificate-data: {}\n    client-key-data: {}\n",
+        pki.b64("client.crt"),
+        pki.b64("client.key")
+    );
+    let kc = pki.kubeconfig("follower.kubeconfig", &r.url, &cluster, &creds);
+    Wrapper::start(&r.url, "edge-b1", &[&format!("--kubeconfig={kc}")])
+}
+
 /// GET over TLS with `agent`: (status, body).
 fn get(agent: &ureq::Agent, url: &str) -> (u16, Vec<u8>) {
     let mut resp = agent.get(url).call().expect("GET over TLS");
@@ -310,15 +323,7 @@ fn follower_behind_the_relay_serves_its_own_nodes_view_and_follows_changes() {
     let Some((pki, sim, r)) = started() else {
         return;
     };
-    // The follower's upstream is the relay: its CA and the follower's client certificate.
-    let cluster = format!("    certificate-authority-data: {}\n", pki.b64("ca.crt"));
-    let creds = format!(
-        "    client-certificate-data: {}\n    client-key-data: {}\n",
-        pki.b64("client.crt"),
-        pki.b64("client.key")
-    );
-    let kc = pki.kubeconfig("follower.kubeconfig", &r.url, &cluster, &creds);
-    let f = Wrapper::start(&r.url, "edge-b1", &[&format!("--kubeconfig={kc}")]);
+    let f = follower(&pki, &r);
     assert_eq!(
         web_ips(&f.get_json(SLICES)),
         vec!["10.244.3.10"],
@@ -400,4 +405,22 @@ fn relay_port_without_its_client_ca_refuses_to_start_with_one_line() {
         first.contains("--relay-client-ca-file") && first.contains("unpruned"),
         "{err}"
     );
+}
+
+#[test]
+fn relay_of_a_v1beta1_only_upstream_serves_and_names_v1beta1() {
+    let Some(pki) = Pki::generate() else { return };
+    let sim = Sim::start(&["--slice-version", "v1beta1"]);
+    let r = relay(&pki, &sim);
+    let agent = pki.agent();
+    let group = get_json(&agent, &format!("{}/apis/discovery.k8s.io", r.url));
+    assert_eq!(group["preferredVersion"]["version"], "v1beta1", "{group}");
+    let beta = SLICES.replace("/v1/", "/v1beta1/");
+    let whole = get_json(&agent, &format!("{}{beta}", r.url));
+    assert_eq!(whole["apiVersion"], "discovery.k8s.io/v1beta1");
+    assert_eq!(web_ips(&whole).len(), 4, "unpruned: {whole}");
+    assert_eq!(get(&agent, &format!("{}{SLICES}", r.url)).0, 404);
+    // A follower mirrors v1beta1 from the relay and serves its kube-proxy v1, pruned.
+    let f = follower(&pki, &r);
+    assert_eq!(web_ips(&f.get_json(SLICES)), vec!["10.244.3.10"]);
 }
