@@ -20,7 +20,7 @@
 //! | [`bytes`] | byte-string comparison that does not go through the C library's `memcmp` |
 //! | [`handoff`] | what the upstream hands the cache: changes, lists item by item, the receiver, the first-list order |
 //! | [`upstream`] | the apiserver side: kubeconfig, ureq client, decoding, reflectors, failover |
-//! | [`server`] | the mio event loop, connections, watches, proxy workers, signals, health |
+//! | [`server`] | the mio event loop, connections (kube-proxy's and, with `--relay-bind-address`, the relay port's), watches, proxy workers, signals, health |
 //! | [`persist`] | `--cache-dir`: the snapshot and epoch files and the snapshot writer thread |
 //! | [`writer`] | the one writer: the thread that owns the cache's state and applies every change |
 //! | [`app`] | startup wiring, the sink that hands reflector changes to the writer, graceful shutdown |
