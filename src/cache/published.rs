@@ -147,6 +147,11 @@ impl Published {
         self.v1beta1 = true;
     }
 
+    /// The relay view's slice version: v1beta1 (an upstream without v1) or v1.
+    pub(crate) fn set_relay_slices(&mut self, v1beta1: bool) {
+        self.v1beta1 = v1beta1;
+    }
+
     pub(crate) fn set_cidrs(&mut self) {
         self.cidrs = true;
     }

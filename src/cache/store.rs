@@ -300,6 +300,7 @@ impl State {
     pub fn expect_slices(&mut self, kind: Resource) {
         self.slice_kind = kind;
         self.slice_kind_pinned = true;
+        self.publisher.relay_slices(kind);
     }
 
     /// What the facts say beside the view's counts.
@@ -373,6 +374,7 @@ impl State {
             }
             // Unpinned: the upstream switched versions; its full list replaces every slice.
             self.slice_kind = kind;
+            self.publisher.relay_slices(kind);
         }
         if kind.is_cidr() && Some(kind) != self.cidr_kind {
             debug!("ignoring a {kind:?} change: mirroring {:?}", self.cidr_kind);
@@ -1027,6 +1029,7 @@ impl State {
         }
         if matches!(slice_kind, Resource::SlicesV1 | Resource::SlicesV1beta1) {
             self.slice_kind = slice_kind;
+            self.publisher.relay_slices(slice_kind);
         }
         let slices = self.slice_kind;
         let cidrs = match self.cidr_kind {

@@ -87,6 +87,14 @@ impl Publisher {
         self.relay.clone()
     }
 
+    /// The relay view serves slices of `kind`, the version the upstream has (it serves them as
+    /// they came, unconverted).
+    pub(super) fn relay_slices(&mut self, kind: Resource) {
+        if let Some(relay) = &self.relay {
+            lock(relay).set_relay_slices(kind == Resource::SlicesV1beta1);
+        }
+    }
+
     /// Whether a relay view is kept.
     pub(super) fn relays(&self) -> bool {
         self.relay.is_some()
@@ -234,10 +242,6 @@ impl Publisher {
         let Some(relay) = self.relay.clone() else {
             return;
         };
-        if res == Resource::SlicesV1beta1 {
-            // An upstream with v1beta1 slices only: the relay view serves them as they came.
-            lock(&relay).set_v1beta1();
-        }
         let old = lock(&relay).collection(res).get(key).cloned();
         let Some(make) = make else {
             if old.is_some() {

@@ -188,3 +188,19 @@ fn a_restored_snapshot_fills_the_relay_view() {
         3
     );
 }
+
+#[test]
+fn the_relay_view_names_the_slice_version_the_upstream_has_even_before_any_slice() {
+    let mut st = test_support::state("h", 1);
+    st.keep_relay_view();
+    let relay = st.relay_view().expect("kept");
+    st.expect_slices(Resource::SlicesV1beta1);
+    assert!(
+        lock(&relay).serves_v1beta1(),
+        "an upstream with v1beta1 only"
+    );
+    st.apply(Resource::SlicesV1beta1, Change::Replace(vec![]), 0);
+    assert!(lock(&relay).serves_v1beta1());
+    st.expect_slices(Resource::SlicesV1);
+    assert!(!lock(&relay).serves_v1beta1(), "back to v1");
+}
