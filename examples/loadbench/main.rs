@@ -21,6 +21,7 @@ mod relist;
 mod report;
 mod scale;
 mod scalereport;
+mod site;
 mod snapprobe;
 mod snapreport;
 mod snapshot;
@@ -90,6 +91,13 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
                               --upstream-gzip=true and =false (LIST bytes the simulator sent,
                               grid-wrapper's and the simulator's CPU); table in
                               out/wanbench.md unless --out
+  --only relay                run only the site relay bench: what a site of --followers
+                              followers costs the cloud without a relay and with one (requests,
+                              watches, bytes over --site-secs, churn --site-rate/s); table in
+                              out/relaybench.md unless --out
+  --followers N               followers of the relay bench (default 10)
+  --site-secs S               the relay bench's window per mode, from the first start (default 300)
+  --site-rate R               the relay bench's churn, changes per second (default 20)
   --ready-runs N              fresh starts timed to /readyz (default 3)
   --notify-channel-size N     passed to grid-wrapper (default: its own default)
   --writer-secs S             writer phase: seconds per window (at rest, during relabels, during
@@ -147,6 +155,10 @@ pub struct Opts {
     pub only_list: bool,
     /// `--only wan`: run only the WAN bench.
     pub only_wan: bool,
+    /// `--only relay`: run only the site relay bench.
+    pub only_relay: bool,
+    /// The relay bench's site: followers, window, churn.
+    pub site: site::SiteSpec,
     /// Readiness runs.
     pub ready_runs: usize,
     /// `--notify-channel-size` for grid-wrapper.
@@ -196,6 +208,12 @@ fn parse_opts() -> BenchResult<Opts> {
         list_runs: 5,
         only_list: false,
         only_wan: false,
+        only_relay: false,
+        site: site::SiteSpec {
+            followers: 10,
+            secs: 300.0,
+            rate: 20.0,
+        },
         ready_runs: 3,
         channel: None,
         snapshot: false,
@@ -244,8 +262,12 @@ fn parse_opts() -> BenchResult<Opts> {
             "--only" => match val()?.as_str() {
                 "list" => o.only_list = true,
                 "wan" => o.only_wan = true,
+                "relay" => o.only_relay = true,
                 other => return Err(format!("--only {other:?}: `list` and `wan` are known").into()),
             },
+            "--followers" => o.site.followers = val()?.parse()?,
+            "--site-secs" => o.site.secs = val()?.parse()?,
+            "--site-rate" => o.site.rate = val()?.parse()?,
             "--ready-runs" => o.ready_runs = val()?.parse()?,
             "--notify-channel-size" => o.channel = Some(val()?.parse()?),
             "--snapshot" => o.snapshot = true,
@@ -275,6 +297,14 @@ fn parse_opts() -> BenchResult<Opts> {
     }
     if o.only_wan && !out_given {
         o.out = "out/wanbench.md".into();
+    }
+    if o.only_relay && !out_given {
+        o.out = "out/relaybench.md".into();
+    }
+    if o.site.followers == 0 || !(10.0..=3600.0).contains(&o.site.secs) || o.site.rate <= 0.0 {
+        return Err(
+            "--followers and --site-rate must be positive, --site-secs within 10..=3600".into(),
+        );
     }
     if o.snapshot && !out_given {
         o.out = "out/snapbench.md".into();
@@ -531,6 +561,8 @@ fn main() {
         X10_BUDGET
     } else if opts.only_wan {
         WAN_BUDGET
+    } else if opts.only_relay {
+        site::budget(&opts.site)
     } else {
         BUDGET
     };
@@ -552,6 +584,8 @@ fn main() {
             listbench::run_only(&children, &opts)
         } else if opts.only_wan {
             wan::run_wan(&children, &opts)
+        } else if opts.only_relay {
+            site::run_site(&children, &opts, opts.site)
         } else {
             phases::run_all(&children, &opts)
         }
