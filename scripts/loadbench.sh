@@ -10,12 +10,16 @@
 # which writes out/loadbench-x10.md, or the WAN bytes and CPU of a full sync at S and ×10 with
 # --upstream-gzip on and off (≤ 6.5 min, hard timeout 400 s):
 #   bash scripts/loadbench.sh target/release --only wan
-# which writes out/wanbench.md (LOADBENCH_OUT overrides any default).
+# which writes out/wanbench.md, or the watch fan-out alone, latency at 200/s and the sustained-rate
+# sweep with grid-wrapper's CPU in cores (~2 min):
+#   bash scripts/loadbench.sh target/release --only fanout [--epoll-threads 2]
+# which writes out/fanoutbench.md (LOADBENCH_OUT overrides any default).
 set -euo pipefail
 BIN=${1:-target/release}
 LIMIT=${LOADBENCH_TIMEOUT:-420}
 case " ${*:2} " in
   *" --only list "*) OUT=${LOADBENCH_OUT:-out/listbench.md} ;;
+  *" --only fanout "*) OUT=${LOADBENCH_OUT:-out/fanoutbench.md} ;;
   *" --only wan "*) OUT=${LOADBENCH_OUT:-out/wanbench.md}; LIMIT=${LOADBENCH_TIMEOUT:-400} ;;
   *" --scale x10 "*) OUT=${LOADBENCH_OUT:-out/loadbench-x10.md}; LIMIT=${LOADBENCH_TIMEOUT:-360} ;;
   *) OUT=${LOADBENCH_OUT:-out/loadbench.md} ;;

@@ -9,6 +9,7 @@
 //! kills every child and exits after [`BUDGET`] ([`X10_BUDGET`]), loopback only.
 
 mod driver;
+mod fanout;
 mod http;
 mod idle;
 mod listbench;
@@ -87,6 +88,12 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
   --only list                 run only the LIST phase (sim, one grid-wrapper, nginx, curl,
                               loopback reference; JSON and protobuf); table in
                               out/listbench.md unless --out
+  --only fanout               run only the watch fan-out (~2 min): latency and grid-wrapper's own
+                              share at --rate, then the sweep (default
+                              200,500,1000,2000,3000,5000,7000/s), each step with whether every
+                              watcher got every change and grid-wrapper's CPU in cores; table in
+                              out/fanoutbench.md unless --out
+  --epoll-threads N           the epoll watch client reads on N threads (default 1)
   --only wan                  run only the WAN bench: a full sync at scale S and x10, with
                               --upstream-gzip=true and =false (LIST bytes the simulator sent,
                               grid-wrapper's and the simulator's CPU); table in
@@ -159,6 +166,8 @@ pub struct Opts {
     pub only_relay: bool,
     /// The relay bench's site: followers, window, churn.
     pub site: site::SiteSpec,
+    /// `--only fanout`: run only the fan-out phases.
+    pub only_fanout: bool,
     /// Readiness runs.
     pub ready_runs: usize,
     /// `--notify-channel-size` for grid-wrapper.
@@ -214,6 +223,7 @@ fn parse_opts() -> BenchResult<Opts> {
             secs: 300.0,
             rate: 20.0,
         },
+        only_fanout: false,
         ready_runs: 3,
         channel: None,
         snapshot: false,
@@ -228,6 +238,7 @@ fn parse_opts() -> BenchResult<Opts> {
         x10: false,
     };
     let mut out_given = false;
+    let mut ramp_given = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "-h" || a == "--help" {
@@ -251,6 +262,7 @@ fn parse_opts() -> BenchResult<Opts> {
             "--changes" => o.changes = val()?.parse()?,
             "--rate" => o.rate = val()?.parse()?,
             "--ramp" => {
+                ramp_given = true;
                 o.ramp = val()?
                     .split(',')
                     .map(str::parse)
@@ -263,8 +275,15 @@ fn parse_opts() -> BenchResult<Opts> {
                 "list" => o.only_list = true,
                 "wan" => o.only_wan = true,
                 "relay" => o.only_relay = true,
-                other => return Err(format!("--only {other:?}: `list` and `wan` are known").into()),
+                "fanout" => o.only_fanout = true,
+                other => {
+                    return Err(format!(
+                        "--only {other:?}: `list`, `wan`, `fanout` and `relay` are known"
+                    )
+                    .into())
+                }
             },
+            "--epoll-threads" => watchers::set_epoll_threads(val()?.parse()?),
             "--followers" => o.site.followers = val()?.parse()?,
             "--site-secs" => o.site.secs = val()?.parse()?,
             "--site-rate" => o.site.rate = val()?.parse()?,
@@ -305,6 +324,12 @@ fn parse_opts() -> BenchResult<Opts> {
         return Err(
             "--followers and --site-rate must be positive, --site-secs within 10..=3600".into(),
         );
+    }
+    if o.only_fanout && !out_given {
+        o.out = "out/fanoutbench.md".into();
+    }
+    if o.only_fanout && !ramp_given {
+        o.ramp = fanout::FANOUT_RAMP.to_vec();
     }
     if o.snapshot && !out_given {
         o.out = "out/snapbench.md".into();
@@ -586,6 +611,8 @@ fn main() {
             wan::run_wan(&children, &opts)
         } else if opts.only_relay {
             site::run_site(&children, &opts, opts.site)
+        } else if opts.only_fanout {
+            fanout::run_fanout(&children, &opts)
         } else {
             phases::run_all(&children, &opts)
         }

@@ -12,16 +12,19 @@ use serde_json::{json, Value};
 
 use crate::driver::{apply_paced, templates, ApplyRun, Template};
 use crate::http::{Client, Response};
-use crate::procs::{clk_tck, cpu_secs, cpu_ticks, hwm_kib, rss_kib, wait_until, Children};
+use crate::procs::{
+    clk_tck, cpu_secs, cpu_ticks, hwm_kib, main_thread_ticks, own_thread_ticks, rss_kib, sys_ticks,
+    wait_until, Children,
+};
 use crate::stats::{analyze, Delivery};
 use crate::watchers::WatchSet;
 use crate::{start_sim, start_wrapper, BenchResult, Opts, ReadySample, Wrapper};
 use crate::{SCALE, SELECTOR_L, SIM_HISTORY};
 
 /// How long the fan-out phase waits for the last deliveries.
-const FANOUT_DRAIN: Duration = Duration::from_secs(15);
+pub const FANOUT_DRAIN: Duration = Duration::from_secs(15);
 /// How long a ramp step waits for the last deliveries.
-const STEP_DRAIN: Duration = Duration::from_secs(5);
+pub const STEP_DRAIN: Duration = Duration::from_secs(5);
 /// When the churn is over, VmRSS is read again this long after the last change: the event
 /// logs keep 75 s of history (`Retention::for_queue`), aged by the loop every 5 s; 3 s margin.
 const AGED_AFTER: Duration = Duration::from_secs(75 + 5 + 3);
@@ -153,6 +156,15 @@ pub struct Round {
     pub self_cpu: f64,
     /// That window.
     pub window: Duration,
+    /// Wrapper CPU seconds from the first apply to the last apply's answer (the paced part).
+    pub apply_wrapper_cpu: f64,
+    /// The watch client's reading threads' CPU seconds over `window` (epoll client only).
+    pub client_cpu: f64,
+    /// The part of `wrapper_cpu` spent on grid-wrapper's main thread: the event loop, which
+    /// does the fan-out (the rest is the change path: reflectors, the writer, and housekeeping).
+    pub wrapper_loop_cpu: f64,
+    /// The kernel's part (stime) of `wrapper_cpu`.
+    pub wrapper_sys_cpu: f64,
     /// Its start (the first apply), ns since the bench's base instant.
     pub start_ns: u64,
     /// "too slow" lines the wrapper logged during the round.
@@ -412,8 +424,11 @@ impl Rounds<'_> {
         let log0 = self.wrapper.log.lines().len();
         let slow0 = self.wrapper.log.count("too slow");
         let w0 = cpu_ticks(self.wrapper.pid).unwrap_or(0);
+        let ws0 = sys_ticks(self.wrapper.pid).unwrap_or(0);
+        let wl0 = main_thread_ticks(self.wrapper.pid).unwrap_or(0);
         let s0 = cpu_ticks(self.sim_pid).unwrap_or(0);
         let me0 = cpu_ticks(std::process::id()).unwrap_or(0);
+        let c0 = own_thread_ticks(crate::watchers::EPOLL_THREAD);
         let bg = during();
         let t0 = Instant::now();
         let start_ns = self.base.elapsed().as_nanos() as u64;
@@ -425,6 +440,7 @@ impl Rounds<'_> {
             rate,
             self.base,
         );
+        let wa = cpu_ticks(self.wrapper.pid).unwrap_or(0);
         self.next_seq += count as u64;
         let expected = (self.watchers * count) as u64;
         wait_until(drain, Duration::from_millis(2), || {
@@ -432,8 +448,11 @@ impl Rounds<'_> {
         });
         let window = t0.elapsed();
         let w1 = cpu_ticks(self.wrapper.pid).unwrap_or(0);
+        let ws1 = sys_ticks(self.wrapper.pid).unwrap_or(0);
+        let wl1 = main_thread_ticks(self.wrapper.pid).unwrap_or(0);
         let s1 = cpu_ticks(self.sim_pid).unwrap_or(0);
         let me1 = cpu_ticks(std::process::id()).unwrap_or(0);
+        let c1 = own_thread_ticks(crate::watchers::EPOLL_THREAD);
         let results = set.finish();
         let upstream = match control {
             Some(c) => analyze(&run, &c.finish()),
@@ -459,6 +478,10 @@ impl Rounds<'_> {
             sim_cpu: cpu_secs(s0, s1, self.tck),
             self_cpu: cpu_secs(me0, me1, self.tck),
             window,
+            apply_wrapper_cpu: cpu_secs(w0, wa, self.tck),
+            client_cpu: cpu_secs(c0, c1, self.tck),
+            wrapper_sys_cpu: cpu_secs(ws0, ws1, self.tck),
+            wrapper_loop_cpu: cpu_secs(wl0, wl1, self.tck),
             start_ns,
             too_slow: self.wrapper.log.count("too slow").saturating_sub(slow0),
         };

@@ -193,6 +193,41 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// utime + stime of the main thread of `pid` (grid-wrapper's event loop), in clock ticks.
+pub fn main_thread_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// stime of `pid` (all threads), in clock ticks: the kernel's share of [`cpu_ticks`].
+pub fn sys_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(12)?.parse().ok()
+}
+
+/// utime + stime of this process's threads whose name starts with `prefix`, in clock ticks
+/// (the watch client's reading threads, say, apart from the driver's).
+pub fn own_thread_ticks(prefix: &str) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim_end().starts_with(prefix))
+        })
+        .filter_map(|t| {
+            let s = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let rest = &s[s.rfind(')')? + 1..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
 /// CPU seconds used by `pid` between two tick readings.
 pub fn cpu_secs(ticks_before: u64, ticks_after: u64, tck: u64) -> f64 {
     ticks_after.saturating_sub(ticks_before) as f64 / tck as f64
