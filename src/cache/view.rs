@@ -252,6 +252,59 @@ pub struct Entry {
     pub old: Option<Arc<Served>>,
     /// Served content after the change; `None` for a deletion.
     pub new: Option<Arc<Served>>,
+    /// What every watcher of this entry shares ([`Entry::wire`], [`Entry::old_restamped`]),
+    /// made by the first watcher that needs it: one pointer until then.
+    shared: OnceLock<Box<EntryShared>>,
+}
+
+/// Slots of [`Entry::wire`]: one per event type and wire format that an entry can be sent as.
+pub const WIRE_SLOTS: usize = 6;
+
+/// The lazily made parts of an [`Entry`] that its watchers share.
+#[derive(Clone, Debug, Default)]
+struct EntryShared {
+    wire: [OnceLock<Arc<[u8]>>; WIRE_SLOTS],
+    restamped: OnceLock<Option<Arc<Served>>>,
+}
+
+impl Entry {
+    fn new(rv: u64, old: Option<Arc<Served>>, new: Option<Arc<Served>>) -> Entry {
+        Entry {
+            rv,
+            old,
+            new,
+            shared: OnceLock::new(),
+        }
+    }
+
+    fn shared(&self) -> &EntryShared {
+        self.shared.get_or_init(Box::default)
+    }
+
+    /// The bytes kept in `slot` (< [`WIRE_SLOTS`]) for this entry: made by `make` on the first
+    /// call, then shared by every later caller. The fan-out frames an event once per entry and
+    /// wire format, not once per watcher (what a slot holds is the server's business).
+    pub fn wire(&self, slot: usize, make: impl FnOnce() -> Arc<[u8]>) -> Arc<[u8]> {
+        match self.shared().wire.get(slot) {
+            Some(cell) => Arc::clone(cell.get_or_init(make)),
+            None => make(),
+        }
+    }
+
+    /// `old` stamped with this entry's resourceVersion: the object of the DELETED event a
+    /// watcher gets when the change makes the object stop matching its selection. Made once
+    /// per entry (`old` itself when it already carries that resourceVersion, as a deletion's
+    /// does).
+    pub fn old_restamped(&self) -> Option<Arc<Served>> {
+        let old = self.old.as_ref()?;
+        if old.rv == self.rv {
+            return Some(Arc::clone(old));
+        }
+        self.shared()
+            .restamped
+            .get_or_init(|| Some(Arc::new(old.restamped(self.rv))))
+            .clone()
+    }
 }
 
 /// Why a watcher cannot continue from its position.
@@ -375,7 +428,7 @@ impl Collection {
                 .remove(key)
                 .map(|old| Arc::new(old.restamped(rv))),
         };
-        let entry = Entry { rv, old, new };
+        let entry = Entry::new(rv, old, new);
         self.log_bytes += entry_bytes(&entry);
         self.log.push_back((now, entry.clone()));
         entry
@@ -408,26 +461,35 @@ impl Collection {
     /// Log entries' room kept however empty the log gets.
     const LOG_ROOM_KEPT: usize = 256;
 
-    /// Entries with rv > `cursor`, at most `max` of them. `Err(Gone)` when entries after
-    /// `cursor` were already evicted (the watcher fell behind the history).
+    /// Copies of the entries with rv > `cursor`, at most `max` of them. `Err(Gone)` when
+    /// entries after `cursor` were already evicted (the watcher fell behind the history).
     pub fn after(&self, cursor: u64, max: usize) -> Result<Vec<Entry>, Gone> {
+        Ok(self.entries_after(cursor)?.take(max).cloned().collect())
+    }
+
+    /// The entries with rv > `cursor`, in order, borrowed: what a watch pump reads under the
+    /// view's lock, copying nothing. `Err(Gone)` as for [`Collection::after`].
+    pub fn entries_after(&self, cursor: u64) -> Result<impl Iterator<Item = &Entry>, Gone> {
         if cursor < self.horizon {
             return Err(Gone);
         }
-        let start = self.log.partition_point(|(_, e)| e.rv <= cursor);
-        Ok(self
-            .log
-            .iter()
-            .skip(start)
-            .take(max)
-            .map(|(_, e)| e.clone())
-            .collect())
+        Ok(self.log.range(self.first_after(cursor)..).map(|(_, e)| e))
     }
 
     /// Number of entries with rv > `cursor`.
     pub fn pending(&self, cursor: u64) -> usize {
-        let start = self.log.partition_point(|(_, e)| e.rv <= cursor);
-        self.log.len() - start
+        self.log.len() - self.first_after(cursor)
+    }
+
+    /// The index of the first entry with rv > `cursor`. A watcher that is up to date (the
+    /// common case, asked once per watcher whenever the loop wakes) costs no search.
+    fn first_after(&self, cursor: u64) -> usize {
+        match self.log.back() {
+            Some((_, last)) if last.rv > cursor => {
+                self.log.partition_point(|(_, e)| e.rv <= cursor)
+            }
+            _ => self.log.len(),
+        }
     }
 }
 

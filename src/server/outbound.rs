@@ -9,6 +9,8 @@ use crate::api::handlers::Segment;
 /// Most segments handed to one `write_vectored` call: Linux's `IOV_MAX` (a list body is two
 /// segments per item, so even a large LIST takes only a few calls).
 const MAX_IOVECS: usize = 1024;
+/// Segments gathered on the stack rather than in a vector allocated per call.
+const SMALL_IOVECS: usize = 48;
 
 /// Unsent response bytes of one connection.
 #[derive(Debug, Default)]
@@ -52,17 +54,27 @@ impl Outbound {
     /// block; other errors are returned.
     pub fn write_to<W: Write>(&mut self, w: &mut W) -> io::Result<()> {
         while self.len > 0 {
-            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOVECS);
-            for (i, seg) in self.segments.iter().take(MAX_IOVECS).enumerate() {
+            // A watch stream's few events per round fit the array on the stack; a list body's
+            // many segments take one vector per call, up to IOV_MAX of them.
+            let mut small = [IoSlice::new(&[]); SMALL_IOVECS];
+            let mut large: Vec<IoSlice<'_>> = Vec::new();
+            let count = self.segments.len().min(MAX_IOVECS);
+            let slices: &mut [IoSlice<'_>] = if count <= SMALL_IOVECS {
+                &mut small[..count]
+            } else {
+                large.resize(count, IoSlice::new(&[]));
+                &mut large
+            };
+            for (i, (slot, seg)) in slices.iter_mut().zip(&self.segments).enumerate() {
                 let bytes = seg.as_bytes();
                 let start = if i == 0 {
                     self.offset.min(bytes.len())
                 } else {
                     0
                 };
-                slices.push(IoSlice::new(&bytes[start..]));
+                *slot = IoSlice::new(&bytes[start..]);
             }
-            match w.write_vectored(&slices) {
+            match w.write_vectored(slices) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),

@@ -22,8 +22,6 @@ pub const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 pub const FINAL_BOOKMARK_BEFORE: Duration = Duration::from_secs(2);
 /// Stop pulling log entries once this many bytes wait unsent.
 pub const HIGH_WATER: usize = 256 * 1024;
-/// Log entries pulled per step.
-const BATCH: usize = 256;
 
 /// Why a watch ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,34 +70,114 @@ pub struct Watcher {
 
 /// Queues one chunk-framed JSON watch event: `{"type":T,"object":<bytes>}\n`.
 pub fn push_event(out: &mut Outbound, kind: &str, object: Segment) {
+    out.push_owned(json_head(kind, object.as_bytes().len()));
+    out.push(object);
+    out.push(Segment::Static(JSON_EVENT_END));
+}
+
+/// Queues one chunk-framed protobuf watch frame: the frame's length and `WatchEvent` up to the
+/// object's bytes (`head`), the object's protobuf bytes, the envelope's tail.
+fn push_frame(out: &mut Outbound, head: Vec<u8>, object: Segment) {
+    out.push_owned(protobuf_head(&head, object.as_bytes().len()));
+    out.push(object);
+    out.push(Segment::Static(PROTOBUF_FRAME_END));
+}
+
+/// The end of a chunk-framed JSON watch event: the event's `}`, its newline, the chunk's CRLF.
+const JSON_EVENT_END: &[u8] = b"}\n\r\n";
+/// The end of a chunk-framed protobuf watch frame: [`envelope::TAIL`], then the chunk's CRLF.
+const PROTOBUF_FRAME_END: &[u8] = &[0x1a, 0x00, 0x22, 0x00, b'\r', b'\n'];
+
+/// The chunk size line and a JSON event up to its object: `<hex>\r\n{"type":T,"object":`, for
+/// an object of `object_len` bytes.
+fn json_head(kind: &str, object_len: usize) -> Vec<u8> {
     const OPEN: &[u8] = b"{\"type\":\"";
     const MID: &[u8] = b"\",\"object\":";
     let prefix = OPEN.len() + kind.len() + MID.len();
-    let len = prefix + object.as_bytes().len() + 2;
-    // One allocation per event and watcher: the chunk size line and the event's opening.
+    let len = prefix + object_len + 2;
     let mut head = Vec::with_capacity(prefix + 18);
     push_hex(&mut head, len);
     head.extend_from_slice(b"\r\n");
     head.extend_from_slice(OPEN);
     head.extend_from_slice(kind.as_bytes());
     head.extend_from_slice(MID);
-    out.push_owned(head);
-    out.push(object);
-    out.push(Segment::Static(b"}\n\r\n"));
+    head
 }
 
-/// Queues one chunk-framed protobuf watch frame: the frame's length and `WatchEvent` up to the
-/// object's bytes (`head`), the object's protobuf bytes, the envelope's tail.
-fn push_frame(out: &mut Outbound, head: Vec<u8>, object: Segment) {
-    let len = head.len() + object.as_bytes().len() + envelope::TAIL.len();
+/// The chunk size line and a protobuf frame up to the object's bytes (`head`, from
+/// [`envelope::event_head`]), for an object of `object_len` bytes.
+fn protobuf_head(head: &[u8], object_len: usize) -> Vec<u8> {
+    let len = head.len() + object_len + envelope::TAIL.len();
     let mut chunk = Vec::with_capacity(head.len() + 18);
     push_hex(&mut chunk, len);
     chunk.extend_from_slice(b"\r\n");
-    chunk.extend_from_slice(&head);
-    out.push_owned(chunk);
-    out.push(object);
-    out.push(Segment::Static(envelope::TAIL));
-    out.push(Segment::Static(b"\r\n"));
+    chunk.extend_from_slice(head);
+    chunk
+}
+
+/// An event a log entry gives a watcher ([`transition`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The object starts matching: `ADDED` with the new object.
+    Added,
+    /// The object keeps matching: `MODIFIED` with the new object.
+    Modified,
+    /// The object stops matching: `DELETED` with the old object stamped with the entry's RV.
+    Deleted,
+}
+
+impl Event {
+    /// The event's `type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Added => "ADDED",
+            Event::Modified => "MODIFIED",
+            Event::Deleted => "DELETED",
+        }
+    }
+
+    /// The object this event carries for `entry`.
+    pub fn object(self, entry: &Entry) -> Option<Arc<Served>> {
+        match self {
+            Event::Added | Event::Modified => entry.new.clone(),
+            Event::Deleted => entry.old_restamped(),
+        }
+    }
+
+    /// Where the frame of this event in `format` is kept in an [`Entry`]'s shared wire slots.
+    fn wire_slot(self, format: Format) -> usize {
+        let format = match format {
+            Format::Json => 0,
+            Format::Protobuf => 3,
+        };
+        format + self as usize
+    }
+}
+
+/// Queues `entry`'s `event` in `format`. Every watcher that gets this event shares its framing
+/// (made by the first one, kept with the entry) and the object's bytes, so a delivery queues
+/// three shared segments and allocates nothing.
+fn push_entry(out: &mut Outbound, format: Format, res: Resource, entry: &Entry, event: Event) {
+    let Some(obj) = event.object(entry) else {
+        return;
+    };
+    let (bytes, end) = match format {
+        Format::Json => (obj.bytes.clone(), JSON_EVENT_END),
+        Format::Protobuf => (obj.protobuf(res), PROTOBUF_FRAME_END),
+    };
+    let head = entry.wire(event.wire_slot(format), || {
+        match format {
+            Format::Json => json_head(event.name(), bytes.len()),
+            Format::Protobuf => protobuf_head(
+                &envelope::event_head(event.name(), res.api_version(), res.kind(), bytes.len()),
+                bytes.len(),
+            ),
+        }
+        .into()
+    });
+    out.push(Segment::Shared(head));
+    out.push(Segment::Shared(bytes));
+    out.push(Segment::Static(end));
 }
 
 /// Queues a served object's event in `format`, sharing its bytes of that format.
@@ -174,25 +252,15 @@ pub fn bookmark_object(res: Resource, rv: u64, initial_end: bool) -> Vec<u8> {
 ///
 /// `everything`: the filter selects every served object ([`Selection::Everything`], e.g.
 /// kube-proxy's selector), so no object is matched.
-pub fn transition(
-    entry: &Entry,
-    filter: &Filter,
-    everything: bool,
-) -> Option<(&'static str, Arc<Served>)> {
+pub fn transition(entry: &Entry, filter: &Filter, everything: bool) -> Option<Event> {
     let matches =
         |o: &Option<Arc<Served>>| o.as_ref().is_some_and(|s| everything || filter.matches(s));
-    match (
-        matches(&entry.old),
-        matches(&entry.new),
-        &entry.old,
-        &entry.new,
-    ) {
-        (false, true, _, Some(new)) => Some(("ADDED", Arc::clone(new))),
-        (true, true, _, Some(new)) => Some(("MODIFIED", Arc::clone(new))),
-        // A real deletion's old object is already stamped with the deletion's RV.
-        (true, false, Some(old), None) => Some(("DELETED", Arc::clone(old))),
-        (true, false, Some(old), Some(_)) => Some(("DELETED", Arc::new(old.restamped(entry.rv)))),
-        _ => None,
+    match (matches(&entry.old), matches(&entry.new)) {
+        (false, true) => Some(Event::Added),
+        (true, true) => Some(Event::Modified),
+        // The old object stamped with the entry's RV (a real deletion's already is).
+        (true, false) => Some(Event::Deleted),
+        (false, false) => None,
     }
 }
 
@@ -322,23 +390,21 @@ impl Watcher {
         }
         let mut sent = 0;
         let mut result = Ok(());
-        while out.len() < HIGH_WATER {
-            let entries = match coll.after(self.cursor, BATCH) {
-                Ok(e) if e.is_empty() => break,
-                Ok(e) => e,
-                Err(_) => {
-                    result = Err(End::Evicted);
-                    break;
+        match coll.entries_after(self.cursor) {
+            Ok(entries) => {
+                for entry in entries {
+                    if out.len() >= HIGH_WATER {
+                        break;
+                    }
+                    if let Some(event) = transition(entry, &self.filter, self.everything) {
+                        push_entry(out, self.format, self.res, entry, event);
+                        sent += 1;
+                        self.next_bookmark = now + BOOKMARK_EVERY;
+                    }
+                    self.cursor = entry.rv;
                 }
-            };
-            for entry in &entries {
-                if let Some((kind, obj)) = transition(entry, &self.filter, self.everything) {
-                    push_object(out, self.format, self.res, kind, &obj);
-                    sent += 1;
-                    self.next_bookmark = now + BOOKMARK_EVERY;
-                }
-                self.cursor = entry.rv;
             }
+            Err(_) => result = Err(End::Evicted),
         }
         if sent > 0 {
             counters::global().watch_events(self.res, sent);
@@ -425,6 +491,81 @@ mod tests {
         );
     }
 
+    /// The wire bytes of what `push` queues.
+    fn wire(push: impl FnOnce(&mut Outbound)) -> Vec<u8> {
+        let mut out = Outbound::default();
+        push(&mut out);
+        let mut bytes = Vec::new();
+        out.write_to(&mut bytes).unwrap_or_else(|e| panic!("{e}"));
+        bytes
+    }
+
+    /// Logged entries of slice changes: two updates (a watcher whose selection the second stops
+    /// matching gets its old content with the change's RV) and a deletion.
+    fn slice_entries() -> (Resource, Vec<Entry>) {
+        let mut st = test_support::state("edge-1", 1);
+        let res = Resource::SlicesV1;
+        for k in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
+            st.apply(k, Change::Replace(vec![]), 0);
+        }
+        st.apply(res, Change::Replace(vec![slice("a", 0, None)]), 0);
+        let ready_at = st.current_rv();
+        for change in [
+            Change::Upsert(slice("a", 1, None)),
+            Change::Upsert(slice("a", 2, Some(("gen-old", "")))),
+            Change::Delete(slice("a", 2, None)),
+        ] {
+            st.apply(res, change, 0);
+        }
+        let entries = st.collection(res).after(ready_at, 100).unwrap_or_default();
+        assert_eq!(entries.len(), 3);
+        (res, entries)
+    }
+
+    #[test]
+    fn an_entry_is_framed_once_and_shared_by_every_watcher() {
+        let (res, entries) = slice_entries();
+        for format in [Format::Json, Format::Protobuf] {
+            for entry in &entries {
+                for event in [Event::Added, Event::Modified, Event::Deleted] {
+                    let Some(obj) = event.object(entry) else {
+                        continue;
+                    };
+                    let first = wire(|o| push_entry(o, format, res, entry, event));
+                    // A second watcher reuses the first one's framing: nothing is made again.
+                    let head = entry.wire(event.wire_slot(format), || {
+                        panic!("{event:?} in {format:?} was framed again")
+                    });
+                    let second = wire(|o| push_entry(o, format, res, entry, event));
+                    assert_eq!(first, second);
+                    assert!(first.starts_with(&head));
+                    // The same bytes as framing the event for one watcher alone.
+                    let alone = wire(|o| push_object(o, format, res, event.name(), &obj));
+                    assert_eq!(first, alone, "{event:?} {format:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_selector_leaver_is_restamped_once_per_entry() {
+        let (_, entries) = slice_entries();
+        let leaver = &entries[1];
+        let (Some(old), Some(_)) = (&leaver.old, &leaver.new) else {
+            panic!("not an update");
+        };
+        assert_ne!(old.rv, leaver.rv);
+        let a = leaver.old_restamped().unwrap_or_else(|| panic!("no old"));
+        let b = leaver.old_restamped().unwrap_or_else(|| panic!("no old"));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.rv, leaver.rv);
+        assert_eq!(a.bytes[..], old.restamped(leaver.rv).bytes[..]);
+        // A deletion's old content already carries the deletion's RV.
+        let deletion = &entries[2];
+        let d = deletion.old_restamped().unwrap_or_else(|| panic!("no old"));
+        assert!(deletion.old.as_ref().is_some_and(|o| Arc::ptr_eq(o, &d)));
+    }
+
     #[test]
     fn events_for_everything_selections_skip_matching_but_are_the_same() {
         let mut st = test_support::state("edge-1", 1);
@@ -463,7 +604,10 @@ mod tests {
             let events = |skip: bool| -> Vec<Option<(&'static str, Vec<u8>)>> {
                 entries
                     .iter()
-                    .map(|e| transition(e, &filter, skip).map(|(t, s)| (t, s.bytes.to_vec())))
+                    .map(|e| {
+                        let event = transition(e, &filter, skip)?;
+                        Some((event.name(), event.object(e)?.bytes.to_vec()))
+                    })
                     .collect()
             };
             assert_eq!(events(everything), events(false), "{q}");

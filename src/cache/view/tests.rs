@@ -212,3 +212,20 @@ fn find_stamp_finds_the_first_stamp_like_a_plain_search() {
         assert_eq!(find_stamp(hay, &stamp), naive(hay, &stamp), "cut {cut}");
     }
 }
+
+#[test]
+fn entries_after_borrow_the_log_in_order() {
+    let mut c = Collection::new(10);
+    let k = ObjectKey::new("", "n1");
+    for rv in [11, 13, 15] {
+        c.record(&k, Some(served("n1", rv)), rv, 0);
+    }
+    let rvs =
+        |cursor| -> Result<Vec<u64>, Gone> { Ok(c.entries_after(cursor)?.map(|e| e.rv).collect()) };
+    assert_eq!(rvs(10), Ok(vec![11, 13, 15]));
+    assert_eq!(rvs(12), Ok(vec![13, 15]));
+    assert_eq!(rvs(15), Ok(vec![]));
+    assert_eq!(rvs(99), Ok(vec![]));
+    assert_eq!(rvs(9), Err(Gone));
+    assert_eq!((c.pending(12), c.pending(15), c.pending(99)), (2, 0, 0));
+}
