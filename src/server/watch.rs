@@ -1,5 +1,7 @@
 //! One open watch stream: initial events, then the event log from its cursor, bookmarks and the
-//! deadline (docs/SEMANTICS.md §6, §6.1). Frames reuse each served object's shared bytes.
+//! deadline (docs/SEMANTICS.md §6, §6.1). Frames reuse each served object's shared bytes, and a
+//! log entry's event framing is made once per format and shared by all its watchers (the
+//! fan-out of one change to many watchers allocates nothing per watcher).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
