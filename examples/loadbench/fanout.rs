@@ -8,10 +8,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use crate::http::Client;
-use crate::phases::{
-    get_ok, machine, slice_templates, Round, Rounds, FANOUT_DRAIN, KEEP_UP_P99, STEP_DRAIN,
-};
-use crate::procs::{clk_tck, Children};
+use crate::phases::{get_ok, machine, Round, Rounds, FANOUT_DRAIN, KEEP_UP_P99, STEP_DRAIN};
+use crate::procs::Children;
 use crate::stats::{dur, own_share, pct};
 use crate::watchers::{client, epoll_threads, ClientKind};
 use crate::{start_sim, start_wrapper, BenchResult, Opts};
@@ -41,17 +39,7 @@ pub fn run_fanout(children: &Children, opts: &Opts) -> BenchResult<String> {
     get_ok(&mut Client::new(sim), "/sim/state")?;
     eprintln!("loadbench: starting grid-wrapper");
     let (w, _) = start_wrapper(children, opts, &sim_url)?;
-    let mut rounds = Rounds {
-        wrapper: &w,
-        sim,
-        sim_pid,
-        templates: slice_templates(sim)?,
-        watchers: opts.watchers,
-        next_seq: 1,
-        base: Instant::now(),
-        tck: clk_tck(),
-        control: true,
-    };
+    let mut rounds = Rounds::new(&w, sim, sim_pid, opts.watchers)?;
     eprintln!(
         "loadbench: fan-out, {} changes at {}/s",
         opts.changes, opts.rate

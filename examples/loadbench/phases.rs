@@ -389,7 +389,28 @@ pub struct Rounds<'a> {
     pub control: bool,
 }
 
-impl Rounds<'_> {
+impl<'a> Rounds<'a> {
+    /// Rounds of `watchers` watches on `wrapper`, changes applied to the simulator at `sim`
+    /// (process `sim_pid`) through its non-topology slices, a control watch on the simulator.
+    pub fn new(
+        wrapper: &'a Wrapper,
+        sim: SocketAddr,
+        sim_pid: u32,
+        watchers: usize,
+    ) -> BenchResult<Rounds<'a>> {
+        Ok(Rounds {
+            wrapper,
+            sim,
+            sim_pid,
+            templates: slice_templates(sim)?,
+            watchers,
+            next_seq: 1,
+            base: Instant::now(),
+            tck: clk_tck(),
+            control: true,
+        })
+    }
+
     /// One paced round: `count` changes at `rate`, then up to `drain` for the last deliveries.
     pub fn round(&mut self, rate: f64, count: usize, drain: Duration) -> BenchResult<Round> {
         Ok(self.round_with(rate, count, drain, || ())?.0)
@@ -549,17 +570,7 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
     }
 
     eprintln!("loadbench: watch fan-out");
-    let mut rounds = Rounds {
-        wrapper: &w,
-        sim,
-        sim_pid,
-        templates: slice_templates(sim)?,
-        watchers: opts.watchers,
-        next_seq: 1,
-        base: Instant::now(),
-        tck: clk_tck(),
-        control: true,
-    };
+    let mut rounds = Rounds::new(&w, sim, sim_pid, opts.watchers)?;
     let fanout = rounds.round(opts.rate, opts.changes, FANOUT_DRAIN)?;
 
     eprintln!("loadbench: LIST and fan-out at rest, during relabels, during relists");

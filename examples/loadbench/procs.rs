@@ -182,30 +182,28 @@ pub fn clk_tck() -> u64 {
         .unwrap_or(100)
 }
 
-/// utime + stime of `pid` (all threads), in clock ticks.
-pub fn cpu_ticks(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// (utime, stime) in clock ticks from a `stat` file of /proc (a process's or a thread's).
+fn stat_ticks(path: &str) -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string(path).ok()?;
     // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
     let rest = &s[s.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(utime + stime)
+    let mut f = rest.split_whitespace().skip(11);
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
+/// utime + stime of `pid` (all threads), in clock ticks.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    stat_ticks(&format!("/proc/{pid}/stat")).map(|(u, s)| u + s)
 }
 
 /// utime + stime of the main thread of `pid` (grid-wrapper's event loop), in clock ticks.
 pub fn main_thread_ticks(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    stat_ticks(&format!("/proc/{pid}/task/{pid}/stat")).map(|(u, s)| u + s)
 }
 
 /// stime of `pid` (all threads), in clock ticks: the kernel's share of [`cpu_ticks`].
 pub fn sys_ticks(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(12)?.parse().ok()
+    stat_ticks(&format!("/proc/{pid}/stat")).map(|(_, s)| s)
 }
 
 /// utime + stime of this process's threads whose name starts with `prefix`, in clock ticks
@@ -219,12 +217,8 @@ pub fn own_thread_ticks(prefix: &str) -> u64 {
             std::fs::read_to_string(t.path().join("comm"))
                 .is_ok_and(|c| c.trim_end().starts_with(prefix))
         })
-        .filter_map(|t| {
-            let s = std::fs::read_to_string(t.path().join("stat")).ok()?;
-            let rest = &s[s.rfind(')')? + 1..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        })
+        .filter_map(|t| stat_ticks(&t.path().join("stat").to_string_lossy()))
+        .map(|(u, s)| u + s)
         .sum()
 }
 

@@ -502,9 +502,8 @@ mod tests {
         bytes
     }
 
-    /// Logged entries of slice changes: two updates (a watcher whose selection the second stops
-    /// matching gets its old content with the change's RV) and a deletion.
-    fn slice_entries() -> (Resource, Vec<Entry>) {
+    /// The v1 slices' log entries of `changes`, applied to a ready cache that serves slice "a".
+    fn logged(changes: Vec<Change>) -> (Resource, Vec<Entry>) {
         let mut st = test_support::state("edge-1", 1);
         let res = Resource::SlicesV1;
         for k in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
@@ -512,16 +511,23 @@ mod tests {
         }
         st.apply(res, Change::Replace(vec![slice("a", 0, None)]), 0);
         let ready_at = st.current_rv();
-        for change in [
-            Change::Upsert(slice("a", 1, None)),
-            Change::Upsert(slice("a", 2, Some(("gen-old", "")))),
-            Change::Delete(slice("a", 2, None)),
-        ] {
+        let n = changes.len();
+        for change in changes {
             st.apply(res, change, 0);
         }
         let entries = st.collection(res).after(ready_at, 100).unwrap_or_default();
-        assert_eq!(entries.len(), 3);
+        assert_eq!(entries.len(), n);
         (res, entries)
+    }
+
+    /// Logged entries of slice changes: two updates (a watcher whose selection the second stops
+    /// matching gets its old content with the change's RV) and a deletion.
+    fn slice_entries() -> (Resource, Vec<Entry>) {
+        logged(vec![
+            Change::Upsert(slice("a", 1, None)),
+            Change::Upsert(slice("a", 2, Some(("gen-old", "")))),
+            Change::Delete(slice("a", 2, None)),
+        ])
     }
 
     #[test]
@@ -570,25 +576,13 @@ mod tests {
 
     #[test]
     fn events_for_everything_selections_skip_matching_but_are_the_same() {
-        let mut st = test_support::state("edge-1", 1);
-        let res = Resource::SlicesV1;
-        let kind = Resource::SlicesV1;
-        for k in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
-            st.apply(k, Change::Replace(vec![]), 0);
-        }
-        st.apply(kind, Change::Replace(vec![slice("a", 0, None)]), 0);
-        let ready_at = st.current_rv();
-        for change in [
+        let (res, entries) = logged(vec![
             Change::Upsert(slice("b", 0, None)),
             Change::Upsert(slice("a", 1, None)),
             // Gains an excluding label: leaves the view (a deletion).
             Change::Upsert(slice("b", 1, Some(("service.kubernetes.io/headless", "")))),
             Change::Delete(slice("a", 1, None)),
-        ] {
-            st.apply(kind, change, 0);
-        }
-        let entries = st.collection(res).after(ready_at, 100).unwrap_or_default();
-        assert_eq!(entries.len(), 4);
+        ]);
         for q in [
             L,
             "",
