@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench
 
 all: build
 
@@ -77,6 +77,15 @@ loadbench:
 	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
 	bash scripts/loadbench.sh target/release --gw-bin "$$gw" && \
 	if [ "$(LOADBENCH_X10)" != 0 ]; then bash scripts/loadbench.sh target/release --scale x10 --gw-bin "$$gw"; fi
+
+## relaybench: the site relay (issue 27), three runs folded into medians (out/relaybench.md):
+## the relay's fan-out to 100 follower watches over TLS (rate sweep, CPU), then what a site of 10
+## followers at scale S costs the cloud over 5 minutes of churn without a relay and with one
+## (requests, watches, bytes). About 13 min a run; RELAYBENCH_RUNS, GW_BIN as for loadbench.
+relaybench:
+	$(CARGO) build --release --bins --example loadbench
+	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
+	bash scripts/relaybench.sh target/release --gw-bin "$$gw"
 
 ## snapbench: the --cache-dir snapshot at scale S: file size, write time and writer CPU, LIST
 ## latency with and without snapshot writes, offline start from it; one table, also in

@@ -7,12 +7,16 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use crate::http::free_port;
 use crate::http::Client;
 use crate::phases::{get_ok, machine, Round, Rounds, FANOUT_DRAIN, KEEP_UP_P99, STEP_DRAIN};
 use crate::procs::Children;
+use crate::site::RelayPki;
 use crate::stats::{dur, own_share, pct};
+use crate::tls;
 use crate::watchers::{client, epoll_threads, ClientKind};
-use crate::{start_sim, start_wrapper, BenchResult, Opts};
+use crate::{start_sim, start_wrapper_with, BenchResult, Opts};
+use std::net::SocketAddr;
 
 /// The sweep of `--only fanout` when `--ramp` is not given.
 pub const FANOUT_RAMP: [f64; 7] = [200.0, 500.0, 1000.0, 2000.0, 3000.0, 5000.0, 7000.0];
@@ -31,6 +35,18 @@ fn cores(cpu: f64, d: Duration) -> f64 {
 
 /// Runs the fan-out phases and returns their table.
 pub fn run_fanout(children: &Children, opts: &Opts) -> BenchResult<String> {
+    run(children, opts, None)
+}
+
+/// The same on a relay's port (`--only relay`): the watches are a follower's reflector's
+/// EndpointSlice watch over TLS with the followers' client certificate, on a grid-wrapper
+/// serving `--relay-bind-address`; every step of the sweep runs (the tables of several runs then
+/// have the same rows).
+pub fn run_relay_fanout(children: &Children, opts: &Opts, pki: &RelayPki) -> BenchResult<String> {
+    run(children, opts, Some(pki))
+}
+
+fn run(children: &Children, opts: &Opts, relay: Option<&RelayPki>) -> BenchResult<String> {
     let began = Instant::now();
     let m = machine(opts);
     let load0 = loadavg();
@@ -38,8 +54,23 @@ pub fn run_fanout(children: &Children, opts: &Opts) -> BenchResult<String> {
     let (sim_pid, sim_url, sim) = start_sim(children, opts)?;
     get_ok(&mut Client::new(sim), "/sim/state")?;
     eprintln!("loadbench: starting grid-wrapper");
-    let (w, _) = start_wrapper(children, opts, &sim_url)?;
+    let mut extra: Vec<String> = vec!["-v".into(), "0".into()];
+    let relay_port = match relay {
+        Some(pki) => {
+            let port = free_port()?;
+            extra.extend(pki.relay_flags(port));
+            Some(port)
+        }
+        None => None,
+    };
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let (w, _) = start_wrapper_with(children, opts, &sim_url, &extra)?;
     let mut rounds = Rounds::new(&w, sim, sim_pid, opts.watchers)?;
+    if let (Some(pki), Some(port)) = (relay, relay_port) {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        tls::register(addr, pki.client_config()?);
+        rounds.watch_addr = addr;
+    }
     eprintln!(
         "loadbench: fan-out, {} changes at {}/s",
         opts.changes, opts.rate
@@ -53,13 +84,25 @@ pub fn run_fanout(children: &Children, opts: &Opts) -> BenchResult<String> {
         let r = rounds.round(rate, count, STEP_DRAIN)?;
         fails = if r.kept_up() { 0 } else { fails + 1 };
         ramp.push(r);
-        if fails >= FAILS_IN_A_ROW || began.elapsed() > Duration::from_secs(240) {
+        let stop = fails >= FAILS_IN_A_ROW && relay.is_none();
+        if stop || began.elapsed() > Duration::from_secs(240) {
             break;
         }
     }
     children.kill(w.pid);
     children.kill(sim_pid);
-    let mut t = table(opts, &m, &fanout, &ramp, began.elapsed());
+    let what = match relay {
+        Some(_) => "follower watches on the relay port (TLS, a follower reflector's EndpointSlice watch, selector L, JSON)",
+        None => "watchers of kube-proxy's EndpointSlice watch (selector L)",
+    };
+    let mut t = table(
+        opts,
+        &m,
+        (what, relay.is_some()),
+        &fanout,
+        &ramp,
+        began.elapsed(),
+    );
     let _ = writeln!(
         t,
         "\nLoad average (/proc/loadavg) at the start: {load0}; at the end: {}.",
@@ -109,6 +152,7 @@ fn step_row(out: &mut String, s: &Round, watchers: usize) {
 fn table(
     opts: &Opts,
     m: &crate::phases::Machine,
+    (what, relayed): (&str, bool),
     f: &Round,
     ramp: &[Round],
     wall: Duration,
@@ -116,7 +160,8 @@ fn table(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# loadbench --only fanout\n\n{} · {} × {} · kernel {} · {}\n\ngrid-wrapper {}; {} watchers of kube-proxy's EndpointSlice watch (selector L), read by {}; changes to slices of non-topology Services through the simulator; wall {:.0} s.\n",
+        "# loadbench --only {}\n\n{} · {} × {} · kernel {} · {}\n\ngrid-wrapper {}; {} {what}, read by {}; changes to slices of non-topology Services through the simulator; wall {:.0} s.\n",
+        if relayed { "relay: the relay's fan-out" } else { "fanout" },
         m.date,
         m.nproc,
         m.cpu,

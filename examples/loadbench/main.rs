@@ -28,6 +28,7 @@ mod snapprobe;
 mod snapreport;
 mod snapshot;
 mod stats;
+mod tls;
 mod wan;
 mod watchers;
 
@@ -100,10 +101,12 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
                               --upstream-gzip=true and =false (LIST bytes the simulator sent,
                               grid-wrapper's and the simulator's CPU); table in
                               out/wanbench.md unless --out
-  --only relay                run only the site relay bench: what a site of --followers
-                              followers costs the cloud without a relay and with one (requests,
-                              watches, bytes over --site-secs, churn --site-rate/s); table in
-                              out/relaybench.md unless --out
+  --only relay                run only the site relay bench: the relay's fan-out to --watchers
+                              follower watches over TLS (as --only fanout, every sweep step),
+                              then what a site of --followers followers costs the cloud without
+                              a relay and with one (requests, watches, bytes over --site-secs,
+                              churn --site-rate/s); tables in out/relaybench.md unless --out
+  --relay-parts fanout,site   which parts of --only relay run (default both)
   --followers N               followers of the relay bench (default 10)
   --site-secs S               the relay bench's window per mode, from the first start (default 300)
   --site-rate R               the relay bench's churn, changes per second (default 20)
@@ -224,6 +227,10 @@ fn parse_opts() -> BenchResult<Opts> {
             followers: 10,
             secs: 300.0,
             rate: 20.0,
+            parts: site::Parts {
+                fanout: true,
+                site: true,
+            },
         },
         only_fanout: false,
         ready_runs: 3,
@@ -289,6 +296,16 @@ fn parse_opts() -> BenchResult<Opts> {
             "--followers" => o.site.followers = val()?.parse()?,
             "--site-secs" => o.site.secs = val()?.parse()?,
             "--site-rate" => o.site.rate = val()?.parse()?,
+            "--relay-parts" => {
+                let v = val()?;
+                o.site.parts = site::Parts {
+                    fanout: v.split(',').any(|p| p == "fanout"),
+                    site: v.split(',').any(|p| p == "site"),
+                };
+                if !(o.site.parts.fanout || o.site.parts.site) {
+                    return Err(format!("--relay-parts {v:?}: fanout, site or both").into());
+                }
+            }
             "--ready-runs" => o.ready_runs = val()?.parse()?,
             "--notify-channel-size" => o.channel = Some(val()?.parse()?),
             "--snapshot" => o.snapshot = true,
@@ -330,13 +347,13 @@ fn parse_opts() -> BenchResult<Opts> {
     if o.only_fanout && !out_given {
         o.out = "out/fanoutbench.md".into();
     }
-    if o.only_fanout {
+    if o.only_fanout || o.only_relay {
         // One reading thread fell behind above about 2,000 changes/s on 2 cores while a second
         // kept up (BENCHMARKS.md, "Fan-out"): two by default, so that the client is not what is
         // measured; an explicit --epoll-threads wins (it was set first).
         watchers::set_epoll_threads(2);
     }
-    if o.only_fanout && !ramp_given {
+    if (o.only_fanout || o.only_relay) && !ramp_given {
         o.ramp = fanout::FANOUT_RAMP.to_vec();
     }
     if o.snapshot && !out_given {
@@ -618,7 +635,7 @@ fn main() {
         } else if opts.only_wan {
             wan::run_wan(&children, &opts)
         } else if opts.only_relay {
-            site::run_site(&children, &opts, opts.site)
+            site::run_relay(&children, &opts, opts.site)
         } else if opts.only_fanout {
             fanout::run_fanout(&children, &opts)
         } else {

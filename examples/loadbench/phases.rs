@@ -286,8 +286,17 @@ pub fn slices_path() -> String {
 }
 
 fn list_rv(addr: SocketAddr) -> BenchResult<String> {
-    let r = get_ok(&mut Client::new(addr), &slices_path())?;
-    let v: Value = serde_json::from_slice(&r.body)?;
+    let body = match crate::tls::for_addr(addr) {
+        Some(config) => match crate::tls::get(addr, config, &slices_path())? {
+            (200, body) => body,
+            (code, body) => {
+                let text = String::from_utf8_lossy(&body).into_owned();
+                return Err(format!("LIST over TLS: HTTP {code}: {text}").into());
+            }
+        },
+        None => get_ok(&mut Client::new(addr), &slices_path())?.body,
+    };
+    let v: Value = serde_json::from_slice(&body)?;
     v["metadata"]["resourceVersion"]
         .as_str()
         .map(str::to_string)
@@ -371,6 +380,8 @@ pub fn slice_templates(sim: SocketAddr) -> BenchResult<Vec<Template>> {
 pub struct Rounds<'a> {
     /// The wrapper watched.
     pub wrapper: &'a Wrapper,
+    /// Where its watches are opened: its kube-proxy port, or its relay port.
+    pub watch_addr: SocketAddr,
     /// The simulator changes are applied to.
     pub sim: SocketAddr,
     /// Its pid.
@@ -400,6 +411,7 @@ impl<'a> Rounds<'a> {
     ) -> BenchResult<Rounds<'a>> {
         Ok(Rounds {
             wrapper,
+            watch_addr: wrapper.addr,
             sim,
             sim_pid,
             templates: slice_templates(sim)?,
@@ -425,12 +437,12 @@ impl<'a> Rounds<'a> {
         drain: Duration,
         during: impl FnOnce() -> B,
     ) -> BenchResult<(Round, B)> {
-        let rv = list_rv(self.wrapper.addr)?;
+        let rv = list_rv(self.watch_addr)?;
         let path = format!(
             "{}&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=456&watch=true",
             slices_path()
         );
-        let set = WatchSet::open(self.wrapper.addr, &path, self.watchers, self.base)?;
+        let set = WatchSet::open(self.watch_addr, &path, self.watchers, self.base)?;
         let control = if self.control {
             let sim_rv = sim_rv(self.sim)?;
             Some(WatchSet::open(

@@ -227,6 +227,7 @@ pub fn run_x10(children: &Children, opts: &Opts) -> BenchResult<String> {
     eprintln!("loadbench x10: fan-out ({FANOUT_WATCHERS} watchers at {FANOUT_RATE}/s)");
     let mut rounds = Rounds {
         wrapper: &w,
+        watch_addr: w.addr,
         sim,
         sim_pid,
         templates: slice_templates(sim)?,

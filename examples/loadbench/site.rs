@@ -59,6 +59,15 @@ impl RelayPki {
         self.dir.join(name).to_string_lossy().into_owned()
     }
 
+    /// The followers' TLS client configuration (the site CA, their certificate).
+    pub fn client_config(&self) -> BenchResult<std::sync::Arc<rustls::ClientConfig>> {
+        crate::tls::client_config(
+            &self.file("site-ca.crt"),
+            &self.file("follower.crt"),
+            &self.file("follower.key"),
+        )
+    }
+
     /// The relay's own flags for serving on `port`.
     pub fn relay_flags(&self, port: u16) -> Vec<String> {
         vec![
@@ -157,19 +166,49 @@ pub struct SiteSpec {
     pub secs: f64,
     /// Churn, changes per second.
     pub rate: f64,
+    /// Which parts run.
+    pub parts: Parts,
 }
 
 /// The whole-run bound of `--only relay`: both windows, each with room for its simulator and
 /// syncs, and the rest.
 pub fn budget(spec: &SiteSpec) -> Duration {
-    Duration::from_secs_f64(2.0 * (spec.secs + 180.0) + 120.0)
+    Duration::from_secs_f64(2.0 * (spec.secs + 180.0) + 420.0)
+}
+
+/// `--only relay`: the relay's fan-out (`crate::fanout`), then the site's two windows; both
+/// tables.
+pub fn run_relay(children: &Children, opts: &Opts, spec: SiteSpec) -> BenchResult<String> {
+    let pki = RelayPki::make(Path::new("out/relaybench-pki"))?;
+    let mut out = String::new();
+    if spec.parts.fanout {
+        out.push_str(&crate::fanout::run_relay_fanout(children, opts, &pki)?);
+        out.push('\n');
+    }
+    if spec.parts.site {
+        out.push_str(&run_site(children, opts, spec, &pki)?);
+    }
+    Ok(out)
+}
+
+/// Which parts of `--only relay` run (`--relay-parts`).
+#[derive(Clone, Copy, Debug)]
+pub struct Parts {
+    /// The relay's fan-out to 100 follower watches.
+    pub fanout: bool,
+    /// What a site costs the cloud.
+    pub site: bool,
 }
 
 /// Runs both modes (plain, then relayed) and returns the table.
-pub fn run_site(children: &Children, opts: &Opts, spec: SiteSpec) -> BenchResult<String> {
-    let pki = RelayPki::make(Path::new("out/relaybench-pki"))?;
+fn run_site(
+    children: &Children,
+    opts: &Opts,
+    spec: SiteSpec,
+    pki: &RelayPki,
+) -> BenchResult<String> {
     let plain = window(children, opts, spec, None)?;
-    let relayed = window(children, opts, spec, Some(&pki))?;
+    let relayed = window(children, opts, spec, Some(pki))?;
     let m = machine(opts);
     let mut out = String::new();
     let _ = writeln!(

@@ -11,6 +11,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::http::read_head;
+use rustls::{ClientConnection, StreamOwned};
 
 /// The annotation carrying the driver's change counter.
 pub const SEQ_KEY: &str = "loadbench.example/seq";
@@ -246,13 +247,69 @@ impl Stream {
     }
 }
 
-/// Connects, sends the watch request, reads the response head (blocking). Returns the stream
-/// and the body bytes read past the head.
-fn connect(addr: SocketAddr, path: &str) -> Result<(TcpStream, Vec<u8>), String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+/// A watch's connection: plain, or TLS to a relay port ([`crate::tls`]).
+enum Sock<S: Read + Write> {
+    Plain(S),
+    Tls(Box<StreamOwned<ClientConnection, S>>),
+}
+
+impl<S: Read + Write> Read for Sock<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Plain(s) => s.read(buf),
+            Sock::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl<S: Read + Write> Write for Sock<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Plain(s) => s.write(buf),
+            Sock::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sock::Plain(s) => s.flush(),
+            Sock::Tls(s) => s.flush(),
+        }
+    }
+}
+
+impl<S: Read + Write> Sock<S> {
+    /// The same connection over another socket type (the TLS state kept).
+    fn map<T: Read + Write>(self, f: impl FnOnce(S) -> T) -> Sock<T> {
+        match self {
+            Sock::Plain(s) => Sock::Plain(f(s)),
+            Sock::Tls(t) => {
+                let StreamOwned { conn, sock } = *t;
+                Sock::Tls(Box::new(StreamOwned::new(conn, f(sock))))
+            }
+        }
+    }
+
+    fn socket(&mut self) -> &mut S {
+        match self {
+            Sock::Plain(s) => s,
+            Sock::Tls(t) => &mut t.sock,
+        }
+    }
+}
+
+/// Connects (over TLS to a registered relay port), sends the watch request, reads the response
+/// head (blocking). Returns the connection and the body bytes read past the head.
+fn connect(addr: SocketAddr, path: &str) -> Result<(Sock<TcpStream>, Vec<u8>), String> {
+    let sock = match crate::tls::for_addr(addr) {
+        Some(config) => crate::tls::connect(addr, config).map(|t| Sock::Tls(Box::new(t))),
+        None => TcpStream::connect(addr).map(Sock::Plain),
+    };
+    let mut s = sock.map_err(|e| format!("connect: {e}"))?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, */*\r\nUser-Agent: loadbench\r\n\r\n");
-    s.set_nodelay(true)
-        .and_then(|()| s.set_read_timeout(Some(POLL * 50)))
+    let tcp = s.socket();
+    tcp.set_nodelay(true)
+        .and_then(|()| tcp.set_read_timeout(Some(POLL * 50)))
         .and_then(|()| s.write_all(req.as_bytes()))
         .map_err(|e| format!("watch request: {e}"))?;
     let mut r = BufReader::with_capacity(64 << 10, s);
@@ -261,8 +318,9 @@ fn connect(addr: SocketAddr, path: &str) -> Result<(TcpStream, Vec<u8>), String>
         return Err(format!("watch answered HTTP {code}"));
     }
     let rest = r.buffer().to_vec();
-    let s = r.into_inner();
-    s.set_read_timeout(Some(POLL))
+    let mut s = r.into_inner();
+    s.socket()
+        .set_read_timeout(Some(POLL))
         .map_err(|e| format!("socket: {e}"))?;
     Ok((s, rest))
 }
@@ -322,7 +380,7 @@ fn run_epoll(
     counts: Vec<Arc<AtomicU64>>,
 ) -> Vec<WatchResult> {
     let mut streams: Vec<Stream> = counts.into_iter().map(Stream::new).collect();
-    let mut socks: Vec<Option<mio::net::TcpStream>> = Vec::with_capacity(streams.len());
+    let mut socks: Vec<Option<Sock<mio::net::TcpStream>>> = Vec::with_capacity(streams.len());
     let poll = mio::Poll::new();
     let mut poll = match poll {
         Ok(p) => p,
@@ -335,12 +393,13 @@ fn run_epoll(
         }
     };
     for (i, st) in streams.iter_mut().enumerate() {
-        let opened = connect(addr, path).and_then(|(s, rest)| {
-            s.set_nonblocking(true)
+        let opened = connect(addr, path).and_then(|(mut s, rest)| {
+            s.socket()
+                .set_nonblocking(true)
                 .map_err(|e| format!("socket: {e}"))?;
-            let mut s = mio::net::TcpStream::from_std(s);
+            let mut s = s.map(mio::net::TcpStream::from_std);
             poll.registry()
-                .register(&mut s, mio::Token(i), mio::Interest::READABLE)
+                .register(s.socket(), mio::Token(i), mio::Interest::READABLE)
                 .map_err(|e| format!("epoll register: {e}"))?;
             Ok((s, rest))
         });
@@ -389,7 +448,9 @@ fn run_epoll(
                         st.on_bytes(&buf[..n], base.elapsed().as_nanos() as u64, sh);
                         // A short read drained the socket; bytes that arrive later raise a
                         // new edge. This saves the read that would only say "would block".
-                        if n < buf.len() {
+                        // Not over TLS: decrypted bytes may wait in the session with the
+                        // socket drained, and no edge would come for them.
+                        if n < buf.len() && matches!(s, Sock::Plain(_)) {
                             break;
                         }
                     }
