@@ -22,7 +22,6 @@ use crate::k8s::Resource;
 use crate::server::counters::{self, EndReason, RouteKind};
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxy, ProxyMsg};
-use crate::server::relay::Side;
 use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, Watcher, HIGH_WATER};
 use crate::server::watchers;
@@ -31,6 +30,24 @@ use crate::writer::Writer;
 
 mod options;
 pub use options::{ServerOptions, TlsSlot};
+
+/// Which port a connection came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// `--bind-address`: kube-proxy, served the pruned readers' view.
+    KubeProxy,
+    /// `--relay-bind-address`: a follower, served the relay view.
+    Relay,
+}
+
+impl Side {
+    /// Counts a connection of this side opened (`true`) or closed, in `/metrics`.
+    pub fn count(self, opened: bool) {
+        if self == Side::Relay {
+            counters::global().relay_connection(opened);
+        }
+    }
+}
 
 /// What a connection needs from the server while it is driven.
 #[derive(Debug)]

@@ -15,9 +15,9 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::cache::published::{Ageing, View};
-use crate::server::conn::{Conn, Ctx, ServerOptions};
+use crate::server::conn::{Conn, Ctx, ServerOptions, Side};
 use crate::server::proxy::Proxy;
-use crate::server::relay::{RelayPort, Side};
+use crate::server::relay::RelayPort;
 use crate::server::transport::Transport;
 use crate::sync::lock;
 use crate::upstream::client::Upstream;

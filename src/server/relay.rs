@@ -3,7 +3,7 @@
 //! `--relay-client-ca-file` is always required; reloaded as the serving one), the relay view its
 //! connections read (the upstream's objects unpruned) and that view's ageing.
 //!
-//! A relay connection is a [`crate::server::conn::Conn`] of [`Side::Relay`], driven by the same
+//! A relay connection is a [`crate::server::conn::Conn`] of [`crate::server::conn::Side::Relay`], driven by the same
 //! loop as kube-proxy's. Where the two differ:
 //! - `Conn::dispatch` asks [`crate::api::relay::answer`] first (probes, discovery, 404 for what
 //!   the relay view does not serve), never asks the writer for v1beta1 slices, and answers the
@@ -23,26 +23,7 @@ use mio::net::TcpListener;
 
 use crate::cache::published::{Ageing, View};
 use crate::server::conn::TlsSlot;
-use crate::server::counters;
 use crate::sync::lock;
-
-/// Which port a connection came in on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// `--bind-address`: kube-proxy, served the pruned readers' view.
-    KubeProxy,
-    /// `--relay-bind-address`: a follower, served the relay view.
-    Relay,
-}
-
-impl Side {
-    /// Counts a connection of this side opened (`true`) or closed, in `/metrics`.
-    pub fn count(self, opened: bool) {
-        if self == Side::Relay {
-            counters::global().relay_connection(opened);
-        }
-    }
-}
 
 /// The relay port: listener, TLS, and the view its connections read.
 #[derive(Debug)]
