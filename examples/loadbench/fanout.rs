@@ -81,6 +81,7 @@ fn run(children: &Children, opts: &Opts, relay: Option<&RelayPki>) -> BenchResul
     for &rate in &opts.ramp {
         let count = (rate * opts.step_secs).round().max(1.0) as usize;
         eprintln!("loadbench: ramp step {rate}/s ({count} changes)");
+        rounds.settle()?;
         let r = rounds.round(rate, count, STEP_DRAIN)?;
         fails = if r.kept_up() { 0 } else { fails + 1 };
         ramp.push(r);

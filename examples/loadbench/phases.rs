@@ -423,6 +423,24 @@ impl<'a> Rounds<'a> {
         })
     }
 
+    /// Waits (at most 30 s) until what is watched stops changing: its list's resourceVersion
+    /// stays the same for half a second. After a step it could not keep up with, a backlog of
+    /// the last one's changes is still being applied; the next step's watches, opened at the
+    /// list's resourceVersion, would otherwise find it behind the event log's horizon.
+    pub fn settle(&self) -> BenchResult<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut rv = list_rv(self.watch_addr)?;
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = list_rv(self.watch_addr)?;
+            if now == rv {
+                break;
+            }
+            rv = now;
+        }
+        Ok(())
+    }
+
     /// One paced round: `count` changes at `rate`, then up to `drain` for the last deliveries.
     pub fn round(&mut self, rate: f64, count: usize, drain: Duration) -> BenchResult<Round> {
         Ok(self.round_with(rate, count, drain, || ())?.0)
