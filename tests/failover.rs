@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::autonomy::{metric, metrics, served};
-use common::{request, sim_bin, wait_for, wait_for_long, LogSink, Proc, Sim, Watch, Wrapper};
+use common::generations::{assert_every_change_once, gens, node_watch};
+use common::{request, sim_bin, wait_for, wait_for_long, LogSink, Proc, Sim, Wrapper};
 use serde_json::{json, Value};
 
 const NODES: [&str; 4] = ["edge-a1", "edge-a2", "edge-b1", "edge-c1"];
@@ -86,26 +87,6 @@ fn churn(addr: SocketAddr, n: usize, done: &mut Vec<(String, String)>) {
     }
 }
 
-/// `node → gen` of a node list.
-fn gens(list: &Value) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|n| {
-            (
-                n["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                n["metadata"]["labels"]["gen"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// Proxies an event POST through grid-wrapper; returns the listen address the sim recorded
 /// it on (asked through `up`, an address that is up).
 fn proxied_event_lands_on(w: &Wrapper, up: SocketAddr, name: &str) -> String {
@@ -161,16 +142,7 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
     });
 
     // A client watch on grid-wrapper, open through everything that follows.
-    let list = w.get_json("/api/v1/nodes");
-    let mut watch = Watch::open(
-        w.addr,
-        &format!(
-            "/api/v1/nodes?watch=true&timeoutSeconds=120&resourceVersion={}",
-            common::rv(&list)
-        ),
-        &[],
-    );
-    assert_eq!(watch.code, 200);
+    let mut watch = node_watch(&w, 120);
     let mut done = Vec::new();
     churn(b, 10, &mut done);
 
@@ -253,38 +225,7 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
     churn(a, 10, &mut done);
 
     // Every change exactly once, in order, with increasing resourceVersions.
-    let mut seen = Vec::new();
-    let mut last_rv = 0;
-    while seen.len() < done.len() {
-        let Some(ev) = watch.next(Duration::from_secs(10)) else {
-            break;
-        };
-        assert_eq!(ev["type"], "MODIFIED", "{ev}");
-        let rv = common::rv(&ev["object"]);
-        assert!(
-            rv > last_rv,
-            "resourceVersions increase: {rv} after {last_rv}"
-        );
-        last_rv = rv;
-        seen.push((
-            ev["object"]["metadata"]["name"]
-                .as_str()
-                .unwrap_or("")
-                .to_string(),
-            ev["object"]["metadata"]["labels"]["gen"]
-                .as_str()
-                .unwrap_or("")
-                .to_string(),
-        ));
-    }
-    assert_eq!(
-        seen, done,
-        "the client's watch saw every change exactly once"
-    );
-    assert!(
-        watch.next(Duration::from_millis(500)).is_none(),
-        "no extra (duplicate) event"
-    );
+    assert_every_change_once(&mut watch, &done);
     assert_eq!(gens(&w.get_json("/api/v1/nodes")), gens(&sim_nodes(a)));
     // Resumed at its resourceVersion on each server: never relisted.
     assert_eq!(

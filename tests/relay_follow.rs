@@ -14,8 +14,9 @@ mod common;
 use std::time::Duration;
 
 use common::autonomy::metrics;
+use common::generations::{assert_every_change_once, converged, node_watch};
 use common::pki::Pki;
-use common::{wait_for, wait_for_long, Sim, Watch, Wrapper};
+use common::{wait_for, wait_for_long, Sim, Wrapper};
 use serde_json::{json, Value};
 
 const NODES: [&str; 4] = ["edge-a1", "edge-a2", "edge-b1", "edge-c1"];
@@ -94,38 +95,6 @@ fn relay_is_up(relay: &Sim) -> bool {
     std::net::TcpStream::connect_timeout(&relay.addr, Duration::from_millis(200)).is_ok()
 }
 
-/// `node → gen` of a node list.
-fn gens(list: &Value) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|n| {
-            let s = |p: &str| {
-                n.pointer(p)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string()
-            };
-            (s("/metadata/name"), s("/metadata/labels/gen"))
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-fn converged(w: &Wrapper, done: &[(String, String)]) -> bool {
-    let have = gens(&w.get_json("/api/v1/nodes"));
-    NODES.iter().all(|n| {
-        let want = done
-            .iter()
-            .rev()
-            .find(|(node, _)| node == n)
-            .map_or("", |(_, g)| g.as_str());
-        have.iter().any(|(node, g)| node == n && g == want)
-    })
-}
-
 #[test]
 fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change_once() {
     let Some(pki) = Pki::generate() else { return };
@@ -170,19 +139,12 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     assert_eq!(cloud_served(&cloud), Vec::<Value>::new());
 
     // A client watch on the follower, open through everything that follows.
-    let list = w.get_json("/api/v1/nodes");
-    let mut watch = Watch::open(
-        w.addr,
-        &format!(
-            "/api/v1/nodes?watch=true&timeoutSeconds=180&resourceVersion={}",
-            common::rv(&list)
-        ),
-        &[],
-    );
-    assert_eq!(watch.code, 200);
+    let mut watch = node_watch(&w, 180);
     let mut done = Vec::new();
     churn(&pki, &relay, &cloud, 6, &mut done);
-    wait_for("the follower to follow the relay", || converged(&w, &done));
+    wait_for("the follower to follow the relay", || {
+        converged(&w, &NODES, &done)
+    });
 
     // The relay dies: every reflector moves to the cloud, relisting from scratch.
     relay_control(
@@ -204,7 +166,9 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     );
     assert!(!cloud_served(&cloud).is_empty(), "the cloud is read now");
     churn(&pki, &relay, &cloud, 6, &mut done);
-    wait_for("the follower to follow the cloud", || converged(&w, &done));
+    wait_for("the follower to follow the cloud", || {
+        converged(&w, &NODES, &done)
+    });
 
     // The relay returns (with the changes made meanwhile): back to it.
     relay.wait_accepting();
@@ -221,7 +185,7 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     cloud.control("requests/clear", &Value::Null);
     churn(&pki, &relay, &cloud, 6, &mut done);
     wait_for("the follower to follow the relay again", || {
-        converged(&w, &done)
+        converged(&w, &NODES, &done)
     });
     assert_eq!(
         cloud_served(&cloud),
@@ -231,28 +195,7 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
 
     // Every change exactly once, as MODIFIED, and nothing else (no DELETED/ADDED of the
     // unchanged objects at the switches).
-    let mut seen = Vec::new();
-    while seen.len() < done.len() {
-        let Some(ev) = watch.next(Duration::from_secs(10)) else {
-            break;
-        };
-        assert_eq!(ev["type"], "MODIFIED", "{ev}");
-        let s = |p: &str| {
-            ev.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        seen.push((s("/object/metadata/name"), s("/object/metadata/labels/gen")));
-    }
-    assert_eq!(
-        seen, done,
-        "the client's watch saw every change exactly once"
-    );
-    assert!(
-        watch.next(Duration::from_millis(700)).is_none(),
-        "no extra event"
-    );
+    assert_every_change_once(&mut watch, &done);
     // No credential went to the wrong side: both simulators require their own token (the
     // relay also the client certificate), and nothing was refused.
     let m = metrics(&w);

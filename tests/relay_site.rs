@@ -14,6 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::autonomy::metrics;
+use common::generations::{assert_every_change_once, converged, node_watch};
 use common::procs::TempDir;
 use common::{find_in_path, free_port, request, wait_for, wait_for_long, Sim, Watch, Wrapper};
 use serde_json::{json, Value};
@@ -130,62 +131,6 @@ fn churn(sim: &Sim, n: usize, done: &mut Vec<(String, String)>) {
     }
 }
 
-/// Whether `w` serves the latest `gen` of every node in `done`.
-fn converged(w: &Wrapper, done: &[(String, String)]) -> bool {
-    let list = w.get_json("/api/v1/nodes");
-    let items = list["items"].as_array().cloned().unwrap_or_default();
-    NODES.iter().all(|n| {
-        let want = done
-            .iter()
-            .rev()
-            .find(|(node, _)| node == n)
-            .map(|(_, g)| g);
-        let have = items
-            .iter()
-            .find(|i| i["metadata"]["name"] == *n)
-            .and_then(|i| i["metadata"]["labels"]["gen"].as_str());
-        want.map(String::as_str) == have
-    })
-}
-
-/// A client watch of the nodes on `w`, from its current list.
-fn node_watch(w: &Wrapper) -> Watch {
-    let list = w.get_json("/api/v1/nodes");
-    let watch = Watch::open(
-        w.addr,
-        &format!(
-            "/api/v1/nodes?watch=true&timeoutSeconds=600&resourceVersion={}",
-            common::rv(&list)
-        ),
-        &[],
-    );
-    assert_eq!(watch.code, 200);
-    watch
-}
-
-/// Reads `watch` until it has `done.len()` events; each must be a MODIFIED of the next change.
-fn assert_every_change_once(watch: &mut Watch, done: &[(String, String)]) {
-    let mut seen = Vec::new();
-    while seen.len() < done.len() {
-        let Some(ev) = watch.next(Duration::from_secs(10)) else {
-            break;
-        };
-        assert_eq!(ev["type"], "MODIFIED", "only the real changes: {ev}");
-        let s = |p: &str| {
-            ev.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        seen.push((s("/object/metadata/name"), s("/object/metadata/labels/gen")));
-    }
-    assert_eq!(seen, done, "every change exactly once, in order");
-    assert!(
-        watch.next(Duration::from_millis(700)).is_none(),
-        "no extra event"
-    );
-}
-
 /// The watches open on the simulator now.
 fn cloud_watches(sim: &Sim) -> u64 {
     sim.state()["openWatches"].as_u64().unwrap_or(0)
@@ -234,7 +179,7 @@ fn the_cloud_carries_one_set_of_watches_for_a_relay_and_its_followers() {
     let mut done = Vec::new();
     churn(&sim, 4, &mut done);
     for f in &followers {
-        wait_for("the follower to follow", || converged(f, &done));
+        wait_for("the follower to follow", || converged(f, &NODES, &done));
     }
 }
 
@@ -251,20 +196,26 @@ fn a_follower_moves_relay_to_relay_to_the_cloud_and_back_seeing_every_change_onc
     let r2 = relay(&pki, &sim.url, p2, &[]);
     let f = follower(&pki, &sim, "edge-b1", &[p1, p2]);
     wait_for("every reflector on the first relay", || all_on(&f, &u1));
-    let mut watch = node_watch(&f);
+    let mut watch = node_watch(&f, 600);
     let mut done = Vec::new();
     churn(&sim, 4, &mut done);
-    wait_for("the follower to follow relay 1", || converged(&f, &done));
+    wait_for("the follower to follow relay 1", || {
+        converged(&f, &NODES, &done)
+    });
 
     drop(r1);
     wait_for("every reflector on relay 2", || all_on(&f, &u2));
     churn(&sim, 4, &mut done);
-    wait_for("the follower to follow relay 2", || converged(&f, &done));
+    wait_for("the follower to follow relay 2", || {
+        converged(&f, &NODES, &done)
+    });
 
     drop(r2);
     wait_for("every reflector on the cloud", || all_on(&f, &sim.url));
     churn(&sim, 4, &mut done);
-    wait_for("the follower to follow the cloud", || converged(&f, &done));
+    wait_for("the follower to follow the cloud", || {
+        converged(&f, &NODES, &done)
+    });
 
     // Relay 2 returns, then relay 1: the follower goes back to each, in preference order.
     let r2 = relay(&pki, &sim.url, p2, &[]);
@@ -273,7 +224,7 @@ fn a_follower_moves_relay_to_relay_to_the_cloud_and_back_seeing_every_change_onc
     });
     churn(&sim, 4, &mut done);
     wait_for("the follower to follow relay 2 again", || {
-        converged(&f, &done)
+        converged(&f, &NODES, &done)
     });
     // Relay 2's watches send nothing while nothing changes (a BOOKMARK a minute): a reflector
     // leaves a server that is no longer preferred at its stream's next data. Changes move the
@@ -285,7 +236,7 @@ fn a_follower_moves_relay_to_relay_to_the_cloud_and_back_seeing_every_change_onc
     });
     churn(&sim, 4, &mut done);
     wait_for("the follower to follow relay 1 again", || {
-        converged(&f, &done)
+        converged(&f, &NODES, &done)
     });
     assert_every_change_once(&mut watch, &done);
     // The idle reflectors follow within the bookmark interval.
@@ -319,7 +270,7 @@ fn a_relay_restart_is_absorbed_without_spurious_events() {
     let r = relay(&pki, &sim.url, port, &[]);
     let f = follower(&pki, &sim, "edge-b1", &[port]);
     wait_for("every reflector on the relay", || all_on(&f, &url));
-    let mut nodes = node_watch(&f);
+    let mut nodes = node_watch(&f, 600);
     let slices = f.get_json("/apis/discovery.k8s.io/v1/endpointslices");
     let mut slice_watch = Watch::open(
         f.addr,
@@ -351,7 +302,7 @@ fn a_relay_restart_is_absorbed_without_spurious_events() {
     let mut done = Vec::new();
     churn(&sim, 3, &mut done);
     wait_for("the follower to follow the restarted relay", || {
-        converged(&f, &done)
+        converged(&f, &NODES, &done)
     });
     assert_every_change_once(&mut nodes, &done);
     drop(r);
@@ -414,6 +365,6 @@ fn a_relay_may_follow_a_relay() {
     let mut done = Vec::new();
     churn(&sim, 3, &mut done);
     wait_for("the follower to follow two relays down", || {
-        converged(&f, &done)
+        converged(&f, &NODES, &done)
     });
 }

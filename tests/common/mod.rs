@@ -4,6 +4,7 @@
 
 pub mod autonomy;
 pub mod fault_proxy;
+pub mod generations;
 pub mod http;
 pub mod pki;
 pub mod procs;
