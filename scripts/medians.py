@@ -80,10 +80,12 @@ def cells(line):
 
 
 def key(line):
-    """A table row's name: its cells before the first one with a figure (the loadbench tables'
-    `#` and measurement columns)."""
+    """A table row's name: its first cell, and the second too when the first is a short row id
+    (the loadbench tables' `#` column, `F1`, a scale such as `S`), never a figure that varies
+    between runs."""
     c = cells(line)
-    return tuple(c[:2]) if len(c) > 2 else tuple(c[:1])
+    short_id = len(c) > 2 and len(c[0].strip()) <= 3
+    return tuple(c[:2]) if short_id else tuple(c[:1])
 
 
 def main(paths, keep=None):
@@ -93,6 +95,9 @@ def main(paths, keep=None):
     for first in runs[0]:
         if not first.startswith("|"):
             print(first)
+            continue
+        if set(first) <= set("|-: "):
+            print(first)  # a header's separator: every table has its own
             continue
         lines = [k[key(first)] for k in by_key if key(first) in k]
         cols = [cells(l) for l in lines]
