@@ -424,3 +424,70 @@ fn relay_of_a_v1beta1_only_upstream_serves_and_names_v1beta1() {
     let f = follower(&pki, &r);
     assert_eq!(web_ips(&f.get_json(SLICES)), vec!["10.244.3.10"]);
 }
+
+/// `bytes` sent raw over TLS (the test CA's client certificate) to `port`; what comes back
+/// until the relay closes the connection or 5 s pass.
+fn raw_tls(pki: &Pki, port: u16, bytes: &[u8]) -> String {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use std::io::{Read, Write};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(&pki.read("ca.crt")).expect("CA PEM"))
+        .expect("CA");
+    let chain = vec![CertificateDer::from_pem_slice(&pki.read("client.crt")).expect("client PEM")];
+    let key = PrivateKeyDer::from_pem_slice(&pki.read("client.key")).expect("key PEM");
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .expect("client certificate");
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("TLS");
+    let sock = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("timeout");
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    tls.write_all(bytes).expect("send");
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn relay_port_answers_malformed_requests_with_a_status() {
+    let Some((pki, _sim, r)) = started() else {
+        return;
+    };
+    let port: u16 = r
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    for (bytes, code) in [
+        (&b"NOT A REQUEST\r\n\r\n"[..], "400"),
+        (&b"GET /readyz HTTP/9.9\r\nHost: x\r\n\r\n"[..], "505"),
+        (
+            &b"GET /api/v1/nodes?labelSelector=a%3D%3D%3Db HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..],
+            "400",
+        ),
+        (
+            &b"GET /api/v1/nodes?watch=true&resourceVersion=x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..],
+            "200",
+        ),
+    ] {
+        let answer = raw_tls(&pki, port, bytes);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {code}")),
+            "{:?}: {answer}",
+            String::from_utf8_lossy(bytes)
+        );
+        assert!(answer.contains("\"kind\":\"Status\""), "{answer}");
+    }
+    // The relay still serves.
+    assert_eq!(get(&pki.agent(), &format!("{}{SLICES}", r.url)).0, 200);
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::http::free_port;
 use crate::http::Client;
 use crate::phases::{get_ok, machine, Round, Rounds, FANOUT_DRAIN, KEEP_UP_P99, STEP_DRAIN};
-use crate::procs::Children;
+use crate::procs::{rss_kib, Children};
 use crate::site::RelayPki;
 use crate::stats::{dur, own_share, pct};
 use crate::tls;
@@ -65,6 +65,9 @@ fn run(children: &Children, opts: &Opts, relay: Option<&RelayPki>) -> BenchResul
     };
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let (w, _) = start_wrapper_with(children, opts, &sim_url, &extra)?;
+    // After the sync, before any watch: the relay's second view shows here.
+    std::thread::sleep(Duration::from_secs(2));
+    let rss_kib = rss_kib(w.pid).unwrap_or(0);
     let mut rounds = Rounds::new(&w, sim, sim_pid, opts.watchers)?;
     if let (Some(pki), Some(port)) = (relay, relay_port) {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -99,7 +102,7 @@ fn run(children: &Children, opts: &Opts, relay: Option<&RelayPki>) -> BenchResul
     let mut t = table(
         opts,
         &m,
-        (what, relay.is_some()),
+        (what, relay.is_some(), rss_kib),
         &fanout,
         &ramp,
         began.elapsed(),
@@ -153,7 +156,7 @@ fn step_row(out: &mut String, s: &Round, watchers: usize) {
 fn table(
     opts: &Opts,
     m: &crate::phases::Machine,
-    (what, relayed): (&str, bool),
+    (what, relayed, rss_kib): (&str, bool, u64),
     f: &Round,
     ramp: &[Round],
     wall: Duration,
@@ -179,6 +182,12 @@ fn table(
     let d = &f.delivery;
     let mut own = own_share(d, &f.upstream);
     let _ = writeln!(out, "| row | figure | value | how |\n|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| F0 | grid-wrapper RSS after sync | {:.2} MiB | VmRSS 2 s after `/readyz` 200, before any watch{} |",
+        rss_kib as f64 / 1024.0,
+        if relayed { "; with `--relay-bind-address`: its relay view too" } else { "" },
+    );
     let _ = writeln!(
         out,
         "| F1 | fan-out at {:.0}/s: apply → received by all {} watchers, p50 / p99 | {} / {} | {} changes; delivered {}/{}; control watch on the simulator p50 / p99 {} / {} |",

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use grid_wrapper::cache::snapshot::{self, Identity, Meta, Snapshot};
 use grid_wrapper::cache::store::{Settings, State};
-use grid_wrapper::cache::view::Retention;
+use grid_wrapper::cache::view::{Collection, Retention};
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::upstream::edge_health_map::HealthMap;
 use grid_wrapper::handoff::Change;
@@ -91,9 +91,9 @@ fn key(v: &Value) -> String {
     format!("{}/{}", v["metadata"]["namespace"].as_str().unwrap_or(""), v["metadata"]["name"].as_str().unwrap_or(""))
 }
 
-fn content(st: &State, res: Resource) -> BTreeMap<String, Value> {
-    st.collection(res)
-        .objects()
+/// A collection's objects, their RVs left out.
+fn stripped(c: &Collection) -> BTreeMap<String, Value> {
+    c.objects()
         .map(|o| {
             let mut v: Value = serde_json::from_slice(&o.bytes).unwrap_or_default();
             v["metadata"]["resourceVersion"] = Value::Null;
@@ -102,18 +102,16 @@ fn content(st: &State, res: Resource) -> BTreeMap<String, Value> {
         .collect()
 }
 
-/// The relay view's objects of `res`, their RVs left out.
-fn relayed(st: &State, res: Resource) -> BTreeMap<String, Value> {
-    let view = st.relay_view().expect("a relay view is kept");
-    let view = grid_wrapper::sync::lock(&view);
-    view.collection(res)
-        .objects()
-        .map(|o| {
-            let mut v: Value = serde_json::from_slice(&o.bytes).unwrap_or_default();
-            v["metadata"]["resourceVersion"] = Value::Null;
-            (o.key.to_string(), v)
-        })
-        .collect()
+/// RVs strictly increase along a collection's log.
+fn assert_rvs_increase(c: &Collection) {
+    let entries = c.after(c.horizon(), usize::MAX).expect("the horizon is always replayable");
+    for w in entries.windows(2) {
+        assert!(w[0].rv < w[1].rv);
+    }
+}
+
+fn content(st: &State, res: Resource) -> BTreeMap<String, Value> {
+    stripped(&st.collection(res))
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -177,22 +175,14 @@ fuzz_target!(|data: &[u8]| {
     }
     // RVs strictly increase along each log, and objects carry the RV of their last change.
     for res in Resource::ALL {
-        let c = st.collection(res);
-        let entries = c.after(c.horizon(), usize::MAX).expect("the horizon is always replayable");
-        for w in entries.windows(2) {
-            assert!(w[0].rv < w[1].rv);
-        }
+        assert_rvs_increase(&st.collection(res));
     }
     // The relay view: every upstream object as it came, whatever topology and edge-health did;
     // its logs' RVs strictly increase too.
     let relay = st.relay_view().expect("a relay view is kept");
+    let relay = grid_wrapper::sync::lock(&relay);
     for res in Resource::ALL {
-        let view = grid_wrapper::sync::lock(&relay);
-        let c = view.collection(res);
-        let entries = c.after(c.horizon(), usize::MAX).expect("the horizon is always replayable");
-        for w in entries.windows(2) {
-            assert!(w[0].rv < w[1].rv);
-        }
+        assert_rvs_increase(relay.collection(res));
     }
     for (i, kind) in KINDS.iter().enumerate() {
         let mut want = model[&i].clone();
@@ -201,9 +191,10 @@ fuzz_target!(|data: &[u8]| {
         }
         // (The model names a cluster-scoped object `/name`, the cache `name`: same order.)
         let want: Vec<Value> = want.into_values().collect();
-        let have: Vec<Value> = relayed(&st, *kind).into_values().collect();
+        let have: Vec<Value> = stripped(relay.collection(*kind)).into_values().collect();
         assert_eq!(have, want, "{kind:?}: the relay view is the upstream's");
     }
+    drop(relay);
     // From-scratch rebuild of the same upstream objects serves the same content.
     let mut fresh = State::new(settings(), 10);
     for (i, kind) in KINDS.iter().enumerate() {

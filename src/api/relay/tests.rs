@@ -137,3 +137,40 @@ fn what_the_relay_view_does_not_serve_is_404_never_proxied() {
         RelayAnswer::NotReady
     ));
 }
+
+#[test]
+fn odd_methods_and_paths_are_routed_or_404_never_a_panic() {
+    let warm = view(true, false, true);
+    // Not a GET, or not a path of the relay's own: routed as on the kube-proxy port (which
+    // answers a path it cannot route with a Status, or proxies it).
+    for (method, path) in [
+        ("POST", "/readyz"),
+        ("DELETE", "/apis/discovery.k8s.io"),
+        ("GET", ""),
+        ("GET", "/"),
+        ("GET", "/readyz/"),
+        ("GET", "/apis/discovery.k8s.io/"),
+        ("GET", "/apis/discovery.k8s.io/v2"),
+        ("GET", "/apis/discovery.k8s.io//v1"),
+        ("GET", "/apis/discovery.k8s.io%2Fv1"),
+        (
+            "GET",
+            "/apis/discovery.k8s.io/v1/namespaces//endpointslices/",
+        ),
+        ("GET", "\u{0}\u{ffff}"),
+        ("GET", &"/a".repeat(4096)),
+    ] {
+        assert!(
+            matches!(answer(method, path, &warm), RelayAnswer::Routed),
+            "{method} {path:?}"
+        );
+    }
+    // Slice paths of the version the relay does not serve, however they are written: 404.
+    for path in [
+        "/apis/discovery.k8s.io/v1beta1",
+        "/apis/discovery.k8s.io/v1beta1/endpointslices",
+        "/apis/discovery.k8s.io/v1beta1/namespaces/x/endpointslices/y",
+    ] {
+        assert_eq!(reply(answer("GET", path, &warm)).0, 404, "{path}");
+    }
+}
