@@ -4,7 +4,7 @@
 //! numbers its own resourceVersions (its epoch above a counter), so each relay is a domain of its
 //! own; the cloud servers (`--kubeconfig`/`--master`/in-cluster) serve one etcd and share one
 //! domain. An RV may only be sent back (a watch, a relist "not older than", a `continue` page)
-//! to a server of the domain that issued it (docs/SEMANTICS.md §7.1). Pure.
+//! to a server of the domain that issued it (docs/SEMANTICS.md §8.1). Pure.
 
 use std::fmt;
 

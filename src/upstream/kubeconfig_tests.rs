@@ -229,3 +229,43 @@ fn in_cluster_uses_env_and_service_account() {
         .to_string()
         .contains("token"));
 }
+
+#[test]
+fn relay_kubeconfig_errors_are_one_clear_line_and_never_fall_back_to_in_cluster() {
+    // No relay kubeconfig: no relays (never the in-cluster settings).
+    assert!(load_relays(None, None).unwrap().is_none());
+    let d = tmp("relays");
+    for (name, text) in [
+        ("missing", None),
+        ("garbage", Some(": : [ not yaml")),
+        ("empty", Some("")),
+        (
+            "no-server",
+            Some("apiVersion: v1\nkind: Config\nclusters: []\n"),
+        ),
+    ] {
+        let path = d.join(name);
+        if let Some(text) = text {
+            std::fs::write(&path, text).unwrap();
+        }
+        let e = load_relays(Some(&path), Some("https://r1:51010")).unwrap_err();
+        let msg = e.to_string();
+        assert!(!msg.is_empty() && !msg.contains('\n'), "{name}: {msg:?}");
+    }
+    // A good one: the servers override its server, its credentials are its own.
+    std::fs::write(d.join("ca.crt"), "CA").unwrap();
+    let y = good(
+        &format!("    client-certificate-data: {B64_PEM}\n    client-key-data: {B64_PEM}\n"),
+        "    certificate-authority: ca.crt\n",
+    );
+    std::fs::write(d.join("relays"), y).unwrap();
+    let cfg = load_relays(
+        Some(&d.join("relays")),
+        Some("https://r1:51010,https://r2:51010"),
+    )
+    .unwrap()
+    .expect("relays");
+    assert_eq!(cfg.server_list(), ["https://r1:51010", "https://r2:51010"]);
+    assert_eq!(cfg.ca_pem.as_deref(), Some(&b"CA"[..]));
+    assert!(cfg.token.is_none() && cfg.token_file.is_none());
+}
