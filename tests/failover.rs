@@ -7,48 +7,17 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::autonomy::{metric, metrics, served};
 use common::generations::{assert_every_change_once, gens, node_watch};
-use common::{request, sim_bin, wait_for, wait_for_long, LogSink, Proc, Sim, Wrapper};
+use common::{request, wait_for, wait_for_long, LogSink, Sim, Wrapper};
 use serde_json::{json, Value};
 
 const NODES: [&str; 4] = ["edge-a1", "edge-a2", "edge-b1", "edge-c1"];
 /// How long A refuses connections: long enough for every check made while it is down.
 const OUTAGE_SECS: u64 = 10;
-
-/// Starts the demo simulator on two loopback addresses; returns it (its `addr` is the first)
-/// and the second address.
-fn start_two_address_sim(extra: &[&str]) -> (Sim, SocketAddr) {
-    let mut child = Command::new(sim_bin())
-        .args(["--fixture", "demo", "--listen", "127.0.0.1:0"])
-        .args(["--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start grid-wrapper-sim");
-    let mut out = BufReader::new(child.stdout.take().expect("sim stdout"));
-    let mut addr = || {
-        let mut line = String::new();
-        out.read_line(&mut line).expect("sim banner");
-        let url = line.split_whitespace().last().expect("a URL").to_string();
-        let addr: SocketAddr = url.trim_start_matches("http://").parse().expect("address");
-        (url, addr)
-    };
-    let (url, a) = addr();
-    let (_, b) = addr();
-    let sim = Sim {
-        proc: Proc { child },
-        url,
-        addr: a,
-    };
-    (sim, b)
-}
 
 /// A `/sim/` control request to `addr` (the address that is up).
 fn control(addr: SocketAddr, op: &str, body: &Value) -> Value {
@@ -125,7 +94,7 @@ fn log_lines(log: &LogSink, needle: &str) -> Vec<String> {
 
 #[test]
 fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
-    let (sim, b) = start_two_address_sim(&["--bookmark-interval", "1"]);
+    let (sim, b) = Sim::start_two_addresses(&["--bookmark-interval", "1"]);
     let a = sim.addr;
     let (url_a, url_b) = (format!("http://{a}"), format!("http://{b}"));
     let (w, log) =

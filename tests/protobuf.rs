@@ -727,3 +727,52 @@ fn a_field_newer_than_the_schema_reaches_json_not_protobuf_and_is_counted_and_lo
         warns[0]
     );
 }
+
+/// kube-proxy 1.35–1.37's informers, each a WatchList exactly as it sends it (WatchListClient is
+/// client-go's default from 1.35): Services with `!service.kubernetes.io/service-proxy-name` and
+/// `spec.clusterIP!=None`, EndpointSlices with `!service.kubernetes.io/headless` alone (from
+/// 1.35), its Node by name. In protobuf, equal to JSON: the selected objects as ADDED (headless
+/// `db` and its slice left out, web's slice pruned as the list serves it), then the
+/// initial-events-end bookmark, and the stream stays open.
+#[test]
+fn kube_proxy_1_37_watchlists_in_protobuf_equal_json() {
+    let (_sim, w) = demo(&[]);
+    let wl = "allowWatchBookmarks=true&resourceVersion=&resourceVersionMatch=NotOlderThan\
+              &sendInitialEvents=true&timeoutSeconds=30&watch=true";
+    let svc_sel = "labelSelector=%21service.kubernetes.io%2Fservice-proxy-name\
+                   &fieldSelector=spec.clusterIP%21%3DNone";
+    let slice_sel = "labelSelector=%21service.kubernetes.io%2Fheadless";
+    for (path, sel, kind, api, absent) in [
+        (SVC, svc_sel, "Service", "v1", "db"),
+        (V1, slice_sel, "EndpointSlice", "discovery.k8s.io/v1", "db"),
+        (NODES, NODE_BY_NAME, "Node", "v1", "edge-a2"),
+    ] {
+        let list = json_get(&w, &format!("{path}?{sel}"));
+        let want = names(&list);
+        assert!(!want.is_empty(), "{path}?{sel}: {list}");
+        assert!(
+            !want.iter().any(|n| n.starts_with(absent)),
+            "{path}?{sel}: {absent} selected: {want:?}"
+        );
+        let q = format!("{path}?{sel}&{wl}");
+        let (mut j, mut p) = both(&w, &q);
+        let evs = assert_events_same(&q, &mut j, &mut p, want.len() + 1);
+        for (i, (ty, d)) in evs[..want.len()].iter().enumerate() {
+            assert_eq!(ty, "ADDED", "{q}");
+            assert_eq!(
+                (d.api_version.as_str(), d.kind.as_str()),
+                (api, kind),
+                "{q}"
+            );
+            assert_same(&list["items"][i], &d.object, &q);
+        }
+        let (ty, b) = &evs[want.len()];
+        assert_eq!(ty, "BOOKMARK", "{q}");
+        assert_eq!(
+            b.object["metadata"]["annotations"],
+            json!({"k8s.io/initial-events-end": "true"}),
+            "{q}"
+        );
+        assert!(!p.ended_within(Duration::from_millis(200)), "{q}: closed");
+    }
+}

@@ -132,22 +132,30 @@ pub fn read_chunk<R: BufRead>(r: &mut R) -> std::io::Result<Option<Vec<u8>>> {
 
 /// Sends a GET for a stream (a watch) and reads its head: the reader positioned at the body,
 /// the status code and the headers.
-pub fn open_stream(
+pub fn open_stream(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> OpenStream {
+    try_open_stream(addr, path, headers).expect("open a stream")
+}
+
+/// An opened stream: the reader positioned at the body, the status code and the headers.
+pub type OpenStream = (BufReader<TcpStream>, u16, Vec<(String, String)>);
+
+/// Like [`open_stream`], returning I/O errors (a server that is down or closes at once).
+pub fn try_open_stream(
     addr: SocketAddr,
     path: &str,
     headers: &[(&str, &str)],
-) -> (BufReader<TcpStream>, u16, Vec<(String, String)>) {
-    let mut s = TcpStream::connect(addr).expect("connect");
+) -> std::io::Result<OpenStream> {
+    let mut s = TcpStream::connect(addr)?;
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    s.write_all(req.as_bytes()).expect("send watch");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req.as_bytes())?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(s);
-    let (code, headers) = read_head(&mut reader).expect("watch head");
-    (reader, code, headers)
+    let (code, headers) = read_head(&mut reader)?;
+    Ok((reader, code, headers))
 }
 
 /// An open watch stream.
@@ -162,14 +170,23 @@ pub struct Watch {
 impl Watch {
     /// Opens a watch (the path carries `watch=true`).
     pub fn open(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Watch {
-        let (reader, code, headers) = open_stream(addr, path, headers);
-        Watch {
+        Self::try_open(addr, path, headers).expect("open a watch")
+    }
+
+    /// Like [`Watch::open`], returning I/O errors (a server that is down or restarting).
+    pub fn try_open(
+        addr: SocketAddr,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<Watch> {
+        let (reader, code, headers) = try_open_stream(addr, path, headers)?;
+        Ok(Watch {
             reader,
             code,
             headers,
             buf: Vec::new(),
             ended: false,
-        }
+        })
     }
 
     /// The next event, waiting at most `timeout`; `None` on timeout or end of stream.

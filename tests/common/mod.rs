@@ -130,6 +130,35 @@ impl Sim {
         serde_json::from_slice(&resp).unwrap_or(Value::Null)
     }
 
+    /// Starts the demo simulator on two loopback addresses; returns it (its `addr` is the first)
+    /// and the second address.
+    pub fn start_two_addresses(extra: &[&str]) -> (Sim, SocketAddr) {
+        let mut child = Command::new(sim_bin())
+            .args(["--fixture", "demo", "--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start grid-wrapper-sim");
+        let mut out = BufReader::new(child.stdout.take().expect("sim stdout"));
+        let mut addr = || {
+            let mut line = String::new();
+            out.read_line(&mut line).expect("sim banner");
+            let url = line.split_whitespace().last().expect("a URL").to_string();
+            let addr: SocketAddr = url.trim_start_matches("http://").parse().expect("address");
+            (url, addr)
+        };
+        let (url, a) = addr();
+        let (_, b) = addr();
+        let sim = Sim {
+            proc: Proc { child },
+            url,
+            addr: a,
+        };
+        (sim, b)
+    }
+
     /// Upserts an object.
     pub fn apply(&self, obj: &Value) {
         self.control("apply", obj);
