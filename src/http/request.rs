@@ -211,7 +211,7 @@ enum Framing {
 }
 
 /// Progress through the head of the next request (all positions relative to the buffer start).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct HeadScan {
     /// Next byte to look at.
     pos: usize,
@@ -263,8 +263,9 @@ impl RequestReader {
         }
         self.compact();
         if self.buffered().saturating_add(data.len()) > self.limits.max_buffered() {
-            self.failed = Some(ReadError::BufferFull);
-            return Err(ReadError::BufferFull);
+            let e = self.overflow(data);
+            self.failed = Some(e);
+            return Err(e);
         }
         self.buf.extend_from_slice(data);
         Ok(())
@@ -293,6 +294,38 @@ impl RequestReader {
     /// An `Expect` without a `100-continue` member is ignored.
     pub fn take_continue(&mut self) -> bool {
         std::mem::take(&mut self.continue_due)
+    }
+
+    /// Whether part of a request head has arrived and its end has not (the connection's head
+    /// deadline runs).
+    pub fn reading_head(&self) -> bool {
+        matches!(self.state, State::Head(_)) && self.buffered() > 0
+    }
+
+    /// Why input that would take the buffer past [`Limits::max_buffered`] is refused: what the
+    /// head being read fails with once `data` is appended, if it fails (an oversized head is
+    /// 431 however fast it arrived, as when [`RequestReader::next_request`] sees it first);
+    /// otherwise (a body, or requests pipelined too far ahead) [`ReadError::BufferFull`].
+    fn overflow(&self, data: &[u8]) -> ReadError {
+        let State::Head(scan) = &self.state else {
+            return ReadError::BufferFull;
+        };
+        // RFC 9112 §2.2: empty lines before the request line are skipped, as `advance` does.
+        let skip = scan.pos == 0;
+        let head: Vec<u8> = self
+            .buf
+            .get(self.start..)
+            .unwrap_or_default()
+            .iter()
+            .chain(data)
+            .copied()
+            .skip_while(|&b| skip && (b == b'\r' || b == b'\n'))
+            .take(self.limits.max_head.saturating_add(1))
+            .collect();
+        match scan.clone().scan(&head, self.limits.max_head) {
+            Err(e) => e,
+            Ok(_) => ReadError::BufferFull,
+        }
     }
 
     /// Bytes received and not yet consumed by a returned request.

@@ -341,10 +341,31 @@ fn push_is_bounded() {
     let mut reader = RequestReader::new(limits);
     let cap = limits.max_buffered();
     assert_eq!(cap, 64 * 2 + 8);
-    reader.push(&vec![b'G'; cap]).unwrap();
+    // Complete requests pipelined too far ahead: the buffer is full, no head is too large.
+    let pipelined: Vec<u8> = b"GET / HTTP/1.1\r\n\r\n".repeat(cap / 18 + 1);
+    reader.push(&pipelined[..cap]).unwrap();
     assert_eq!(reader.buffered(), cap);
     assert_eq!(reader.push(b"E"), Err(ReadError::BufferFull));
     assert_eq!(reader.buffered(), cap);
+}
+
+#[test]
+fn an_oversized_head_is_431_however_fast_it_arrives() {
+    // One push past the buffer bound (a fast client, a TLS record's worth) is judged by the
+    // head it carries, as a slow client's would be by `next_request`.
+    for lead in [&b""[..], b"\r\n"] {
+        let limits = small();
+        let mut reader = RequestReader::new(limits);
+        let mut big = lead.to_vec();
+        big.extend_from_slice(b"GET / HTTP/1.1\r\nX: ");
+        big.resize(limits.max_buffered() + 1, b'a');
+        assert_eq!(reader.push(&big), Err(ReadError::HeadTooLarge));
+        assert_eq!(reader.next_request(), Err(ReadError::HeadTooLarge));
+        assert_eq!(ReadError::HeadTooLarge.status(), 431);
+    }
+    // A malformed head stays 400.
+    let mut reader = RequestReader::new(small());
+    assert_eq!(reader.push(&[b'{'; 200]), Err(ReadError::Malformed));
 }
 
 #[test]
