@@ -19,7 +19,8 @@ use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
-use crate::server::counters::{self, EndReason, RouteKind};
+pub use crate::server::counters::Side;
+use crate::server::counters::{self, EndReason, Refusal, RouteKind};
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxy, ProxyMsg};
 use crate::server::transport::{ReadEnd, Transport};
@@ -30,24 +31,6 @@ use crate::writer::Writer;
 
 mod options;
 pub use options::{ServerOptions, TlsSlot};
-
-/// Which port a connection came in on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// `--bind-address`: kube-proxy, served the pruned readers' view.
-    KubeProxy,
-    /// `--relay-bind-address`: a follower, served the relay view.
-    Relay,
-}
-
-impl Side {
-    /// Counts a connection of this side opened (`true`) or closed, in `/metrics`.
-    pub fn count(self, opened: bool) {
-        if self == Side::Relay {
-            counters::global().relay_connection(opened);
-        }
-    }
-}
 
 /// What a connection needs from the server while it is driven.
 #[derive(Debug)]
@@ -77,6 +60,12 @@ fn can_answer(side: Side, view: &Published, req: &Request) -> bool {
         && (side == Side::Relay
             || view.serves_v1beta1()
             || route(&req.method, &req.path).resource() != Some(Resource::SlicesV1beta1))
+}
+
+/// The host part of a socket address's text (`10.0.0.1` of `10.0.0.1:4000`, `[::1]` of
+/// `[::1]:4000`): what the relay port's per-source limit counts by.
+pub fn host_of(peer: &str) -> &str {
+    peer.rsplit_once(':').map_or(peer, |(host, _)| host)
 }
 
 #[derive(Debug)]
@@ -117,6 +106,16 @@ pub struct Conn {
     backlog: bool,
     /// Route kind and resource of the request being answered (for the counters).
     label: (RouteKind, Option<Resource>),
+    /// When it was accepted.
+    accepted: Instant,
+    /// When it could first carry a request: the accept for plain TCP, the TLS handshake's end.
+    ready_at: Option<Instant>,
+    /// A request head has been read whole on it.
+    served: bool,
+    /// When the first byte of the head being read (after the first request) arrived.
+    head_started: Option<Instant>,
+    /// Why it is being closed before completing a request, for the loop to count and log.
+    refusal: Option<(Refusal, String)>,
 }
 
 /// How many times one round refills a watch's output (up to `HIGH_WATER` each). A burst of
@@ -150,6 +149,56 @@ impl Conn {
             eof: false,
             backlog: false,
             label: (RouteKind::Invalid, None),
+            accepted: now,
+            ready_at: None,
+            served: false,
+            head_started: None,
+            refusal: None,
+        }
+    }
+
+    /// The port it came in on.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The peer's address, as logged.
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// The peer's host (its address without the port), as text.
+    pub fn peer_ip(&self) -> &str {
+        host_of(&self.peer)
+    }
+
+    /// Whether it has not completed a request head yet (still handshaking, idle since it
+    /// connected, or trickling its first head): the first to go when the relay port is full.
+    pub fn awaits_first_request(&self) -> bool {
+        !self.served && matches!(self.phase, Phase::Idle)
+    }
+
+    /// Why it is being closed before completing a request, if it is (taken once).
+    pub fn take_refusal(&mut self) -> Option<(Refusal, String)> {
+        self.refusal.take()
+    }
+
+    /// The deadline that runs now, with the refusal it ends in: the TLS handshake's, then the
+    /// first request head's (from the connection's start), then a later head's (from its first
+    /// byte). None while a request is answered or between requests (the idle timeout's turn).
+    fn deadline(&self, opts: &ServerOptions) -> Option<(Instant, Refusal)> {
+        if !matches!(self.phase, Phase::Idle) {
+            return None;
+        }
+        match self.ready_at {
+            None => Some((
+                self.accepted + opts.handshake_timeout,
+                Refusal::HandshakeDeadline,
+            )),
+            Some(ready) if !self.served => Some((ready + opts.head_timeout, Refusal::HeadDeadline)),
+            Some(_) => self
+                .head_started
+                .map(|t| (t + opts.head_timeout, Refusal::HeadDeadline)),
         }
     }
 
@@ -197,6 +246,10 @@ impl Conn {
         match &self.phase {
             Phase::Held { until, .. } => *until,
             Phase::Streaming(w) => w.next_timer(),
+            Phase::Idle => {
+                let idle = self.last_active + opts.idle_timeout;
+                self.deadline(opts).map_or(idle, |(at, _)| at.min(idle))
+            }
             _ => self.last_active + opts.idle_timeout,
         }
     }
@@ -216,6 +269,9 @@ impl Conn {
                 }
             }
         });
+        if self.ready_at.is_none() && !self.transport.is_handshaking() {
+            self.ready_at = Some(now);
+        }
         if let Some(e) = failed {
             self.fail_request(e);
             return true;
@@ -229,13 +285,21 @@ impl Conn {
                 true
             }
             Ok(ReadEnd::Blocked) => true,
-            Err(e) if self.side == Side::Relay && e.kind() == std::io::ErrorKind::InvalidData => {
-                // A TLS failure on the relay port: most often a follower without a certificate
-                // of the relay's client CA, which an operator needs to see.
-                warn!(
-                    "{}: relay port: TLS refused ({e}); a client certificate chaining to --relay-client-ca-file is required",
-                    self.peer
-                );
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                // A TLS failure: on the relay port most often a follower without a certificate
+                // of the relay's client CA, which an operator needs to see; the loop counts it
+                // and logs it once per episode (a scan must not write a line per connection).
+                debug!("{}: TLS refused: {e}", self.peer);
+                let hint = match self.side {
+                    Side::Relay => {
+                        "; a client certificate chaining to --relay-client-ca-file is required"
+                    }
+                    Side::KubeProxy => "",
+                };
+                self.refusal = Some((
+                    Refusal::HandshakeRefused,
+                    format!("TLS refused ({e}){hint}"),
+                ));
                 false
             }
             Err(e) => {
@@ -331,6 +395,24 @@ impl Conn {
                 _ => {}
             }
         }
+        if let Some((at, reason)) = self.deadline(ctx.opts) {
+            if ctx.now >= at {
+                let what = match reason {
+                    Refusal::HandshakeDeadline => "TLS handshake",
+                    _ => "request head",
+                };
+                let limit = match reason {
+                    Refusal::HandshakeDeadline => ctx.opts.handshake_timeout,
+                    _ => ctx.opts.head_timeout,
+                };
+                debug!("{}: {what} not complete within {limit:?}", self.peer);
+                self.refusal = Some((
+                    reason,
+                    format!("{what} not complete within {} s", limit.as_secs()),
+                ));
+                return false;
+            }
+        }
         if matches!(self.phase, Phase::Idle)
             && self.out.is_empty()
             && ctx.now >= self.last_active + ctx.opts.idle_timeout
@@ -345,10 +427,18 @@ impl Conn {
         match self.reader.next_request() {
             Ok(Some(req)) => {
                 self.last_active = ctx.now;
+                self.served = true;
+                self.head_started = None;
                 self.dispatch(req, ctx, true);
                 true
             }
             Ok(None) => {
+                // A later request's head deadline runs from its first byte.
+                self.head_started = match self.head_started {
+                    _ if !self.reader.reading_head() => None,
+                    Some(t) => Some(t),
+                    None => Some(ctx.now),
+                };
                 if self.reader.take_continue() {
                     // The reader is advanced only here, in `Idle`: every earlier response on
                     // this connection is already wholly queued (a reply is queued at once, a

@@ -174,6 +174,95 @@ fn res_slot(res: Option<Resource>) -> usize {
     res.map_or(RES_SLOTS - 1, Resource::index)
 }
 
+/// Which port a connection came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// `--bind-address`: kube-proxy, served the pruned readers' view.
+    KubeProxy,
+    /// `--relay-bind-address`: a follower, served the relay view.
+    Relay,
+}
+
+impl Side {
+    /// Both ports, in rendering order.
+    pub const ALL: [Side; 2] = [Side::KubeProxy, Side::Relay];
+
+    /// Counts a connection of this side opened (`true`) or closed, in `/metrics`.
+    pub fn count(self, opened: bool) {
+        if self == Side::Relay {
+            global().relay_connection(opened);
+        }
+    }
+
+    /// The `port` label value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::KubeProxy => "kube-proxy",
+            Side::Relay => "relay",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Side::KubeProxy => 0,
+            Side::Relay => 1,
+        }
+    }
+}
+
+/// Why a connection was refused or closed before it completed a request (docs/SEMANTICS.md
+/// §12.1): the `reason` label of `grid_wrapper_connections_refused_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The port's connection budget is full and no connection could be evicted for it.
+    BudgetFull,
+    /// The source address already holds the relay port's per-source limit.
+    PerSource,
+    /// Closed to make room for a new connection: it had not completed a request yet.
+    Evicted,
+    /// The TLS handshake did not finish within its deadline.
+    HandshakeDeadline,
+    /// The request head did not arrive complete within its deadline.
+    HeadDeadline,
+    /// The TLS handshake failed (most often: no or an untrusted client certificate).
+    HandshakeRefused,
+}
+
+impl Refusal {
+    /// Every reason, in rendering order.
+    pub const ALL: [Refusal; 6] = [
+        Refusal::BudgetFull,
+        Refusal::PerSource,
+        Refusal::Evicted,
+        Refusal::HandshakeDeadline,
+        Refusal::HeadDeadline,
+        Refusal::HandshakeRefused,
+    ];
+
+    /// The label value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::BudgetFull => "budget_full",
+            Refusal::PerSource => "per_source",
+            Refusal::Evicted => "evicted",
+            Refusal::HandshakeDeadline => "handshake_deadline",
+            Refusal::HeadDeadline => "head_deadline",
+            Refusal::HandshakeRefused => "handshake_refused",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Refusal::BudgetFull => 0,
+            Refusal::PerSource => 1,
+            Refusal::Evicted => 2,
+            Refusal::HandshakeDeadline => 3,
+            Refusal::HeadDeadline => 4,
+            Refusal::HandshakeRefused => 5,
+        }
+    }
+}
+
 /// The counters of the server facing kube-proxy. Every method takes `&self`.
 #[derive(Debug)]
 pub struct Counters {
@@ -186,6 +275,8 @@ pub struct Counters {
     relay_connections: AtomicI64,
     /// Of `open_watches`, those on the relay port: the followers' watches.
     relay_watches: [AtomicI64; Resource::ALL.len()],
+    /// Connections refused or closed before their first request, per port and reason.
+    refused: [[AtomicU64; Refusal::ALL.len()]; Side::ALL.len()],
 }
 
 impl Default for Counters {
@@ -206,6 +297,7 @@ impl Counters {
             watch_events: [const { AtomicU64::new(0) }; Resource::ALL.len()],
             relay_connections: AtomicI64::new(0),
             relay_watches: [const { AtomicI64::new(0) }; Resource::ALL.len()],
+            refused: [const { [const { AtomicU64::new(0) }; Refusal::ALL.len()] }; Side::ALL.len()],
         }
     }
 
@@ -248,6 +340,25 @@ impl Counters {
     pub fn relay_connection(&self, opened: bool) {
         self.relay_connections
             .fetch_add(if opened { 1 } else { -1 }, Relaxed);
+    }
+
+    /// A connection on `side` refused or closed for `reason`.
+    pub fn refused(&self, side: Side, reason: Refusal) {
+        if let Some(c) = self
+            .refused
+            .get(side.index())
+            .and_then(|r| r.get(reason.index()))
+        {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Connections on `side` refused or closed for `reason` so far.
+    pub fn refusals(&self, side: Side, reason: Refusal) -> u64 {
+        self.refused
+            .get(side.index())
+            .and_then(|r| r.get(reason.index()))
+            .map_or(0, |c| c.load(Relaxed))
     }
 
     /// Connections open on the relay port.
@@ -390,6 +501,19 @@ impl Counters {
                 self.relay_watches(r)
             );
         }
+        let name = "grid_wrapper_connections_refused_total";
+        head(out, name, "counter", "Connections refused or closed before completing a request, by port (kube-proxy, relay) and reason: budget_full (the port's connection budget is full), per_source (the relay port's per-source limit), evicted (closed to make room: it had not completed a request), handshake_deadline, head_deadline, handshake_refused (TLS failed, e.g. no client certificate).");
+        for side in Side::ALL {
+            for reason in Refusal::ALL {
+                let _ = writeln!(
+                    out,
+                    "{name}{{port=\"{}\",reason=\"{}\"}} {}",
+                    side.name(),
+                    reason.name(),
+                    self.refusals(side, reason)
+                );
+            }
+        }
         let name = "grid_wrapper_watches_ended_total";
         head(out, name, "counter", "Watch streams ended, by reason: too_slow (the client did not keep up), evicted (fell behind the event history), deadline (timeoutSeconds), client_gone, shutdown, expired (resourceVersion older than the history at start).");
         for reason in EndReason::ALL {
@@ -470,6 +594,9 @@ mod tests {
         c.watch_events(Resource::SlicesV1, 3);
         c.relay_connection(true);
         c.relay_watch(Resource::SlicesV1, true);
+        c.refused(Side::Relay, Refusal::HeadDeadline);
+        c.refused(Side::Relay, Refusal::HeadDeadline);
+        assert_eq!(c.refusals(Side::Relay, Refusal::HeadDeadline), 2);
         assert_eq!(
             c.requests(RouteKind::List, Some(Resource::Services), 200),
             2
@@ -495,6 +622,8 @@ mod tests {
             "grid_wrapper_relay_connections 1\n",
             "grid_wrapper_relay_open_watches{resource=\"endpointslices.discovery.k8s.io/v1\"} 1\n",
             "grid_wrapper_relay_open_watches{resource=\"nodes.v1\"} 0\n",
+            "grid_wrapper_connections_refused_total{port=\"relay\",reason=\"head_deadline\"} 2\n",
+            "grid_wrapper_connections_refused_total{port=\"kube-proxy\",reason=\"budget_full\"} 0\n",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
@@ -503,10 +632,16 @@ mod tests {
         let per_resource = Resource::ALL.len();
         assert_eq!(
             samples,
-            5 + per_resource + 1 + per_resource + 6 + RouteKind::ALL.len() + per_resource,
+            5 + per_resource
+                + 1
+                + per_resource
+                + Side::ALL.len() * Refusal::ALL.len()
+                + 6
+                + RouteKind::ALL.len()
+                + per_resource,
             "{out}"
         );
-        assert_eq!(out.matches("# TYPE ").count(), 7);
+        assert_eq!(out.matches("# TYPE ").count(), 8);
     }
 
     #[test]

@@ -16,7 +16,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::cache::published::{Ageing, View};
 use crate::server::conn::{Conn, Ctx, ServerOptions, Side};
+use crate::server::counters::{self, Refusal};
 use crate::server::proxy::Proxy;
+use crate::server::refusals::EpisodeLog;
 use crate::server::relay::RelayPort;
 use crate::server::transport::Transport;
 use crate::sync::lock;
@@ -35,8 +37,19 @@ const FIRST_CONN: usize = 3;
 const MAX_SLEEP: Duration = Duration::from_secs(5);
 /// How long a graceful shutdown lets proxied requests finish and queued bytes drain.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
-/// Most open client connections; further ones are closed at once.
+/// Most open connections on the kube-proxy port; further ones are closed at once. The relay port
+/// has its own budget ([`RELAY_MAX_CONNECTIONS`]) and the metrics port its own loop and limit,
+/// so neither can take a connection from kube-proxy (docs/SEMANTICS.md §12.1).
 pub const MAX_CONNECTIONS: usize = 1024;
+/// Most open connections on the relay port. A follower holds one connection per watched
+/// resource plus a few for proxied requests, so this serves a site of well over a hundred
+/// followers; with the kube-proxy port's budget and the metrics port's it stays far inside the
+/// process's descriptor limit.
+pub const RELAY_MAX_CONNECTIONS: usize = 1024;
+/// Most open relay connections from one source address: a follower opens fewer than ten, so this
+/// leaves room for a NAT address in front of a dozen followers (or a load test's hundred watches
+/// from one host), while one address holds at most an eighth of the relay's budget.
+pub const RELAY_MAX_PER_SOURCE: usize = 128;
 
 /// The server facing kube-proxy.
 #[derive(Debug)]
@@ -58,6 +71,8 @@ pub struct Server {
     ageing: Ageing,
     /// The relay port, with `--relay-bind-address`.
     relay: Option<RelayPort>,
+    /// Refused connections, logged once per episode: the kube-proxy port's, the relay port's.
+    refusals: [EpisodeLog; 2],
 }
 
 impl Server {
@@ -92,6 +107,10 @@ impl Server {
             seed: seed | 1,
             ageing: Ageing::default(),
             relay: None,
+            refusals: [
+                EpisodeLog::new(Side::KubeProxy),
+                EpisodeLog::new(Side::Relay),
+            ],
         })
     }
 
@@ -232,6 +251,11 @@ impl Server {
         if let Some(relay) = &mut self.relay {
             relay.age(now);
         }
+        for log in &mut self.refusals {
+            if let Some(line) = log.tick(now) {
+                warn!("{line}");
+            }
+        }
         let jitter = self.jitter();
         let mut touched: Vec<Token> = Vec::new();
         for event in events.iter() {
@@ -336,8 +360,7 @@ impl Server {
                         }
                         _ => (self.opts.tls.clone(), self.view.clone()),
                     };
-                    if self.conns.len() >= MAX_CONNECTIONS {
-                        warn!("refusing {peer}: {MAX_CONNECTIONS} connections open");
+                    if !self.admit(side, peer, now) {
                         continue;
                     }
                     let token = Token(self.next_token);
@@ -373,6 +396,9 @@ impl Server {
                         touched.push(token);
                     } else {
                         let _ = self.poll.registry().deregister(conn.socket());
+                        if let Some((reason, detail)) = conn.take_refusal() {
+                            self.refused(side, reason, conn.peer(), &detail, now);
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -386,9 +412,72 @@ impl Server {
         }
     }
 
+    /// Whether a connection from `peer` may open on `side` now: the relay port refuses a source
+    /// at its limit and, when full, closes its oldest connection that has not completed a request
+    /// yet to make room (an attacker's idle or trickling sockets go before the new one is
+    /// refused); the kube-proxy port refuses beyond its budget. Refusals are counted and logged.
+    fn admit(&mut self, side: Side, peer: SocketAddr, now: Instant) -> bool {
+        let budget = match side {
+            Side::KubeProxy => MAX_CONNECTIONS,
+            Side::Relay => RELAY_MAX_CONNECTIONS,
+        };
+        let peer_text = peer.to_string();
+        let source = crate::server::conn::host_of(&peer_text);
+        let (mut open, mut same_source) = (0, 0);
+        for c in self.conns.values().filter(|c| c.side() == side) {
+            open += 1;
+            if side == Side::Relay && c.peer_ip() == source {
+                same_source += 1;
+            }
+        }
+        if side == Side::Relay && same_source >= RELAY_MAX_PER_SOURCE {
+            let detail = format!("{RELAY_MAX_PER_SOURCE} connections from {source} open");
+            self.refused(side, Refusal::PerSource, &peer_text, &detail, now);
+            return false;
+        }
+        if open < budget {
+            return true;
+        }
+        let oldest = match side {
+            Side::Relay => self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.side() == side && c.awaits_first_request())
+                .map(|(t, _)| *t)
+                .min(),
+            Side::KubeProxy => None,
+        };
+        let Some(token) = oldest else {
+            let detail = format!("{budget} connections open");
+            self.refused(side, Refusal::BudgetFull, &peer_text, &detail, now);
+            return false;
+        };
+        if let Some(mut conn) = self.conns.remove(&token) {
+            let _ = self.poll.registry().deregister(conn.socket());
+            let detail = format!("{budget} connections open: closed to make room for {peer}, as it had not completed a request");
+            self.refused(side, Refusal::Evicted, conn.peer(), &detail, now);
+        }
+        true
+    }
+
+    /// Counts a refusal and logs it if it opens an episode.
+    fn refused(&mut self, side: Side, reason: Refusal, peer: &str, detail: &str, now: Instant) {
+        counters::global().refused(side, reason);
+        let log = match side {
+            Side::KubeProxy => &mut self.refusals[0],
+            Side::Relay => &mut self.refusals[1],
+        };
+        if let Some(line) = log.refused(now, reason, peer, detail) {
+            warn!("{line}");
+        }
+    }
+
     fn close(&mut self, token: Token) {
         if let Some(mut conn) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(conn.socket());
+            if let Some((reason, detail)) = conn.take_refusal() {
+                self.refused(conn.side(), reason, conn.peer(), &detail, Instant::now());
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod process;
 pub mod proxy;
+pub mod refusals;
 pub mod relay;
 pub mod signals;
 pub mod transport;

@@ -9,7 +9,10 @@
 //!   the relay view does not serve), never asks the writer for v1beta1 slices, and answers the
 //!   cache routes from the relay view;
 //! - the loop ages the relay view and takes its reloaded TLS configuration ([`RelayPort`]);
-//! - `/metrics` and `/debug/state` count its connections and watches apart.
+//! - `/metrics` and `/debug/state` count its connections and watches apart;
+//! - it has its own connection budget, a per-source limit, and when full it closes its oldest
+//!   connection that has not completed a request rather than refuse a new one
+//!   (`event_loop::Server::admit`, docs/SEMANTICS.md §12.1).
 //!
 //! Everything proxied goes to the relay's upstream exactly as from the kube-proxy port: with the
 //! caller's own `Authorization`, never the relay's credentials.

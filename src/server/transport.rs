@@ -158,6 +158,14 @@ impl Transport {
         }
     }
 
+    /// Whether a TLS handshake is still under way (never for plain TCP).
+    pub fn is_handshaking(&self) -> bool {
+        match self {
+            Transport::Plain(_) => false,
+            Transport::Tls { tls, .. } => tls.is_handshaking(),
+        }
+    }
+
     /// Whether encrypted bytes wait for the socket (handshake, alerts).
     pub fn wants_write(&self) -> bool {
         match self {

@@ -5,6 +5,15 @@ use std::time::Duration;
 
 use crate::http::request::Limits;
 
+/// The TLS handshake's deadline: Go's `http.Transport` gives up on a handshake after 10 s
+/// (`TLSHandshakeTimeout`), so a client that is still handshaking after that has gone anyway.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The request head's deadline. A client sends its head in one write as soon as it is connected,
+/// so a slow network is all it must cover; ten seconds is many round trips of any LAN and inside
+/// kube-apiserver's own `ReadHeaderTimeout` (32 s), while a trickling client holds a connection
+/// for seconds, not for the idle timeout.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Server-wide settings every connection uses.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
@@ -16,6 +25,11 @@ pub struct ServerOptions {
     pub not_ready_hold: Duration,
     /// Idle keep-alive connections are closed after this.
     pub idle_timeout: Duration,
+    /// A TLS handshake must finish within this of the accept (docs/SEMANTICS.md §12.1).
+    pub handshake_timeout: Duration,
+    /// A request head must arrive complete within this: the first from the connection's
+    /// start (accept, or the handshake's end), a later one from its first byte.
+    pub head_timeout: Duration,
     /// TLS serving configuration (`--insecure=false`); `None` serves plain HTTP.
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// Where a reloaded TLS configuration is handed to the loop (SIGHUP, changed files).
@@ -32,6 +46,8 @@ impl Default for ServerOptions {
             queue: 100,
             not_ready_hold: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(120),
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+            head_timeout: HEAD_TIMEOUT,
             tls: None,
             tls_reload: None,
         }

@@ -1,0 +1,415 @@
+//! The relay port faced by a hostile LAN (docs/SEMANTICS.md §12.1): its connections cannot take
+//! the kube-proxy port's (separate budgets), a flood of idle sockets is evicted before a new
+//! connection is refused, one source is bounded, a TLS handshake and a request head each have a
+//! deadline, refusals are counted in `/metrics` and logged once per episode, and an oversized
+//! request head is 431 with a Status on both ports. Skips (printing why) without openssl, and
+//! the flood without python3 (which binds each socket to one of many loopback sources) or
+//! without enough file descriptors.
+
+mod common;
+
+use std::io::{BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::pki::Pki;
+use common::procs::{find_in_path, LogSink};
+use common::{read_response, wait_for, Sim, Wrapper};
+
+/// The relay port's defaults (src/server/event_loop.rs, src/server/conn/options.rs).
+const RELAY_MAX_CONNECTIONS: usize = 1024;
+const RELAY_MAX_PER_SOURCE: usize = 128;
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A relay (grid-wrapper with `--relay-bind-address`) in front of the simulator, its output
+/// captured, ready; with its relay port's address.
+struct Relay {
+    w: Wrapper,
+    log: LogSink,
+    relay: SocketAddr,
+}
+
+fn start(pki: &Pki, sim: &Sim) -> Relay {
+    let port = common::free_port();
+    let args = [
+        format!("--master={}", sim.url),
+        "--hostname=edge-a1".to_string(),
+        format!("--relay-bind-address=127.0.0.1:{port}"),
+        format!("--relay-cert-file={}", pki.path("server.crt")),
+        format!("--relay-key-file={}", pki.path("server.key")),
+        format!("--relay-client-ca-file={}", pki.path("ca.crt")),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (w, log) = Wrapper::start_captured(&args);
+    w.wait_ready();
+    let relay: SocketAddr = format!("127.0.0.1:{port}").parse().expect("relay address");
+    wait_for("the relay port to listen", || {
+        TcpStream::connect(relay).is_ok()
+    });
+    let r = Relay { w, log, relay };
+    wait_for("the probe connection closed", || {
+        metric(&r.w, "grid_wrapper_relay_connections", &[]) == 0
+    });
+    r
+}
+
+/// A test PKI, the simulator and a relay in front of it; `None` without openssl.
+fn started() -> Option<(Pki, Sim, Relay)> {
+    let pki = Pki::generate()?;
+    let sim = Sim::start(&[]);
+    let r = start(&pki, &sim);
+    Some((pki, sim, r))
+}
+
+/// A TLS client configuration trusting the test CA and presenting `client.crt`.
+fn tls_config(pki: &Pki) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(pki.path("ca.crt")).expect("CA PEM") {
+        roots.add(c.expect("CA cert")).expect("add CA");
+    }
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(pki.path("client.crt"))
+        .expect("client PEM")
+        .collect::<Result<_, _>>()
+        .expect("client certs");
+    let key = PrivateKeyDer::from_pem_file(pki.path("client.key")).expect("client key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .expect("client certificate");
+    Arc::new(cfg)
+}
+
+type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+/// A TLS connection to `addr` with the client certificate, handshake done.
+fn tls_connect(cfg: &Arc<rustls::ClientConfig>, addr: SocketAddr) -> Tls {
+    let sock = TcpStream::connect(addr).expect("connect to the relay port");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+    let conn = rustls::ClientConnection::new(cfg.clone(), name).expect("TLS client");
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    while tls.conn.is_handshaking() {
+        tls.conn
+            .complete_io(&mut tls.sock)
+            .expect("TLS handshake with a client certificate");
+    }
+    tls
+}
+
+/// One keep-alive GET on an open connection: the status.
+fn get_on<S: Read + Write>(r: &mut BufReader<S>, path: &str) -> u16 {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: relay\r\n\r\n");
+    r.get_mut()
+        .write_all(req.as_bytes())
+        .expect("write a request");
+    read_response(r).expect("a response").0
+}
+
+/// The sum of `/metrics` samples of `name` whose labels contain every one of `labels`.
+fn metric(w: &Wrapper, name: &str, labels: &[&str]) -> u64 {
+    let (_, _, body) = common::request(w.health, "GET", "/metrics", &[], b"");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn refused(w: &Wrapper, port: &str, reason: &str) -> u64 {
+    metric(
+        w,
+        "grid_wrapper_connections_refused_total",
+        &[&format!("port=\"{port}\""), &format!("reason=\"{reason}\"")],
+    )
+}
+
+/// The soft limit on open files of this process (which the servers it starts inherit).
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// A python3 process holding `sources × per_source` idle plain-TCP connections to `addr`, each
+/// bound to a loopback source 127.0.0.(2+i): the relay port's per-source limit counts by address,
+/// and std cannot bind a socket before it connects. Returns once they are open (or None, with
+/// the reason printed).
+fn flood(addr: SocketAddr, sources: usize, per_source: usize) -> Option<Child> {
+    let Some(python) = find_in_path("python3") else {
+        println!("skipping the flood: python3 not found on PATH");
+        return None;
+    };
+    let script = "import socket,sys\n\
+        host,port,sources,per=sys.argv[1],int(sys.argv[2]),int(sys.argv[3]),int(sys.argv[4])\n\
+        held=[]\n\
+        for i in range(sources):\n\
+        \x20   for _ in range(per):\n\
+        \x20       s=socket.socket()\n\
+        \x20       s.bind(('127.0.0.%d'%(2+i),0))\n\
+        \x20       s.connect((host,port))\n\
+        \x20       held.append(s)\n\
+        print('opened',len(held),flush=True)\n\
+        sys.stdin.read()\n";
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .arg(addr.ip().to_string())
+        .arg(addr.port().to_string())
+        .arg(sources.to_string())
+        .arg(per_source.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start python3");
+    let mut out = child.stdout.take().expect("python3 stdout");
+    let mut line = [0u8; 64];
+    let n = out.read(&mut line).unwrap_or(0);
+    let text = String::from_utf8_lossy(line.get(..n).unwrap_or_default()).into_owned();
+    assert!(text.starts_with("opened"), "python3 flood: {text:?}");
+    Some(child)
+}
+
+#[test]
+fn idle_connections_flooding_the_relay_port_leave_the_kube_proxy_port_answering() {
+    match open_files_limit() {
+        Some(n) if n >= 4096 => {}
+        other => {
+            println!("skipping: the open-files limit ({other:?}) is under 4096 (ulimit -n)");
+            return;
+        }
+    }
+    let Some((pki, _sim, r)) = started() else {
+        return;
+    };
+    let cfg = tls_config(&pki);
+    // A follower that has completed a request before the flood: it must not be evicted.
+    let mut follower = BufReader::new(tls_connect(&cfg, r.relay));
+    assert_eq!(get_on(&mut follower, "/api/v1/nodes"), 200);
+
+    // 1,100 idle plain-TCP sockets (no TLS, no certificate) from 20 sources, none at its
+    // per-source limit: more than the relay port's whole budget.
+    let Some(mut child) = flood(r.relay, 20, 55) else {
+        return;
+    };
+    let t = Instant::now();
+    let (code, _, body) = r.w.get("/api/v1/services");
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "the kube-proxy port's LIST took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(r.w.readyz(), Some(200), "/readyz on the metrics port");
+    // The follower's connection stays, and a new follower gets in: an idle socket made room.
+    assert_eq!(get_on(&mut follower, "/api/v1/nodes"), 200);
+    let mut late = BufReader::new(tls_connect(&cfg, r.relay));
+    assert_eq!(get_on(&mut late, "/api/v1/nodes"), 200);
+    // Every socket beyond the budget made room (the last ones may still wait in the listen
+    // queue when the late follower got in).
+    let beyond = (1100 + 2 - RELAY_MAX_CONNECTIONS) as u64;
+    wait_for("the sockets beyond the budget evicted", || {
+        refused(&r.w, "relay", "evicted") >= beyond
+    });
+    assert_eq!(refused(&r.w, "kube-proxy", "budget_full"), 0);
+    let open = metric(&r.w, "grid_wrapper_relay_connections", &[]);
+    assert!(
+        open <= RELAY_MAX_CONNECTIONS as u64,
+        "{open} relay connections"
+    );
+    // One line for the episode, not one per eviction.
+    let lines = r
+        .log
+        .text()
+        .lines()
+        .filter(|l| l.contains("relay port") && l.contains("refused"))
+        .count();
+    assert!(lines <= 3, "{lines} log lines:\n{}", r.log.text());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Sends a request head one byte a second (reading with a one-second timeout paces it and
+/// notices the close): how long until the server cut the connection (`None`: not within 20 s).
+fn trickle<S: Read + Write>(s: &mut S) -> Option<Duration> {
+    let head =
+        b"GET /api/v1/nodes HTTP/1.1\r\nHost: relay\r\nUser-Agent: trickle\r\nAccept: */*\r\n";
+    let t = Instant::now();
+    for b in head.iter().take(20) {
+        if s.write_all(&[*b]).and_then(|()| s.flush()).is_err() {
+            return Some(t.elapsed());
+        }
+        let mut buf = [0u8; 256];
+        match s.read(&mut buf) {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            _ => return Some(t.elapsed()),
+        }
+    }
+    None
+}
+
+fn assert_cut_at_head_deadline(cut: Option<Duration>, port: &str) {
+    let cut = cut.unwrap_or_else(|| panic!("{port}: the trickling connection was not cut in 20 s"));
+    assert!(
+        cut >= HEAD_TIMEOUT - Duration::from_secs(1)
+            && cut <= HEAD_TIMEOUT + Duration::from_secs(4),
+        "{port}: cut after {cut:?}"
+    );
+}
+
+#[test]
+fn a_certificate_holder_trickling_its_request_head_is_cut_at_the_head_deadline() {
+    let Some((pki, _sim, r)) = started() else {
+        return;
+    };
+    // A local process doing the same on the kube-proxy port, at the same time.
+    let addr = r.w.addr;
+    let local = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).expect("connect to the kube-proxy port");
+        s.set_read_timeout(Some(Duration::from_secs(1)))
+            .expect("timeout");
+        trickle(&mut s)
+    });
+    let mut tls = tls_connect(&tls_config(&pki), r.relay);
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("timeout");
+    assert_cut_at_head_deadline(trickle(&mut tls), "relay port");
+    assert_cut_at_head_deadline(
+        local.join().expect("kube-proxy port trickler"),
+        "kube-proxy port",
+    );
+    wait_for("head_deadline counted on both ports", || {
+        refused(&r.w, "relay", "head_deadline") == 1
+            && refused(&r.w, "kube-proxy", "head_deadline") == 1
+    });
+}
+
+#[test]
+fn one_source_holds_at_most_its_share_of_the_relay_port() {
+    let Some((_pki, _sim, r)) = started() else {
+        return;
+    };
+    let held: Vec<TcpStream> = (0..RELAY_MAX_PER_SOURCE)
+        .map(|_| TcpStream::connect(r.relay).expect("connect"))
+        .collect();
+    wait_for("the source's connections open", || {
+        metric(&r.w, "grid_wrapper_relay_connections", &[]) == RELAY_MAX_PER_SOURCE as u64
+    });
+    let mut extra = TcpStream::connect(r.relay).expect("connect");
+    extra
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    let mut buf = [0u8; 16];
+    let closed = matches!(extra.read(&mut buf), Ok(0))
+        || matches!(extra.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
+    assert!(
+        closed,
+        "the source's connection over its limit was not closed"
+    );
+    assert_eq!(refused(&r.w, "relay", "per_source"), 1);
+    assert_eq!(
+        metric(&r.w, "grid_wrapper_relay_connections", &[]),
+        RELAY_MAX_PER_SOURCE as u64
+    );
+    drop(held);
+}
+
+#[test]
+fn refused_handshakes_are_counted_and_logged_once_per_episode() {
+    let Some((_pki, _sim, r)) = started() else {
+        return;
+    };
+    // Plain HTTP to the TLS port: each handshake fails at its first record.
+    for _ in 0..200 {
+        let _ = common::raw(r.relay, b"GET / HTTP/1.1\r\nHost: relay\r\n\r\n");
+    }
+    wait_for("200 refused handshakes counted", || {
+        refused(&r.w, "relay", "handshake_refused") == 200
+    });
+    let text = r.log.text();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("TLS refused")).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].contains("127.0.0.1"), "{}", lines[0]);
+    // The episode's summary follows within its interval.
+    let text = r
+        .log
+        .wait_for_text("199 more connections refused", Duration::from_secs(20));
+    let warns = text
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("relay port"))
+        .count();
+    assert_eq!(warns, 2, "{text}");
+}
+
+/// Reads a TLS connection's plaintext without writing: the server answered an oversized head
+/// and closed while the rest of it was still being written, which `StreamOwned` would try to
+/// send again (a broken pipe) before reading.
+struct Answer(Tls);
+
+impl Read for Answer {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match self.0.conn.reader().read(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                done => return done,
+            }
+            if self.0.conn.read_tls(&mut self.0.sock)? == 0 {
+                return Ok(0);
+            }
+            self.0
+                .conn
+                .process_new_packets()
+                .map_err(std::io::Error::other)?;
+        }
+    }
+}
+
+/// A request head of `size` bytes (one long header).
+fn oversized_head(size: usize) -> Vec<u8> {
+    format!(
+        "GET /api/v1/nodes HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(size)
+    )
+    .into_bytes()
+}
+
+fn assert_431(code: u16, body: &[u8], port: &str) {
+    assert_eq!(code, 431, "{port}: {}", String::from_utf8_lossy(body));
+    let status: serde_json::Value = serde_json::from_slice(body).expect("a Status body");
+    assert_eq!(status["kind"], "Status", "{port}");
+    assert_eq!(status["code"], 431, "{port}");
+    assert_eq!(status["reason"], "RequestHeaderFieldsTooLarge", "{port}");
+}
+
+#[test]
+fn an_oversized_request_head_is_431_on_both_ports() {
+    let Some((pki, _sim, r)) = started() else {
+        return;
+    };
+    let cfg = tls_config(&pki);
+    for size in [64 * 1024, 6 * 1024 * 1024] {
+        let head = oversized_head(size);
+        // The kube-proxy port (plain HTTP).
+        let mut s = TcpStream::connect(r.w.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let _ = s.write_all(&head);
+        let resp = read_response(&mut BufReader::new(s)).expect("a response");
+        assert_431(resp.0, &resp.2, &format!("kube-proxy port, {size} bytes"));
+        // The relay port (TLS with a client certificate).
+        let mut tls = tls_connect(&cfg, r.relay);
+        let _ = tls.write_all(&head);
+        let resp = read_response(&mut BufReader::new(Answer(tls))).expect("a response");
+        assert_431(resp.0, &resp.2, &format!("relay port, {size} bytes"));
+    }
+}
