@@ -81,9 +81,10 @@ fn relay_watches(r: &Relay, resource: &str) -> u64 {
         .sum()
 }
 
-/// A follower: grid-wrapper as node `edge-b1` whose upstream is the relay (a kubeconfig with the
-/// relay's CA and the follower's client certificate), ready.
-fn follower(pki: &Pki, r: &Relay) -> Wrapper {
+/// A follower: grid-wrapper as node `edge-b1` reading the relay (`--relay-kubeconfig`: the
+/// relay's CA and the follower's client certificate, which the relay port requires, on its
+/// proxied requests too), then `sim`, ready.
+fn follower(pki: &Pki, sim: &Sim, r: &Relay) -> Wrapper {
     let cluster = format!("    certificate-authority-data: {}\n", pki.b64("ca.crt"));
     let creds = format!(
         "    client-certificate-data: {}\n    client-key-data: {}\n",
@@ -91,7 +92,7 @@ fn follower(pki: &Pki, r: &Relay) -> Wrapper {
         pki.b64("client.key")
     );
     let kc = pki.kubeconfig("follower.kubeconfig", &r.url, &cluster, &creds);
-    Wrapper::start(&r.url, "edge-b1", &[&format!("--kubeconfig={kc}")])
+    Wrapper::start(&sim.url, "edge-b1", &[&format!("--relay-kubeconfig={kc}")])
 }
 
 /// GET over TLS with `agent`: (status, body).
@@ -323,7 +324,7 @@ fn follower_behind_the_relay_serves_its_own_nodes_view_and_follows_changes() {
     let Some((pki, sim, r)) = started() else {
         return;
     };
-    let f = follower(&pki, &r);
+    let f = follower(&pki, &sim, &r);
     assert_eq!(
         web_ips(&f.get_json(SLICES)),
         vec!["10.244.3.10"],
@@ -421,7 +422,7 @@ fn relay_of_a_v1beta1_only_upstream_serves_and_names_v1beta1() {
     assert_eq!(web_ips(&whole).len(), 4, "unpruned: {whole}");
     assert_eq!(get(&agent, &format!("{}{SLICES}", r.url)).0, 404);
     // A follower mirrors v1beta1 from the relay and serves its kube-proxy v1, pruned.
-    let f = follower(&pki, &r);
+    let f = follower(&pki, &sim, &r);
     assert_eq!(web_ips(&f.get_json(SLICES)), vec!["10.244.3.10"]);
 }
 

@@ -2,7 +2,9 @@
 //! (made with the `openssl` CLI), requires a client certificate and a bearer token. Covers
 //! kubeconfig credentials given as files and as `*-data`/`tokenFile`, a wrong CA (never ready,
 //! an error naming the certificate, no crash), and proxied requests keeping the client's own
-//! `Authorization` (or none) — the wrapper's token is never attached. The sim's `/sim/` control
+//! `Authorization` (or none) — the wrapper's token and client certificate are never attached
+//! (there the sim takes a client certificate as an apiserver does: verified when given, not
+//! required; `tests/proxy_identity.rs` has the rest). The sim's `/sim/` control
 //! API is read over TLS with a small ureq client holding the test client certificate.
 //! Without `openssl` each test prints "skipping" and passes.
 
@@ -53,7 +55,7 @@ fn wait_ready(w: &Wrapper, log: &common::LogSink) {
 #[test]
 fn kubeconfig_with_files_and_token_syncs() {
     let Some(pki) = Pki::generate() else { return };
-    let sim = pki.sim(Some(TOKEN));
+    let sim = pki.apiserver(Some(TOKEN));
     let cluster = format!("    certificate-authority: {}\n", pki.path("ca.crt"));
     // Relative paths resolve against the kubeconfig's directory.
     let creds = format!(
@@ -137,7 +139,7 @@ fn wrong_ca_never_ready_and_logs_certificate_error() {
 fn proxied_requests_keep_client_authorization_only() {
     let Some(pki) = Pki::generate() else { return };
     // No --token: the sim records whatever arrives.
-    let sim = pki.sim(None);
+    let sim = pki.apiserver(None);
     let cluster = format!("    certificate-authority: {}\n", pki.path("ca.crt"));
     let creds = format!(
         "    token: wrapper-own-token\n    client-certificate: {}\n    client-key: {}\n",
@@ -195,6 +197,10 @@ fn proxied_requests_keep_client_authorization_only() {
     };
     let got = find("/api/v1/namespaces/default/pods", "with-auth");
     assert_eq!(auth_headers(&got), ["Bearer client-own-token"], "{got}");
+    assert_eq!(
+        got["clientCertificate"], false,
+        "not the wrapper's certificate: {got}"
+    );
     let bare = find("/api/v1/namespaces/default/pods", "no-auth");
     assert!(
         auth_headers(&bare).is_empty(),

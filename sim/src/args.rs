@@ -32,8 +32,12 @@ USAGE: grid-wrapper-sim [FLAGS]
                              (v1beta1 is 404, as on a 1.33+ apiserver's defaults)
   --history N                events kept for watch resumption (default 1000)
   --bookmark-interval SECS   BOOKMARK period for allowWatchBookmarks watches (default 5; 0 = never)
-  --tls-cert FILE --tls-key FILE [--client-ca FILE]
+  --tls-cert FILE --tls-key FILE [--client-ca FILE [--client-cert-optional]]
                              serve HTTPS (client certificate required with --client-ca)
+  --client-cert-optional     with --client-ca: a client certificate is verified when given but
+                             not required, and authenticates a request as an apiserver's
+                             --client-ca-file does (with --token: the token or a certificate);
+                             each recorded request says whether its connection presented one
   --token T                  require 'Authorization: Bearer T' (not on /sim/)
   --too-large http|event     answer a resourceVersion above the current one like a real
                              apiserver from the start (watch: HTTP 504 or one ERROR 504 event;
@@ -50,7 +54,8 @@ CONTROL API (JSON, never recorded; on any address): POST /sim/apply, /sim/delete
 /sim/label-node, /sim/pad-node {\"name\", \"bytes\"} (a Node grown by an image name that
 long, to test object size bounds), /sim/compact, /sim/close-watches, /sim/requests/clear (and
 the served log); GET /sim/requests
-(each with the 'listen' address it arrived on), /sim/served (each list and watch served from
+(each with the 'listen' address it arrived on and 'clientCertificate': whether its connection
+presented one), /sim/served (each list and watch served from
 the store: verb, path, query, acceptEncoding, contentEncoding, bytes as sent, plainBytes;
 a list over 128 KiB is gzip'd, as by an apiserver, when its Accept-Encoding names gzip),
 /sim/state (resourceVersion, horizon, counts,
@@ -104,6 +109,8 @@ pub struct Flags {
     pub tls_key: Option<PathBuf>,
     /// `--client-ca`.
     pub client_ca: Option<PathBuf>,
+    /// `--client-cert-optional`.
+    pub client_cert_optional: bool,
     /// `--token`.
     pub token: Option<String>,
     /// `--too-large`.
@@ -125,6 +132,7 @@ impl Default for Flags {
             tls_cert: None,
             tls_key: None,
             client_ca: None,
+            client_cert_optional: false,
             token: None,
             too_large: None,
             start_refusing: None,
@@ -195,6 +203,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             "--tls-cert" => f.tls_cert = Some(value()?.into()),
             "--tls-key" => f.tls_key = Some(value()?.into()),
             "--client-ca" => f.client_ca = Some(value()?.into()),
+            "--client-cert-optional" => f.client_cert_optional = true,
             "--token" => f.token = Some(value()?),
             "--too-large" => {
                 let v = value()?;
@@ -230,6 +239,9 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
     }
     if f.client_ca.is_some() && f.tls_cert.is_none() {
         return Err("--client-ca needs --tls-cert and --tls-key".into());
+    }
+    if f.client_cert_optional && f.client_ca.is_none() {
+        return Err("--client-cert-optional needs --client-ca".into());
     }
     if f.history == 0 {
         return Err("--history must be at least 1".into());
@@ -302,6 +314,13 @@ mod tests {
             &["--kube-version", "1.x"],
             &["--tls-cert", "a"],
             &["--client-ca", "a"],
+            &[
+                "--tls-cert",
+                "a",
+                "--tls-key",
+                "b",
+                "--client-cert-optional",
+            ],
             &["--history", "0"],
             &["--too-large", "gone"],
             &["--start-refusing", "0"],

@@ -58,6 +58,14 @@ impl Conn {
         s.set_nonblocking(false).is_err() || closed
     }
 
+    /// Whether the peer presented a (verified) client certificate.
+    pub fn client_certificate(&self) -> bool {
+        match self {
+            Conn::Plain(_) => false,
+            Conn::Tls(t) => t.conn.peer_certificates().is_some_and(|c| !c.is_empty()),
+        }
+    }
+
     /// Sends TLS close_notify (if any) and shuts the socket down.
     pub fn shutdown(&mut self) {
         if let Conn::Tls(t) = self {
@@ -128,11 +136,13 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
-/// Builds the server config; with `client_ca`, clients must present a certificate it signed.
+/// Builds the server config; with `client_ca`, clients must present a certificate it signed
+/// (`optional`: a certificate given must be one it signed, but none is required).
 pub fn server_config(
     cert: &Path,
     key: &Path,
     client_ca: Option<&Path>,
+    optional: bool,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let chain = certs(cert)?;
     let key = PrivateKeyDer::from_pem_file(key)
@@ -148,7 +158,13 @@ pub fn server_config(
             for c in certs(ca)? {
                 roots.add(c).map_err(|e| TlsError::Rustls(e.to_string()))?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if optional {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
                 .build()
                 .map_err(|e| TlsError::Rustls(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)

@@ -105,12 +105,18 @@ fn build(flags: &args::Flags) -> Result<server::Shared, grid_wrapper::k8s::statu
     let interval = (flags.bookmark_secs > 0).then(|| Duration::from_secs(flags.bookmark_secs));
     let mut shared = server::Shared::new(store, flags.slices, interval, flags.token.clone());
     shared.cidrs = flags.cidrs;
+    shared.certificate_authenticates = flags.client_cert_optional;
     Ok(shared)
 }
 
 fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
     let tls = match (&flags.tls_cert, &flags.tls_key) {
-        (Some(c), Some(k)) => Some(conn::server_config(c, k, flags.client_ca.as_deref())?),
+        (Some(c), Some(k)) => Some(conn::server_config(
+            c,
+            k,
+            flags.client_ca.as_deref(),
+            flags.client_cert_optional,
+        )?),
         _ => None,
     };
     let mut shared = build(flags)?.with_listeners(flags.listen.len());

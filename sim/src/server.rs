@@ -49,6 +49,8 @@ pub struct Recorded {
     pub body: Vec<u8>,
     /// The listen address it arrived on (`HOST:PORT`).
     pub listen: String,
+    /// Its connection presented a client certificate.
+    pub client_certificate: bool,
 }
 
 impl Recorded {
@@ -73,6 +75,7 @@ impl Recorded {
             "body": BASE64.encode(&self.body),
             "bodyLength": self.body.len(),
             "listen": self.listen,
+            "clientCertificate": self.client_certificate,
         })
     }
 }
@@ -126,6 +129,8 @@ pub struct Shared {
     pub bookmark_interval: Option<Duration>,
     /// Required bearer token.
     pub token: Option<String>,
+    /// A client certificate authenticates a request too (`--client-cert-optional`).
+    pub certificate_authenticates: bool,
     /// Currently open watch streams.
     pub open_watches: AtomicUsize,
     /// LIST requests served.
@@ -169,6 +174,7 @@ impl Shared {
             cidrs: true,
             bookmark_interval,
             token,
+            certificate_authenticates: false,
             open_watches: AtomicUsize::new(0),
             served_lists: AtomicU64::new(0),
             served_watches: AtomicU64::new(0),
@@ -239,7 +245,7 @@ impl Shared {
         });
     }
 
-    fn record(&self, req: &Request, listener: usize) {
+    fn record(&self, req: &Request, listener: usize, client_certificate: bool) {
         let listen = self
             .listen(listener)
             .addr()
@@ -256,6 +262,7 @@ impl Shared {
             headers: req.headers.clone(),
             body: req.body.clone(),
             listen,
+            client_certificate,
         });
     }
 }
@@ -369,7 +376,10 @@ fn handle_conn(
     conn.shutdown();
 }
 
-fn authorized(shared: &Shared, req: &Request) -> bool {
+fn authorized(shared: &Shared, req: &Request, client_certificate: bool) -> bool {
+    if shared.certificate_authenticates && client_certificate {
+        return true;
+    }
     match &shared.token {
         None => true,
         Some(t) => req
@@ -464,8 +474,11 @@ fn answer(
     listener: usize,
 ) -> io::Result<()> {
     let close = !req.keep_alive();
+    let client_certificate = conn.client_certificate();
     // Health endpoints are public, as on an apiserver (system:public-info-viewer).
-    if !matches!(r, Route::Sim(_) | Route::SimBad | Route::Health) && !authorized(shared, req) {
+    if !matches!(r, Route::Sim(_) | Route::SimBad | Route::Health)
+        && !authorized(shared, req, client_certificate)
+    {
         let e = ApiError::new(401, "Unauthorized", "Unauthorized");
         return write_status(conn, &e, close);
     }
@@ -561,7 +574,7 @@ fn answer(
             write_status(conn, &e, close)
         }
         Route::Other => {
-            shared.record(req, listener);
+            shared.record(req, listener, client_certificate);
             other(conn, req)
         }
     }
@@ -616,6 +629,7 @@ mod tests {
                 headers: Vec::new(),
                 body: input.to_vec(),
                 listen: String::new(),
+                client_certificate: false,
             };
             assert_eq!(rec.to_json()["body"], *want);
             assert_eq!(rec.to_json()["bodyLength"], input.len());

@@ -8,6 +8,10 @@
 //! request goes through [`crate::upstream::failover`], which picks the server; each attempt is
 //! counted in [`crate::upstream::stats::RequestStats`].
 //!
+//! Proxied requests ([`Upstream::forward`]) go on agents of their own that present no client
+//! certificate to a cloud server and add no token: grid-wrapper's identity is for its own
+//! requests (reflectors, discovery, probes, `grid-wrapper check`) only.
+//!
 //! Credentials are per server: each attempt takes the `Access` (agent and token) of the server
 //! it goes to, by index, inside the failover's attempt, so the relays' client certificate and
 //! token never reach a cloud server and the cloud's never reach a relay. A request naming a
@@ -215,9 +219,11 @@ impl fmt::Debug for ForwardResponse {
 }
 
 /// How one side's servers are reached: the agent (its TLS roots and client certificate) and
-/// its bearer token. No `Debug`: it holds a secret.
+/// its bearer token for grid-wrapper's own requests, and the agent of proxied requests (see
+/// `Upstream::access`). No `Debug`: it holds a secret.
 struct Access {
     agent: Agent,
+    proxy_agent: Agent,
     token: TokenSource,
 }
 
@@ -364,29 +370,47 @@ impl Upstream {
         Self::build(cloud, Some(relays), 0.0, 1, limits, stats)
     }
 
-    /// One side's access: an agent with `cfg`'s TLS settings and `cfg`'s token.
+    /// One side's access: agents with `cfg`'s TLS settings and `cfg`'s token. Proxied requests
+    /// get an agent of their own (its own connections) presenting no client certificate to a
+    /// cloud server: a certificate is grid-wrapper's identity, and a proxied request carries only
+    /// its client's credentials (docs/SEMANTICS.md §8). To a relay they present the relay
+    /// certificate: the relay port admits no connection without one, and the relay forwards with
+    /// no credentials of its own, so it lends nothing upstream (§8.1).
     fn access(
         cfg: &UpstreamConfig,
+        role: Role,
         https: bool,
         timeouts: &Timeouts,
     ) -> Result<Access, UpstreamError> {
-        let agent: Agent = lean_buffers(Agent::config_builder())
-            .tls_config(tls::tls_config(cfg, https)?)
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .user_agent(concat!("grid-wrapper/", env!("CARGO_PKG_VERSION")))
-            .timeout_connect(Some(timeouts.connect))
-            .timeout_recv_response(Some(timeouts.response_head))
-            .timeout_per_read(Some(timeouts.idle))
-            .allow_non_standard_methods(true)
-            .build()
-            .new_agent();
+        let tls = tls::tls_configs(cfg, https)?;
+        let agent_with = |tls: ureq::tls::TlsConfig| -> Agent {
+            lean_buffers(Agent::config_builder())
+                .tls_config(tls)
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .user_agent(concat!("grid-wrapper/", env!("CARGO_PKG_VERSION")))
+                .timeout_connect(Some(timeouts.connect))
+                .timeout_recv_response(Some(timeouts.response_head))
+                .timeout_per_read(Some(timeouts.idle))
+                .allow_non_standard_methods(true)
+                .build()
+                .new_agent()
+        };
+        let agent = agent_with(tls.own);
+        let proxy_agent = match role {
+            Role::Relay => agent.clone(),
+            Role::Cloud => agent_with(tls.anonymous),
+        };
         let token = TokenSource::new(
             cfg.token.clone(),
             cfg.token_file.clone(),
             TOKEN_REREAD_INTERVAL,
         );
-        Ok(Access { agent, token })
+        Ok(Access {
+            agent,
+            proxy_agent,
+            token,
+        })
     }
 
     fn build(
@@ -418,7 +442,7 @@ impl Upstream {
                 https |= tls;
                 bases.push(base);
             }
-            let one = Arc::new(Self::access(cfg, https, &timeouts).map_err(side)?);
+            let one = Arc::new(Self::access(cfg, role, https, &timeouts).map_err(side)?);
             roles.extend(servers.iter().map(|_| role));
             access.extend(servers.iter().map(|_| one.clone()));
         }
@@ -703,8 +727,9 @@ impl Upstream {
     /// ones; `Host` is the upstream's; body and `Content-Type` byte for byte; redirects are
     /// relayed, not followed; no read timeout on the response body. Connect failure or timeout →
     /// [`UpstreamError::Unreachable`]. Sent to the selected server (a relay or the cloud, with
-    /// that server's agent: its TLS, never a token); retried on the next one only when no
-    /// connection could be made (nothing was sent).
+    /// that server's proxy agent: its CA, no client certificate of grid-wrapper's for a cloud
+    /// server, never a token); retried on the next one only when no connection could be made
+    /// (nothing was sent).
     pub fn forward(&self, req: ForwardRequest) -> Result<ForwardResponse, UpstreamError> {
         if !req.path_and_query.starts_with('/') {
             return Err(UpstreamError::InvalidRequest(format!(
@@ -736,7 +761,7 @@ impl Upstream {
             );
         let f = &self.inner.failover;
         let resp = f.call(Verb::Forward, &self.inner.requests, None, |i, base| {
-            let agent = &self.access_of(i)?.agent;
+            let agent = &self.access_of(i)?.proxy_agent;
             let mut builder = http::Request::builder()
                 .method(method.clone())
                 .uri(format!("{base}{}", req.path_and_query));

@@ -1,5 +1,6 @@
 //! TLS settings for the upstream agent: trusted roots (kubeconfig CA, else the system bundle),
-//! the optional client certificate, and the insecure flag. Everything is checked with rustls
+//! the optional client certificate, and the insecure flag. Proxied requests get the same settings
+//! without the client certificate ([`tls_configs`]): they must not carry grid-wrapper's identity. Everything is checked with rustls
 //! (ring provider, given explicitly) when the client is built, so a bad certificate or key is a
 //! startup error rather than a failure — or a panic inside ureq — on first connect.
 
@@ -46,6 +47,22 @@ fn system_roots() -> Result<Vec<Certificate<'static>>, UpstreamError> {
 
 /// Builds ureq's TLS settings for `cfg` (`https`: whether the server URL is https).
 pub(crate) fn tls_config(cfg: &UpstreamConfig, https: bool) -> Result<TlsConfig, UpstreamError> {
+    tls_configs(cfg, https).map(|c| c.own)
+}
+
+/// One side's TLS settings, twice: the same server verification, with and without `cfg`'s
+/// client certificate.
+pub(crate) struct TlsConfigs {
+    /// With the client certificate (if `cfg` has one): grid-wrapper's own requests.
+    pub own: TlsConfig,
+    /// Without any client certificate: requests proxied for a client, which carry only the
+    /// client's own credentials (docs/SEMANTICS.md §8).
+    pub anonymous: TlsConfig,
+}
+
+/// [`tls_config`] and the same settings without the client certificate (checked once, one
+/// insecure WARN).
+pub(crate) fn tls_configs(cfg: &UpstreamConfig, https: bool) -> Result<TlsConfigs, UpstreamError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = match &cfg.ca_pem {
         Some(pem) => parse_certs(pem, "certificate-authority")?,
@@ -93,12 +110,17 @@ pub(crate) fn tls_config(cfg: &UpstreamConfig, https: bool) -> Result<TlsConfig,
     if cfg.insecure_skip_tls_verify {
         log::warn!("insecure-skip-tls-verify: the upstream server certificate is NOT verified");
     }
-    Ok(TlsConfig::builder()
-        .provider(TlsProvider::Rustls)
-        .unversioned_rustls_crypto_provider(provider)
-        .root_certs(RootCerts::new_with_certs(&roots))
-        .client_cert(client_cert)
-        // ureq's own dangerous verifier, used only when this flag is set.
-        .disable_verification(cfg.insecure_skip_tls_verify)
-        .build())
+    let roots = RootCerts::new_with_certs(&roots);
+    let base = || {
+        TlsConfig::builder()
+            .provider(TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(provider.clone())
+            .root_certs(roots.clone())
+            // ureq's own dangerous verifier, used only when this flag is set.
+            .disable_verification(cfg.insecure_skip_tls_verify)
+    };
+    Ok(TlsConfigs {
+        own: base().client_cert(client_cert).build(),
+        anonymous: base().build(),
+    })
 }

@@ -152,12 +152,24 @@ impl Pki {
 
     /// Starts the sim over TLS requiring a client certificate (and `token` if given).
     pub fn sim(&self, token: Option<&str>) -> Sim {
+        self.sim_with(token, &[])
+    }
+
+    /// Starts the sim over TLS as an apiserver with `--client-ca-file`: a client certificate of
+    /// the test CA is verified when given but not required, and authenticates a request as
+    /// `token` (if given) does.
+    pub fn apiserver(&self, token: Option<&str>) -> Sim {
+        self.sim_with(token, &["--client-cert-optional"])
+    }
+
+    fn sim_with(&self, token: Option<&str>, extra: &[&str]) -> Sim {
         let (cert, key, ca) = (
             self.path("server.crt"),
             self.path("server.key"),
             self.path("ca.crt"),
         );
         let mut args = vec!["--tls-cert", &cert, "--tls-key", &key, "--client-ca", &ca];
+        args.extend(extra);
         if let Some(t) = token {
             args.extend(["--token", t]);
         }
