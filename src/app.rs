@@ -200,8 +200,9 @@ fn open_cache(
         return (None, None, epoch::seed(persist::random_epoch()));
     };
     // The cloud upstream's identity, never a relay's: a follower that moves between its relays
-    // and the cloud keeps its snapshot (the objects are the cloud's either way).
-    let id = persist::identity(&cfg.hostname, &ucfg.server, ucfg.ca_pem.as_deref());
+    // and the cloud keeps its snapshot (the objects are the cloud's either way). Its servers as
+    // a set: the order of `--master` changes nothing.
+    let id = persist::identity(&cfg.hostname, &ucfg.server_list(), ucfg.ca_pem.as_deref());
     let cache = match CacheDir::open(dir, id) {
         Ok(c) => c,
         Err(e) => {

@@ -19,10 +19,11 @@
 //! succeeds again; it retries no sooner than `--cache-write-interval`, backing off up to five
 //! minutes (the bookkeeping is pure: `persist/failures.rs`).
 //!
-//! A snapshot is tied to its node and upstream ([`identity`]): `--hostname`, the upstream server
-//! URL and a fingerprint of the upstream CA. A process with another identity ignores it (one
-//! WARN) and starts empty, so changing `--hostname` or pointing at another cluster never serves
-//! foreign data; wiping the directory simply means an empty start.
+//! A snapshot is tied to its node and upstream ([`identity`]): `--hostname`, the set of the
+//! upstream's server URLs (in any order) and a fingerprint of the upstream CA. A process of
+//! another node or CA, or whose servers share none with the snapshot's, ignores it (one WARN) and
+//! starts empty, so changing `--hostname` or pointing at another cluster never serves foreign
+//! data; wiping the directory simply means an empty start (`persist/identity.rs`).
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -42,6 +43,8 @@ use crate::writer::{Busy, Writer as CacheWriter};
 
 mod failures;
 use failures::{Failures, Previous};
+mod identity;
+pub use identity::identity;
 
 #[cfg(test)]
 #[path = "persist_tests.rs"]
@@ -57,25 +60,6 @@ pub const QUIET: Duration = Duration::from_secs(1);
 pub const MAX_DELAY: Duration = Duration::from_secs(5);
 /// Largest snapshot file read (a larger one is not ours).
 const MAX_FILE_BYTES: u64 = 4 << 30;
-
-/// FNV-1a, 64 bits: a fingerprint, not a security measure.
-fn fingerprint(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// What a snapshot is tied to: the local node, the upstream URL and its CA.
-pub fn identity(hostname: &str, server: &str, ca_pem: Option<&[u8]>) -> Identity {
-    let ca = ca_pem.map_or_else(
-        || "system".to_string(),
-        |p| format!("{:016x}", fingerprint(p)),
-    );
-    Identity {
-        hostname: hostname.to_string(),
-        upstream: format!("{server} ca={ca}"),
-    }
-}
 
 /// The temporary file a write of `path` goes through: `path.tmp`.
 fn tmp_path(path: &Path) -> PathBuf {
@@ -256,7 +240,7 @@ impl CacheDir {
             }
         };
         let theirs = &snap.meta.identity;
-        if theirs != &self.identity {
+        if !identity::accepts(&self.identity, theirs) {
             warn!(
                 "ignoring the snapshot {}: written for node {:?} and upstream {:?}, this process is node {:?} with upstream {:?}",
                 path.display(),
@@ -266,6 +250,14 @@ impl CacheDir {
                 self.identity.upstream
             );
             return None;
+        }
+        if theirs.upstream != self.identity.upstream {
+            info!(
+                "restoring the snapshot {} written for upstream {:?}: this process's {:?} shares a server with it (the same cluster)",
+                path.display(),
+                theirs.upstream,
+                self.identity.upstream
+            );
         }
         self.set_valid(snap.meta.written_unix_secs);
         Some(snap)

@@ -84,7 +84,7 @@ fn opening_the_dir_removes_a_stale_tmp_of_ours_only() {
     std::fs::write(d.0.join(format!("{SNAPSHOT_FILE}.tmp")), b"torn").expect("write");
     std::fs::write(d.0.join(format!("{EPOCH_FILE}.tmp")), b"7").expect("write");
     std::fs::write(d.0.join("other.tmp"), b"not ours").expect("write");
-    CacheDir::open(&d.0, identity("edge-a1", "https://up", None)).expect("open");
+    CacheDir::open(&d.0, identity("edge-a1", &["https://up"], None)).expect("open");
     assert_eq!(names(&d.0), ["other.tmp", SNAPSHOT_FILE]);
     assert_eq!(
         std::fs::read(d.0.join(SNAPSHOT_FILE)).expect("read"),
@@ -95,7 +95,7 @@ fn opening_the_dir_removes_a_stale_tmp_of_ours_only() {
 #[test]
 fn what_a_restart_would_find_follows_the_file_and_what_is_known_valid() {
     let d = Dir::new("previous");
-    let cache = CacheDir::open(&d.0, identity("edge-a1", "https://up", None)).expect("open");
+    let cache = CacheDir::open(&d.0, identity("edge-a1", &["https://up"], None)).expect("open");
     assert_eq!(cache.previous(), Previous::None, "no file");
     std::fs::write(d.0.join(SNAPSHOT_FILE), b"damaged").expect("write");
     assert!(cache.load().is_none(), "the damaged file is ignored");

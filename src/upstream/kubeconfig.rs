@@ -19,8 +19,8 @@ pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceacc
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct UpstreamConfig {
     /// Base URL of the primary (first, preferred) server, e.g. `https://10.0.0.1:6443` (may
-    /// carry a path prefix). It alone names the upstream in logs and in the `--cache-dir`
-    /// snapshot identity.
+    /// carry a path prefix). It alone names the upstream in logs (the `--cache-dir` snapshot
+    /// identity takes every server, as a set).
     pub server: String,
     /// Every server in order of preference, `server` first (`--master=A,B,…`); empty means
     /// `server` alone (see [`UpstreamConfig::server_list`]). All of them serve one cluster.
