@@ -160,6 +160,20 @@ fn proxied_requests_carry_no_client_certificate_of_grid_wrappers_on_either_port(
         &via_kube_proxy_port(&follower),
     );
     drop(follower);
+
+    // A relay named as the upstream (--kubeconfig) is taken for an apiserver: the reflectors
+    // present the certificate, proxied requests do not, and the relay port's TLS refuses them
+    // with an answer that says so.
+    let misnamed = Wrapper::start(
+        &relay_url,
+        "edge-c1",
+        &[&format!("--kubeconfig={relay_kc}")],
+    );
+    let (code, _, body) = request(misnamed.addr, "POST", EVENTS, &[], b"{}");
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("--relay-kubeconfig"), "{body}");
+    drop(misnamed);
     drop(relay);
 }
 

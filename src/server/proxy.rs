@@ -108,6 +108,19 @@ impl Proxy {
     }
 }
 
+/// What to add to a proxied request's failure when the upstream's TLS demanded a client
+/// certificate: proxied requests present none of grid-wrapper's (docs/SEMANTICS.md §8).
+fn certificate_hint(e: &UpstreamError) -> &'static str {
+    match e {
+        UpstreamError::Tls(m) if m.contains("CertificateRequired") => {
+            " (the upstream requires a client certificate on every connection; proxied requests \
+             present none of grid-wrapper's: a site relay is named with --relay-kubeconfig, not \
+             as the upstream)"
+        }
+        _ => "",
+    }
+}
+
 fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, waker: &Waker) {
     let send = |msg: ProxyMsg| -> bool {
         let ok = tx.send(msg).is_ok();
@@ -119,13 +132,14 @@ fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, wak
     let mut resp = match upstream.forward(req) {
         Ok(r) => r,
         Err(e) => {
-            warn!("proxy {method} {path}: upstream unavailable: {e}");
+            let hint = certificate_hint(&e);
+            warn!("proxy {method} {path}: upstream unavailable: {e}{hint}");
             let err = match e {
                 UpstreamError::Unreachable(_) | UpstreamError::Stalled(_) => {
                     ApiError::unavailable(format!("upstream apiserver unreachable: {e}"), None)
                 }
                 #[allow(unreachable_patterns)]
-                _ => ApiError::unavailable(format!("upstream request failed: {e}"), None),
+                _ => ApiError::unavailable(format!("upstream request failed: {e}{hint}"), None),
             };
             send(ProxyMsg::Failed(err));
             return;
@@ -168,5 +182,18 @@ fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, wak
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_demanded_client_certificate_is_explained() {
+        let demanded = UpstreamError::Tls("received fatal alert: CertificateRequired".into());
+        assert!(certificate_hint(&demanded).contains("--relay-kubeconfig"));
+        let other = UpstreamError::Tls("invalid peer certificate: UnknownIssuer".into());
+        assert_eq!(certificate_hint(&other), "");
     }
 }
