@@ -771,10 +771,14 @@ impl Upstream {
             let invalid = |e: http::Error| UpstreamError::InvalidRequest(e.to_string());
             let resp = if bodiless {
                 let r = builder.body(()).map_err(invalid)?;
-                agent.run(agent.configure_request(r).timeout_per_read(None).build())?
+                agent
+                    .run(agent.configure_request(r).timeout_per_read(None).build())
+                    .map_err(certificate_demanded)?
             } else {
                 let r = builder.body(req.body.as_slice()).map_err(invalid)?;
-                agent.run(agent.configure_request(r).timeout_per_read(None).build())?
+                agent
+                    .run(agent.configure_request(r).timeout_per_read(None).build())
+                    .map_err(certificate_demanded)?
             };
             let code = resp.status().as_u16();
             Ok::<_, Failed>((resp, code))
@@ -796,6 +800,18 @@ impl Upstream {
             headers,
             body: Box::new(resp.into_body().into_reader()),
         })
+    }
+}
+
+/// A proxied request's failure, for the failover: a server that refuses the handshake because
+/// it demands a client certificate (proxied requests present none to a cloud server) is alive,
+/// so that is not taken for a server down (nor retried elsewhere); any other failure is judged
+/// as usual.
+fn certificate_demanded(e: ureq::Error) -> Failed {
+    if e.to_string().contains("CertificateRequired") {
+        Failed::Upstream(e.into())
+    } else {
+        Failed::Ureq(e)
     }
 }
 
