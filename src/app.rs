@@ -17,7 +17,7 @@ use crate::cache::view::Retention;
 use crate::clock;
 use crate::config::Config;
 use crate::handoff::list_order::{self, ListOrder};
-use crate::handoff::{Change, ListApply, ListItems, Sink};
+use crate::handoff::{Change, ListApply, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
 use crate::persist::{self, CacheDir, SnapshotWriter};
 use crate::server::conn::{ServerOptions, TlsSlot};
@@ -159,6 +159,9 @@ impl ListItems for Listing<'_> {
     }
     fn len(&self) -> usize {
         self.list.pushed()
+    }
+    fn skipped(&mut self, item: Oversized) {
+        self.list.skipped(&item);
     }
 }
 
@@ -330,6 +333,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     };
     let (cache, snapshot, seed) = open_cache(&cfg, &ucfg);
     let mut state = State::new(settings, seed);
+    state.set_object_bound(cfg.max_object_bytes);
     if cfg.relay_bind_address.is_some() {
         // Before anything is applied, a snapshot's restore included (docs/SEMANTICS.md §12).
         state.keep_relay_view();

@@ -30,6 +30,10 @@ pub enum Change {
     Upsert(Value),
     /// Object deleted (its last state).
     Delete(Value),
+    /// A new version of an object (a watch's ADDED or MODIFIED) over the object bound, not
+    /// taken: the cache keeps serving the version it holds, marked stale, or leaves a new
+    /// object out (docs/SEMANTICS.md §7, "Objects over `--max-object-bytes`").
+    Oversized(Oversized),
     /// The full list (initial or relist); the cache diffs it against what it holds.
     Replace(Vec<Value>),
     /// The same as [`Change::Replace`], each item still its JSON text as the apiserver sent it

@@ -213,14 +213,14 @@ fn a_64_mib_node_is_skipped_in_a_watch_and_in_a_list_with_memory_bounded() {
         Wrapper::start_captured(&[&format!("--master={}", sim.url), "--hostname=edge-a1"]);
     w.wait_ready();
     assert_eq!(w.get("/api/v1/nodes/edge-c1").0, 200);
-    // The Node grows past --max-object-bytes (4 MiB) on the watch: it is no longer served (as
-    // a list would skip it), the others are, and the watch goes on.
+    // The Node grows past --max-object-bytes (4 MiB) on the watch: its last accepted version
+    // stays served (stale, issue 39), the others are, and the watch goes on.
+    let before = w.get_json("/api/v1/nodes/edge-c1");
     sim.control("pad-node", &json!({"name": "edge-c1", "bytes": BIG}));
-    within(
-        Duration::from_secs(60),
-        "the oversized Node dropped",
-        || w.get("/api/v1/nodes/edge-c1").0 == 404,
-    );
+    within(Duration::from_secs(60), "the oversized Node seen", || {
+        metric(&w, "grid_wrapper_upstream_objects_too_large_total", "nodes") == 1
+    });
+    assert_eq!(w.get_json("/api/v1/nodes/edge-c1"), before, "kept, stale");
     sim.label_node("edge-b1", json!({"after": "big"}));
     within(Duration::from_secs(30), "a later change served", || {
         w.get_json("/api/v1/nodes/edge-b1")["metadata"]["labels"]["after"] == "big"
@@ -240,7 +240,7 @@ fn a_64_mib_node_is_skipped_in_a_watch_and_in_a_list_with_memory_bounded() {
         .collect();
     assert_eq!(warns.len(), 1, "one WARN naming it:\n{text}");
 
-    // A fresh start lists it: skipped, the rest of the list applied, and the process never
+    // A fresh start lists it: a new object, skipped, the rest of the list applied, and the process never
     // holds the object (its peak stays far below the object's size).
     let (w2, log2) =
         Wrapper::start_captured(&[&format!("--master={}", sim.url), "--hostname=edge-a1"]);

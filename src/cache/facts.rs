@@ -29,6 +29,9 @@ pub struct Facts {
     pub log_entries: [u64; RESOURCES],
     /// Cached nodes the edge-health map reports abnormal.
     pub abnormal_nodes: u64,
+    /// Objects held stale per upstream resource (indexed by [`Resource::index`]): a newer
+    /// version over `--max-object-bytes` was refused, the last accepted one is served.
+    pub stale: [u64; RESOURCES],
 }
 
 impl Facts {
@@ -40,6 +43,11 @@ impl Facts {
     /// Event-log entries of `res`.
     pub fn log_entries(&self, res: Resource) -> u64 {
         self.log_entries[res.index()]
+    }
+
+    /// Objects of `res` held stale.
+    pub fn stale(&self, res: Resource) -> u64 {
+        self.stale[res.index()]
     }
 }
 
@@ -53,6 +61,7 @@ pub struct SharedFacts {
     objects: [AtomicU64; RESOURCES],
     log_entries: [AtomicU64; RESOURCES],
     abnormal_nodes: AtomicU64,
+    stale: [AtomicU64; RESOURCES],
 }
 
 impl SharedFacts {
@@ -64,6 +73,7 @@ impl SharedFacts {
             objects: std::array::from_fn(|_| AtomicU64::new(0)),
             log_entries: std::array::from_fn(|_| AtomicU64::new(0)),
             abnormal_nodes: AtomicU64::new(0),
+            stale: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -81,6 +91,7 @@ impl SharedFacts {
             objects: std::array::from_fn(|i| self.objects[i].load(Relaxed)),
             log_entries: std::array::from_fn(|i| self.log_entries[i].load(Relaxed)),
             abnormal_nodes: self.abnormal_nodes.load(Relaxed),
+            stale: std::array::from_fn(|i| self.stale[i].load(Relaxed)),
         }
     }
 
@@ -98,6 +109,9 @@ impl SharedFacts {
             slot.store(v, Relaxed);
         }
         self.abnormal_nodes.store(facts.abnormal_nodes, Relaxed);
+        for (slot, v) in self.stale.iter().zip(facts.stale) {
+            slot.store(v, Relaxed);
+        }
     }
 
     /// Publishes the event logs' lengths alone (the event loop, after ageing them).
@@ -130,6 +144,7 @@ mod tests {
                 objects: [1, 2, 3, 4, 5, 12, 13],
                 log_entries: [6, 7, 8, 9, 10, 14, 15],
                 abnormal_nodes: 11,
+                stale: [1, 0, 0, 0, 0, 2, 0],
             };
             shared.store(&facts);
             assert_eq!(shared.load(), facts);

@@ -10,6 +10,7 @@
 //! - `store/edge_health.rs`: the edge-health map and the abnormal nodes it resolves to (§10);
 //! - `store/serve.rs`: the filter's inputs, borrowed from the parts, and what it serves;
 //! - `store/prepare.rs`: lists prepared off every lock (pure);
+//! - `store/stale.rs`: the objects held stale (a newer version over the object bound refused);
 //! - [`explain`]: `/debug/topology`'s data (pure, on a copied [`explain::ExplainInput`]);
 //!
 //! The binder's own routes are all here, below the change path: publication on the bytes (an
@@ -39,7 +40,7 @@ use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
 use crate::cache::view::{labels_of, Retention, Served};
-use crate::handoff::Change;
+use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::edge_health_map::HealthMap;
 
@@ -49,6 +50,7 @@ mod index;
 mod prepare;
 mod publisher;
 mod serve;
+mod stale;
 mod upstream;
 
 #[cfg(test)]
@@ -66,6 +68,8 @@ pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
 pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
 use serve::{Filter, Scope};
+pub use stale::StaleObject;
+use stale::{Episode, Stale, StaleMark};
 pub use upstream::{ServedBytes, Upstream};
 use upstream::{StandIn, Stored, UpstreamObjects};
 
@@ -107,6 +111,11 @@ pub struct State {
     /// them on their bytes ([`State::recompute_as_is`]); kept, so that its buffers are (with
     /// musl's allocator a decoder per object mapped and unmapped pages for each).
     decoder: crate::cache::canonical::Decoder,
+    /// The objects held stale: a version over the object bound was refused, the last one
+    /// accepted is served (docs/SEMANTICS.md §7).
+    stale: Stale,
+    /// `--max-object-bytes`, for log lines (`None`: not told).
+    object_bound: Option<u64>,
 }
 
 /// Whether a publication is of an upstream change, which the relay view takes too, or of a
@@ -208,7 +217,20 @@ impl State {
             ready: false,
             from_snapshot: false,
             decoder: Default::default(),
+            stale: Stale::default(),
+            object_bound: None,
         }
+    }
+
+    /// Tells the cache `--max-object-bytes`, which its log lines about objects over it name.
+    pub fn set_object_bound(&mut self, bytes: u64) {
+        self.object_bound = Some(bytes);
+    }
+
+    /// The first `limit` objects held stale (a newer version over the object bound was
+    /// refused; the last accepted one is served), and how many there are.
+    pub fn stale_objects(&self, limit: usize) -> (Vec<StaleObject>, usize) {
+        (self.stale.list(limit), self.stale.len())
     }
 
     /// Test-only: runs `hook` after each object recorded into the view, outside the view's
@@ -309,6 +331,7 @@ impl State {
             ready: self.ready,
             serving_snapshot: self.from_snapshot,
             abnormal: self.health.abnormal(),
+            stale: self.stale.counts(),
         }
     }
 
@@ -385,6 +408,7 @@ impl State {
             Prepared::One(Change::Upsert(obj)) => {
                 let out_of_view = excluded(kind, &obj);
                 if let Some((key, obj)) = clean(kind, obj) {
+                    self.unstale(kind, &key);
                     if out_of_view {
                         // An object that gained an excluding label left the view: a deletion.
                         self.delete(kind, &key, now);
@@ -398,6 +422,7 @@ impl State {
                     self.delete(kind, &key, now);
                 }
             }
+            Prepared::One(Change::Oversized(item)) => self.oversized(kind, &item),
             // `prepare` turns every list into `Listed`.
             Prepared::One(Change::Replace(_) | Change::List(_)) => {}
             Prepared::Listed(fresh) => self.replace(kind, fresh, now),
@@ -485,6 +510,11 @@ impl State {
             self.delete(kind, &key, now);
         }
         for (key, listed) in fresh {
+            if let Some(bytes) = listed.too_large() {
+                self.refused_version(kind, &key, bytes);
+                continue;
+            }
+            self.unstale(kind, &key);
             if self
                 .upstream
                 .same_listed(kind, &key, &listed, self.stand_in())
@@ -628,6 +658,7 @@ impl State {
     }
 
     fn delete(&mut self, kind: Resource, key: &ObjectKey, now: u64) {
+        self.stale.clear(kind, key);
         if !self.upstream.remove(kind, key) {
             return;
         }
@@ -659,6 +690,60 @@ impl State {
                 self.relay_value(kind, key, None, now);
             }
             Resource::CidrsV1 | Resource::CidrsV1beta1 => self.publish_cidr(key, None, now),
+        }
+    }
+
+    /// A watch event's version of an object over the object bound (named in its first bytes).
+    fn oversized(&mut self, kind: Resource, item: &Oversized) {
+        let Some(name) = item.name.as_deref().filter(|n| !n.is_empty()) else {
+            return;
+        };
+        let key = ObjectKey::new(item.namespace.as_deref().unwrap_or(""), name);
+        self.refused_version(kind, &key, item.bytes);
+    }
+
+    /// A version of `key` of `bytes`, over the object bound, was not taken: an object the cache
+    /// holds stays served as last accepted (stale: same RV, no event); a new one is left out.
+    /// One WARN per stale episode (and per new object), naming what is served.
+    fn refused_version(&mut self, kind: Resource, key: &ObjectKey, bytes: u64) {
+        let bound = self
+            .object_bound
+            .map_or_else(String::new, |b| format!("={b}"));
+        let what = kind.kind();
+        if !self.upstream.contains(kind, key) {
+            let text = format!(
+                "{what} {key}: a new upstream object of {bytes} bytes, over --max-object-bytes{bound}: skipped, it is not served"
+            );
+            if self.stale.warn_new(kind, key) {
+                warn!("{text}");
+            } else {
+                debug!("{text}");
+            }
+            return;
+        }
+        let res = match kind {
+            Resource::SlicesV1beta1 => Resource::SlicesV1,
+            other => other,
+        };
+        let served_rv = self.collection(res).get(key).map_or(0, |s| s.rv);
+        let mark = StaleMark { bytes, served_rv };
+        let text = format!(
+            "{what} {key}: its new upstream version of {bytes} bytes is over --max-object-bytes{bound}: keeps serving its last accepted version, of resourceVersion {served_rv} (stale), until a version within the bound or its deletion comes"
+        );
+        match self.stale.refused(kind, key, mark) {
+            Episode::Opened => warn!("{text}"),
+            Episode::Continues => debug!("{text}"),
+        }
+    }
+
+    /// A version of `key` within the bound came (or it is deleted): it is no longer stale.
+    fn unstale(&mut self, kind: Resource, key: &ObjectKey) {
+        if let Some(mark) = self.stale.clear(kind, key) {
+            info!(
+                "{} {key}: a version within --max-object-bytes came: no longer stale (was served at resourceVersion {})",
+                kind.kind(),
+                mark.served_rv
+            );
         }
     }
 

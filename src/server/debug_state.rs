@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::cache::store::State;
+use crate::cache::store::{StaleObject, State};
 use crate::k8s::Resource;
 use crate::server::counters::{self, resource_label};
 use crate::server::extras::Extras;
@@ -35,6 +35,8 @@ pub const DEFAULT_WATCHERS: usize = 100;
 pub const MAX_WATCHERS: usize = crate::server::event_loop::MAX_CONNECTIONS;
 /// Most abnormal nodes listed.
 pub const MAX_NODES: usize = 100;
+/// Most stale objects listed.
+pub const MAX_STALE: usize = 100;
 
 /// One served resource, as counted under the view's lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +70,10 @@ pub struct CacheFacts {
     pub abnormal_total: usize,
     /// Per listed stream, in order: log entries after its cursor.
     pub pending: Vec<usize>,
+    /// Objects held stale (at most [`MAX_STALE`]).
+    pub stale: Vec<StaleObject>,
+    /// How many objects are stale.
+    pub stale_total: usize,
 }
 
 impl CacheFacts {
@@ -89,6 +95,7 @@ impl CacheFacts {
             })
             .collect();
         let abnormal = state.abnormal_nodes();
+        let (stale, stale_total) = state.stale_objects(MAX_STALE);
         CacheFacts {
             ready: state.is_ready(),
             serving_snapshot: state.serving_snapshot(),
@@ -100,6 +107,8 @@ impl CacheFacts {
                 .iter()
                 .map(|s| view.collection(s.info.resource).pending(s.cursor()))
                 .collect(),
+            stale,
+            stale_total,
         }
     }
 }
@@ -250,6 +259,19 @@ pub fn document(
             })
         })
         .collect();
+    let stale: Vec<Value> = facts
+        .stale
+        .iter()
+        .map(|o| {
+            json!({
+                "resource": resource_label(o.resource),
+                "namespace": &*o.key.namespace,
+                "name": &*o.key.name,
+                "refused_bytes": o.mark.bytes,
+                "served_resource_version": o.mark.served_rv.to_string(),
+            })
+        })
+        .collect();
     let written = extras.snapshot_written;
     let writer = extras.writer.as_ref().map(|w| {
         json!({
@@ -280,6 +302,11 @@ pub fn document(
             "written_unix": written,
             "age_seconds": written.map(|w| now_unix.saturating_sub(w)),
             "writer": writer,
+        },
+        "stale_objects": {
+            "items": stale,
+            "total": facts.stale_total,
+            "truncated": facts.stale.len() < facts.stale_total,
         },
         "edge_health": {
             "abnormal_nodes": facts.abnormal_nodes,

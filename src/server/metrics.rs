@@ -62,6 +62,11 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
         per(&|r| facts.log_entries(r)),
     );
     gauge(
+        "grid_wrapper_objects_stale",
+        "Objects served at their last accepted version: a newer one over --max-object-bytes was refused.",
+        per(&|r| facts.stale(r)),
+    );
+    gauge(
         "grid_wrapper_edge_health_abnormal_nodes",
         "Cached nodes the edge-health map reports abnormal (their endpoints are not served).",
         vec![(String::new(), facts.abnormal_nodes)],

@@ -22,7 +22,7 @@
 //! | read error, or silence past the idle limit      | `Listed`                        | backoff |
 //! | silence past `--watch-progress-timeout` after a bookmark on the stream | `Listed` (counted as a stall) | backoff |
 //! | silence past it without any bookmark on the stream | `Listed` (later watches get the idle limit until a bookmark comes) | — |
-//! | a line over the object bound, its object named in its first bytes | `Watching` (the object is deleted: it is not served) | — |
+//! | a line over the object bound, its object named in its first bytes | `Watching` (`Change::Oversized`: the cache keeps serving the version it holds, stale; a `DELETED` deletes) | — |
 //! | undecodable line, or one over the bound whose object its first bytes do not name | `Empty` (relist at RV) | backoff |
 //! | the [`MAX_FAILURES_WITHOUT_PROGRESS`]th failure in a row without progress of a request naming an RV | `Empty`, RV omitted (from scratch) | backoff |
 //!
@@ -304,6 +304,8 @@ impl ListItems for Skipping<'_> {
         self.items.len()
     }
     fn skipped(&mut self, item: Oversized) {
+        // The taker too: the cache keeps serving the version it holds of that key.
+        self.items.skipped(item.clone());
         self.skipped.push(item);
     }
 }
@@ -413,8 +415,7 @@ impl<L: ListWatch> Reflector<L> {
         };
         let list = list_all_into(&self.lw, self.kind, rv, rv_from, &mut taker)?;
         for o in std::mem::take(&mut taker.skipped) {
-            let name = o.name.as_deref().unwrap_or("(unnamed in its first bytes)");
-            self.skip_oversized(o.namespace.as_deref(), name, o.bytes);
+            self.skip_oversized(o.namespace.as_deref(), o.name.as_deref(), o.bytes);
         }
         Ok(list)
     }
@@ -709,8 +710,9 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     /// A watch line longer than the line cap: an object over the bound. Named from its first
-    /// bytes, the rest skipped, it is taken as a deletion of that object (an object over the
-    /// bound is not served, as a list skips it) and the stream goes on. Unnamed, the stream is
+    /// bytes, the rest skipped, it goes to the sink as [`Change::Oversized`] (the cache keeps
+    /// the version it holds, stale; a new object is not served, as a list skips it), or as the
+    /// deletion it is for a `DELETED`, and the stream goes on. Unnamed, the stream is
     /// given up and the resource relisted, as for an undecodable event.
     fn oversized_event(&mut self, rv: String, mut stream: Stream) -> (State, Option<Duration>) {
         let (kind, obj) = decode::event_ref_from_prefix(&self.line);
@@ -733,15 +735,26 @@ impl<L: ListWatch> Reflector<L> {
             ));
             return self.watch_failed(rv, f);
         };
-        self.skip_oversized(obj.namespace.as_deref(), &name, read + more);
-        let mut meta = serde_json::Map::new();
-        meta.insert("name".into(), Value::String(name));
-        if let Some(ns) = obj.namespace {
-            meta.insert("namespace".into(), Value::String(ns));
-        }
-        let gone = serde_json::json!({ "metadata": meta });
-        if let Some(o) = self.normalize(gone) {
-            self.sink.apply(self.kind, Change::Delete(o));
+        let bytes = read + more;
+        self.skip_oversized(obj.namespace.as_deref(), Some(&name), bytes);
+        if kind.as_deref() == Some("DELETED") {
+            let mut meta = serde_json::Map::new();
+            meta.insert("name".into(), Value::String(name));
+            if let Some(ns) = obj.namespace {
+                meta.insert("namespace".into(), Value::String(ns));
+            }
+            let gone = serde_json::json!({ "metadata": meta });
+            if let Some(o) = self.normalize(gone) {
+                self.sink.apply(self.kind, Change::Delete(o));
+            }
+        } else {
+            // The cache keeps serving the version it holds (stale), or leaves a new one out.
+            let item = Oversized {
+                namespace: obj.namespace,
+                name: Some(name),
+                bytes,
+            };
+            self.sink.apply(self.kind, Change::Oversized(item));
         }
         self.progressed();
         let rv = obj.resource_version.filter(|r| !r.is_empty()).unwrap_or(rv);
@@ -749,14 +762,18 @@ impl<L: ListWatch> Reflector<L> {
         (State::watching(rv, stream), None)
     }
 
-    /// Logs (WARN, once per object per reflector) and counts an object skipped for its size.
-    fn skip_oversized(&mut self, namespace: Option<&str>, name: &str, bytes: u64) {
+    /// Counts an object skipped for its size, and logs it: named, the sink (the cache) says what
+    /// it serves instead, so DEBUG here; not named in its first bytes, a WARN once per reflector.
+    fn skip_oversized(&mut self, namespace: Option<&str>, name: Option<&str>, bytes: u64) {
         self.stats.record_oversized();
+        let named = name.is_some();
+        let name = name.unwrap_or("(unnamed in its first bytes)");
         let key = match namespace {
             Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
             _ => name.to_string(),
         };
-        let first = self.warned_oversized.len() < MAX_WARNED_OVERSIZED
+        let first = !named
+            && self.warned_oversized.len() < MAX_WARNED_OVERSIZED
             && self.warned_oversized.insert(key.clone());
         let text = format!(
             "{:?}: skipping upstream object {key:?} of {bytes} bytes (over --max-object-bytes={}): it is not served",

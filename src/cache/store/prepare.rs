@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{clean, excluded, excluding, raw, Raw};
 use crate::cache::canonical::{self, AsIs, Item};
 use crate::cache::pack;
-use crate::handoff::Change;
+use crate::handoff::{Change, Oversized};
 use crate::k8s::ObjectKey;
 use crate::k8s::Resource;
 
@@ -46,6 +46,9 @@ pub struct Listed {
     bytes: Option<Raw>,
     /// For an endpoint object read from text, what publishing it as it came needs.
     pub as_is: Option<AsIs>,
+    /// The item was over the object bound and not kept: its size. The cache keeps serving the
+    /// version it holds of this key (stale), so the key is not absent from the list.
+    oversized: Option<u64>,
 }
 
 impl Listed {
@@ -54,7 +57,22 @@ impl Listed {
         Listed {
             bytes: Some(bytes),
             as_is,
+            oversized: None,
         }
+    }
+
+    /// An item of `bytes` over the object bound, known by its key only.
+    fn oversized(bytes: u64) -> Listed {
+        Listed {
+            bytes: None,
+            as_is: None,
+            oversized: Some(bytes),
+        }
+    }
+
+    /// The size of an item over the object bound (`None` for a kept one).
+    pub fn too_large(&self) -> Option<u64> {
+        self.oversized
     }
 
     /// The same, held as `hold` says (only the packed copy, if `as_is` has one, for
@@ -64,6 +82,7 @@ impl Listed {
         Listed {
             bytes: (hold == Hold::Whole || !packed).then_some(bytes),
             as_is,
+            oversized: None,
         }
     }
 
@@ -183,6 +202,17 @@ impl ListPreparer {
             }
         };
         self.out.extend(kept);
+    }
+
+    /// An item over the object bound, not kept: recorded by its key (when its first bytes named
+    /// it), so that applying the list keeps the version the cache holds instead of deleting it.
+    /// An item not named cannot be told from an absent one.
+    pub fn skipped(&mut self, item: &Oversized) {
+        let Some(name) = item.name.as_deref().filter(|n| !n.is_empty()) else {
+            return;
+        };
+        let key = ObjectKey::new(item.namespace.as_deref().unwrap_or(""), name);
+        self.out.insert(key, Listed::oversized(item.bytes));
     }
 
     /// Forgets the items so far (the list is read again).

@@ -58,6 +58,8 @@ pub(super) struct Status<'a> {
     pub(super) serving_snapshot: bool,
     /// The nodes edge-health resolved abnormal.
     pub(super) abnormal: &'a BTreeSet<String>,
+    /// Objects held stale per resource (indexed by [`Resource::index`]).
+    pub(super) stale: [u64; Resource::ALL.len()],
 }
 
 impl Publisher {
@@ -336,6 +338,7 @@ impl Publisher {
             objects: view.object_counts(),
             log_entries: view.log_lens(),
             abnormal_nodes: abnormal as u64,
+            stale: status.stale,
         }
     }
 }

@@ -493,4 +493,5 @@ mod kept;
 mod lifecycle;
 mod persist;
 mod relay;
+mod stale;
 mod v1beta1;
