@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use crate::cache::topology::{self, HOSTNAME_LABEL, SERVICE_NAME_LABEL};
 use crate::cache::view::{rv_stamp, stamp_rv, LabelSet};
+use crate::handoff::refused::{self, Reason};
 use crate::k8s::{ObjectKey, Resource};
 
 mod addresses;
@@ -35,6 +36,9 @@ pub enum Item {
     Kept(ObjectKey, Arc<[u8]>, Option<AsIs>),
     /// Valid JSON, but not an object with a `metadata.name`, or carrying an excluding label.
     Dropped,
+    /// An object that does not fit the resource (another `kind` or `apiVersion`, or the wrong
+    /// scope): refused ([`crate::handoff::refused`]). Its key and why.
+    Misfit(ObjectKey, Reason),
     /// Must go through `serde_json::Value` to mean the same (a `RawValue` token key).
     Slow,
 }
@@ -313,6 +317,17 @@ fn read_item<'t>(
         Some(Node::String(ns)) => ns,
         _ => "",
     };
+    let type_meta = |field: &str| {
+        get(tree.entries(top), field).map(|n| match n {
+            Node::String(s) => Some(&**s),
+            _ => None,
+        })
+    };
+    if let Some(reason) =
+        refused::misfit(res, type_meta("kind"), type_meta("apiVersion"), namespace)
+    {
+        return Ok(Item::Misfit(ObjectKey::new(namespace, name), reason));
+    }
     let key = ObjectKey::new(namespace, name);
     let meta_at = tree.retain(meta_at, |k| k != "resourceVersion" && k != "managedFields");
     tree.set(top, "metadata", Node::Object(meta_at));

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::cache::facts::Facts;
+use crate::handoff::refused::{self, Reason};
 use crate::k8s::Resource;
 use crate::server::counters::resource_label;
 use crate::server::extras::Extras;
@@ -82,6 +83,22 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
             "Age of the on-disk snapshot being served (wall clock).",
             vec![(String::new(), now_unix.saturating_sub(written))],
         );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP grid_wrapper_objects_refused_total Upstream objects refused: their kind, apiVersion or scope does not fit the resource listed or watched, or a watch event's resourceVersion is older than its stream's (logged at WARN once per list or stream)."
+    );
+    let _ = writeln!(out, "# TYPE grid_wrapper_objects_refused_total counter");
+    for r in Resource::ALL {
+        for why in Reason::ALL {
+            let _ = writeln!(
+                out,
+                "grid_wrapper_objects_refused_total{{resource=\"{}\",reason=\"{}\"}} {}",
+                resource_label(r),
+                why.label(),
+                refused::count(r, why)
+            );
+        }
     }
     let _ = writeln!(
         out,

@@ -5,6 +5,8 @@
 //! caller-supplied `BufRead` with a hard length cap; garbage yields a [`DecodeError`], never a
 //! panic.
 
+use crate::handoff::refused::{self, Reason};
+use crate::k8s::Resource;
 use serde_json::Value;
 use std::fmt;
 use std::io::{self, BufRead};
@@ -384,6 +386,20 @@ impl ObjectRef {
         };
         *slot = token.and_then(|t| serde_json::from_slice(t).ok());
     }
+}
+
+/// Why a watch event's object is refused, if it is: it does not fit `res` (its `kind`,
+/// `apiVersion` or scope, [`refused::misfit`]), or its resourceVersion is older than
+/// `position`, the one the stream has reached ([`refused::older`]: on one stream the upstream's
+/// events only move forward, so an older version would replace a newer one). A nameless object
+/// is not judged here: it is dropped as such.
+pub fn refusal(res: Resource, obj: &Value, position: &str) -> Option<Reason> {
+    crate::k8s::ObjectKey::of(obj)?;
+    refused::misfit_value(res, obj).or_else(|| {
+        resource_version_of(obj)
+            .filter(|rv| refused::older(rv, position))
+            .map(|_| Reason::OlderVersion)
+    })
 }
 
 /// Reads `metadata.namespace`, `metadata.name` and `metadata.resourceVersion` from the first

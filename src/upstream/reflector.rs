@@ -24,6 +24,7 @@
 //! | silence past it without any bookmark on the stream | `Listed` (later watches get the idle limit until a bookmark comes) | — |
 //! | a line over the object bound, its object named in its first bytes | `Watching` (`Change::Oversized`: the cache keeps serving the version it holds, stale; a `DELETED` deletes) | — |
 //! | undecodable line, or one over the bound whose object its first bytes do not name | `Empty` (relist at RV) | backoff |
+//! | an object that does not fit the resource (kind, apiVersion, scope) or older than the stream's RV ([`decode::refusal`]) | `Watching` (refused: not applied, RV unchanged; WARN once per stream, counted) | — |
 //! | the [`MAX_FAILURES_WITHOUT_PROGRESS`]th failure in a row without progress of a request naming an RV | `Empty`, RV omitted (from scratch) | backoff |
 //!
 //! *Progress* is an event or bookmark, or a watch that ended normally; a list is not (a watch
@@ -52,6 +53,7 @@
 //! changes into events.
 
 use crate::clock::unix_now;
+use crate::handoff::refused;
 use crate::handoff::{Change, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
 use crate::upstream::backoff::{random_below, Backoff};
@@ -224,6 +226,8 @@ pub(crate) struct Stream {
     deadline: bool,
     /// A bookmark came on this stream.
     bookmarked: bool,
+    /// An event of this stream was refused and named in a WARN (the others at DEBUG).
+    warned_refusal: bool,
 }
 
 impl Stream {
@@ -236,6 +240,7 @@ impl Stream {
             last_line: now,
             deadline,
             bookmarked: false,
+            warned_refusal: false,
         }
     }
 
@@ -665,6 +670,11 @@ impl<L: ListWatch> Reflector<L> {
                 return self.watch_failed(rv, f);
             }
         };
+        if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &event {
+            if let Some(reason) = decode::refusal(self.kind, o, &rv) {
+                return self.refused(rv, stream, o, reason);
+            }
+        }
         let (change, new_rv) = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                 let new_rv = decode::resource_version_of(&o).map(str::to_string);
@@ -705,6 +715,38 @@ impl<L: ListWatch> Reflector<L> {
             self.sink.apply(self.kind, change);
         }
         let rv = new_rv.filter(|r| !r.is_empty()).unwrap_or(rv);
+        stream.events += 1;
+        (State::watching(rv, stream), None)
+    }
+
+    /// A watch event whose object does not fit the resource, or is older than the stream's
+    /// position ([`decode::refusal`]): not applied, counted, named in one WARN per stream; the
+    /// stream goes on at the same resourceVersion (a relist from the same upstream would not
+    /// make it tell the truth, and the version the cache holds is the newer one).
+    fn refused(
+        &mut self,
+        rv: String,
+        mut stream: Stream,
+        obj: &Value,
+        reason: refused::Reason,
+    ) -> (State, Option<Duration>) {
+        refused::record(self.kind, reason);
+        let meta = |f: &str| obj.pointer(f).and_then(Value::as_str).unwrap_or("");
+        let text = format!(
+            "{:?}: refusing a watch event's object {:?} {}/{} at resourceVersion {:?} ({}; the stream is at {rv:?}): not served",
+            self.kind,
+            meta("/kind"),
+            meta("/metadata/namespace"),
+            meta("/metadata/name"),
+            meta("/metadata/resourceVersion"),
+            reason.label(),
+        );
+        if std::mem::replace(&mut stream.warned_refusal, true) {
+            log::debug!("{text}");
+        } else {
+            log::warn!("{text} (further ones on this stream at debug level; counted in grid_wrapper_objects_refused_total)");
+        }
+        self.progressed();
         stream.events += 1;
         (State::watching(rv, stream), None)
     }

@@ -409,7 +409,7 @@ fn garbage_and_truncated_lines() {
         u64,
         Option<&'static str>,
     );
-    let added = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"7\"}}}\n";
+    let added = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"d\",\"resourceVersion\":\"7\"}}}\n";
     let table: Vec<Case> = vec![
         // garbage: relist at the last good RV, after a backoff
         (

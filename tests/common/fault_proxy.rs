@@ -36,6 +36,9 @@ pub enum Misbehaviour {
     /// Answer 200 with this `Content-Encoding` and a body that is not valid in it: a gzip
     /// header, then a deflate block of a reserved type (a corrupt gzip stream).
     Coded(&'static str),
+    /// Answer 200 as a watch whose events are these lines (each a JSON watch event), then hold
+    /// the connection open and silent (a lying upstream).
+    Lie(&'static str),
 }
 
 #[derive(Default)]
@@ -202,6 +205,18 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
             let _ = client.shutdown(Shutdown::Both);
             return;
         }
+        Some(Misbehaviour::Lie(lines)) => {
+            let _ = write!(
+                client,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            );
+            for l in lines.lines().filter(|l| !l.trim().is_empty()) {
+                let _ = write!(client, "{:x}\r\n{l}\n\r\n", l.len() + 1);
+            }
+            s.cut.lock().unwrap().push(line);
+            s.held.lock().unwrap().push(client);
+            return;
+        }
         _ => {}
     }
     let Ok(mut up) = TcpStream::connect(upstream) else {
@@ -242,7 +257,13 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
         let mut data = &chunk[..n];
         let mut cut = None;
         match what {
-            None | Some(Misbehaviour::Drop | Misbehaviour::Html | Misbehaviour::Coded(_)) => {}
+            None
+            | Some(
+                Misbehaviour::Drop
+                | Misbehaviour::Html
+                | Misbehaviour::Coded(_)
+                | Misbehaviour::Lie(_),
+            ) => {}
             Some(Misbehaviour::StallAfter { bytes }) => {
                 let mut start = 0;
                 if !head_done {

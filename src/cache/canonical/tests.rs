@@ -59,13 +59,27 @@ fn an_item_is_cleaned_sorted_and_typed() {
         std::str::from_utf8(bytes).unwrap(),
         r#"{"apiVersion":"v1","kind":"Service","metadata":{"labels":{"app":"x"},"name":"svc","namespace":"ns"},"spec":{"a":[3,{"b":true,"y":null}],"z":1}}"#
     );
-    // A kind the item names itself is kept (the slices of a v1beta1 upstream get theirs).
-    let typed = r#"{"kind":"Other","metadata":{"name":"s"}}"#;
+    // A kind or apiVersion the item names itself must be the resource's: another one, or the
+    // wrong scope, is refused (issue 39), on both paths.
+    let typed = r#"{"kind":"EndpointSlice","metadata":{"name":"s","namespace":"d"}}"#;
     let out = same_as_value_path(Resource::SlicesV1beta1, &[typed]);
     assert_eq!(
-        std::str::from_utf8(&out[&ObjectKey::new("", "s")]).unwrap(),
-        r#"{"apiVersion":"discovery.k8s.io/v1beta1","kind":"Other","metadata":{"name":"s"}}"#
+        std::str::from_utf8(&out[&ObjectKey::new("d", "s")]).unwrap(),
+        r#"{"apiVersion":"discovery.k8s.io/v1beta1","kind":"EndpointSlice","metadata":{"name":"s","namespace":"d"}}"#
     );
+    for refused in [
+        r#"{"kind":"Other","metadata":{"name":"s","namespace":"d"}}"#,
+        r#"{"apiVersion":"discovery.k8s.io/v1","metadata":{"name":"s","namespace":"d"}}"#,
+        r#"{"kind":"EndpointSlice","metadata":{"name":"s"}}"#,
+    ] {
+        assert!(same_as_value_path(Resource::SlicesV1beta1, &[refused]).is_empty());
+        assert!(matches!(
+            item(refused, Resource::SlicesV1beta1, &[]),
+            Ok(Item::Misfit(..))
+        ));
+    }
+    let node_in_a_namespace = r#"{"metadata":{"name":"n","namespace":"d"}}"#;
+    assert!(same_as_value_path(Resource::Nodes, &[node_in_a_namespace]).is_empty());
 }
 
 #[test]
@@ -89,7 +103,7 @@ fn strings_numbers_and_repeated_keys_come_out_as_from_a_value() {
             same_as_value_path(kind, &[text]);
         }
     }
-    let out = same_as_value_path(Resource::Services, &[cases[3]]);
+    let out = same_as_value_path(Resource::Nodes, &[cases[3]]);
     assert!(out.contains_key(&ObjectKey::new("", "third")), "{out:?}");
 }
 
@@ -112,18 +126,21 @@ fn what_the_value_path_drops_is_dropped() {
         }
     }
     // Excluded by a label, except Nodes; a namespace of another type counts as none.
-    let headless = r#"{"metadata":{"name":"h","labels":{"service.kubernetes.io/headless":""}}}"#;
+    let headless = r#"{"metadata":{"name":"h","namespace":"d","labels":{"service.kubernetes.io/headless":""}}}"#;
     assert!(same_as_value_path(Resource::Services, &[headless]).is_empty());
-    assert_eq!(same_as_value_path(Resource::Nodes, &[headless]).len(), 1);
-    let odd_ns = r#"{"metadata":{"name":"o","namespace":5,"labels":"x"}}"#;
-    assert!(
-        same_as_value_path(Resource::Endpoints, &[odd_ns]).contains_key(&ObjectKey::new("", "o"))
+    let headless_node =
+        r#"{"metadata":{"name":"h","labels":{"service.kubernetes.io/headless":""}}}"#;
+    assert_eq!(
+        same_as_value_path(Resource::Nodes, &[headless_node]).len(),
+        1
     );
+    let odd_ns = r#"{"metadata":{"name":"o","namespace":5,"labels":"x"}}"#;
+    assert!(same_as_value_path(Resource::Nodes, &[odd_ns]).contains_key(&ObjectKey::new("", "o")));
 }
 
 #[test]
 fn bad_json_is_skipped_and_the_rest_of_the_list_kept() {
-    let good = r#"{"metadata":{"name":"ok"}}"#;
+    let good = r#"{"metadata":{"name":"ok","namespace":"d"}}"#;
     let bad = [
         "",
         "{",
@@ -144,11 +161,11 @@ fn bad_json_is_skipped_and_the_rest_of_the_list_kept() {
     }
     // Duplicate objects in one list: the last one stays.
     let twice = [
-        r#"{"metadata":{"name":"d"},"v":1}"#,
-        r#"{"metadata":{"name":"d"},"v":2}"#,
+        r#"{"metadata":{"name":"d","namespace":"n"},"v":1}"#,
+        r#"{"metadata":{"name":"d","namespace":"n"},"v":2}"#,
     ];
     let out = same_as_value_path(Resource::Services, &twice);
-    assert!(String::from_utf8_lossy(&out[&ObjectKey::new("", "d")]).contains(r#""v":2"#));
+    assert!(String::from_utf8_lossy(&out[&ObjectKey::new("n", "d")]).contains(r#""v":2"#));
 }
 
 #[test]
@@ -324,7 +341,13 @@ fn scale_objects_agree_with_the_value_path() {
     same_as_value_path(Resource::SlicesV1, &[&slice.to_string()]);
 }
 
+/// `v` as a list item of `res`, its facts (in a namespace when `res` is namespaced and `v` has
+/// none: an item without one is refused).
 fn facts_of(v: &Value, res: Resource) -> Option<AsIs> {
+    let mut v = v.clone();
+    if res.namespaced() && v["metadata"]["namespace"].is_null() {
+        v["metadata"]["namespace"] = json!("d");
+    }
     match item(&v.to_string(), res, &[]) {
         Ok(Item::Kept(_, bytes, facts)) => {
             if let Some(f) = &facts {
@@ -372,16 +395,9 @@ fn endpoint_objects_carry_what_serving_them_as_they_came_needs() {
                    {"ports":[{"port":80}]}, "x"]});
     let f = facts_of(&ep, Resource::Endpoints).expect("servable as it came");
     assert_eq!(f.nodes.len(), 2);
-    // Not when serving changes more than the stamp, nor for other resources.
+    // Not when serving changes more than the stamp, nor for other resources (an item of
+    // another kind or apiVersion is refused: `an_item_is_cleaned_sorted_and_typed`).
     let none = [
-        (
-            json!({"kind":"Other","metadata":{"name":"a"}}),
-            Resource::SlicesV1,
-        ),
-        (
-            json!({"apiVersion":"discovery.k8s.io/v1beta1","metadata":{"name":"a"}}),
-            Resource::SlicesV1,
-        ),
         (
             json!({"metadata":{"name":"a"},"spec":{}}),
             Resource::Endpoints,
@@ -459,7 +475,7 @@ fn a_topology_slice_is_pruned_on_its_bytes_as_on_its_value() {
     }
     assert!(off.check(&bytes).is_err(), "a wrong node span is caught");
     // A node name that serializing escapes: no spans (the Value path), the rest as before.
-    let quoted = json!({"metadata":{"name":"q"},"endpoints":[{"nodeName":"a\"b"}]});
+    let quoted = json!({"metadata":{"name":"q","namespace":"d"},"endpoints":[{"nodeName":"a\"b"}]});
     let f = facts_of(&quoted, Resource::SlicesV1).expect("servable");
     assert!(f.spans.is_none());
     // An empty array; no endpoints key, or null: no spans (the Value path inserts `[]`).
@@ -512,7 +528,7 @@ fn generated_slices_prune_as_their_values() {
             });
         }
         let text = format!(
-            r#"{{"ports":[],"endpoints":[{}],"metadata":{{"name":"s","uid":"u"}},"addressType":"IPv4"}}"#,
+            r#"{{"ports":[],"endpoints":[{}],"metadata":{{"name":"s","namespace":"d","uid":"u"}},"addressType":"IPv4"}}"#,
             eps.join(",")
         );
         match item(&text, Resource::SlicesV1, &[]) {

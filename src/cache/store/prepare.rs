@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::{clean, excluded, excluding, raw, Raw};
 use crate::cache::canonical::{self, AsIs, Item};
 use crate::cache::pack;
+use crate::handoff::refused::{self, Reason};
 use crate::handoff::{Change, Oversized};
 use crate::k8s::ObjectKey;
 use crate::k8s::Resource;
@@ -107,7 +108,10 @@ pub(super) fn fresh(
     kind: Resource,
     items: impl Iterator<Item = Value>,
 ) -> BTreeMap<ObjectKey, Raw> {
-    items.filter_map(|o| admitted(kind, o)).collect()
+    let mut warned = false;
+    items
+        .filter_map(|o| admitted(kind, o, &mut warned))
+        .collect()
 }
 
 /// [`fresh`] as the prepared list of decoded objects (which take the `Value` path).
@@ -121,12 +125,33 @@ pub(super) fn fresh_values(
         .collect()
 }
 
-/// An object of a list, cleaned, as compact bytes, unless it is dropped.
-fn admitted(kind: Resource, obj: Value) -> Option<(ObjectKey, Raw)> {
+/// An object of a list, cleaned, as compact bytes, unless it is dropped (excluded, nameless)
+/// or refused ([`refused::misfit`]: counted, and named in a WARN once per list by `warned`).
+fn admitted(kind: Resource, obj: Value, warned: &mut bool) -> Option<(ObjectKey, Raw)> {
     if excluded(kind, &obj) {
         return None;
     }
+    let key = ObjectKey::of(&obj)?;
+    if let Some(reason) = refused::misfit_value(kind, &obj) {
+        refuse_item(kind, &key, reason, warned);
+        return None;
+    }
     clean(kind, obj).map(|(key, obj)| (key, raw(&obj)))
+}
+
+/// A list item that does not fit `kind`, refused: counted, and named in one WARN per list (the
+/// others at DEBUG), so that a lying upstream cannot flood the log.
+fn refuse_item(kind: Resource, key: &ObjectKey, reason: Reason, warned: &mut bool) {
+    refused::record(kind, reason);
+    let text = format!(
+        "{kind:?}: refusing list item {key:?}: it does not fit the resource listed ({}); not served",
+        reason.label()
+    );
+    if std::mem::replace(warned, true) {
+        log::debug!("{text}");
+    } else {
+        warn!("{text} (further ones in this list at debug level; counted in grid_wrapper_objects_refused_total)");
+    }
 }
 
 /// A list prepared item by item as its texts come (by the reflector while it reads the list:
@@ -142,6 +167,8 @@ pub struct ListPreparer {
     packs: Option<BTreeSet<ObjectKey>>,
     out: BTreeMap<ObjectKey, Listed>,
     pushed: usize,
+    /// An item of this list was refused and named in a WARN ([`refuse_item`]).
+    warned_misfit: bool,
 }
 
 impl ListPreparer {
@@ -154,6 +181,7 @@ impl ListPreparer {
             packs: None,
             out: BTreeMap::new(),
             pushed: 0,
+            warned_misfit: false,
         }
     }
 
@@ -191,10 +219,14 @@ impl ListPreparer {
                 Some((key, Listed::held(bytes, as_is, self.hold)))
             }
             Ok(Item::Dropped) => None,
+            Ok(Item::Misfit(key, reason)) => {
+                refuse_item(kind, &key, reason, &mut self.warned_misfit);
+                None
+            }
             Ok(Item::Slow) => serde_json::from_str(text)
                 .map_err(skip)
                 .ok()
-                .and_then(|obj| admitted(kind, obj))
+                .and_then(|obj| admitted(kind, obj, &mut self.warned_misfit))
                 .map(|(key, bytes)| (key, Listed::new(bytes, None))),
             Err(e) => {
                 skip(e);

@@ -77,10 +77,10 @@ fn an_endpoints_object_is_pruned_on_its_bytes_as_on_its_value() {
 fn endpoints_without_usable_spans_take_the_value_path() {
     // A node name that serializing escapes; no subsets, or not an array.
     for v in [
-        json!({"metadata":{"name":"q"},"subsets":[{"addresses":[{"nodeName":"a\"b"}]}]}),
-        json!({"metadata":{"name":"q"}}),
-        json!({"metadata":{"name":"q"},"subsets":null}),
-        json!({"metadata":{"name":"q"},"subsets":{"addresses":[]}}),
+        json!({"metadata":{"name":"q","namespace":"d"},"subsets":[{"addresses":[{"nodeName":"a\"b"}]}]}),
+        json!({"metadata":{"name":"q","namespace":"d"}}),
+        json!({"metadata":{"name":"q","namespace":"d"},"subsets":null}),
+        json!({"metadata":{"name":"q","namespace":"d"},"subsets":{"addresses":[]}}),
     ] {
         let f = facts_of(&v, Resource::Endpoints).expect("servable as it came");
         assert!(f.spans.is_none(), "{v}");
@@ -88,7 +88,7 @@ fn endpoints_without_usable_spans_take_the_value_path() {
     }
     // Empty subsets: spans, nothing to keep.
     let f = facts_of(
-        &json!({"metadata":{"name":"q"},"subsets":[]}),
+        &json!({"metadata":{"name":"q","namespace":"d"},"subsets":[]}),
         Resource::Endpoints,
     )
     .expect("servable as it came");
@@ -141,7 +141,7 @@ fn generated_endpoints_prune_as_their_values() {
             subsets.push(format!("{{{}}}", fields.join(",")));
         }
         let text = format!(
-            r#"{{"subsets":[{}],"metadata":{{"name":"s","uid":"u","resourceVersion":"3"}}}}"#,
+            r#"{{"subsets":[{}],"metadata":{{"name":"s","namespace":"d","uid":"u","resourceVersion":"3"}}}}"#,
             subsets.join(",")
         );
         let (bytes, f, value) = read(&text);
