@@ -489,6 +489,7 @@ mod as_is;
 mod cidrs;
 mod fallback;
 mod health;
+mod intake;
 mod kept;
 mod lifecycle;
 mod persist;
