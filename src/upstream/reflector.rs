@@ -799,7 +799,11 @@ impl<L: ListWatch> Reflector<L> {
             self.sink.apply(self.kind, Change::Oversized(item));
         }
         self.progressed();
-        let rv = obj.resource_version.filter(|r| !r.is_empty()).unwrap_or(rv);
+        // The stream's position never goes back (as for a refused event: `decode::refusal`).
+        let rv = obj
+            .resource_version
+            .filter(|r| !r.is_empty() && !refused::older(r, &rv))
+            .unwrap_or(rv);
         stream.events += 1;
         (State::watching(rv, stream), None)
     }
