@@ -320,6 +320,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let lists = ListOptions {
         max_object_bytes: usize::try_from(cfg.max_object_bytes).unwrap_or(usize::MAX),
         gzip: cfg.upstream_gzip,
+        max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),
     };
     let limits = (timeouts, lists);
     let upstream =

@@ -40,6 +40,15 @@ pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 4 * 1024 * 1024;
 pub const MIN_MAX_OBJECT_BYTES: u64 = 64 * 1024;
 /// Largest accepted `--max-object-bytes`.
 pub const MAX_MAX_OBJECT_BYTES: u64 = 256 * 1024 * 1024;
+/// Default `--max-list-items`: the objects one list may bring into the cache, derived from the
+/// memory limit `deploy/daemonset.yaml` ships (128Mi): what is left of it beside the cache of
+/// the cluster size it is sized for (scale S, BENCHMARKS.md), divided by the memory one object
+/// holds at scale (RSS after sync ÷ objects at ×10); docs/SEMANTICS.md §7 has the figures. A
+/// list past it could not be held within that limit: it is refused instead of taking the
+/// process with it. The largest list of the ×10 cluster is half of it.
+pub const DEFAULT_MAX_LIST_ITEMS: u64 = 40_000;
+/// Largest accepted `--max-list-items`.
+pub const MAX_MAX_LIST_ITEMS: u64 = 100_000_000;
 /// Default `--list-progress-timeout`, seconds.
 pub const DEFAULT_LIST_PROGRESS_TIMEOUT_SECS: u64 = 60;
 /// Default `--watch-progress-timeout`, seconds: twice the apiserver's bookmark interval (one
@@ -110,6 +119,8 @@ pub struct Config {
     pub cache_write_interval_secs: u64,
     /// `--max-object-bytes`: largest upstream object taken into the cache.
     pub max_object_bytes: u64,
+    /// `--max-list-items`: most items one list may bring into the cache.
+    pub max_list_items: u64,
     /// `--upstream-gzip`: the reflectors' lists ask for gzip.
     pub upstream_gzip: bool,
     /// `--list-progress-timeout`: seconds without a byte after which a list is abandoned.
@@ -155,6 +166,7 @@ impl Default for Config {
             cache_dir: None,
             cache_write_interval_secs: DEFAULT_CACHE_WRITE_INTERVAL_SECS,
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+            max_list_items: DEFAULT_MAX_LIST_ITEMS,
             upstream_gzip: true,
             list_progress_timeout_secs: DEFAULT_LIST_PROGRESS_TIMEOUT_SECS,
             relay_bind_address: None,

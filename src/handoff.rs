@@ -57,6 +57,11 @@ pub trait ListItems {
     /// An item over the object bound, not kept (see
     /// [`crate::upstream::list_split::ListSplitter::with_max_item_bytes`]); ignored by default.
     fn skipped(&mut self, _item: Oversized) {}
+    /// Whether it takes no more items: the list is abandoned, and its reader stops reading
+    /// (`--max-list-items`); never by default.
+    fn full(&self) -> bool {
+        false
+    }
     /// Whether none was.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::check::{check_host_port, check_url_list};
 use super::{
     Autonomy, Config, ConfigError, ConfigErrorKind, AUTONOMY_FLAG, DEFAULT_AUTONOMY,
-    DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_MAX_OBJECT_BYTES,
+    DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_MAX_LIST_ITEMS, MAX_MAX_OBJECT_BYTES,
     MAX_NOTIFY_CHANNEL_SIZE, MAX_VERBOSITY, MIN_MAX_OBJECT_BYTES,
 };
 
@@ -34,6 +34,7 @@ pub(super) enum Id {
     CacheDir,
     CacheWriteInterval,
     MaxObjectBytes,
+    MaxListItems,
     UpstreamGzip,
     ListProgressTimeout,
     WatchProgressTimeout,
@@ -245,6 +246,15 @@ pub(super) const FLAGS: &[Flag] = &[
         "4194304",
         "largest upstream object taken into the cache; a bigger one in a list or a watch is \
          skipped (not served) with a WARN naming it",
+    ),
+    flag(
+        Id::MaxListItems,
+        "--max-list-items",
+        Some("COUNT"),
+        "40000",
+        "most items one list (all its pages) may bring into the cache; a longer list is \
+         abandoned as it passes it, with a WARN, and retried with backoff while the last \
+         complete list stays served",
     ),
     flag(
         Id::UpstreamGzip,
@@ -459,6 +469,13 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 .ok()
                 .filter(|v| (MIN_MAX_OBJECT_BYTES..=MAX_MAX_OBJECT_BYTES).contains(v))
                 .ok_or_else(|| bad("must be a whole number of bytes from 65536 to 268435456"))?
+        }
+        Id::MaxListItems => {
+            cfg.max_list_items = value
+                .parse::<u64>()
+                .ok()
+                .filter(|v| (1..=MAX_MAX_LIST_ITEMS).contains(v))
+                .ok_or_else(|| bad("must be a whole number from 1 to 100000000"))?
         }
         Id::ListProgressTimeout | Id::WatchProgressTimeout => {
             let secs = value

@@ -600,3 +600,25 @@ fn relay_port_refuses_to_start_without_each_of_its_files() {
     let e = fail(&["--hostname=edge-1", "--relay-bind-address=51008"]);
     assert_eq!(shape(&e), ("invalid", "--relay-bind-address".into()));
 }
+
+#[test]
+fn max_list_items() {
+    let h = "--hostname=edge-1";
+    assert_eq!(run(&[h]).max_list_items, 40_000, "default");
+    assert_eq!(run(&[h, "--max-list-items=1"]).max_list_items, 1);
+    assert_eq!(
+        run(&[h, "--max-list-items", "100000000"]).max_list_items,
+        100_000_000
+    );
+    for arg in [
+        "--max-list-items=0",
+        "--max-list-items=100000001",
+        "--max-list-items=40k",
+    ] {
+        assert_eq!(
+            shape(&fail(&[h, arg])),
+            ("invalid", "--max-list-items".to_string()),
+            "{arg}"
+        );
+    }
+}

@@ -145,7 +145,9 @@ impl Tag {
             UpstreamError::Tls(_) => Tag::Tls,
             UpstreamError::Status { code: 401, .. } => Tag::Auth,
             UpstreamError::Status { code: 403, .. } => Tag::Rbac,
-            UpstreamError::Status { .. } | UpstreamError::TooLarge { .. } => Tag::Api,
+            UpstreamError::Status { .. }
+            | UpstreamError::TooLarge { .. }
+            | UpstreamError::TooManyItems { .. } => Tag::Api,
             UpstreamError::ForeignResourceVersion { .. } => Tag::Connectivity,
             UpstreamError::Decode(_) => Tag::Api,
         }

@@ -42,9 +42,17 @@ impl Backoff {
 
     /// The delay to wait before the next attempt, given the current time.
     pub fn next_delay(&mut self, now: Instant) -> Duration {
+        self.next_delay_after(now, now)
+    }
+
+    /// [`Backoff::next_delay`] for an attempt that began at `started` and failed at `now`: the
+    /// calm period that restarts the sequence ends where the attempt began, so an attempt that
+    /// runs long before it fails (a large list read to its bound) is no calm, and the delays
+    /// between such attempts keep growing.
+    pub fn next_delay_after(&mut self, started: Instant, now: Instant) -> Duration {
         if self
             .last
-            .is_some_and(|t| now.saturating_duration_since(t) >= RESET_AFTER)
+            .is_some_and(|t| started.saturating_duration_since(t) >= RESET_AFTER)
         {
             self.next_base = INITIAL;
         }
@@ -111,6 +119,25 @@ mod tests {
         );
         b.reset();
         assert_eq!(b.next_delay(t0 + Duration::from_secs(241)), INITIAL);
+    }
+
+    #[test]
+    fn attempts_that_fail_after_a_long_time_do_not_restart_the_sequence() {
+        // Each attempt (a list) runs 150 s before it fails, right after the previous delay.
+        let mut b = Backoff::without_jitter();
+        let mut t = Instant::now();
+        let mut got = Vec::new();
+        for _ in 0..6 {
+            let started = t;
+            t += Duration::from_secs(150);
+            let d = b.next_delay_after(started, t);
+            got.push(d.as_millis());
+            t += d;
+        }
+        assert_eq!(got, [800, 1600, 3200, 6400, 12800, 25600]);
+        // A calm period before an attempt still restarts it.
+        let started = t + RESET_AFTER;
+        assert_eq!(b.next_delay_after(started, started), INITIAL);
     }
 
     #[test]

@@ -59,6 +59,9 @@ pub const LIST_PROGRESS_TIMEOUT: Duration = Duration::from_secs(60);
 pub const WATCH_PROGRESS_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default bound on one list item (`--max-object-bytes`).
 pub const DEFAULT_MAX_OBJECT_BYTES: usize = 4 * 1024 * 1024;
+/// Default bound on the items of one list, all its pages (`--max-list-items`; its derivation is
+/// in [`crate::config::DEFAULT_MAX_LIST_ITEMS`]).
+pub const DEFAULT_MAX_LIST_ITEMS: usize = 40_000;
 /// Largest LIST body read (decompressed, when the upstream gzips it; the compressed body has the
 /// same bound).
 pub const MAX_LIST_BYTES: u64 = 256 * 1024 * 1024;
@@ -162,6 +165,9 @@ pub struct ListOptions {
     /// Ask for a gzip'd body (`--upstream-gzip`, on by default); it is decompressed as it is
     /// split.
     pub gzip: bool,
+    /// The most items one list may bring, all its pages (`--max-list-items`, default
+    /// [`DEFAULT_MAX_LIST_ITEMS`]); a longer list is abandoned as it passes it.
+    pub max_list_items: usize,
 }
 
 impl Default for ListOptions {
@@ -169,6 +175,7 @@ impl Default for ListOptions {
         ListOptions {
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
             gzip: true,
+            max_list_items: DEFAULT_MAX_LIST_ITEMS,
         }
     }
 }
@@ -254,6 +261,8 @@ struct Inner {
     max_object_bytes: usize,
     /// LISTs ask for gzip (`--upstream-gzip`).
     list_gzip: bool,
+    /// The most items of one list (`--max-list-items`).
+    max_list_items: usize,
     requests: Arc<RequestStats>,
 }
 
@@ -340,6 +349,11 @@ impl Upstream {
     /// The largest list item taken ([`Upstream::with_limits`]).
     pub fn max_object_bytes(&self) -> usize {
         self.inner.max_object_bytes
+    }
+
+    /// The most items of one list ([`ListOptions::max_list_items`]).
+    pub fn max_list_items(&self) -> usize {
+        self.inner.max_list_items
     }
 
     /// The client's time limits.
@@ -455,6 +469,7 @@ impl Upstream {
             timeouts,
             max_object_bytes: lists.max_object_bytes,
             list_gzip: lists.gzip,
+            max_list_items: lists.max_list_items,
             requests: stats.requests().clone(),
         });
         if several {
@@ -659,10 +674,13 @@ impl Upstream {
                 items.clear();
                 let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
                 let mut buf = vec![0; LIST_READ_BYTES];
-                r.feed_all(&mut buf, |chunk| {
+                // Stops reading once the list has failed or the taker takes no more
+                // (`--max-list-items`): the rest of the body is not worth its bytes.
+                r.feed_while(&mut buf, |chunk| {
                     split.feed(chunk);
                     split.take_items().for_each(|text| items.push(text));
                     split.take_oversized().for_each(|o| items.skipped(o));
+                    !split.failed() && !items.full()
                 })?;
                 Ok(split)
             })?;

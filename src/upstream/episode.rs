@@ -41,6 +41,8 @@ pub(crate) enum Cause {
     Status(u16),
     /// A body or watch event that could not be decoded or was too long.
     Undecodable,
+    /// A list over `--max-list-items`, abandoned.
+    TooManyItems,
     /// Anything else (a protocol error, a watch that ended at once).
     Other,
 }
@@ -57,6 +59,7 @@ impl Cause {
             } => Cause::Auth,
             UpstreamError::Status { code, .. } => Cause::Status(*code),
             UpstreamError::Decode(_) | UpstreamError::TooLarge { .. } => Cause::Undecodable,
+            UpstreamError::TooManyItems { .. } => Cause::TooManyItems,
             _ => Cause::Other,
         }
     }
@@ -68,6 +71,7 @@ impl Cause {
             // Fix (tests/tls_upstream.rs): a TLS/certificate failure (wrong CA, rejected client
             // certificate) does not heal by retrying; like RBAC it is the operator's to fix.
             Cause::Tls => "; check the kubeconfig's certificate-authority and client certificate",
+            Cause::TooManyItems => "; the objects of the last complete list stay served",
             Cause::Stalled => {
                 "; presumed dead: check the network path and any proxy or load balancer in \
                  between"
@@ -318,6 +322,11 @@ mod tests {
         assert!(Cause::Stalled.hint().contains("presumed dead"));
         assert!(Cause::Auth.hint().contains("RBAC"));
         assert!(Cause::Tls.hint().contains("certificate-authority"));
+        assert_eq!(
+            Cause::of(&UpstreamError::TooManyItems { limit: 3 }),
+            Cause::TooManyItems
+        );
+        assert!(Cause::TooManyItems.hint().contains("stay served"));
         assert_eq!(Cause::Other.hint(), "");
         assert_eq!(Cause::Status(500).hint(), "");
     }

@@ -38,14 +38,27 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
     items: &mut dyn ListItems,
 ) -> Result<ListResult, UpstreamError> {
     let sel = kind.label_selector().unwrap_or("");
-    let mut all = lw.list_into(
+    let limit = lw.max_list_items();
+    let mut taker = Pages {
+        items,
+        limit,
+        total: 0,
+        page: None,
+    };
+    let listed = lw.list_into(
         &with_query(
             kind.path(),
             &[("labelSelector", sel), ("resourceVersion", rv)],
         ),
-        items,
+        &mut taker,
         rv_from,
-    )?;
+    );
+    // Passing the bound stops the read, which then fails for a body cut short: the bound is
+    // the reason.
+    if taker.full() {
+        return Err(UpstreamError::TooManyItems { limit });
+    }
+    let mut all = listed?;
     let mut pages = 1;
     while let Some(token) = all.continue_token.take() {
         if pages >= MAX_LIST_PAGES {
@@ -54,17 +67,17 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
             )));
         }
         // A page adds to the items so far: it must not clear them.
-        let mut page_items = Pages {
-            items: &mut *items,
-            pushed: 0,
-            restarted: false,
-        };
+        taker.page = Some(Page::default());
         let page = lw.list_into(
             &with_query(kind.path(), &[("continue", &token), ("labelSelector", sel)]),
-            &mut page_items,
+            &mut taker,
             all.origin,
-        )?;
-        if page_items.restarted {
+        );
+        if taker.full() {
+            return Err(UpstreamError::TooManyItems { limit });
+        }
+        let page = page?;
+        if taker.page.is_some_and(|p| p.restarted) {
             return Err(UpstreamError::Unreachable(
                 "a page of a paginated list was cut short and read again from another server; \
                  the whole list is read again"
@@ -79,28 +92,60 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
     Ok(all)
 }
 
-/// The items of a later page: added to the earlier pages' (a page read again from another
-/// server would repeat its items, so a page cut short fails the whole list).
+/// The taker of every page of one list: the items of a later page are added to the earlier
+/// pages' (a page read again from another server would repeat its items, so a page cut short
+/// fails the whole list), and all pages together bring at most `--max-list-items`
+/// ([`ListWatch::max_list_items`]): the item past the bound is not handed on and makes the
+/// taker [`ListItems::full`], so that the reader stops and the list fails (the items handed on
+/// are then part of no applied list).
 struct Pages<'a> {
     items: &'a mut dyn ListItems,
+    limit: usize,
+    /// Items offered, all pages (one more than the bound, at most).
+    total: usize,
+    /// Reading a later page (`None`: the first).
+    page: Option<Page>,
+}
+
+/// A later page being read.
+#[derive(Clone, Copy, Debug, Default)]
+struct Page {
+    /// Its items handed on.
     pushed: usize,
+    /// It was cut short and read again.
     restarted: bool,
 }
 
 impl ListItems for Pages<'_> {
     fn push(&mut self, text: Box<str>) {
-        self.pushed += 1;
+        if self.total >= self.limit {
+            self.total = self.limit.saturating_add(1);
+            return;
+        }
+        self.total += 1;
+        if let Some(p) = &mut self.page {
+            p.pushed += 1;
+        }
         self.items.push(text);
     }
     fn clear(&mut self) {
-        // Before the page's first item, a (re)start changes nothing.
-        self.restarted |= self.pushed > 0;
+        match &mut self.page {
+            // Before the page's first item, a (re)start changes nothing.
+            Some(p) => p.restarted |= p.pushed > 0,
+            None => {
+                self.total = 0;
+                self.items.clear();
+            }
+        }
     }
     fn len(&self) -> usize {
         self.items.len()
     }
     fn skipped(&mut self, item: Oversized) {
         self.items.skipped(item);
+    }
+    fn full(&self) -> bool {
+        self.total > self.limit
     }
 }
 
@@ -114,6 +159,8 @@ mod tests {
     /// to another server does) when `retried`.
     struct TwoPages {
         retried: bool,
+        /// `--max-list-items`.
+        limit: usize,
     }
 
     fn page(items: &[&str], token: Option<&str>) -> ListResult {
@@ -161,12 +208,18 @@ mod tests {
         fn get_json(&self, _: &str) -> Result<Value, UpstreamError> {
             Err(UpstreamError::Unreachable("no get here".into()))
         }
+        fn max_list_items(&self) -> usize {
+            self.limit
+        }
     }
 
     #[test]
     fn pages_add_to_the_items_and_a_page_read_twice_fails_the_list() {
         let mut texts = Texts::default();
-        let lw = TwoPages { retried: false };
+        let lw = TwoPages {
+            retried: false,
+            limit: 10,
+        };
         let all = list_all_into(&lw, Resource::Services, "0", None, &mut texts).unwrap();
         assert!(all.items.is_empty());
         assert_eq!(all.resource_version, "5");
@@ -179,8 +232,32 @@ mod tests {
         );
 
         // A second page read again would repeat its first items after the earlier pages'.
-        let lw = TwoPages { retried: true };
+        let lw = TwoPages {
+            retried: true,
+            limit: 10,
+        };
         let err = list_all_into(&lw, Resource::Services, "0", None, &mut texts).unwrap_err();
         assert!(err.to_string().contains("read again"), "{err}");
+    }
+
+    /// `--max-list-items` holds for all pages together: one item more than the bound fails the
+    /// list, and nothing past the bound is handed on.
+    #[test]
+    fn the_item_bound_counts_every_page() {
+        let lw = TwoPages {
+            retried: false,
+            limit: 2,
+        };
+        let mut texts = Texts::default();
+        let err = list_all_into(&lw, Resource::Services, "0", None, &mut texts).unwrap_err();
+        assert_eq!(err, UpstreamError::TooManyItems { limit: 2 });
+        assert_eq!(texts.0.len(), 2, "nothing past the bound");
+        assert!(err.to_string().contains("--max-list-items=2"), "{err}");
+        let lw = TwoPages {
+            retried: false,
+            limit: 1,
+        };
+        let err = list_all(&lw, Resource::Services, "0").unwrap_err();
+        assert_eq!(err, UpstreamError::TooManyItems { limit: 1 });
     }
 }

@@ -22,6 +22,12 @@
 //! it). An oversized item that is not an object fails the list as any item that is not an object
 //! does. The splitter's buffer for the current item never grows beyond the larger of the bound
 //! and [`OVERSIZED_PREFIX_BYTES`]: reading a list holds at most that much of any one item.
+//!
+//! A bound on what is not an item: everything outside the items array's elements that the
+//! splitter keeps (whitespace, `kind`, `metadata`, unknown fields) may take at most
+//! [`MAX_ENVELOPE_BYTES`]; one byte more fails the list at once ([`ListSplitter::failed`]),
+//! without keeping it. Whitespace between the items is not kept, so it needs no bound here (the
+//! body's own bound covers it).
 
 use crate::upstream::decode::{decode_list, object_ref_from_prefix, DecodeError, ListResult};
 use serde_json::value::RawValue;
@@ -56,6 +62,13 @@ const ITEMS_DEPTH: u32 = 2;
 const KEY_BYTES: usize = 8;
 /// How much of an item longer than the bound is kept, to name it ([`Oversized`]).
 pub const OVERSIZED_PREFIX_BYTES: usize = 64 * 1024;
+/// The most bytes of a list kept outside its items (the envelope): a List's own fields are
+/// `kind`, `apiVersion` and a `metadata` of `resourceVersion`, `continue` (an opaque token of
+/// the apiserver's, a few hundred bytes) and `remainingItemCount`; well under a KiB. The rest is
+/// room for fields a newer apiserver may add; whitespace or unknown fields beyond it are no list
+/// an apiserver sends. A body whose items the splitter cannot follow (an `items` key spelled
+/// with escapes) keeps them in the envelope, so it is held to this bound too.
+pub const MAX_ENVELOPE_BYTES: usize = 64 * 1024;
 
 pub use crate::handoff::Oversized;
 
@@ -90,6 +103,8 @@ pub struct ListSplitter {
     broken: Option<DecodeError>,
     /// An items array was split out of the envelope.
     split: bool,
+    /// The envelope passed [`MAX_ENVELOPE_BYTES`] (`broken` says so).
+    envelope_full: bool,
 }
 
 impl Default for ListSplitter {
@@ -131,6 +146,7 @@ impl ListSplitter {
             not_object: false,
             broken: None,
             split: false,
+            envelope_full: false,
         }
     }
 
@@ -138,6 +154,16 @@ impl ListSplitter {
     pub fn feed(&mut self, mut chunk: &[u8]) {
         while let Some((&b, rest)) = chunk.split_first() {
             if self.broken.is_some() {
+                return;
+            }
+            if self.envelope.len() >= MAX_ENVELOPE_BYTES
+                && matches!(self.mode, Mode::Envelope | Mode::ItemsValue)
+            {
+                self.broken = Some(DecodeError::Json(format!(
+                    "list: more than {MAX_ENVELOPE_BYTES} bytes outside its items (whitespace, \
+                     metadata, unknown fields): no list an apiserver sends"
+                )));
+                self.envelope_full = true;
                 return;
             }
             if self.mode == Mode::Item(ItemKind::Nested) {
@@ -407,6 +433,14 @@ impl ListSplitter {
         } else {
             self.not_object = true; // the list fails; nothing after it needs keeping
         }
+    }
+
+    /// Whether the list has already failed for its bytes outside the items
+    /// ([`MAX_ENVELOPE_BYTES`]): the rest of the body need not be read; [`ListSplitter::finish`]
+    /// says why. (Another failure lets the reader go on, so that a corrupt stream under the
+    /// splitter is reported as such.)
+    pub fn failed(&self) -> bool {
+        self.envelope_full
     }
 
     /// The items split so far and not yet taken, for a reader that takes each item as it comes

@@ -439,3 +439,77 @@ fn the_bound_applies_to_items_serde_decodes_from_an_escaped_items_key() {
     // Unbounded, nothing is left out.
     assert_eq!(split_list(body).map(|l| l.items.len()).ok(), Some(2));
 }
+
+/// A list whose bytes outside the items fill the envelope bound exactly: whitespace before the
+/// JSON, then `extra` bytes of an unknown field after the items.
+fn padded_list(pad: usize, extra: usize) -> Vec<u8> {
+    let mut body = vec![b' '; pad];
+    body.extend_from_slice(
+        br#"{"metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a"}}],"x":""#,
+    );
+    body.extend(std::iter::repeat_n(b'y', extra));
+    body.extend_from_slice(br#""}"#);
+    body
+}
+
+#[test]
+fn bytes_outside_the_items_are_bounded() {
+    let item = r#"{"metadata":{"name":"a"}}"#.len();
+    let short = padded_list(0, 0).len() - item;
+    // Exactly the bound outside the items: a list.
+    let at = padded_list(MAX_ENVELOPE_BYTES - short, 0);
+    for n in [1, 7, 4096, at.len()] {
+        let list = chunked(&at, n).expect("at the bound");
+        assert_eq!(list.items.len(), 1);
+        assert_eq!(list.resource_version, "7");
+    }
+    // One byte more, as whitespace before the JSON or as an unknown field after the items.
+    for body in [
+        padded_list(MAX_ENVELOPE_BYTES - short + 1, 0),
+        padded_list(MAX_ENVELOPE_BYTES - short, 1),
+    ] {
+        for n in [1, 7, 4096, body.len()] {
+            let e = chunked(&body, n).expect_err("over the bound");
+            assert!(
+                e.to_string()
+                    .contains(&format!("more than {MAX_ENVELOPE_BYTES} bytes outside")),
+                "{e}"
+            );
+        }
+    }
+    // A continue token and a count of the remaining items are far within it.
+    let body = format!(
+        r#"{{"metadata":{{"resourceVersion":"9","continue":"{}","remainingItemCount":123456}},"items":[]}}"#,
+        "t".repeat(4096)
+    );
+    assert_eq!(
+        split_list(body.as_bytes()).map(|l| l.continue_token.map(|t| t.len())),
+        Ok(Some(4096))
+    );
+}
+
+#[test]
+fn a_whitespace_flood_is_refused_without_being_kept() {
+    const CHUNK: usize = 32 * 1024;
+    let spaces = vec![b' '; CHUNK];
+    let mut s = ListSplitter::new();
+    // 64 MiB of whitespace before the JSON: the splitter fails at the bound and keeps no more.
+    for i in 0..2048 {
+        s.feed(&spaces);
+        assert!(
+            s.envelope.capacity() <= 2 * MAX_ENVELOPE_BYTES,
+            "chunk {i}: {}",
+            s.envelope.capacity()
+        );
+        if i * CHUNK > MAX_ENVELOPE_BYTES {
+            assert!(s.failed(), "chunk {i}: not failed yet");
+        }
+    }
+    s.feed(br#"{"metadata":{"resourceVersion":"1"},"items":[]}"#);
+    assert!(s.finish().is_err());
+    // Whitespace between the items is not kept: a list however much of it there is.
+    let mut body = br#"{"metadata":{"resourceVersion":"1"},"items":[{}"#.to_vec();
+    body.extend(std::iter::repeat_n(b' ', 4 * MAX_ENVELOPE_BYTES));
+    body.extend_from_slice(b",{}]}");
+    assert_eq!(split_list(&body).map(|l| l.items.len()), Ok(2));
+}

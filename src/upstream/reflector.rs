@@ -10,7 +10,7 @@
 //! |------------------------------------------------|---------------------------------|---------|
 //! | list ok                                        | `Listed` (emits `List`)         | —       |
 //! | list at an RV: 410 / RV too large              | `Empty`, RV omitted next        | —       |
-//! | list fails otherwise                           | `Empty`                         | backoff |
+//! | list fails otherwise (`--max-list-items` passed included: abandoned as it passes, nothing applied) | `Empty` | backoff (growing however long the failed list took) |
 //! | watch start 410 / ERROR 410                    | `Empty` (relist at RV)          | — (backoff unless it is the first failure since progress) |
 //! | watch start / ERROR: RV too large              | `Empty`, RV omitted (from scratch) | — (backoff if a relist from scratch was already decided since progress) |
 //! | watch start fails otherwise / ERROR other      | `Listed`                        | backoff |
@@ -139,6 +139,11 @@ pub trait ListWatch {
     fn max_object_bytes(&self) -> usize {
         decode::MAX_WATCH_LINE_BYTES - WATCH_EVENT_ENVELOPE_BYTES
     }
+    /// The most items of one list, all its pages (`--max-list-items`): a longer list is
+    /// abandoned ([`UpstreamError::TooManyItems`]).
+    fn max_list_items(&self) -> usize {
+        crate::upstream::client::DEFAULT_MAX_LIST_ITEMS
+    }
     /// The read limit of a watch held to the progress deadline (for logs).
     fn progress_deadline(&self) -> Duration {
         crate::upstream::client::WATCH_PROGRESS_TIMEOUT
@@ -181,6 +186,9 @@ impl ListWatch for Upstream {
     }
     fn max_object_bytes(&self) -> usize {
         Upstream::max_object_bytes(self)
+    }
+    fn max_list_items(&self) -> usize {
+        Upstream::max_list_items(self)
     }
     fn progress_deadline(&self) -> Duration {
         self.timeouts().watch_progress
@@ -455,6 +463,7 @@ impl<L: ListWatch> Reflector<L> {
         // is never held as the texts of all its items.
         let sink = self.sink.clone();
         let mut items = sink.list_items(self.kind);
+        let started = Instant::now();
         match self.list_all(&mut *items) {
             Ok(list) => {
                 self.stats.record_contact(unix_now());
@@ -516,7 +525,10 @@ impl<L: ListWatch> Reflector<L> {
                         self.list_from = ListFrom::Latest;
                     }
                 }
-                (State::Empty, self.delay())
+                // The time spent reading the list is no calm: the delay keeps growing when
+                // each list fails only after a long read.
+                let delay = self.backoff.next_delay_after(started, Instant::now());
+                (State::Empty, Some(delay))
             }
         }
     }

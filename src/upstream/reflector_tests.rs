@@ -742,3 +742,40 @@ fn an_rv_of_another_domain_is_never_sent_the_reflector_relists_from_scratch() {
     let changes = sink.take();
     assert_eq!(changes.len(), 4, "three lists and the event: {changes:?}");
 }
+
+/// A relist past `--max-list-items` is abandoned: nothing of it reaches the sink (the last
+/// complete list stays served), each one is a failure with a growing backoff, and one WARN
+/// covers them (the episode's).
+#[test]
+fn a_list_over_the_item_bound_changes_nothing_and_backs_off() {
+    let over: Vec<String> = (0..=crate::upstream::client::DEFAULT_MAX_LIST_ITEMS)
+        .map(|i| format!("n{i}"))
+        .collect();
+    let over: Vec<&str> = over.iter().map(String::as_str).collect();
+    let stream = concat!(
+        r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}"#,
+        "\n",
+    );
+    let fake = Fake::new(vec![
+        list("5", &["a"]),
+        Reply::Watch(Ok((stream, false))),
+        list("9", &over),
+        list("9", &over),
+        list("9", &over),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let mut r = reflector(&fake, Resource::Nodes, &sink);
+    // list ok, watch, ERROR 410 → Empty, three lists over the bound.
+    let (state, waits) = run_steps(&mut r, 6);
+    assert_eq!(state.describe(), ("Empty", ""));
+    let ms: Vec<Option<u128>> = waits.iter().map(|w| w.map(|d| d.as_millis())).collect();
+    assert_eq!(ms, [None, None, None, Some(800), Some(1600), Some(3200)]);
+    let changes = sink.take();
+    assert_eq!(changes.len(), 1, "only the first list was applied");
+    assert!(matches!(&changes[0], Change::List(items) if items.len() == 1));
+    let last = r.stats.last_error();
+    assert!(
+        last.contains("more than 40000 items (--max-list-items=40000)"),
+        "{last}"
+    );
+}

@@ -39,6 +39,9 @@ pub enum Misbehaviour {
     /// Answer 200 as a watch whose events are these lines (each a JSON watch event), then hold
     /// the connection open and silent (a lying upstream).
     Lie(&'static str),
+    /// Answer with this function instead of the upstream (it writes the whole response; the
+    /// connection is closed after it).
+    Answer(fn(&mut TcpStream)),
 }
 
 #[derive(Default)]
@@ -194,6 +197,11 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
             let _ = client.shutdown(Shutdown::Both);
             return;
         }
+        Some(Misbehaviour::Answer(answer)) => {
+            answer(&mut client);
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
         Some(Misbehaviour::Coded(coding)) => {
             let body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff";
             let _ = write!(
@@ -262,7 +270,8 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
                 Misbehaviour::Drop
                 | Misbehaviour::Html
                 | Misbehaviour::Coded(_)
-                | Misbehaviour::Lie(_),
+                | Misbehaviour::Lie(_)
+                | Misbehaviour::Answer(_),
             ) => {}
             Some(Misbehaviour::StallAfter { bytes }) => {
                 let mut start = 0;

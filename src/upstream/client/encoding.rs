@@ -91,9 +91,22 @@ impl<R: Read> Decoded<R> {
     /// [`DecodeError::Encoding`] and more than the limit of decoded bytes is
     /// [`UpstreamError::TooLarge`].
     pub(crate) fn feed_all(
-        mut self,
+        self,
         buf: &mut [u8],
         mut feed: impl FnMut(&[u8]),
+    ) -> Result<(), Failed> {
+        self.feed_while(buf, |chunk| {
+            feed(chunk);
+            true
+        })
+    }
+
+    /// [`Decoded::feed_all`], until `feed` answers `false`: the rest of the body is not read (a
+    /// reader that has refused what it read so far stops at once, not at the body's end).
+    pub(crate) fn feed_while(
+        mut self,
+        buf: &mut [u8],
+        mut feed: impl FnMut(&[u8]) -> bool,
     ) -> Result<(), Failed> {
         let mut total: u64 = 0;
         loop {
@@ -108,7 +121,9 @@ impl<R: Read> Decoded<R> {
                     if total > self.limit {
                         return Err(UpstreamError::TooLarge { limit: self.limit }.into());
                     }
-                    feed(&buf[..n]);
+                    if !feed(&buf[..n]) {
+                        return Ok(());
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {

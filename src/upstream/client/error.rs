@@ -37,6 +37,12 @@ pub enum UpstreamError {
         /// The limit in bytes.
         limit: u64,
     },
+    /// A list had more items than one list may bring (`--max-list-items`): it was abandoned as
+    /// it passed the bound, nothing of it applied.
+    TooManyItems {
+        /// The bound.
+        limit: usize,
+    },
     /// A 2xx body could not be decoded.
     Decode(DecodeError),
     /// The request names a resourceVersion of another server's RV space (a relay's own, or the
@@ -89,6 +95,12 @@ impl fmt::Display for UpstreamError {
             UpstreamError::TooLarge { limit } => {
                 write!(f, "upstream body larger than {limit} bytes")
             }
+            UpstreamError::TooManyItems { limit } => write!(
+                f,
+                "the list has more than {limit} items (--max-list-items={limit}): abandoned \
+                 at item {}, nothing of it applied; raise --max-list-items if the list is genuine",
+                limit.saturating_add(1)
+            ),
             UpstreamError::Decode(e) => write!(f, "undecodable upstream body: {e}"),
             UpstreamError::ForeignResourceVersion { issued_by, now } => write!(
                 f,
