@@ -3,7 +3,9 @@
 //! items (231 MB decompressed from a few MB on the wire), generated as it is sent. grid-wrapper
 //! abandons it as it passes `--max-list-items`, says so in one WARN, keeps serving the Nodes of
 //! its last complete list, and retries with a growing backoff (no busy loop), its peak RSS far
-//! below the DaemonSet's memory limit. Against the real binaries, through the fault proxy.
+//! below the DaemonSet's memory limit. The same for 4 GB of whitespace before a list (a few MB
+//! gzip'd): refused at 64 KiB outside the items. Against the real binaries, through the fault
+//! proxy.
 
 mod common;
 
@@ -36,9 +38,9 @@ fn hostile_items() -> u64 {
         .unwrap_or(HOSTILE_ITEMS)
 }
 
-/// Answers a LIST with the hostile NodeList, gzip'd and generated as it is sent (the body ends
-/// with the connection); stops when the reader goes away.
-fn hostile_list(client: &mut TcpStream) {
+/// Answers a LIST with a gzip'd body written by `body` as it is sent (the body ends with the
+/// connection); the writing stops when the reader goes away (a write fails).
+fn gzip_answer(client: &mut TcpStream, body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
     let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n\
                 Connection: close\r\n\r\n";
     if client.write_all(head.as_bytes()).is_err() {
@@ -48,19 +50,24 @@ fn hostile_list(client: &mut TcpStream) {
         return;
     };
     let mut gz = GzEncoder::new(BufWriter::new(stream), Compression::fast());
-    let start = br#"{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"999999"},"items":["#;
-    if gz.write_all(start).is_err() {
-        return;
+    if body(&mut gz).is_ok() {
+        let _ = gz.finish();
     }
-    let n = hostile_items();
-    for i in 0..n {
-        let sep = if i + 1 < n { "," } else { "" };
-        if write!(gz, r#"{{"metadata":{{"name":"n{i:07}"}}}}{sep}"#).is_err() {
-            return;
+}
+
+/// The hostile NodeList: [`hostile_items`] tiny items.
+fn hostile_list(client: &mut TcpStream) {
+    gzip_answer(client, |gz| {
+        gz.write_all(
+            br#"{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"999999"},"items":["#,
+        )?;
+        let n = hostile_items();
+        for i in 0..n {
+            let sep = if i + 1 < n { "," } else { "" };
+            write!(gz, r#"{{"metadata":{{"name":"n{i:07}"}}}}{sep}"#)?;
         }
-    }
-    let _ = gz.write_all(b"]}");
-    let _ = gz.finish();
+        gz.write_all(b"]}")
+    });
 }
 
 /// `VmHWM` of process `pid`, KiB.
@@ -82,8 +89,11 @@ fn node_lists(proxy: &FaultProxy) -> Vec<(String, bool)> {
         .collect()
 }
 
-#[test]
-fn a_seven_million_item_list_is_refused_with_one_warn_the_last_view_kept_and_backoff() {
+/// A good sync, then every Nodes list answered by `answer` (from a relist forced by an RV
+/// reset): after [`RETRY_WINDOW`], the wrapper's peak RSS is under [`MAX_HWM_KIB`], the Nodes of
+/// the good list are still served, one WARN containing `marker` holds every one of `parts`, and
+/// the hostile lists were retried, spaced by the backoff.
+fn refused_on_relist(answer: fn(&mut TcpStream), marker: &str, parts: &[&str]) {
     let sim = Sim::start(&[]);
     let proxy = FaultProxy::start(sim.addr);
     let (w, log) = common::autonomy::start(&proxy.url, "edge-a1", &[]);
@@ -105,7 +115,7 @@ fn a_seven_million_item_list_is_refused_with_one_warn_the_last_view_kept_and_bac
         proxy.add(Fault {
             matches: "GET /api/v1/nodes".into(),
             unless: Some("watch=true".into()),
-            what: Misbehaviour::Answer(hostile_list),
+            what: Misbehaviour::Answer(answer),
         });
     }
     sim.reset_rv(20, Some("http"));
@@ -121,7 +131,7 @@ fn a_seven_million_item_list_is_refused_with_one_warn_the_last_view_kept_and_bac
     let text = log.text();
     let warns: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("WARN") && l.contains("--max-list-items"))
+        .filter(|l| l.contains("WARN") && l.contains(marker))
         .collect();
     println!(
         "VmHWM {hwm} KiB; {hostile} hostile lists in {:?}; {} Nodes served; WARN: {warns:?}",
@@ -135,16 +145,47 @@ fn a_seven_million_item_list_is_refused_with_one_warn_the_last_view_kept_and_bac
     // The last complete list is still served: nothing of the abandoned ones was applied.
     assert_eq!(served, nodes);
     assert_eq!(warns.len(), 1, "one WARN:\n{text}");
-    for part in [
-        "Nodes",
-        "more than 40000 items",
-        "raise --max-list-items",
-        "stay served",
-    ] {
+    for part in parts {
         assert!(warns[0].contains(part), "{part:?} in {}", warns[0]);
     }
     assert!(
         (2..=MAX_LISTS_IN_WINDOW).contains(&hostile),
         "{hostile} hostile lists in {RETRY_WINDOW:?}: retried, and no busy retry"
+    );
+}
+
+#[test]
+fn a_seven_million_item_list_is_refused_with_one_warn_the_last_view_kept_and_backoff() {
+    refused_on_relist(
+        hostile_list,
+        "--max-list-items",
+        &[
+            "Nodes",
+            "more than 40000 items",
+            "raise --max-list-items",
+            "stay served",
+        ],
+    );
+}
+
+/// 4 GB of whitespace before a valid empty NodeList (a few MB gzip'd).
+fn whitespace_flood(client: &mut TcpStream) {
+    gzip_answer(client, |gz| {
+        let spaces = vec![b' '; 1 << 20];
+        for _ in 0..4096 {
+            gz.write_all(&spaces)?;
+        }
+        gz.write_all(
+            br#"{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[]}"#,
+        )
+    });
+}
+
+#[test]
+fn whitespace_before_a_list_is_refused_at_the_envelope_bound() {
+    refused_on_relist(
+        whitespace_flood,
+        "outside its items",
+        &["Nodes", "more than 65536 bytes outside its items"],
     );
 }
