@@ -3,7 +3,7 @@
 
 use crate::handoff::{ListItems, Oversized, Texts};
 use crate::k8s::Resource;
-use crate::upstream::client::UpstreamError;
+use crate::upstream::client::{UpstreamError, MAX_LIST_BYTES};
 use crate::upstream::decode::{DecodeError, ListResult};
 use crate::upstream::domain::RvOrigin;
 use crate::upstream::kind::with_query;
@@ -43,6 +43,8 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
         items,
         limit,
         total: 0,
+        bytes: 0,
+        max_bytes: MAX_LIST_BYTES,
         page: None,
     };
     let listed = lw.list_into(
@@ -53,11 +55,9 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
         &mut taker,
         rv_from,
     );
-    // Passing the bound stops the read, which then fails for a body cut short: the bound is
+    // Passing a bound stops the read, which then fails for a body cut short: the bound is
     // the reason.
-    if taker.full() {
-        return Err(UpstreamError::TooManyItems { limit });
-    }
+    taker.within_bounds()?;
     let mut all = listed?;
     let mut pages = 1;
     while let Some(token) = all.continue_token.take() {
@@ -73,9 +73,7 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
             &mut taker,
             all.origin,
         );
-        if taker.full() {
-            return Err(UpstreamError::TooManyItems { limit });
-        }
+        taker.within_bounds()?;
         let page = page?;
         if taker.page.is_some_and(|p| p.restarted) {
             return Err(UpstreamError::Unreachable(
@@ -95,7 +93,8 @@ pub fn list_all_into<L: ListWatch + ?Sized>(
 /// The taker of every page of one list: the items of a later page are added to the earlier
 /// pages' (a page read again from another server would repeat its items, so a page cut short
 /// fails the whole list), and all pages together bring at most `--max-list-items`
-/// ([`ListWatch::max_list_items`]): the item past the bound is not handed on and makes the
+/// ([`ListWatch::max_list_items`]) and [`MAX_LIST_BYTES`] of items (one page's body bound,
+/// which would otherwise hold per page): the item past a bound is not handed on and makes the
 /// taker [`ListItems::full`], so that the reader stops and the list fails (the items handed on
 /// are then part of no applied list).
 struct Pages<'a> {
@@ -103,8 +102,27 @@ struct Pages<'a> {
     limit: usize,
     /// Items offered, all pages (one more than the bound, at most).
     total: usize,
+    /// Bytes of the items handed on, all pages, and of the one refused for passing the bound.
+    bytes: u64,
+    /// The most bytes of items ([`MAX_LIST_BYTES`]).
+    max_bytes: u64,
     /// Reading a later page (`None`: the first).
     page: Option<Page>,
+}
+
+impl Pages<'_> {
+    /// The bound passed, if one was: the bytes of items, or `--max-list-items`.
+    fn within_bounds(&self) -> Result<(), UpstreamError> {
+        if self.bytes > self.max_bytes {
+            Err(UpstreamError::TooLarge {
+                limit: self.max_bytes,
+            })
+        } else if self.full() {
+            Err(UpstreamError::TooManyItems { limit: self.limit })
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// A later page being read.
@@ -118,11 +136,14 @@ struct Page {
 
 impl ListItems for Pages<'_> {
     fn push(&mut self, text: Box<str>) {
-        if self.total >= self.limit {
-            self.total = self.limit.saturating_add(1);
+        if self.full() {
             return;
         }
-        self.total += 1;
+        self.bytes = self.bytes.saturating_add(text.len() as u64);
+        self.total = self.total.saturating_add(1);
+        if self.full() {
+            return;
+        }
         if let Some(p) = &mut self.page {
             p.pushed += 1;
         }
@@ -134,6 +155,7 @@ impl ListItems for Pages<'_> {
             Some(p) => p.restarted |= p.pushed > 0,
             None => {
                 self.total = 0;
+                self.bytes = 0;
                 self.items.clear();
             }
         }
@@ -145,7 +167,7 @@ impl ListItems for Pages<'_> {
         self.items.skipped(item);
     }
     fn full(&self) -> bool {
-        self.total > self.limit
+        self.total > self.limit || self.bytes > self.max_bytes
     }
 }
 
@@ -259,5 +281,31 @@ mod tests {
         };
         let err = list_all(&lw, Resource::Services, "0").unwrap_err();
         assert_eq!(err, UpstreamError::TooManyItems { limit: 1 });
+    }
+
+    /// The items' bytes are bounded for all pages together, as one page's body is.
+    #[test]
+    fn the_byte_bound_counts_every_page() {
+        let mut texts = Texts::default();
+        let mut taker = Pages {
+            items: &mut texts,
+            limit: 10,
+            total: 0,
+            bytes: 0,
+            max_bytes: 20,
+            page: None,
+        };
+        taker.push(r#"{"n":"a"}"#.into());
+        taker.page = Some(Page::default());
+        taker.push(r#"{"n":"b"}"#.into());
+        assert!(taker.within_bounds().is_ok(), "18 bytes");
+        taker.push(r#"{"n":"c"}"#.into());
+        assert!(taker.full());
+        assert_eq!(
+            taker.within_bounds(),
+            Err(UpstreamError::TooLarge { limit: 20 })
+        );
+        taker.push(r#"{}"#.into());
+        assert_eq!(texts.0.len(), 2, "nothing past the bound");
     }
 }
