@@ -194,12 +194,13 @@ fn fetch_relay(
     }
 }
 
-/// The check's client for `ucfg` (the server's `--kube-qps`/`--kube-burst` and
-/// `--upstream-gzip`, [`CHECK_TIMEOUTS`]) and its `GET /version`; the client only when that
+/// The check's client for `ucfg` (the server's `--kube-qps`/`--kube-burst`, `--upstream-gzip`
+/// and `--max-list-items`, [`CHECK_TIMEOUTS`]) and its `GET /version`; the client only when that
 /// reached the server (else nothing more is tried: it would fail the same way).
 fn reach(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<Upstream>, Result<Value, UpstreamError>) {
     let lists = ListOptions {
         gzip: cfg.upstream_gzip,
+        max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),
         ..ListOptions::default()
     };
     let (qps, burst) = (cfg.kube_qps, cfg.kube_burst);
