@@ -45,7 +45,7 @@ pub const MAX_MAX_OBJECT_BYTES: u64 = 256 * 1024 * 1024;
 /// the cluster size it is sized for (scale S, BENCHMARKS.md), divided by the memory one object
 /// holds at scale (RSS after sync ÷ objects at ×10); docs/SEMANTICS.md §7 has the figures. A
 /// list past it could not be held within that limit: it is refused instead of taking the
-/// process with it. The largest list of the ×10 cluster is half of it.
+/// process with it.
 pub const DEFAULT_MAX_LIST_ITEMS: u64 = 40_000;
 /// Largest accepted `--max-list-items`.
 pub const MAX_MAX_LIST_ITEMS: u64 = 100_000_000;

@@ -674,8 +674,8 @@ impl Upstream {
                 items.clear();
                 let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
                 let mut buf = vec![0; LIST_READ_BYTES];
-                // Stops reading once the list has failed or the taker takes no more
-                // (`--max-list-items`): the rest of the body is not worth its bytes.
+                // Stops reading once the list has failed for its bytes outside the items or
+                // the taker takes no more (a list bound): the rest is not worth its bytes.
                 r.feed_while(&mut buf, |chunk| {
                     split.feed(chunk);
                     split.take_items().for_each(|text| items.push(text));
