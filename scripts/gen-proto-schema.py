@@ -4,8 +4,14 @@
     python3 scripts/gen-proto-schema.py --api DIR --apimachinery DIR > src/proto/schema.rs
 
 DIR is a git clone (or bare git directory) of https://github.com/kubernetes/api (resp.
-kubernetes/apimachinery) at the release to follow; the Go sources are read from its HEAD with
-`git show`, and the header records both commits.
+kubernetes/apimachinery) at the release to follow, whose Go sources are read from its HEAD with
+`git show` (the header records both commits); or the Go module's directory in the module cache
+(`go mod download -json k8s.io/api@v0.37.2` prints it as "Dir"; the header records the
+`module@version` the directory is named after). `make e2e`'s modules pin the release:
+
+    python3 scripts/gen-proto-schema.py \
+      --api "$(go mod download -json k8s.io/api@v0.37.2 | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')" \
+      --apimachinery ...the same for k8s.io/apimachinery@v0.37.2... > src/proto/schema.rs
 
 The tables come from the Go types (what gogo-protobuf generated the apiserver's marshal code
 from), not from the .proto files:
@@ -23,6 +29,7 @@ Stdlib only. Any Go type it does not understand is an error, not a guess.
 """
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -80,13 +87,25 @@ ROOTS = [
 ]
 
 
+def is_module_dir(repo):
+    """A Go module cache directory (`.../k8s.io/api@v0.37.2`), not a git directory."""
+    return "@" in os.path.basename(os.path.normpath(repo)) and not os.path.exists(
+        os.path.join(repo, ".git")
+    )
+
+
 def git_show(repo, path):
+    if is_module_dir(repo):
+        with open(os.path.join(repo, path), encoding="utf-8") as f:
+            return f.read()
     return subprocess.run(
         ["git", "-C", repo, "show", "HEAD:" + path], check=True, capture_output=True, text=True
     ).stdout
 
 
 def git_head(repo):
+    if is_module_dir(repo):
+        return os.path.basename(os.path.normpath(repo)).split("@", 1)[1]
     return subprocess.run(
         ["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
     ).stdout.strip()

@@ -167,6 +167,19 @@ fn node_capacity_map_is_sorted_and_quantities_are_messages() {
     decode("core.v1.NodeStatus", &bytes);
 }
 
+/// A 1.37 kubelet writes `nodeInfo.runningInUserNamespace` (field 12, k8s.io/api v0.37): it is
+/// encoded, not dropped as unknown (found by `make e2e`: kube-proxy 1.37 reads its Node in
+/// protobuf).
+#[test]
+fn node_info_running_in_user_namespace_is_field_12() {
+    let info = json!({"machineID": "m", "runningInUserNamespace": true});
+    let (bytes, unknown) = message(&schema::CORE_V1_NODE_SYSTEM_INFO, &info);
+    assert!(unknown.is_empty(), "{unknown:?}");
+    assert_eq!(bytes[..3], [0x0a, 1, b'm']);
+    assert!(bytes.ends_with(&[0x60, 0x01]), "{bytes:02x?}");
+    decode("core.v1.NodeSystemInfo", &bytes);
+}
+
 #[test]
 fn endpoint_slice_endpoint_with_hints_and_conditions() {
     let ep = json!({
