@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench e2e
 
 all: build
 
@@ -94,3 +94,11 @@ snapbench:
 	$(CARGO) build --release --bins --example loadbench
 	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
 	bash scripts/snapbench.sh target/release --gw-bin "$$gw"
+
+## e2e: grid-wrapper between a real kube-apiserver + etcd and a real kube-proxy (nftables), with
+## packets, in network namespaces it makes and removes (root; skips with one line without). The
+## components are built from e2e/'s pinned Go modules into out/e2e/bin (scripts/e2e-build.sh,
+## reused while go.sum is unchanged).
+e2e:
+	$(CARGO) build --bins
+	bash scripts/e2e.sh target/debug/grid-wrapper
