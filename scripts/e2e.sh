@@ -1,0 +1,497 @@
+#!/usr/bin/env bash
+# make e2e: grid-wrapper between a real kube-apiserver (with etcd) and a real kube-proxy
+# (nftables mode), with packets. Needs root (network namespaces, nftables); everything it makes
+# (namespaces, veth pairs, processes, a temporary folder) is removed at the end, also on failure.
+#
+# Topology, every address existing only inside the namespaces this script makes:
+#   netns <P>c "cloud": etcd on its 127.0.0.1, kube-apiserver on 10.213.0.1:6443
+#   netns <P>n "node" edge-a1: 10.213.0.2 (veth to cloud) and 10.213.1.1 (veth to pods);
+#       grid-wrapper on 127.0.0.1:51006 (metrics 51007) and kube-proxy on its loopback
+#   netns <P>p "pods": one HTTP server per pod on 10.213.1.x:8080, answering its own name
+# The node netns has no default route: ClusterIPs (10.214.0.0/24) route to the pods' link and
+# kube-proxy's DNAT sends them to a pod, nothing else leaves.
+#
+# usage: scripts/e2e.sh [GW_BIN]   (default target/debug/grid-wrapper; the Go components come
+#        from scripts/e2e-build.sh). Env:
+#   E2E_KEEP_LOGS=DIR     copy every log there at the end
+#   E2E_HOLD_ON_FAIL=SECS keep everything running that long after a failure, for inspection
+#   E2E_GW_TLS=1          grid-wrapper serves kube-proxy over TLS (--insecure=false; kube-proxy's
+#                         kubeconfig says https://127.0.0.1:51006), so that kube-proxy sends its
+#                         token (client-go sends no credentials to an http:// server)
+#   E2E_DIRECT=1          kube-proxy talks to the apiserver directly, not to grid-wrapper: the
+#                         run must then fail at its first assertion (pruned pods answer)
+#   E2E_BOUND=SECS        how fast kube-proxy must follow each change (default 30)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GW=${1:-target/debug/grid-wrapper}
+T0=$EPOCHREALTIME
+since() { awk -v a="$EPOCHREALTIME" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
+past() { awk -v a="$EPOCHREALTIME" -v e="$1" 'BEGIN { exit !(a > e) }'; }
+step() { printf '[%7ss] %s\n' "$(since "$T0")" "$*"; }
+
+if [ "$(id -u)" != 0 ]; then
+  echo "e2e: SKIPPED: not root (network namespaces and nftables need root)"; exit 0
+fi
+if ! ip netns add "gwe2e-probe-$$" 2>/dev/null; then
+  echo "e2e: SKIPPED: this machine does not allow network namespaces (ip netns add failed)"; exit 0
+fi
+ip netns del "gwe2e-probe-$$"
+
+need_pkgs=()
+command -v nft >/dev/null || need_pkgs+=(nftables)
+command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v ip >/dev/null || need_pkgs+=(iproute2)
+command -v openssl >/dev/null || need_pkgs+=(openssl)
+command -v curl >/dev/null || need_pkgs+=(curl)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "e2e: installing Debian packages: ${need_pkgs[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"
+fi
+command -v kubectl >/dev/null || { echo "e2e: kubectl is not on PATH"; exit 1; }
+[ -x "$GW" ] || { echo "e2e: no grid-wrapper binary at $GW (cargo build --bins)"; exit 1; }
+GW=$(realpath "$GW")
+
+step "building (or reusing) kube-apiserver, kube-proxy, etcd"
+BIN=$(realpath "$(bash scripts/e2e-build.sh)")
+step "components: $("$BIN/kube-apiserver" --version) / $("$BIN/kube-proxy" --version) / etcd $("$BIN/etcd" --version | awk '/etcd Version/ {print $3}')"
+
+P=gwe$$
+NC=${P}c NN=${P}n NP=${P}p
+CLOUD_IP=10.213.0.1 NODE_IP=10.213.0.2 NODE_POD_IP=10.213.1.1
+SVC_CIDR=10.214.0.0/24
+API=https://$CLOUD_IP:6443
+T=$(mktemp -d /tmp/gw-e2e.XXXXXX)
+declare -A PID=()
+NETNS_MADE=()
+
+stop_pid() { # name: TERM, up to 5 s, then KILL
+  local p=${PID[$1]:-}
+  [ -n "$p" ] || return 0
+  kill "$p" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+  unset "PID[$1]"
+}
+cleanup() {
+  local rc=$?
+  set +e
+  for n in "${!PID[@]}"; do stop_pid "$n"; done
+  for ns in "${NETNS_MADE[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  if [ -n "${E2E_KEEP_LOGS:-}" ]; then mkdir -p "$E2E_KEEP_LOGS" && cp "$T"/*.log "$E2E_KEEP_LOGS"/ 2>/dev/null; fi
+  rm -rf "$T"
+  if [ $rc = 0 ]; then step "PASSED (namespaces, processes and $T removed)"; else step "FAILED (rc $rc; namespaces, processes and $T removed)"; fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+tail_logs() {
+  for f in "$@"; do echo "---- last lines of $f"; tail -n 25 "$T/$f" 2>/dev/null | cut -c1-400; done
+}
+fail() {
+  step "FAIL: $*"
+  ip netns exec "$NN" nft list table ip kube-proxy > "$T/nft.log" 2>&1 || true
+  tail_logs grid-wrapper.log kube-proxy.log kube-apiserver.log
+  [ -n "${E2E_HOLD_ON_FAIL:-}" ] && { step "holding ${E2E_HOLD_ON_FAIL}s for inspection ($T)"; sleep "$E2E_HOLD_ON_FAIL"; }
+  exit 1
+}
+# A finding: a wrong answer of the system under test that does not stop the later steps; the
+# run fails at the end with the list.
+FINDINGS=()
+finding() { step "FINDING: $*"; FINDINGS+=("$*"); }
+# wait_for SECONDS DESCRIPTION COMMAND...: polls every 0.2 s.
+wait_for() {
+  local secs=$1 what=$2; shift 2
+  local end; end=$(awk -v a="$EPOCHREALTIME" -v s="$secs" 'BEGIN { printf "%.3f", a + s }')
+  while :; do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    past "$end" && fail "$what: not within ${secs}s"
+    sleep 0.2
+  done
+}
+start() { # name netns command...: runs it in the background, log in $T/name.log
+  local name=$1 ns=$2; shift 2
+  echo "==== $(date -u +%H:%M:%S.%N) start: $*" >>"$T/$name.log"
+  ip netns exec "$ns" "$@" >>"$T/$name.log" 2>&1 &
+  PID[$name]=$!
+}
+alive() { kill -0 "${PID[$1]}" 2>/dev/null; }
+kp_alive() { alive kube-proxy || fail "kube-proxy exited"; }
+
+# --- namespaces and links -------------------------------------------------------------------
+step "network namespaces $NC (cloud), $NN (node edge-a1), $NP (pods)"
+for ns in "$NC" "$NN" "$NP"; do ip netns add "$ns"; NETNS_MADE+=("$ns"); ip -n "$ns" link set lo up; done
+ip link add "${P}cn" type veth peer name "${P}nc"
+ip link set "${P}cn" netns "$NC"; ip link set "${P}nc" netns "$NN"
+ip link add "${P}np" type veth peer name "${P}pn"
+ip link set "${P}np" netns "$NN"; ip link set "${P}pn" netns "$NP"
+ip -n "$NC" addr add "$CLOUD_IP/30" dev "${P}cn"; ip -n "$NC" link set "${P}cn" up
+ip -n "$NN" addr add "$NODE_IP/30" dev "${P}nc"; ip -n "$NN" link set "${P}nc" up
+ip -n "$NN" addr add "$NODE_POD_IP/24" dev "${P}np"; ip -n "$NN" link set "${P}np" up
+ip -n "$NN" route add "$SVC_CIDR" dev "${P}np" src "$NODE_POD_IP"
+ip -n "$NP" link set "${P}pn" up
+
+# --- PKI ------------------------------------------------------------------------------------
+step "certificates and service-account keys (openssl)"
+mkdir -p "$T/pki" && (
+  cd "$T/pki" && umask 077
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=gw-e2e CA" \
+    -keyout ca.key -out ca.crt -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=kube-apiserver" \
+    -keyout apiserver.key -out apiserver.csr 2>/dev/null
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:%s,IP:127.0.0.1,IP:10.214.0.1,DNS:kubernetes,DNS:kubernetes.default.svc\n' "$CLOUD_IP" > apiserver.ext
+  openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+    -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
+  openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
+)
+ADMIN_TOKEN=$(openssl rand -hex 24)
+echo "$ADMIN_TOKEN,e2e-admin,e2e-admin,system:masters" > "$T/pki/tokens.csv"
+chmod 600 "$T/pki/tokens.csv"
+
+K() { ip netns exec "$NC" kubectl --server="$API" --certificate-authority="$T/pki/ca.crt" \
+  --token="$ADMIN_TOKEN" --cache-dir="$T/kubectl-cache" --request-timeout=10s "$@"; }
+
+# --- control plane --------------------------------------------------------------------------
+step "etcd in $NC (127.0.0.1:2379)"
+start etcd "$NC" "$BIN/etcd" --name e2e --data-dir "$T/etcd" \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+  --initial-cluster e2e=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
+wait_for 30 "etcd healthy" ip netns exec "$NC" curl -fsS http://127.0.0.1:2379/health
+step "etcd ready"
+
+APISERVER_ARGS=(--etcd-servers=http://127.0.0.1:2379 --bind-address="$CLOUD_IP" --secure-port=6443
+  --advertise-address="$CLOUD_IP" --tls-cert-file="$T/pki/apiserver.crt"
+  --tls-private-key-file="$T/pki/apiserver.key" --client-ca-file="$T/pki/ca.crt"
+  --service-account-key-file="$T/pki/sa.pub" --service-account-signing-key-file="$T/pki/sa.key"
+  --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR"
+  --authorization-mode=RBAC --token-auth-file="$T/pki/tokens.csv" --profiling=false
+  --enable-priority-and-fairness=true --v=1)
+start_apiserver() {
+  start kube-apiserver "$NC" "$BIN/kube-apiserver" "${APISERVER_ARGS[@]}"
+  wait_for 90 "kube-apiserver /readyz" ip netns exec "$NC" curl -fsS --cacert "$T/pki/ca.crt" \
+    -H "Authorization: Bearer $ADMIN_TOKEN" "$API/readyz"
+}
+step "kube-apiserver in $NC ($API, RBAC, token auth)"
+start_apiserver
+step "kube-apiserver ready: /version says $(ip netns exec "$NC" curl -fsS --cacert "$T/pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "$API/version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gitVersion"])')"
+wait_for 60 "ClusterRole system:node-proxier bootstrapped" K get clusterrole system:node-proxier
+
+# --- cluster objects --------------------------------------------------------------------------
+step "deploy/namespace.yaml, serviceaccount.yaml, rbac.yaml, edge-kube-proxy-rbac.yaml applied"
+for f in namespace serviceaccount rbac edge-kube-proxy-rbac; do K apply -f "deploy/$f.yaml" >/dev/null; done
+
+node_yaml() { # name zone
+  printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels:\n    zone: "%s"\n    kubernetes.io/hostname: %s\n' "$1" "$2" "$1"
+}
+set_node_addr() { # name ip
+  K patch node "$1" --subresource=status --type=merge \
+    -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$2\"},{\"type\":\"Hostname\",\"address\":\"$1\"}]}}" >/dev/null
+}
+step "Nodes edge-a1 (zone a, the local node, $NODE_IP), edge-a2 (a), edge-b1 (b), with status.addresses"
+for n in edge-a1:a edge-a2:a edge-b1:b; do node_yaml "${n%%:*}" "${n##*:}" | K apply -f - >/dev/null; done
+set_node_addr edge-a1 "$NODE_IP"; set_node_addr edge-a2 10.213.2.2; set_node_addr edge-b1 10.213.2.3
+
+# Pods: name ip node. Each answers GET with its own name.
+PODS=(pa1:10.213.1.11:edge-a1 pa2:10.213.1.12:edge-a2 pa3:10.213.1.13:edge-a2 pb1:10.213.1.21:edge-b1 pb2:10.213.1.22:edge-b1)
+cat >"$T/pod.py" <<'PY'
+import http.server, sys
+name, ip = sys.argv[1], sys.argv[2]
+body = (name + "\n").encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer((ip, 8080), H).serve_forever()
+PY
+step "pods: ${PODS[*]} (HTTP on :8080 in $NP)"
+for p in "${PODS[@]}"; do
+  IFS=: read -r name ip _ <<<"$p"
+  ip -n "$NP" addr add "$ip/24" dev "${P}pn"
+  start "pod-$name" "$NP" python3 "$T/pod.py" "$name" "$ip"
+done
+for p in "${PODS[@]}"; do
+  IFS=: read -r name ip _ <<<"$p"
+  wait_for 10 "pod $name answering" ip netns exec "$NN" curl -fsS --max-time 1 "http://$ip:8080/"
+done
+
+svc_yaml() { # name topology(yes|no)
+  printf 'apiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n  namespace: default\n' "$1"
+  [ "$2" = yes ] && printf '  annotations:\n    topologyKeys: %s\n' "'[\"zone\"]'"
+  printf 'spec:\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n    protocol: TCP\n'
+}
+slice_apply() { # service pod-name...: the Service's one EndpointSlice, with these pods
+  local svc=$1; shift
+  {
+    printf 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: %s-e2e\n  namespace: default\n' "$svc"
+    printf '  labels:\n    kubernetes.io/service-name: %s\n    endpointslice.kubernetes.io/managed-by: e2e.grid-wrapper.local\n' "$svc"
+    printf 'addressType: IPv4\nports:\n- name: http\n  port: 8080\n  protocol: TCP\nendpoints:\n'
+    local want
+    for want in "$@"; do
+      for p in "${PODS[@]}"; do
+        IFS=: read -r name ip node <<<"$p"
+        [ "$name" = "$want" ] && printf -- '- addresses: ["%s"]\n  conditions: {ready: true}\n  nodeName: %s\n' "$ip" "$node"
+      done
+    done
+  } | K apply -f - >/dev/null
+}
+step "Services topo (topologyKeys: '[\"zone\"]') and plain; their EndpointSlices (pa1 pa2 pb1 pb2)"
+svc_yaml topo yes | K apply -f - >/dev/null
+svc_yaml plain no | K apply -f - >/dev/null
+slice_apply topo pa1 pa2 pb1 pb2
+slice_apply plain pa1 pa2 pb1 pb2
+TOPO_IP=$(K get svc topo -o jsonpath='{.spec.clusterIP}')
+PLAIN_IP=$(K get svc plain -o jsonpath='{.spec.clusterIP}')
+step "ClusterIPs: topo $TOPO_IP, plain $PLAIN_IP"
+
+# --- grid-wrapper ---------------------------------------------------------------------------
+GW_TOKEN=$(K -n edge-system create token application-grid-wrapper --duration=2h)
+KP_TOKEN=$(K -n edge-system create token edge-kube-proxy --duration=2h)
+mkdir -p "$T/gw" "$T/cache" "$T/kp"
+printf '%s' "$GW_TOKEN" > "$T/gw/token"; printf '%s' "$KP_TOKEN" > "$T/kp/token"
+# The DaemonSet's kubeconfig (deploy/configmap-kubeconfig.yaml) with server, CA and token here.
+sed -n '/kubeconfig.conf: |/,$p' deploy/configmap-kubeconfig.yaml | tail -n +2 | sed 's/^    //' \
+  | sed "s#certificate-authority: .*#certificate-authority: $T/pki/ca.crt#; s#server: .*#server: $API#; s#tokenFile: .*#tokenFile: $T/gw/token#" \
+  > "$T/gw/kubeconfig.conf"
+# kube-proxy's (deploy/kube-proxy-kubeconfig.yaml): server grid-wrapper, its own token kept.
+sed -n '/kubeconfig.conf: |/,$p' deploy/kube-proxy-kubeconfig.yaml | tail -n +2 | sed 's/^    //' \
+  | sed "s#certificate-authority: .*#certificate-authority: $T/pki/ca.crt#; s#tokenFile: .*#tokenFile: $T/kp/token#" \
+  > "$T/kp/kubeconfig.conf"
+grep -q 'server: http://127.0.0.1:51006' "$T/kp/kubeconfig.conf" || fail "kube-proxy kubeconfig: no grid-wrapper server"
+GW_URL=http://127.0.0.1:51006
+GW_CURL=()
+GW_TLS_ARGS=()
+if [ "${E2E_GW_TLS:-0}" = 1 ]; then
+  (
+    cd "$T/pki" && umask 077
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=grid-wrapper" \
+      -keyout gw.key -out gw.csr 2>/dev/null
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n' > gw.ext
+    openssl x509 -req -in gw.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile gw.ext \
+      -out gw.crt 2>/dev/null
+  )
+  GW_TLS_ARGS=(--insecure=false --cert-file="$T/pki/gw.crt" --key-file="$T/pki/gw.key")
+  GW_URL=https://127.0.0.1:51006
+  GW_CURL=(--cacert "$T/pki/ca.crt")
+  sed -i "s#server: http://127.0.0.1:51006#server: $GW_URL#" "$T/kp/kubeconfig.conf"
+  step "E2E_GW_TLS=1: grid-wrapper serves kube-proxy over TLS ($GW_URL, certificate from the test CA)"
+fi
+if [ "${E2E_DIRECT:-0}" = 1 ]; then
+  sed -i "s#server: http://127.0.0.1:51006#server: $API#" "$T/kp/kubeconfig.conf"
+  step "E2E_DIRECT=1: kube-proxy talks to the apiserver directly ($API): the topology assertion must fail"
+fi
+
+step "grid-wrapper check against the real apiserver (from $NN)"
+if ! ip netns exec "$NN" "$GW" check --kubeconfig="$T/gw/kubeconfig.conf" --hostname=edge-a1 >"$T/check.log" 2>&1; then
+  cat "$T/check.log"; fail "grid-wrapper check did not pass"
+fi
+sed 's/^/    /' "$T/check.log"
+
+GW_ARGS=(--kubeconfig="$T/gw/kubeconfig.conf" --bind-address=127.0.0.1:51006 --hostname=edge-a1
+  --metrics-bind-address=127.0.0.1:51007 --cache-dir="$T/cache" "${GW_TLS_ARGS[@]}")
+start_gw() {
+  start grid-wrapper "$NN" "$GW" "${GW_ARGS[@]}" --v="${E2E_GW_V:-2}"
+  wait_for 30 "grid-wrapper /readyz" ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/readyz
+}
+step "grid-wrapper in $NN as the DaemonSet runs it (127.0.0.1:51006, --cache-dir)"
+start_gw
+step "grid-wrapper ready: $(ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/readyz | head -c 200)"
+
+# --- kube-proxy -----------------------------------------------------------------------------
+KP_ARGS=(--kubeconfig="$T/kp/kubeconfig.conf" --hostname-override=edge-a1 --proxy-mode=nftables
+  --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0s
+  --conntrack-tcp-timeout-close-wait=0s --healthz-bind-address=127.0.0.1:10256
+  --metrics-bind-address=127.0.0.1:10249 --v=2)
+step "kube-proxy (nftables) in $NN, through $(awk '/server:/ {print $2}' "$T/kp/kubeconfig.conf")"
+start kube-proxy "$NN" "$BIN/kube-proxy" "${KP_ARGS[@]}"
+wait_for 90 "kube-proxy /healthz" ip netns exec "$NN" curl -fsS http://127.0.0.1:10256/healthz
+kp_alive
+step "kube-proxy healthy"
+
+# --- assertions -------------------------------------------------------------------------------
+# The pod names that kube-proxy's service chain for a Service DNATs to (in PODS order). Its
+# nftables mode writes `dnat ip to numgen random mod N map { 0 : IP . PORT, ... }`, or
+# `dnat to IP:PORT` for one endpoint, or jumps to per-endpoint chains named `...__IP/PORT`.
+rules_pods() {
+  local svc=$1 out p name ip
+  out=$(ip netns exec "$NN" nft list table ip kube-proxy 2>/dev/null \
+    | awk -v c="-default/$svc/tcp/http {" 'index($0, "chain service-") && index($0, c) {on=1; next} on && /^\t}/ {on=0} on' || true)
+  local names=()
+  for p in "${PODS[@]}"; do
+    IFS=: read -r name ip _ <<<"$p"
+    grep -qE "(^|[^0-9.])${ip//./\\.}( \. |:|/)8080" <<<"$out" && names+=("$name")
+  done
+  echo "${names[*]:-}"
+}
+# The pod names that answered N requests to the Service's ClusterIP (sorted, unique, one line).
+traffic_pods() {
+  local ip=$1 n=$2
+  ip netns exec "$NN" bash -c "for i in \$(seq $n); do curl -s --max-time 2 http://$ip:80/ || echo '(no answer)'; done" | sort -u | tr '\n' ' ' | sed 's/ $//'
+}
+# expect SERVICE BOUND POD...: kube-proxy's rules have exactly those pods within BOUND seconds,
+# then 40 requests reach every one of them and no other.
+expect() {
+  local svc=$1 bound=$2; shift 2
+  local want="$*" ip got t1
+  [ "$svc" = topo ] && ip=$TOPO_IP || ip=$PLAIN_IP
+  t1=$EPOCHREALTIME
+  local end; end=$(awk -v a="$t1" -v s="$bound" 'BEGIN { printf "%.3f", a + s }')
+  while :; do
+    kp_alive
+    got=$(rules_pods "$svc")
+    [ "$got" = "$want" ] && break
+    if past "$end"; then
+      miss "$svc: rules have [$got], expected [$want] within ${bound}s"
+      return 1
+    fi
+    sleep 0.2
+  done
+  local took; took=$(since "$t1")
+  got=$(traffic_pods "$ip" 40)
+  if [ "$got" != "$want" ]; then
+    miss "$svc: 40 requests to $ip:80 reached [$got], expected [$want]"
+    return 1
+  fi
+  step "  $svc: rules [$want] after ${took}s; 40 requests reached exactly [$got]"
+}
+miss() { if [ -n "${EXPECT_SOFT:-}" ]; then finding "$*"; else fail "$*"; fi; }
+# The same, a finding instead of a failure (the later steps still run).
+expect_soft() { EXPECT_SOFT=1 expect "$@"; }
+
+step "initial sync: topo reaches only zone a, plain reaches all"
+expect topo 60 pa1 pa2
+expect plain 60 pa1 pa2 pb1 pb2
+
+# --- the scenario -----------------------------------------------------------------------------
+B=${E2E_BOUND:-30} # seconds within which kube-proxy must follow each change
+step "endpoint added: pa3 (edge-a2, zone a) into topo's slice"
+slice_apply topo pa1 pa2 pa3 pb1 pb2
+expect topo "$B" pa1 pa2 pa3
+step "endpoint removed: pa2 out of topo's slice"
+slice_apply topo pa1 pa3 pb1 pb2
+expect topo "$B" pa1 pa3
+step "topo un-annotated: it reaches all its pods"
+K annotate svc topo topologyKeys- >/dev/null
+expect topo "$B" pa1 pa3 pb1 pb2
+step "topo annotated again"
+K annotate svc topo 'topologyKeys=["zone"]' >/dev/null
+expect topo "$B" pa1 pa3
+step "node edge-b1 relabelled into zone a"
+K label node edge-b1 zone=a --overwrite >/dev/null
+expect topo "$B" pa1 pa3 pb1 pb2
+step "node edge-b1 relabelled out of zone a again"
+K label node edge-b1 zone=b --overwrite >/dev/null
+expect topo "$B" pa1 pa3
+step "the local node edge-a1 relabelled into zone b (its unit changes; pa1 is on edge-a1 itself)"
+K label node edge-a1 zone=b --overwrite >/dev/null
+expect topo "$B" pa1 pb1 pb2
+step "the local node edge-a1 back in zone a"
+K label node edge-a1 zone=a --overwrite >/dev/null
+LAST_CHANGE=$EPOCHREALTIME
+expect topo "$B" pa1 pa3
+expect plain "$B" pa1 pa2 pb1 pb2
+
+# kube-proxy's table, without the empty chains it flushes at once and deletes on a later sync.
+ruleset() {
+  ip netns exec "$NN" nft list table ip kube-proxy \
+    | awk '/^\tchain .* \{$/ {held=$0; next} held != "" && /^\t\}$/ {held=""; next} held != "" {print held; held=""} {print}' \
+    | grep -v '^[[:space:]]*$'
+}
+step "apiserver stopped: kube-proxy keeps its rules and keeps running"
+stop_pid kube-apiserver
+sleep 10
+kp_alive
+expect topo 1 pa1 pa3
+expect plain 1 pa1 pa2 pb1 pb2
+
+metric() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk -v m="$1" '$1 == m {print $2}'; }
+open_watches() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk '/^grid_wrapper_open_watches[ {]/ {s+=$NF} END {print s+0}'; }
+watches_open() { [ "$(open_watches)" -ge 3 ]; }
+# kill_gw_offline WHAT: kill -9 grid-wrapper (the apiserver is down), restart it from --cache-dir,
+# wait for kube-proxy's watches on it, then kube-proxy must still run with the same rules.
+kill_gw_offline() {
+  step "grid-wrapper killed (kill -9) and restarted offline from --cache-dir ($1; snapshot written $(( $(date +%s) - $(stat -c %Y "$T/cache/snapshot") )) s ago)"
+  ruleset > "$T/rules.before"
+  kill -9 "${PID[grid-wrapper]}"; wait "${PID[grid-wrapper]}" 2>/dev/null || true; unset 'PID[grid-wrapper]'
+  start_gw
+  step "  grid-wrapper ready offline: $(ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/readyz | head -c 200)"
+  # kube-proxy's informers reconnect with backoff.
+  wait_for 60 "kube-proxy's watches reopened on the restarted grid-wrapper" watches_open
+  step "  $(open_watches) watches of kube-proxy open on grid-wrapper again"
+  sleep 3
+  kp_alive
+  local ok=0
+  expect_soft topo 1 pa1 pa3 || ok=1
+  expect_soft plain 1 pa1 pa2 pb1 pb2 || ok=1
+  ruleset > "$T/rules.after"
+  if diff -q "$T/rules.before" "$T/rules.after" >/dev/null; then
+    step "  kube-proxy's nftables ruleset unchanged across the offline restart"
+  else
+    finding "kube-proxy's ruleset changed across the offline restart ($1): $(diff "$T/rules.before" "$T/rules.after" | grep '^[<>]' | tr -s '\t ' ' ' | head -4 | tr '\n' ';')"
+    ok=1
+  fi
+  return $ok
+}
+# The DaemonSet's default --cache-write-interval (30 s) lets the snapshot lag the served state
+# by up to that long: a crash soon after a change restarts from the older state (a finding when
+# kube-proxy's rules move back). Then the same once the snapshot holds the current state.
+kill_gw_offline "the last change $(since "$LAST_CHANGE") s ago" || true
+step "apiserver back until converged, stopped again, and a snapshot written after that"
+start_apiserver
+expect topo 90 pa1 pa3
+expect plain "$B" pa1 pa2 pb1 pb2
+stopped=$(date +%s)
+stop_pid kube-apiserver
+# A stopping apiserver removes itself from default/kubernetes: a change, written within
+# --cache-write-interval.
+snap_newer() { [ "$(stat -c %Y "$T/cache/snapshot")" -gt "$stopped" ]; }
+wait_for 45 "a snapshot written after the apiserver stopped" snap_newer
+step "  snapshot written $(( $(date +%s) - $(stat -c %Y "$T/cache/snapshot") )) s ago, $(( $(stat -c %Y "$T/cache/snapshot") - stopped )) s after the apiserver stopped"
+kill_gw_offline "snapshot current" || true
+
+step "node cut off (veth down), apiserver back, changes made: pa2 back in topo, edge-b1 into zone a"
+ip -n "$NN" link set "${P}nc" down
+start_apiserver
+slice_apply topo pa1 pa2 pa3 pb1 pb2
+K label node edge-b1 zone=a --overwrite >/dev/null
+step "node reconnected: converges"
+ip -n "$NN" link set "${P}nc" up
+expect topo 90 pa1 pa2 pa3 pb1 pb2
+K label node edge-b1 zone=b --overwrite >/dev/null
+expect topo "$B" pa1 pa2 pa3
+
+step "kube-proxy's own Events reached the apiserver through grid-wrapper"
+ev=$(K get events.events.k8s.io -A -o jsonpath='{range .items[*]}{.reportingController}/{.reason}/{.regarding.name}{"\n"}{end}' | grep -c '^kube-proxy/Starting/edge-a1' || true)
+if [ "$ev" -ge 1 ]; then
+  step "  $ev Starting event(s) of kube-proxy for edge-a1"
+else
+  finding "no Starting Event of kube-proxy for edge-a1 reached the apiserver; kube-proxy logged: $(grep -m1 'Server rejected event' "$T/kube-proxy.log" | sed 's/.*err="//; s/" event=.*//' | cut -c1-220)"
+fi
+
+step "protobuf: kube-proxy asks for it (Accept: application/vnd.kubernetes.protobuf, */*); grid-wrapper answers its requests in it"
+for q in "/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&labelSelector=%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0" \
+  "/apis/discovery.k8s.io/v1/endpointslices?labelSelector=%21service.kubernetes.io%2Fheadless&limit=500&resourceVersion=0" \
+  "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-a1&limit=500&resourceVersion=0"; do
+  ct=$(ip netns exec "$NN" curl -sS -o /dev/null -w '%{http_code} %{content_type}' "${GW_CURL[@]}" \
+    -H 'Accept: application/vnd.kubernetes.protobuf, */*' "$GW_URL$q")
+  case "$ct" in
+    "200 application/vnd.kubernetes.protobuf"*) step "  ${q%%\?*}: $ct" ;;
+    *) finding "GET ${q%%\?*} with kube-proxy's Accept header: answered $ct, not protobuf" ;;
+  esac
+done
+step "grid-wrapper's request counts (kube-proxy's requests):"
+ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | grep -E '^grid_wrapper_requests_total' | sed 's/^/    /'
+kp_alive
+
+if [ ${#FINDINGS[@]} -gt 0 ]; then
+  step "${#FINDINGS[@]} finding(s):"
+  for f in "${FINDINGS[@]}"; do echo "    - $f"; done
+  exit 1
+fi
