@@ -21,7 +21,11 @@
 #   E2E_DIRECT=1          kube-proxy talks to the apiserver directly, not to grid-wrapper: the
 #                         run must then fail at its first assertion (pruned pods answer)
 #   E2E_BOUND=SECS        how fast kube-proxy must follow each change (default 30)
+#   E2E_PROXY_MODE=iptables  kube-proxy's iptables mode instead of nftables
 set -euo pipefail
+# The whole script is one compound command, read before it runs: editing the file during a run
+# cannot change the running one.
+{
 cd "$(dirname "$0")/.."
 GW=${1:-target/debug/grid-wrapper}
 T0=$EPOCHREALTIME
@@ -55,6 +59,8 @@ step "building (or reusing) kube-apiserver, kube-proxy, etcd"
 BIN=$(realpath "$(bash scripts/e2e-build.sh)")
 step "components: $("$BIN/kube-apiserver" --version) / $("$BIN/kube-proxy" --version) / etcd $("$BIN/etcd" --version | awk '/etcd Version/ {print $3}')"
 
+MODE=${E2E_PROXY_MODE:-nftables}
+case "$MODE" in nftables|iptables) ;; *) echo "e2e: E2E_PROXY_MODE must be nftables or iptables"; exit 2;; esac
 P=gwe$$
 NC=${P}c NN=${P}n NP=${P}p
 CLOUD_IP=10.213.0.1 NODE_IP=10.213.0.2 NODE_POD_IP=10.213.1.1
@@ -94,11 +100,13 @@ fail() {
   ip netns exec "$NN" nft list table ip kube-proxy > "$T/nft.log" 2>&1 || true
   tail_logs grid-wrapper.log kube-proxy.log kube-apiserver.log
   [ -n "${E2E_HOLD_ON_FAIL:-}" ] && { step "holding ${E2E_HOLD_ON_FAIL}s for inspection ($T)"; sleep "$E2E_HOLD_ON_FAIL"; }
+  echo "e2e: $PASSED passed, $((${#FINDINGS[@]} + 1)) failed"
   exit 1
 }
 # A finding: a wrong answer of the system under test that does not stop the later steps; the
 # run fails at the end with the list.
 FINDINGS=()
+PASSED=0
 finding() { step "FINDING: $*"; FINDINGS+=("$*"); }
 # wait_for SECONDS DESCRIPTION COMMAND...: polls every 0.2 s.
 wait_for() {
@@ -305,11 +313,12 @@ start_gw
 step "grid-wrapper ready: $(ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/readyz | head -c 200)"
 
 # --- kube-proxy -----------------------------------------------------------------------------
-KP_ARGS=(--kubeconfig="$T/kp/kubeconfig.conf" --hostname-override=edge-a1 --proxy-mode=nftables
+KP_ARGS=(--kubeconfig="$T/kp/kubeconfig.conf" --hostname-override=edge-a1 --proxy-mode="$MODE"
   --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0s
   --conntrack-tcp-timeout-close-wait=0s --healthz-bind-address=127.0.0.1:10256
   --metrics-bind-address=127.0.0.1:10249 --v=2)
-step "kube-proxy (nftables) in $NN, through $(awk '/server:/ {print $2}' "$T/kp/kubeconfig.conf")"
+[ "$MODE" = iptables ] && KP_ARGS+=(--iptables-localhost-nodeports=false)
+step "kube-proxy ($MODE mode) in $NN, through $(awk '/server:/ {print $2}' "$T/kp/kubeconfig.conf")"
 start kube-proxy "$NN" "$BIN/kube-proxy" "${KP_ARGS[@]}"
 wait_for 90 "kube-proxy /healthz" ip netns exec "$NN" curl -fsS http://127.0.0.1:10256/healthz
 kp_alive
@@ -319,10 +328,16 @@ step "kube-proxy healthy"
 # The pod names that kube-proxy's service chain for a Service DNATs to (in PODS order). Its
 # nftables mode writes `dnat ip to numgen random mod N map { 0 : IP . PORT, ... }`, or
 # `dnat to IP:PORT` for one endpoint, or jumps to per-endpoint chains named `...__IP/PORT`.
+# In iptables mode, the KUBE-SVC chain's rules are commented "default/SVC:http -> IP:PORT".
 rules_pods() {
   local svc=$1 out p name ip
-  out=$(ip netns exec "$NN" nft list table ip kube-proxy 2>/dev/null \
-    | awk -v c="-default/$svc/tcp/http {" 'index($0, "chain service-") && index($0, c) {on=1; next} on && /^\t}/ {on=0} on' || true)
+  if [ "$MODE" = iptables ]; then
+    out=$(ip netns exec "$NN" iptables-save -t nat 2>/dev/null | grep -- '^-A KUBE-SVC-' \
+      | grep -o "\"default/$svc:http -> [0-9.]*:8080\"" || true)
+  else
+    out=$(ip netns exec "$NN" nft list table ip kube-proxy 2>/dev/null \
+      | awk -v c="-default/$svc/tcp/http {" 'index($0, "chain service-") && index($0, c) {on=1; next} on && /^\t}/ {on=0} on' || true)
+  fi
   local names=()
   for p in "${PODS[@]}"; do
     IFS=: read -r name ip _ <<<"$p"
@@ -360,6 +375,7 @@ expect() {
     return 1
   fi
   step "  $svc: rules [$want] after ${took}s; 40 requests reached exactly [$got]"
+  PASSED=$((PASSED + 1))
 }
 miss() { if [ -n "${EXPECT_SOFT:-}" ]; then finding "$*"; else fail "$*"; fi; }
 # The same, a finding instead of a failure (the later steps still run).
@@ -400,6 +416,10 @@ expect plain "$B" pa1 pa2 pb1 pb2
 
 # kube-proxy's table, without the empty chains it flushes at once and deletes on a later sync.
 ruleset() {
+  if [ "$MODE" = iptables ]; then
+    ip netns exec "$NN" iptables-save -t nat | grep -v '^#' | sed 's/ \[[0-9]*:[0-9]*\]$//'
+    return
+  fi
   ip netns exec "$NN" nft list table ip kube-proxy \
     | awk '/^\tchain .* \{$/ {held=$0; next} held != "" && /^\t\}$/ {held=""; next} held != "" {print held; held=""} {print}' \
     | grep -v '^[[:space:]]*$'
@@ -432,7 +452,7 @@ kill_gw_offline() {
   expect_soft plain 1 pa1 pa2 pb1 pb2 || ok=1
   ruleset > "$T/rules.after"
   if diff -q "$T/rules.before" "$T/rules.after" >/dev/null; then
-    step "  kube-proxy's nftables ruleset unchanged across the offline restart"
+    step "  kube-proxy's $MODE rules unchanged across the offline restart"
   else
     finding "kube-proxy's ruleset changed across the offline restart ($1): $(diff "$T/rules.before" "$T/rules.after" | grep '^[<>]' | tr -s '\t ' ' ' | head -4 | tr '\n' ';')"
     ok=1
@@ -471,6 +491,7 @@ step "kube-proxy's own Events reached the apiserver through grid-wrapper"
 ev=$(K get events.events.k8s.io -A -o jsonpath='{range .items[*]}{.reportingController}/{.reason}/{.regarding.name}{"\n"}{end}' | grep -c '^kube-proxy/Starting/edge-a1' || true)
 if [ "$ev" -ge 1 ]; then
   step "  $ev Starting event(s) of kube-proxy for edge-a1"
+  PASSED=$((PASSED + 1))
 else
   finding "no Starting Event of kube-proxy for edge-a1 reached the apiserver; kube-proxy logged: $(grep -m1 'Server rejected event' "$T/kube-proxy.log" | sed 's/.*err="//; s/" event=.*//' | cut -c1-220)"
 fi
@@ -482,7 +503,7 @@ for q in "/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&labelSelector=
   ct=$(ip netns exec "$NN" curl -sS -o /dev/null -w '%{http_code} %{content_type}' "${GW_CURL[@]}" \
     -H 'Accept: application/vnd.kubernetes.protobuf, */*' "$GW_URL$q")
   case "$ct" in
-    "200 application/vnd.kubernetes.protobuf"*) step "  ${q%%\?*}: $ct" ;;
+    "200 application/vnd.kubernetes.protobuf"*) step "  ${q%%\?*}: $ct"; PASSED=$((PASSED + 1)) ;;
     *) finding "GET ${q%%\?*} with kube-proxy's Accept header: answered $ct, not protobuf" ;;
   esac
 done
@@ -493,5 +514,10 @@ kp_alive
 if [ ${#FINDINGS[@]} -gt 0 ]; then
   step "${#FINDINGS[@]} finding(s):"
   for f in "${FINDINGS[@]}"; do echo "    - $f"; done
-  exit 1
 fi
+# Each assertion (kube-proxy's rules and traffic for one Service at one step, the Event, each
+# protobuf answer) counts once.
+echo "e2e: $PASSED passed, ${#FINDINGS[@]} failed"
+[ ${#FINDINGS[@]} = 0 ]
+exit
+}
