@@ -51,11 +51,10 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "e2e: installing Debian packages: ${need_pkgs[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"
 fi
-command -v kubectl >/dev/null || { echo "e2e: kubectl is not on PATH"; exit 1; }
 [ -x "$GW" ] || { echo "e2e: no grid-wrapper binary at $GW (cargo build --bins)"; exit 1; }
 GW=$(realpath "$GW")
 
-step "building (or reusing) kube-apiserver, kube-proxy, etcd"
+step "building (or reusing) kube-apiserver, kube-proxy, etcd, kubectl"
 BIN=$(realpath "$(bash scripts/e2e-build.sh)")
 step "components: $("$BIN/kube-apiserver" --version) / $("$BIN/kube-proxy" --version) / etcd $("$BIN/etcd" --version | awk '/etcd Version/ {print $3}')"
 
@@ -159,7 +158,7 @@ ADMIN_TOKEN=$(openssl rand -hex 24)
 echo "$ADMIN_TOKEN,e2e-admin,e2e-admin,system:masters" > "$T/pki/tokens.csv"
 chmod 600 "$T/pki/tokens.csv"
 
-K() { ip netns exec "$NC" kubectl --server="$API" --certificate-authority="$T/pki/ca.crt" \
+K() { ip netns exec "$NC" "$BIN/kubectl" --server="$API" --certificate-authority="$T/pki/ca.crt" \
   --token="$ADMIN_TOKEN" --cache-dir="$T/kubectl-cache" --request-timeout=10s "$@"; }
 
 # --- control plane --------------------------------------------------------------------------
@@ -475,6 +474,15 @@ snap_newer() { [ "$(stat -c %Y "$T/cache/snapshot")" -gt "$stopped" ]; }
 wait_for 45 "a snapshot written after the apiserver stopped" snap_newer
 step "  snapshot written $(( $(date +%s) - $(stat -c %Y "$T/cache/snapshot") )) s ago, $(( $(stat -c %Y "$T/cache/snapshot") - stopped )) s after the apiserver stopped"
 kill_gw_offline "snapshot current" || true
+
+step "offline node reboot: kube-proxy restarted with its rules gone, apiserver still down"
+stop_pid kube-proxy
+if [ "$MODE" = iptables ]; then ip netns exec "$NN" iptables -t nat -F; else ip netns exec "$NN" nft delete table ip kube-proxy; fi
+[ -z "$(rules_pods topo)" ] || fail "kube-proxy's rules still there after the flush"
+start kube-proxy "$NN" "$BIN/kube-proxy" "${KP_ARGS[@]}"
+wait_for 90 "kube-proxy /healthz after its restart" ip netns exec "$NN" curl -fsS http://127.0.0.1:10256/healthz
+expect topo 60 pa1 pa3
+expect plain "$B" pa1 pa2 pb1 pb2
 
 step "node cut off (veth down), apiserver back, changes made: pa2 back in topo, edge-b1 into zone a"
 ip -n "$NN" link set "${P}nc" down
