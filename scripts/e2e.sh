@@ -515,6 +515,19 @@ for q in "/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&labelSelector=
     *) finding "GET ${q%%\?*} with kube-proxy's Accept header: answered $ct, not protobuf" ;;
   esac
 done
+step "a Node status as a 1.37 kubelet writes it (status.nodeInfo with runningInUserNamespace, new in 1.37) on edge-a1"
+K patch node edge-a1 --subresource=status --type=merge -p '{"status":{"nodeInfo":{"machineID":"e2e","systemUUID":"e2e","bootID":"e2e","kernelVersion":"6.0","osImage":"e2e","containerRuntimeVersion":"e2e://1","kubeletVersion":"v1.37.2","kubeProxyVersion":"","operatingSystem":"linux","architecture":"amd64","runningInUserNamespace":true}}}' >/dev/null
+stored=$(K get node edge-a1 -o jsonpath='{.status.nodeInfo.runningInUserNamespace}')
+got_node_pb() { ip netns exec "$NN" curl -fsS -o /dev/null "${GW_CURL[@]}" -H 'Accept: application/vnd.kubernetes.protobuf' "$GW_URL/api/v1/nodes/edge-a1"; }
+sleep 2; got_node_pb || true
+n=$(ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk '/^grid_wrapper_protobuf_unknown_field_objects_total/ {s+=$NF} END {print s+0}')
+if [ "$n" != 0 ]; then
+  finding "Node with status.nodeInfo.runningInUserNamespace (stored by the apiserver: '$stored') encoded to protobuf with an unknown field: grid_wrapper_protobuf_unknown_field_objects_total $n; grid-wrapper logged: $(grep -m1 -i 'unknown' "$T/grid-wrapper.log" | cut -c1-250)"
+else
+  step "  no unknown protobuf field (apiserver stored runningInUserNamespace='$stored')"
+  PASSED=$((PASSED + 1))
+fi
+
 step "grid-wrapper's request counts (kube-proxy's requests):"
 ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | grep -E '^grid_wrapper_requests_total' | sed 's/^/    /'
 kp_alive
