@@ -416,7 +416,8 @@ expect plain "$B" pa1 pa2 pb1 pb2
 # kube-proxy's table, without the empty chains it flushes at once and deletes on a later sync.
 ruleset() {
   if [ "$MODE" = iptables ]; then
-    ip netns exec "$NN" iptables-save -t nat | grep -v '^#' | sed 's/ \[[0-9]*:[0-9]*\]$//'
+    # Sorted: kube-proxy writes KUBE-SERVICES' rules in no fixed order from one sync to the next.
+    ip netns exec "$NN" iptables-save -t nat | grep -v '^#' | sed 's/ \[[0-9]*:[0-9]*\]$//' | sort
     return
   fi
   ip netns exec "$NN" nft list table ip kube-proxy \
