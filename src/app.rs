@@ -194,6 +194,14 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, AppError> {
 }
 
 /// Opens `--cache-dir` and loads its snapshot; returns the RV seed for this process. Without
+/// Whether the upstream cannot be reached: some reflector is in a failure episode (the
+/// snapshot writer then writes without waiting for `--cache-write-interval`).
+fn upstream_lost() -> bool {
+    let stats = crate::upstream::stats::global();
+    crate::upstream::kind::REFLECTED
+        .iter()
+        .any(|&kind| stats.kind(kind).failing())
+}
 /// `--cache-dir` (or when the directory is unusable) the epoch is random.
 fn open_cache(
     cfg: &Config,
@@ -365,6 +373,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
                 c.clone(),
                 cache_writer.clone(),
                 Duration::from_secs(cfg.cache_write_interval_secs),
+                Box::new(upstream_lost),
             )
             .map_err(AppError::Thread)?,
         ),

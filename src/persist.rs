@@ -58,6 +58,8 @@ pub const EPOCH_FILE: &str = "epoch";
 pub const QUIET: Duration = Duration::from_secs(1);
 /// …or this long after the change at the latest (a steady trickle of changes).
 pub const MAX_DELAY: Duration = Duration::from_secs(5);
+/// How often the writer, holding a change, asks whether the upstream was lost meanwhile.
+const LOSS_CHECK: Duration = Duration::from_secs(1);
 /// Largest snapshot file read (a larger one is not ours).
 const MAX_FILE_BYTES: u64 = 4 << 30;
 
@@ -363,17 +365,23 @@ impl SnapshotWriter {
     /// Starts the writer: after a change it waits for [`QUIET`] (at most [`MAX_DELAY`]), and
     /// for `min_gap` since its last write, then writes a snapshot if the cache is ready. After a
     /// failed write it waits at least as long, backing off while the writes keep failing.
+    ///
+    /// While `upstream_lost` says the upstream cannot be reached, a change is written as soon as
+    /// it settled, without waiting for `min_gap`: an offline restart is what the snapshot is
+    /// for, and it would otherwise serve a state older than what kube-proxy already programmed
+    /// (docs/SEMANTICS.md §10).
     pub fn spawn(
         cache: CacheDir,
         shared: CacheWriter,
         min_gap: Duration,
+        upstream_lost: Box<dyn Fn() -> bool + Send>,
     ) -> io::Result<Arc<SnapshotWriter>> {
         let pending = Arc::new((Mutex::new(Pending::default()), Condvar::new()));
         let stats = Arc::new(WriterStats::default());
         let (p, s) = (pending.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("snapshot-writer".into())
-            .spawn(move || writer_loop(&cache, &shared, &p, &s, min_gap))?;
+            .spawn(move || writer_loop(&cache, &shared, &p, &s, min_gap, &*upstream_lost))?;
         Ok(Arc::new(SnapshotWriter {
             pending,
             thread: Mutex::new(Some(thread)),
@@ -496,25 +504,38 @@ fn writer_loop(
     pending: &(Mutex<Pending>, Condvar),
     stats: &WriterStats,
     min_gap: Duration,
+    upstream_lost: &dyn Fn() -> bool,
 ) -> Failures {
     let (m, cv) = pending;
     let mut failures = Failures::default();
     // The last attempt that wrote or failed (not one skipped because the cache was not ready).
     let mut last_attempt: Option<Instant> = None;
+    // Whether the write below is early because the upstream was lost, and whether that was
+    // said (once per loss).
+    let (mut early, mut early_said) = (false, false);
     loop {
         {
-            let gap = failures.retry_gap(min_gap);
             let mut p = lock(m);
             loop {
                 if p.stop {
                     return failures;
                 }
                 let now = Instant::now();
+                let lost = p.dirty && upstream_lost();
+                early_said &= lost || !p.dirty;
+                // Without the upstream, no `min_gap` (unless writes are failing: their backoff
+                // holds, the disk is the problem then).
+                let gap = if lost && failures.count() == 0 {
+                    Duration::ZERO
+                } else {
+                    failures.retry_gap(min_gap)
+                };
                 let due = match (p.dirty, p.since, p.last_change) {
                     (true, Some(since), Some(last)) => {
                         let settled = (last + QUIET).min(since + MAX_DELAY);
-                        let gap = last_attempt.map_or(now, |w| w + gap);
-                        Some(settled.max(gap))
+                        let gap_end = last_attempt.map_or(now, |w| w + gap);
+                        early = lost && gap_end < last_attempt.map_or(now, |w| w + min_gap);
+                        Some(settled.max(gap_end))
                     }
                     _ => None,
                 };
@@ -525,8 +546,10 @@ fn writer_loop(
                         break;
                     }
                     Some(at) => {
+                        // Woken at the latest each LOSS_CHECK to notice the upstream's loss.
+                        let wait = (at - now).min(LOSS_CHECK);
                         p = cv
-                            .wait_timeout(p, at - now)
+                            .wait_timeout(p, wait)
                             .unwrap_or_else(|e| e.into_inner())
                             .0;
                     }
@@ -534,7 +557,12 @@ fn writer_loop(
                 }
             }
         }
-        match write_once(cache, shared, stats, &mut failures, "debounced") {
+        if early && !early_said {
+            info!("the upstream cannot be reached: writing the snapshot now, not after --cache-write-interval, so that an offline restart serves what is served now");
+            early_said = true;
+        }
+        let why = if early { "early" } else { "debounced" };
+        match write_once(cache, shared, stats, &mut failures, why) {
             Attempt::Written => last_attempt = Some(Instant::now()),
             Attempt::Failed => {
                 // Retried after the gap (see `Failures::retry_gap`), not in a loop.

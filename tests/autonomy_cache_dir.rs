@@ -283,3 +283,51 @@ fn cache_dir_rvs_stay_above_the_previous_process_even_with_the_clock_set_back() 
         );
     }
 }
+
+/// With a long `--cache-write-interval`, a change made after the last snapshot is written as
+/// soon as the upstream is lost (not an interval later), so that an offline restart serves
+/// what was served, not an older state: kube-proxy would otherwise program an earlier view
+/// back (found by `make e2e`: the apiserver stopped, then grid-wrapper killed and restarted).
+#[test]
+fn cache_dir_change_is_written_as_soon_as_the_upstream_is_lost() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = TempDir::new("cache-lost");
+    let sim = sim_on(port);
+    let path = dir.path.display().to_string();
+    let flags = [
+        format!("--cache-dir={path}"),
+        "--cache-write-interval=3600".into(),
+    ];
+    let (w1, log1) = autonomy::start(&url, "edge-a1", &refs(&flags));
+    w1.wait_ready();
+    autonomy::wait_snapshot_writes(&w1, 1);
+    sim.label_node("edge-a2", json!({"zone": "zone-b"}));
+    wait_for("the relabel to be served", || {
+        w1.get_json("/api/v1/nodes/edge-a2")["metadata"]["labels"]["zone"] == "zone-b"
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        autonomy::metric(&w1, "grid_wrapper_snapshot_writes_total"),
+        Some(1.0),
+        "within the interval, the change waits"
+    );
+    let served = autonomy::served(&w1).expect("served");
+    // The WAN goes down: the change is written at once.
+    drop(sim);
+    autonomy::wait_snapshot_writes(&w1, 2);
+    log1.wait_for_text(
+        "the upstream cannot be reached: writing the snapshot now",
+        Duration::from_secs(5),
+    );
+    autonomy::signal(&w1, "KILL");
+    drop(w1);
+
+    let (w2, _log2) = autonomy::start(&url, "edge-a1", &refs(&flags));
+    w2.wait_ready();
+    assert_eq!(
+        w2.get_json("/api/v1/nodes/edge-a2")["metadata"]["labels"]["zone"],
+        "zone-b"
+    );
+    assert_eq!(autonomy::served(&w2).as_ref(), Some(&served));
+}
