@@ -775,4 +775,17 @@ fn kube_proxy_1_37_watchlists_in_protobuf_equal_json() {
         );
         assert!(!p.ended_within(Duration::from_millis(200)), "{q}: closed");
     }
+    // Counted by format in /metrics: three protobuf watch starts (and the JSON ones).
+    let count = |f: &str| {
+        common::autonomy::metric(
+            &w,
+            &format!("grid_wrapper_cache_answers_total{{format=\"{f}\"}}"),
+        )
+    };
+    assert_eq!(count("protobuf"), Some(3.0));
+    assert_eq!(
+        count("json"),
+        Some(6.0),
+        "three lists and three watches in JSON"
+    );
 }

@@ -565,6 +565,9 @@ impl Conn {
                     "{}: GET {}?{} → {}",
                     self.peer, req.path, req.query, reply.code
                 );
+                if reply.code == 200 {
+                    counters::global().answered_in(reply.format);
+                }
                 self.reply(reply);
             }
             Answer::List(plan) => {
@@ -579,6 +582,7 @@ impl Conn {
                     reply.code,
                     plan.items.len()
                 );
+                counters::global().answered_in(reply.format);
                 self.reply(reply);
             }
             Answer::Watch(plan) => {
@@ -593,6 +597,7 @@ impl Conn {
                 );
                 self.out.push_owned(head);
                 counters::global().request(self.label.0, self.label.1, 200);
+                counters::global().answered_in(plan.format);
                 debug!(
                     "{}: WATCH {}?{} from {}",
                     self.peer, req.path, req.query, plan.cursor

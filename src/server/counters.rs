@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use crate::api::negotiate::Format;
 use crate::api::route::Route;
 use crate::k8s::Resource;
 
@@ -277,6 +278,8 @@ pub struct Counters {
     relay_watches: [AtomicI64; Resource::ALL.len()],
     /// Connections refused or closed before their first request, per port and reason.
     refused: [[AtomicU64; Refusal::ALL.len()]; Side::ALL.len()],
+    /// Successful answers from the cache (lists, gets, watch starts), JSON then protobuf.
+    formats: [AtomicU64; 2],
 }
 
 impl Default for Counters {
@@ -298,7 +301,18 @@ impl Counters {
             relay_connections: AtomicI64::new(0),
             relay_watches: [const { AtomicI64::new(0) }; Resource::ALL.len()],
             refused: [const { [const { AtomicU64::new(0) }; Refusal::ALL.len()] }; Side::ALL.len()],
+            formats: [const { AtomicU64::new(0) }; 2],
         }
+    }
+
+    /// Counts a successful answer from the cache (a list, a get, a watch's start) in `format`.
+    pub fn answered_in(&self, format: Format) {
+        self.formats[format_slot(format)].fetch_add(1, Relaxed);
+    }
+
+    /// Successful answers from the cache so far in `format`.
+    pub fn answers_in(&self, format: Format) -> u64 {
+        self.formats[format_slot(format)].load(Relaxed)
     }
 
     /// Counts one answered request (a watch counts when its stream starts).
@@ -539,6 +553,15 @@ impl Counters {
                 self.sent_bytes(route)
             );
         }
+        let name = "grid_wrapper_cache_answers_total";
+        head(out, name, "counter", "Successful answers from the cache (lists, gets, watch starts) by wire format: json, or protobuf (kube-proxy's default).");
+        for (format, label) in [(Format::Json, "json"), (Format::Protobuf, "protobuf")] {
+            let _ = writeln!(
+                out,
+                "{name}{{format=\"{label}\"}} {}",
+                self.answers_in(format)
+            );
+        }
         let name = "grid_wrapper_watch_events_sent_total";
         head(out, name, "counter", "Watch events (ADDED, MODIFIED, DELETED; initial events included, bookmarks not) queued to watch streams, per served resource.");
         for r in Resource::ALL {
@@ -549,6 +572,14 @@ impl Counters {
                 self.watch_events_sent(r)
             );
         }
+    }
+}
+
+/// The slot of `format` in [`Counters`]' per-format counters.
+fn format_slot(format: Format) -> usize {
+    match format {
+        Format::Json => 0,
+        Format::Protobuf => 1,
     }
 }
 
@@ -597,6 +628,7 @@ mod tests {
         c.refused(Side::Relay, Refusal::HeadDeadline);
         c.refused(Side::Relay, Refusal::HeadDeadline);
         assert_eq!(c.refusals(Side::Relay, Refusal::HeadDeadline), 2);
+        c.answered_in(Format::Protobuf);
         assert_eq!(
             c.requests(RouteKind::List, Some(Resource::Services), 200),
             2
@@ -624,6 +656,8 @@ mod tests {
             "grid_wrapper_relay_open_watches{resource=\"nodes.v1\"} 0\n",
             "grid_wrapper_connections_refused_total{port=\"relay\",reason=\"head_deadline\"} 2\n",
             "grid_wrapper_connections_refused_total{port=\"kube-proxy\",reason=\"budget_full\"} 0\n",
+            "grid_wrapper_cache_answers_total{format=\"json\"} 0\n",
+            "grid_wrapper_cache_answers_total{format=\"protobuf\"} 1\n",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
@@ -638,10 +672,11 @@ mod tests {
                 + Side::ALL.len() * Refusal::ALL.len()
                 + 6
                 + RouteKind::ALL.len()
+                + 2
                 + per_resource,
             "{out}"
         );
-        assert_eq!(out.matches("# TYPE ").count(), 8);
+        assert_eq!(out.matches("# TYPE ").count(), 9);
     }
 
     #[test]
