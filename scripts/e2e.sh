@@ -506,6 +506,14 @@ else
 fi
 
 step "protobuf: kube-proxy asks for it (Accept: application/vnd.kubernetes.protobuf, */*); grid-wrapper answers its requests in it"
+answers() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk -v f="$1" '$1 == "grid_wrapper_cache_answers_total{format=\""f"\"}" {print $2}'; }
+pb=$(answers protobuf); js=$(answers json)
+if [ "${pb:-0}" -gt 0 ] && [ "${js:-0}" = 0 ]; then
+  step "  grid_wrapper_cache_answers_total: protobuf $pb, json $js (kube-proxy's lists, gets and watches since the last restart)"
+  PASSED=$((PASSED + 1))
+else
+  finding "kube-proxy's answers by format: protobuf ${pb:-none}, json ${js:-none} (want protobuf > 0, json 0)"
+fi
 for q in "/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&labelSelector=%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0" \
   "/apis/discovery.k8s.io/v1/endpointslices?labelSelector=%21service.kubernetes.io%2Fheadless&limit=500&resourceVersion=0" \
   "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-a1&limit=500&resourceVersion=0"; do
