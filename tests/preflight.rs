@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::pki::Pki;
-use common::{run_bounded, RunOutput, Sim, TempDir};
+use common::{run_bounded, token_kubeconfig, RunOutput, Sim, TempDir};
 use serde_json::{json, Value};
 
 /// Upper bound of one check run (a healthy one takes well under a second).
@@ -37,19 +37,6 @@ fn problems(stdout: &str) -> Vec<&str> {
         .lines()
         .filter(|l| l.starts_with("problem: "))
         .collect()
-}
-
-/// A kubeconfig for `server` with a bearer token.
-fn kubeconfig(dir: &TempDir, server: &str, token: &str) -> String {
-    let path = dir.file("kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: edge\n\
-         contexts:\n- name: edge\n  context:\n    cluster: sim\n    user: wrapper\n\
-         clusters:\n- name: sim\n  cluster:\n    server: {server}\n\
-         users:\n- name: wrapper\n  user:\n    token: {token}\n"
-    );
-    std::fs::write(&path, text).expect("write kubeconfig");
-    path
 }
 
 #[test]
@@ -171,7 +158,7 @@ fn an_unreachable_upstream_is_a_connectivity_problem_fast() {
 fn a_wrong_token_gives_401_problems_per_resource_and_verb() {
     let sim = Sim::start(&["--token", "right-token"]);
     let dir = TempDir::new("preflight-token");
-    let kc = kubeconfig(&dir, &sim.url, "wrong-token");
+    let kc = token_kubeconfig(&dir, &sim.url, "wrong-token");
     let (code, out, _) = check(&["--kubeconfig", &kc, "--hostname", "edge-a1"]);
     assert_eq!(code, 1, "{out}");
     let p = problems(&out);
@@ -197,7 +184,7 @@ fn a_wrong_token_gives_401_problems_per_resource_and_verb() {
         );
     }
     // The right token: ready.
-    let kc = kubeconfig(&dir, &sim.url, "right-token");
+    let kc = token_kubeconfig(&dir, &sim.url, "right-token");
     let (code, out, _) = check(&["--kubeconfig", &kc, "--hostname", "edge-a1"]);
     assert_eq!(code, 0, "{out}");
 }

@@ -5,7 +5,8 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use log::{debug, warn};
 use mio::Waker;
@@ -20,6 +21,15 @@ pub const MAX_IN_FLIGHT: usize = 64;
 const PIECE: usize = 16 * 1024;
 /// Messages a worker may queue ahead of the loop (backpressure on slow clients).
 const QUEUE: usize = 16;
+/// How long an episode of refused credential-less requests stays quiet after its WARN.
+const REFUSALS_WARN_AGAIN: Duration = Duration::from_secs(3600);
+/// Why a proxied request without credentials was refused, and the fix (docs/SEMANTICS.md §8).
+const NO_CREDENTIALS_HINT: &str = "the client sent no Authorization header and grid-wrapper \
+     lends none, so the upstream saw an anonymous request. kube-proxy (client-go) sends its \
+     kubeconfig's token only over https: serve TLS on --bind-address (--insecure=false \
+     --cert-file --key-file) and give kube-proxy's kubeconfig `server: https://…` with a \
+     `certificate-authority` for that certificate, keeping its token or tokenFile (a client \
+     certificate authenticates kube-proxy to grid-wrapper only, not upstream)";
 
 /// A piece of a proxied response.
 #[derive(Debug)]
@@ -45,6 +55,36 @@ pub struct Proxy {
     upstream: Option<Upstream>,
     waker: Arc<Waker>,
     in_flight: Arc<AtomicUsize>,
+    refusals: Arc<Mutex<AnonymousRefusals>>,
+}
+
+/// Episodes of proxied requests without credentials that the upstream refused (401/403): one
+/// WARN opens an episode; it ends when any proxied request is answered below 400 (the path
+/// works now, so a later refusal is news) or [`REFUSALS_WARN_AGAIN`] after its WARN.
+#[derive(Debug, Default)]
+struct AnonymousRefusals {
+    warned_at: Option<Instant>,
+}
+
+impl AnonymousRefusals {
+    /// Takes note of a proxied answer `status` to a request that carried an `Authorization`
+    /// header or not; true when a WARN is due.
+    fn note(&mut self, authorization: bool, status: u16, now: Instant) -> bool {
+        if status < 400 {
+            self.warned_at = None;
+            return false;
+        }
+        if authorization || !matches!(status, 401 | 403) {
+            return false;
+        }
+        let due = self
+            .warned_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= REFUSALS_WARN_AGAIN);
+        if due {
+            self.warned_at = Some(now);
+        }
+        due
+    }
 }
 
 impl Proxy {
@@ -54,6 +94,7 @@ impl Proxy {
             upstream,
             waker,
             in_flight: Arc::new(AtomicUsize::new(0)),
+            refusals: Arc::default(),
         }
     }
 
@@ -78,6 +119,9 @@ impl Proxy {
         let (tx, rx) = sync_channel(QUEUE);
         let waker = self.waker.clone();
         let in_flight = self.in_flight.clone();
+        let refusals = self.refusals.clone();
+        // A client certificate ends at grid-wrapper: only this header can carry an identity.
+        let authorization = req.header("authorization").is_some();
         let path_and_query = if req.query.is_empty() {
             req.path.clone()
         } else {
@@ -93,7 +137,7 @@ impl Proxy {
         let spawned = std::thread::Builder::new()
             .name("proxy".into())
             .spawn(move || {
-                work(&upstream, fwd, &tx, &waker);
+                work(&upstream, fwd, authorization, &refusals, &tx, &waker);
                 in_flight.fetch_sub(1, Ordering::SeqCst);
             });
         match spawned {
@@ -121,7 +165,14 @@ fn certificate_hint(e: &UpstreamError) -> &'static str {
     }
 }
 
-fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, waker: &Waker) {
+fn work(
+    upstream: &Upstream,
+    req: ForwardRequest,
+    authorization: bool,
+    refusals: &Mutex<AnonymousRefusals>,
+    tx: &SyncSender<ProxyMsg>,
+    waker: &Waker,
+) {
     let send = |msg: ProxyMsg| -> bool {
         let ok = tx.send(msg).is_ok();
         // A failed wake means the loop is gone; the send result already tells us to stop.
@@ -146,6 +197,19 @@ fn work(upstream: &Upstream, req: ForwardRequest, tx: &SyncSender<ProxyMsg>, wak
         }
     };
     debug!("proxy {method} {path}: upstream answered {}", resp.status);
+    let warn_due = refusals.lock().unwrap_or_else(|p| p.into_inner()).note(
+        authorization,
+        resp.status,
+        Instant::now(),
+    );
+    if warn_due {
+        warn!(
+            "proxy {method} {path}: upstream answered {} (relayed to the client): \
+             {NO_CREDENTIALS_HINT}; further such refusals are logged at debug level for an hour \
+             or until a proxied request succeeds",
+            resp.status
+        );
+    }
     // Hop-by-hop headers are already gone; the loop re-frames the body (chunked), so the
     // upstream's Content-Length must not be relayed next to it.
     let headers = resp
@@ -195,5 +259,34 @@ mod tests {
         assert!(certificate_hint(&demanded).contains("--relay-kubeconfig"));
         let other = UpstreamError::Tls("invalid peer certificate: UnknownIssuer".into());
         assert_eq!(certificate_hint(&other), "");
+    }
+
+    #[test]
+    fn a_refused_anonymous_request_warns_once_per_episode() {
+        let t0 = Instant::now();
+        let mut r = AnonymousRefusals::default();
+        assert!(r.note(false, 403, t0), "the first refusal opens an episode");
+        assert!(
+            !r.note(false, 401, t0 + Duration::from_secs(1)),
+            "same episode"
+        );
+        assert!(!r.note(false, 403, t0 + Duration::from_secs(3599)));
+        assert!(
+            r.note(false, 403, t0 + REFUSALS_WARN_AGAIN),
+            "an hour later it is said again"
+        );
+        // A success in between ends the episode.
+        assert!(!r.note(true, 201, t0 + Duration::from_secs(3601)));
+        assert!(r.note(false, 401, t0 + Duration::from_secs(3602)));
+        // Refusals of requests that carried credentials, and other errors, are the upstream's
+        // verdict on that identity or that request: never this hint, and no episode ends.
+        let mut r = AnonymousRefusals::default();
+        assert!(!r.note(true, 403, t0));
+        assert!(!r.note(true, 401, t0));
+        assert!(!r.note(false, 404, t0));
+        assert!(!r.note(false, 500, t0));
+        assert!(r.note(false, 403, t0));
+        assert!(!r.note(false, 404, t0 + Duration::from_secs(1)));
+        assert!(!r.note(false, 403, t0 + Duration::from_secs(2)));
     }
 }

@@ -36,6 +36,19 @@ impl Drop for TempDir {
     }
 }
 
+/// Writes `dir/kubeconfig`: `server` and a bearer token, nothing else; returns its path.
+pub fn token_kubeconfig(dir: &TempDir, server: &str, token: &str) -> String {
+    let path = dir.file("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: edge\n\
+         contexts:\n- name: edge\n  context:\n    cluster: sim\n    user: wrapper\n\
+         clusters:\n- name: sim\n  cluster:\n    server: {server}\n\
+         users:\n- name: wrapper\n  user:\n    token: {token}\n"
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
 /// Everything a child printed on stdout and stderr (interleaved by arrival), shared with the
 /// reader threads.
 #[derive(Clone, Default)]
