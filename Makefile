@@ -98,7 +98,9 @@ snapbench:
 ## e2e: grid-wrapper between a real kube-apiserver + etcd and a real kube-proxy (nftables), with
 ## packets, in network namespaces it makes and removes (root; skips with one line without). The
 ## components are built from e2e/'s pinned Go modules into out/e2e/bin (scripts/e2e-build.sh,
-## reused while go.sum is unchanged).
+## reused while go.sum is unchanged). Twice: kube-proxy over plain http as the DaemonSet ships it,
+## then over https (E2E_GW_TLS=1), the way its own Events keep its identity.
 e2e:
 	$(CARGO) build --bins
 	bash scripts/e2e.sh target/debug/grid-wrapper
+	E2E_GW_TLS=1 bash scripts/e2e.sh target/debug/grid-wrapper
