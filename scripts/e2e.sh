@@ -362,7 +362,8 @@ expect() {
     got=$(rules_pods "$svc")
     [ "$got" = "$want" ] && break
     if past "$end"; then
-      miss "$svc: rules have [$got], expected [$want] within ${bound}s"
+      # What the traffic says too: packets to pruned pods, or none to kept ones.
+      miss "$svc: rules have [$got], expected [$want] within ${bound}s; 40 requests to $ip:80 reached [$(traffic_pods "$ip" 40)]"
       return 1
     fi
     sleep 0.2
