@@ -13,6 +13,7 @@ use mio::Waker;
 
 use crate::http::request::Request;
 use crate::k8s::status::ApiError;
+use crate::sync::lock;
 use crate::upstream::client::{ForwardRequest, Upstream, UpstreamError};
 
 /// Most proxied requests in flight (proxied watches hold a worker for their lifetime).
@@ -156,7 +157,7 @@ impl Proxy {
 /// certificate: proxied requests present none of grid-wrapper's (docs/SEMANTICS.md §8).
 fn certificate_hint(e: &UpstreamError) -> &'static str {
     match e {
-        UpstreamError::Tls(m) if m.contains("CertificateRequired") => {
+        UpstreamError::Tls(_) if e.is_certificate_demanded() => {
             " (the upstream requires a client certificate on every connection; proxied requests \
              present none of grid-wrapper's: a site relay is named with --relay-kubeconfig, not \
              as the upstream)"
@@ -197,11 +198,7 @@ fn work(
         }
     };
     debug!("proxy {method} {path}: upstream answered {}", resp.status);
-    let warn_due = refusals.lock().unwrap_or_else(|p| p.into_inner()).note(
-        authorization,
-        resp.status,
-        Instant::now(),
-    );
+    let warn_due = lock(refusals).note(authorization, resp.status, Instant::now());
     if warn_due {
         warn!(
             "proxy {method} {path}: upstream answered {} (relayed to the client): \

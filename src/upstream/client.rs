@@ -826,7 +826,7 @@ impl Upstream {
 /// so that is not taken for a server down (nor retried elsewhere); any other failure is judged
 /// as usual.
 fn certificate_demanded(e: ureq::Error) -> Failed {
-    if e.to_string().contains("CertificateRequired") {
+    if error::certificate_demanded(&e.to_string()) {
         Failed::Upstream(e.into())
     } else {
         Failed::Ureq(e)

@@ -65,6 +65,13 @@ impl UpstreamError {
         }
     }
 
+    /// Whether the upstream's TLS refused the connection for want of a client certificate
+    /// (rustls' `CertificateRequired` alert): what a proxied request, which presents none of
+    /// grid-wrapper's, meets at a server that demands one on every connection.
+    pub fn is_certificate_demanded(&self) -> bool {
+        certificate_demanded(&self.to_string())
+    }
+
     /// Whether this is the upstream refusing a resourceVersion newer than any it has (its RVs
     /// went backwards): see [`decode::is_rv_too_large`].
     pub fn is_rv_too_large(&self) -> bool {
@@ -146,4 +153,9 @@ impl From<ureq::Error> for UpstreamError {
             other => UpstreamError::Unreachable(other.to_string()),
         }
     }
+}
+
+/// Whether an error's text is rustls' alert for a missing client certificate.
+pub(crate) fn certificate_demanded(text: &str) -> bool {
+    text.contains("CertificateRequired")
 }
