@@ -175,7 +175,7 @@ fn list_and_fanout(c: &mut Criterion) {
     c.bench_function("list/encode_all_slices_scale_S", |b| {
         b.iter(|| {
             match st
-                .with_view(|v| handlers::handle(&route, q, None, v, 0.5))
+                .with_view(|v| handlers::handle(&route, q, Format::Json, v, 0.5))
                 .into_reply()
             {
                 Some(r) => {
@@ -195,7 +195,7 @@ fn list_and_fanout(c: &mut Criterion) {
     c.bench_function("list_selector_L/all_slices_scale_S", |b| {
         b.iter(|| {
             match st
-                .with_view(|v| handlers::handle(&route, q, None, v, 0.5))
+                .with_view(|v| handlers::handle(&route, q, Format::Json, v, 0.5))
                 .into_reply()
             {
                 Some(r) => black_box(r.len()),
@@ -205,11 +205,10 @@ fn list_and_fanout(c: &mut Criterion) {
     });
 
     // kube-proxy's LIST in protobuf, each item's protobuf form already encoded (shared).
-    let pb = "application/vnd.kubernetes.protobuf, */*";
     c.bench_function("list_selector_L/all_slices_protobuf_scale_S", |b| {
         b.iter(|| {
             match st
-                .with_view(|v| handlers::handle(&route, q, Some(pb), v, 0.5))
+                .with_view(|v| handlers::handle(&route, q, Format::Protobuf, v, 0.5))
                 .into_reply()
             {
                 Some(r) => black_box(r.len()),
@@ -240,7 +239,7 @@ fn list_and_fanout(c: &mut Criterion) {
             },
             |()| match changing
                 .borrow()
-                .with_view(|v| handlers::handle(&route, q, None, v, 0.5))
+                .with_view(|v| handlers::handle(&route, q, Format::Json, v, 0.5))
                 .into_reply()
             {
                 Some(r) => black_box(r.len()),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::api::filter::{Filter, Selection};
-use crate::api::negotiate::{negotiate, Format, Negotiated};
+use crate::api::negotiate::Format;
 use crate::api::query::{self, ListOptions, RvMatch};
 use crate::api::route::Route;
 use crate::cache::published::Published;
@@ -163,44 +163,35 @@ pub enum Answer {
     List(ListPlan),
     /// A watch stream.
     Watch(Box<WatchPlan>),
-    /// Forward upstream.
-    Proxy,
 }
 
 impl Answer {
-    /// The complete reply of a list or a reply (`None` for a watch or a forward).
+    /// The complete reply of a list or a reply (`None` for a watch).
     pub fn into_reply(self) -> Option<Reply> {
         match self {
             Answer::Reply(r) => Some(r),
             Answer::List(plan) => Some(plan.reply()),
-            Answer::Watch(_) | Answer::Proxy => None,
+            Answer::Watch(_) => None,
         }
     }
 }
 
-/// Answers a request for a cache-backed route. `jitter` ∈ [0, 1) spreads default watch lifetimes.
+/// Answers a request for a cache-backed route in `format` (negotiated when its fate was
+/// decided, `api::decide`). `jitter` ∈ [0, 1) spreads default watch lifetimes.
 pub fn handle(
     route: &Route,
     query: &str,
-    accept: Option<&str>,
+    format: Format,
     state: &Published,
     jitter: f64,
 ) -> Answer {
     let (res, namespace, name) = match route {
-        Route::Proxy => return Answer::Proxy,
         Route::Collection { res, namespace } => (*res, namespace, None),
         Route::Object {
             res,
             namespace,
             name,
         } => (*res, namespace, Some(name)),
-    };
-    let format = match negotiate(accept) {
-        Negotiated::Serve(format) => format,
-        Negotiated::Forward => return Answer::Proxy,
-        Negotiated::NotAcceptable => {
-            return Answer::Reply(Reply::error(&ApiError::not_acceptable()));
-        }
     };
     if !state.is_ready() {
         return Answer::Reply(Reply::error_as(format, &not_ready()));

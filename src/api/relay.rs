@@ -2,15 +2,15 @@
 //! the cache-backed routes it shares with the kube-proxy port: the probes a follower's failover
 //! prober sends, the EndpointSlice discovery a follower's reflectors start with, and a 404 for
 //! the resources the relay view does not serve (a follower reads 404 as "absent", never a
-//! proxied answer of the relay's upstream, which may have them). Pure: the relay view is passed
-//! in, locked by the caller.
+//! proxied answer of the relay's upstream, which may have them). Pure: it reads the relay view's
+//! [`ViewFacts`], and feeds [`crate::api::decide`], which alone says what the request's fate is.
 
 use serde_json::json;
 
+use crate::api::facts::ViewFacts;
 use crate::api::handlers::{Reply, Segment};
 use crate::api::negotiate::Format;
 use crate::api::route::route;
-use crate::cache::published::Published;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 
@@ -34,8 +34,8 @@ pub enum RelayAnswer {
 
 /// The EndpointSlice version the relay view serves: the upstream's (v1beta1 only for an
 /// upstream that has no v1).
-pub fn slice_resource(view: &Published) -> Resource {
-    if view.serves_v1beta1() {
+pub fn slice_resource(view: &ViewFacts) -> Resource {
+    if view.serves_v1beta1 {
         Resource::SlicesV1beta1
     } else {
         Resource::SlicesV1
@@ -43,13 +43,13 @@ pub fn slice_resource(view: &Published) -> Resource {
 }
 
 /// Decides what the relay port answers to `method` `path` (without its query) from `view`.
-pub fn answer(method: &str, path: &str, view: &Published) -> RelayAnswer {
+pub fn answer(method: &str, path: &str, view: &ViewFacts) -> RelayAnswer {
     if method != "GET" {
         return RelayAnswer::Routed;
     }
     match path {
         "/healthz" | "/livez" => return RelayAnswer::Probe(200, "ok"),
-        "/readyz" if view.is_ready() => return RelayAnswer::Probe(200, "ok"),
+        "/readyz" if view.ready => return RelayAnswer::Probe(200, "ok"),
         "/readyz" => {
             return RelayAnswer::Probe(
                 503,
@@ -62,18 +62,18 @@ pub fn answer(method: &str, path: &str, view: &Published) -> RelayAnswer {
         Some("") => Asks::Group,
         Some("/v1") => Asks::Version(Resource::SlicesV1),
         Some("/v1beta1") => Asks::Version(Resource::SlicesV1beta1),
-        _ => match route(method, path).resource() {
+        _ => match route(method, path).map(|r| r.resource()) {
             Some(res) if res.is_cidr() || is_slice(res) => Asks::Resource(res),
             _ => return RelayAnswer::Routed,
         },
     };
-    if !view.is_ready() {
+    if !view.ready {
         return RelayAnswer::NotReady;
     }
     let served = slice_resource(view);
     let not_served = match asks {
         Asks::Group => false,
-        Asks::Resource(res) if res.is_cidr() => !view.serves_cidrs(),
+        Asks::Resource(res) if res.is_cidr() => !view.serves_cidrs,
         Asks::Version(res) | Asks::Resource(res) => res != served,
     };
     if not_served {

@@ -1,9 +1,10 @@
-//! Routing: (method, path) → [`Route`], on exact paths only (docs/SEMANTICS.md §1). Query
-//! parameters never affect routing; anything not answered from the cache is proxied upstream.
+//! Routing: (method, path) → the cache-backed [`Route`], if any, on exact paths only
+//! (docs/SEMANTICS.md §1). Query parameters never affect routing. What a request without a route
+//! becomes (proxied upstream) is [`crate::api::decide`]'s to say.
 
 use crate::k8s::Resource;
 
-/// Where a request goes.
+/// A cache-backed route: what a request reads of the view.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
     /// A cache-backed collection: list or watch, optionally restricted to one namespace.
@@ -22,16 +23,13 @@ pub enum Route {
         /// `metadata.name`.
         name: String,
     },
-    /// Everything else: forwarded upstream unchanged.
-    Proxy,
 }
 
 impl Route {
-    /// The served resource of a cache-backed route.
-    pub fn resource(&self) -> Option<Resource> {
+    /// The served resource.
+    pub fn resource(&self) -> Resource {
         match self {
-            Route::Collection { res, .. } | Route::Object { res, .. } => Some(*res),
-            Route::Proxy => None,
+            Route::Collection { res, .. } | Route::Object { res, .. } => *res,
         }
     }
 }
@@ -67,22 +65,18 @@ fn core_resource(name: &str) -> Option<Resource> {
     }
 }
 
-/// Routes one request. Only `GET` is ever answered from the cache.
-pub fn route(method: &str, path: &str) -> Route {
+/// Routes one request: `None` when it has no cache-backed route. Only `GET` is ever answered
+/// from the cache.
+pub fn route(method: &str, path: &str) -> Option<Route> {
     if method != "GET" {
-        return Route::Proxy;
+        return None;
     }
-    let Some(rest) = path.strip_prefix('/') else {
-        return Route::Proxy;
-    };
+    let rest = path.strip_prefix('/')?;
     let raw: Vec<&str> = rest.split('/').collect();
-    let Some(segs) = raw
+    let segs = raw
         .iter()
         .map(|s| segment(s))
-        .collect::<Option<Vec<String>>>()
-    else {
-        return Route::Proxy;
-    };
+        .collect::<Option<Vec<String>>>()?;
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     let collection = |res, namespace: Option<&str>| Route::Collection {
         res,
@@ -94,42 +88,42 @@ pub fn route(method: &str, path: &str) -> Route {
         name: name.to_string(),
     };
     match s.as_slice() {
-        ["api", "v1", r] => core_resource(r).map_or(Route::Proxy, |res| collection(res, None)),
-        ["api", "v1", "nodes", name] => object(Resource::Nodes, None, name),
+        ["api", "v1", r] => core_resource(r).map(|res| collection(res, None)),
+        ["api", "v1", "nodes", name] => Some(object(Resource::Nodes, None, name)),
         ["api", "v1", "namespaces", ns, r] => match core_resource(r) {
-            Some(res) if res.namespaced() => collection(res, Some(ns)),
-            _ => Route::Proxy,
+            Some(res) if res.namespaced() => Some(collection(res, Some(ns))),
+            _ => None,
         },
         ["api", "v1", "namespaces", ns, r, name] => match core_resource(r) {
-            Some(res) if res.namespaced() => object(res, Some(ns), name),
-            _ => Route::Proxy,
+            Some(res) if res.namespaced() => Some(object(res, Some(ns), name)),
+            _ => None,
         },
         ["apis", "discovery.k8s.io", v, rest @ ..] => {
             let res = match *v {
                 "v1" => Resource::SlicesV1,
                 "v1beta1" => Resource::SlicesV1beta1,
-                _ => return Route::Proxy,
+                _ => return None,
             };
             match rest {
-                ["endpointslices"] => collection(res, None),
-                ["namespaces", ns, "endpointslices"] => collection(res, Some(ns)),
-                ["namespaces", ns, "endpointslices", name] => object(res, Some(ns), name),
-                _ => Route::Proxy,
+                ["endpointslices"] => Some(collection(res, None)),
+                ["namespaces", ns, "endpointslices"] => Some(collection(res, Some(ns))),
+                ["namespaces", ns, "endpointslices", name] => Some(object(res, Some(ns), name)),
+                _ => None,
             }
         }
         ["apis", "networking.k8s.io", v, "servicecidrs", rest @ ..] => {
             let res = match *v {
                 "v1" => Resource::CidrsV1,
                 "v1beta1" => Resource::CidrsV1beta1,
-                _ => return Route::Proxy,
+                _ => return None,
             };
             match rest {
-                [] => collection(res, None),
-                [name] => object(res, None, name),
-                _ => Route::Proxy,
+                [] => Some(collection(res, None)),
+                [name] => Some(object(res, None, name)),
+                _ => None,
             }
         }
-        _ => Route::Proxy,
+        _ => None,
     }
 }
 
@@ -137,25 +131,25 @@ pub fn route(method: &str, path: &str) -> Route {
 mod tests {
     use super::*;
 
-    fn col(res: Resource, ns: Option<&str>) -> Route {
-        Route::Collection {
+    fn col(res: Resource, ns: Option<&str>) -> Option<Route> {
+        Some(Route::Collection {
             res,
             namespace: ns.map(str::to_string),
-        }
+        })
     }
 
-    fn obj(res: Resource, ns: Option<&str>, name: &str) -> Route {
-        Route::Object {
+    fn obj(res: Resource, ns: Option<&str>, name: &str) -> Option<Route> {
+        Some(Route::Object {
             res,
             namespace: ns.map(str::to_string),
             name: name.to_string(),
-        }
+        })
     }
 
     #[test]
     fn exact_paths_route_and_everything_else_proxies() {
         use Resource::*;
-        let cases: Vec<(&str, &str, Route)> = vec![
+        let cases: Vec<(&str, &str, Option<Route>)> = vec![
             ("GET", "/api/v1/services", col(Services, None)),
             ("GET", "/api/v1/endpoints", col(Endpoints, None)),
             ("GET", "/api/v1/nodes", col(Nodes, None)),
@@ -192,19 +186,15 @@ mod tests {
                 obj(SlicesV1beta1, Some("a"), "b"),
             ),
             // The original matched prefixes; we do not (docs/SEMANTICS.md §9).
-            ("GET", "/api/v1/servicesXYZ", Route::Proxy),
-            ("GET", "/api/v1/services/", Route::Proxy),
-            ("GET", "/api/v1/services/foo", Route::Proxy),
-            ("GET", "/api/v1/nodes/edge-1/status", Route::Proxy),
-            ("GET", "/api/v1/namespaces/default/nodes", Route::Proxy),
-            ("GET", "/api/v1/namespaces//services", Route::Proxy),
-            ("GET", "/api/v1/nodes/%zz", Route::Proxy),
-            ("GET", "/api/v1/nodes/a%2Fb", Route::Proxy),
-            (
-                "GET",
-                "/apis/discovery.k8s.io/v2/endpointslices",
-                Route::Proxy,
-            ),
+            ("GET", "/api/v1/servicesXYZ", None),
+            ("GET", "/api/v1/services/", None),
+            ("GET", "/api/v1/services/foo", None),
+            ("GET", "/api/v1/nodes/edge-1/status", None),
+            ("GET", "/api/v1/namespaces/default/nodes", None),
+            ("GET", "/api/v1/namespaces//services", None),
+            ("GET", "/api/v1/nodes/%zz", None),
+            ("GET", "/api/v1/nodes/a%2Fb", None),
+            ("GET", "/apis/discovery.k8s.io/v2/endpointslices", None),
             (
                 "GET",
                 "/apis/networking.k8s.io/v1/servicecidrs",
@@ -219,28 +209,24 @@ mod tests {
             (
                 "GET",
                 "/apis/networking.k8s.io/v1/namespaces/a/servicecidrs",
-                Route::Proxy,
+                None,
             ),
-            (
-                "GET",
-                "/apis/networking.k8s.io/v1alpha1/servicecidrs",
-                Route::Proxy,
-            ),
+            ("GET", "/apis/networking.k8s.io/v1alpha1/servicecidrs", None),
             (
                 "GET",
                 "/apis/networking.k8s.io/v1/servicecidrs/kubernetes/status",
-                Route::Proxy,
+                None,
             ),
-            ("GET", "/apis/networking.k8s.io/v1/ingresses", Route::Proxy),
-            ("GET", "/api", Route::Proxy),
-            ("GET", "", Route::Proxy),
-            ("GET", "*", Route::Proxy),
-            ("POST", "/api/v1/services", Route::Proxy),
-            ("PATCH", "/api/v1/nodes/edge-1", Route::Proxy),
+            ("GET", "/apis/networking.k8s.io/v1/ingresses", None),
+            ("GET", "/api", None),
+            ("GET", "", None),
+            ("GET", "*", None),
+            ("POST", "/api/v1/services", None),
+            ("PATCH", "/api/v1/nodes/edge-1", None),
             (
                 "POST",
                 "/apis/events.k8s.io/v1/namespaces/default/events",
-                Route::Proxy,
+                None,
             ),
         ];
         for (method, path, want) in cases {

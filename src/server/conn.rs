@@ -5,15 +5,18 @@
 //! until the stream ends; `Closing` flushes what is queued and closes.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::{Duration, Instant};
+use std::sync::MutexGuard;
+use std::time::Instant;
 
 use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::Interest;
 
+use crate::api::decide::{decide, Fate, Label, Turn};
+use crate::api::facts::ViewFacts;
 use crate::api::handlers::{self, Answer, Reply, Segment};
-use crate::api::relay::{self, RelayAnswer};
-use crate::api::route::{route, Route};
+use crate::api::negotiate::Format;
+use crate::api::route::Route;
 use crate::cache::published::{Published, View};
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
@@ -46,20 +49,6 @@ pub struct Ctx<'a> {
     pub now: Instant,
     /// A number in [0, 1) for default watch lifetimes.
     pub jitter: f64,
-}
-
-/// How long a request for v1beta1 EndpointSlices waits for the writer to build them (the first
-/// one, on a ready cache) before it gets 503.
-const V1BETA1_BUILD_WAIT: Duration = Duration::from_secs(10);
-
-/// Whether `req` can be answered from `view` now: the cache is ready and, for v1beta1
-/// EndpointSlices on the kube-proxy port, they are built (the relay view serves the slice
-/// version it has, and answers 404 for the other: docs/SEMANTICS.md §12).
-fn can_answer(side: Side, view: &Published, req: &Request) -> bool {
-    view.is_ready()
-        && (side == Side::Relay
-            || view.serves_v1beta1()
-            || route(&req.method, &req.path).resource() != Some(Resource::SlicesV1beta1))
 }
 
 /// The host part of a socket address's text (`10.0.0.1` of `10.0.0.1:4000`, `[::1]` of
@@ -346,13 +335,12 @@ impl Conn {
             let progressed = match std::mem::replace(&mut self.phase, Phase::Closing) {
                 Phase::Idle => self.next_request(ctx),
                 Phase::Held { req, until } => {
-                    if can_answer(self.side, &lock(&self.view), &req) || ctx.now >= until {
-                        self.dispatch(req, ctx, false);
-                        true
-                    } else {
-                        self.phase = Phase::Held { req, until };
-                        false
-                    }
+                    let turn = Turn::Held {
+                        now: ctx.now,
+                        until,
+                    };
+                    self.dispatch(req, ctx, turn);
+                    !matches!(self.phase, Phase::Held { .. })
                 }
                 Phase::Streaming(w) => {
                     self.stream(w, ctx);
@@ -429,7 +417,11 @@ impl Conn {
                 self.last_active = ctx.now;
                 self.served = true;
                 self.head_started = None;
-                self.dispatch(req, ctx, true);
+                let turn = Turn::Arrived {
+                    now: ctx.now,
+                    not_ready_hold: ctx.opts.not_ready_hold,
+                };
+                self.dispatch(req, ctx, turn);
                 true
             }
             Ok(None) => {
@@ -472,92 +464,56 @@ impl Conn {
         self.phase = Phase::Closing;
     }
 
-    fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) {
+    /// Carries out the decision on `req` ([`decide`]), made from the facts of this port's view.
+    fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, turn: Turn) {
         self.keep_alive = req.keep_alive();
-        let req = match self.side {
-            Side::KubeProxy => req,
-            Side::Relay => match self.dispatch_relay(req, ctx, may_hold) {
-                Some(req) => req,
-                None => return,
-            },
-        };
-        self.dispatch_routed(req, ctx, may_hold);
-    }
-
-    /// The relay port's own answers (docs/SEMANTICS.md §12): probes, discovery, 404 for what the
-    /// relay view does not serve. Returns the request when it is routed as on the kube-proxy
-    /// port.
-    fn dispatch_relay(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) -> Option<Request> {
-        let answer = relay::answer(&req.method, &req.path, &lock(&self.view));
-        self.label = (RouteKind::Relay, None);
-        match answer {
-            RelayAnswer::Routed => return Some(req),
-            RelayAnswer::Probe(code, text) => self.reply_text(code, text),
-            RelayAnswer::Reply(reply) => {
-                debug!("{}: relay GET {} → {}", self.peer, req.path, reply.code);
-                self.reply(reply);
-            }
-            RelayAnswer::NotReady if may_hold => {
-                self.phase = Phase::Held {
-                    req,
-                    until: ctx.now + ctx.opts.not_ready_hold,
-                };
-            }
-            RelayAnswer::NotReady => self.reply(Reply::error(&handlers::not_ready())),
-        }
-        None
-    }
-
-    fn dispatch_routed(&mut self, req: Request, ctx: &Ctx<'_>, may_hold: bool) {
-        let r = route(&req.method, &req.path);
-        self.label = RouteKind::of(&r, &req.query);
-        if r == Route::Proxy {
-            self.forward(req, ctx);
-            return;
-        }
-        let wants_v1beta1 = r.resource() == Some(Resource::SlicesV1beta1);
         let view = self.view.clone();
         let state = lock(&view);
-        if r.resource().is_some_and(Resource::is_cidr) && state.is_ready() && !state.serves_cidrs()
-        {
-            // An upstream without ServiceCIDRs (docs/SEMANTICS.md §5): proxied, as any path the
-            // cache does not serve.
-            drop(state);
-            self.label = RouteKind::of(&Route::Proxy, &req.query);
-            self.forward(req, ctx);
-            return;
-        }
-        // The relay view is never asked to build them (`dispatch_relay` answered 404).
-        if wants_v1beta1 && !state.serves_v1beta1() && self.side == Side::KubeProxy {
-            // Once per process: the writer builds them; the request waits as one before the
-            // first sync does, without holding up the loop.
+        let decision = decide(&req, self.side, &ViewFacts::of(&state), turn);
+        self.label = RouteKind::of(&decision.label, &req.query);
+        if decision.ask_v1beta1 {
             ctx.cache.want_v1beta1();
-            if !may_hold {
+        }
+        match decision.fate {
+            Fate::Serve { route, format } => self.serve(req, &route, format, state, ctx),
+            Fate::Probe(code, text) => {
                 drop(state);
-                self.reply(Reply::error(&ApiError::unavailable(
-                    "v1beta1 EndpointSlices are still being built; retry",
-                    Some(1),
-                )));
-                return;
+                self.reply_text(code, text);
+            }
+            Fate::Reply(reply) => {
+                drop(state);
+                match decision.label {
+                    Label::Relay => {
+                        debug!("{}: relay GET {} → {}", self.peer, req.path, reply.code);
+                    }
+                    _ => debug!(
+                        "{}: {} {}?{} → {}",
+                        self.peer, req.method, req.path, req.query, reply.code
+                    ),
+                }
+                self.reply(reply);
+            }
+            Fate::Hold { until, .. } => {
+                drop(state);
+                self.phase = Phase::Held { req, until };
+            }
+            Fate::Proxy(_) => {
+                drop(state);
+                self.forward(req, ctx);
             }
         }
-        if !can_answer(self.side, &state, &req) && may_hold {
-            // Before the first sync, as long as `--not-ready-hold-seconds` says; a ready cache
-            // building v1beta1 EndpointSlices, until they are built (a moment, unless the writer
-            // is applying a long change).
-            let hold = if state.is_ready() {
-                ctx.opts.not_ready_hold.max(V1BETA1_BUILD_WAIT)
-            } else {
-                ctx.opts.not_ready_hold
-            };
-            drop(state);
-            self.phase = Phase::Held {
-                req,
-                until: ctx.now + hold,
-            };
-            return;
-        }
-        let answer = handlers::handle(&r, &req.query, req.header_str("accept"), &state, ctx.jitter);
+    }
+
+    /// Answers `req` from this port's view (`state`, locked): a get, a list or a watch.
+    fn serve(
+        &mut self,
+        req: Request,
+        r: &Route,
+        format: Format,
+        state: MutexGuard<'_, Published>,
+        ctx: &Ctx<'_>,
+    ) {
+        let answer = handlers::handle(r, &req.query, format, &state, ctx.jitter);
         match answer {
             Answer::Reply(reply) => {
                 drop(state);
@@ -614,6 +570,7 @@ impl Conn {
                             self.side == Side::Relay,
                         );
                         w.track(watchers::global().register(info, counters::global()));
+                        let view = self.view.clone();
                         let state = lock(&view);
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
                         drop(state);
@@ -621,11 +578,6 @@ impl Conn {
                     }
                     None => self.end_stream(),
                 }
-            }
-            Answer::Proxy => {
-                // A conversion the cache does not do (`Accept: …;as=Table`): the apiserver's.
-                drop(state);
-                self.forward(req, ctx);
             }
         }
     }

@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use crate::api::decide::Label;
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
 use crate::k8s::Resource;
@@ -42,13 +43,14 @@ impl RouteKind {
         RouteKind::Relay,
     ];
 
-    /// The kind and resource of a routed request. A collection request is a watch when its raw
+    /// The kind and resource of a decided request. A collection request is a watch when its raw
     /// query has `watch` with a value other than `0`/`false` (as `api::query` decides).
-    pub fn of(route: &Route, query: &str) -> (RouteKind, Option<Resource>) {
-        match route {
-            Route::Proxy => (RouteKind::Proxy, None),
-            Route::Object { res, .. } => (RouteKind::Get, Some(*res)),
-            Route::Collection { res, .. } => {
+    pub fn of(label: &Label, query: &str) -> (RouteKind, Option<Resource>) {
+        match label {
+            Label::Relay => (RouteKind::Relay, None),
+            Label::Proxy => (RouteKind::Proxy, None),
+            Label::Route(Route::Object { res, .. }) => (RouteKind::Get, Some(*res)),
+            Label::Route(Route::Collection { res, .. }) => {
                 let watch = query.split('&').find_map(|p| {
                     let (k, v) = p.split_once('=').unwrap_or((p, ""));
                     (k == "watch").then(|| v != "0" && !v.eq_ignore_ascii_case("false"))
@@ -175,31 +177,14 @@ fn res_slot(res: Option<Resource>) -> usize {
     res.map_or(RES_SLOTS - 1, Resource::index)
 }
 
-/// Which port a connection came in on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// `--bind-address`: kube-proxy, served the pruned readers' view.
-    KubeProxy,
-    /// `--relay-bind-address`: a follower, served the relay view.
-    Relay,
-}
+/// Which port a connection came in on (defined with the decision it is an input of).
+pub use crate::api::decide::Side;
 
 impl Side {
-    /// Both ports, in rendering order.
-    pub const ALL: [Side; 2] = [Side::KubeProxy, Side::Relay];
-
     /// Counts a connection of this side opened (`true`) or closed, in `/metrics`.
     pub fn count(self, opened: bool) {
         if self == Side::Relay {
             global().relay_connection(opened);
-        }
-    }
-
-    /// The `port` label value.
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::KubeProxy => "kube-proxy",
-            Side::Relay => "relay",
         }
     }
 
@@ -681,10 +666,10 @@ mod tests {
 
     #[test]
     fn route_kind_of_a_request() {
-        let col = Route::Collection {
+        let col = Label::Route(Route::Collection {
             res: Resource::Nodes,
             namespace: None,
-        };
+        });
         for (q, want) in [
             ("", RouteKind::List),
             ("watch=true", RouteKind::Watch),
@@ -697,14 +682,18 @@ mod tests {
             assert_eq!(RouteKind::of(&col, q), (want, Some(Resource::Nodes)), "{q}");
         }
         assert_eq!(
-            RouteKind::of(&Route::Proxy, "watch=1"),
+            RouteKind::of(&Label::Proxy, "watch=1"),
             (RouteKind::Proxy, None)
         );
-        let obj = Route::Object {
+        assert_eq!(
+            RouteKind::of(&Label::Relay, "watch=1"),
+            (RouteKind::Relay, None)
+        );
+        let obj = Label::Route(Route::Object {
             res: Resource::Services,
             namespace: Some("d".into()),
             name: "n".into(),
-        };
+        });
         assert_eq!(
             RouteKind::of(&obj, ""),
             (RouteKind::Get, Some(Resource::Services))

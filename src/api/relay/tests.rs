@@ -1,20 +1,13 @@
 //! The relay port's own answers (docs/SEMANTICS.md §12).
 
 use super::*;
-use crate::cache::view::Retention;
 
-fn view(ready: bool, v1beta1: bool, cidrs: bool) -> Published {
-    let mut v = Published::new(7, Retention::for_queue(100));
-    if ready {
-        v.set_ready();
+fn view(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> ViewFacts {
+    ViewFacts {
+        ready,
+        serves_v1beta1,
+        serves_cidrs,
     }
-    if v1beta1 {
-        v.set_v1beta1();
-    }
-    if cidrs {
-        v.set_cidrs();
-    }
-    v
 }
 
 fn reply(a: RelayAnswer) -> (u16, serde_json::Value) {

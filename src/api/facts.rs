@@ -1,0 +1,54 @@
+//! What a request's [decision](crate::api::decide) reads of the view its port serves: three facts,
+//! copied out by the connection while it holds the view, so that the decision itself locks
+//! nothing. Pure.
+
+use crate::cache::published::Published;
+
+/// The facts of one view a request's fate depends on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewFacts {
+    /// The initial sync is complete: cache-backed answers are served (docs/SEMANTICS.md §7).
+    pub ready: bool,
+    /// v1beta1 EndpointSlices are built (the readers' view), or the upstream has only v1beta1
+    /// (the relay view: the one slice version it serves, docs/SEMANTICS.md §12).
+    pub serves_v1beta1: bool,
+    /// ServiceCIDRs are served from the cache; until then they are proxied (docs/SEMANTICS.md §5).
+    pub serves_cidrs: bool,
+}
+
+impl ViewFacts {
+    /// The facts of `view` now.
+    pub fn of(view: &Published) -> ViewFacts {
+        ViewFacts {
+            ready: view.is_ready(),
+            serves_v1beta1: view.serves_v1beta1(),
+            serves_cidrs: view.serves_cidrs(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::view::Retention;
+
+    #[test]
+    fn the_facts_are_the_views() {
+        let mut v = Published::new(7, Retention::for_queue(100));
+        assert_eq!(ViewFacts::of(&v), ViewFacts::default());
+        v.set_ready();
+        let ready = ViewFacts {
+            ready: true,
+            ..ViewFacts::default()
+        };
+        assert_eq!(ViewFacts::of(&v), ready);
+        v.set_v1beta1();
+        v.set_cidrs();
+        let all = ViewFacts {
+            ready: true,
+            serves_v1beta1: true,
+            serves_cidrs: true,
+        };
+        assert_eq!(ViewFacts::of(&v), all);
+    }
+}
