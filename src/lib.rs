@@ -12,7 +12,7 @@
 //! | module | what it is |
 //! |---|---|
 //! | [`http`] | HTTP/1.1 over byte slices: the request reader and its limits, response framing |
-//! | [`api`] | query options, selectors, routing, JSON/protobuf negotiation, the cache-backed list, get and watch answers, and the relay port's own answers |
+//! | [`api`] | query options, selectors, routing, JSON/protobuf negotiation, the one decision of a request's fate, the cache-backed list, get and watch answers, and the relay port's own answers |
 //! | [`cache`] | upstream objects, topology pruning, served bytes, resourceVersions and event logs |
 //! | [`k8s`] | served resources, object keys, the `Status` object, EndpointSlice conversion |
 //! | [`proto`] | the Kubernetes protobuf encoding: the schema, the object encoder, the envelope and watch framing |
@@ -50,8 +50,8 @@
 //! ```
 //!
 //! **A request:** [`server::event_loop::Server`] polls, [`server::conn::Conn`] feeds
-//! [`http::request::RequestReader`], [`api::route::route`] picks the route, and
-//! [`api::handlers::handle`] answers from the [`cache::published::Published`] view or plans a
+//! [`http::request::RequestReader`], [`api::decide::decide`] decides its fate (fed by
+//! [`api::route::route`] and [`api::negotiate::negotiate`]), and [`api::handlers::handle`] answers from the [`cache::published::Published`] view or plans a
 //! watch that [`server::watch::Watcher`] streams from the event log. Anything else goes upstream
 //! through [`server::proxy`], on a worker thread.
 //!

@@ -5,7 +5,7 @@
 //!
 //! A relay connection is a [`crate::server::conn::Conn`] of [`crate::server::conn::Side::Relay`], driven by the same
 //! loop as kube-proxy's. Where the two differ:
-//! - `Conn::dispatch` asks [`crate::api::relay::answer`] first (probes, discovery, 404 for what
+//! - its requests' fate ([`crate::api::decide::decide`]) asks [`crate::api::relay::answer`] first (probes, discovery, 404 for what
 //!   the relay view does not serve), never asks the writer for v1beta1 slices, and answers the
 //!   cache routes from the relay view;
 //! - the loop ages the relay view and takes its reloaded TLS configuration ([`RelayPort`]);
