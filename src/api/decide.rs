@@ -166,11 +166,10 @@ impl Hold {
 }
 
 /// Whether a cache-backed request for `res` can be answered from a view with `facts` now: the
-/// view is ready and, for v1beta1 EndpointSlices on the kube-proxy port, they are built (the
-/// relay view serves the slice version it has, and answers 404 for the other: docs/SEMANTICS.md
-/// §12).
-fn can_answer(side: Side, facts: &ViewFacts, res: Resource) -> bool {
-    facts.ready && (side == Side::Relay || facts.serves_v1beta1 || res != Resource::SlicesV1beta1)
+/// view is ready and, for v1beta1 EndpointSlices, they are built. (On the relay port a slice
+/// version the relay view does not serve was answered 404 before: docs/SEMANTICS.md §12.)
+fn can_answer(facts: &ViewFacts, res: Resource) -> bool {
+    facts.ready && (facts.serves_v1beta1 || res != Resource::SlicesV1beta1)
 }
 
 /// Decides the fate of `req`, read on `side`'s port whose view has `facts`, at `turn`.
@@ -225,7 +224,7 @@ pub fn decide(req: &Request, side: Side, facts: &ViewFacts, turn: Turn) -> Decis
     // does, without holding up the loop. A held request asked when it arrived.
     let ask_v1beta1 = builds_v1beta1 && !matches!(hold, Some(Hold::Until(_)));
     let fate = match hold {
-        Some(hold) if !can_answer(side, facts, res) => {
+        Some(hold) if !can_answer(facts, res) => {
             let wait = if facts.ready {
                 Wait::V1beta1
             } else {
