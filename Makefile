@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench e2e
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench e2e helm-check
 
 all: build
 
@@ -104,3 +104,12 @@ e2e:
 	$(CARGO) build --bins
 	bash scripts/e2e.sh target/debug/grid-wrapper
 	E2E_GW_TLS=1 bash scripts/e2e.sh target/debug/grid-wrapper
+
+## helm-check: the Helm chart (deploy/helm/grid-wrapper) and its monitoring, by the real tools:
+## helm lint and template of every preset, the default rendering against deploy/ object by object,
+## each preset accepted by a real kube-apiserver (server-side dry run), promtool check and test of
+## the alerts, the dashboard's queries parsed, every metric name in a live /metrics. helm and
+## promtool come from tools/ (scripts/helm-tools.sh), kubectl, etcd and kube-apiserver from e2e/.
+helm-check:
+	$(CARGO) build --bins
+	bash scripts/helm-check.sh target/debug
