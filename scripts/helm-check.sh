@@ -7,13 +7,13 @@
 #      relay preset equals deploy/ with the deploy/relay component, and the kube-proxy values
 #      equal deploy/kube-proxy-kubeconfig.yaml and deploy/edge-kube-proxy-rbac.yaml
 #      (scripts/helm-compare.py);
-#   3. every preset's rendering created with `kubectl apply --dry-run=server` against a real
-#      kube-apiserver (with etcd, on loopback; the prometheus-operator CRDs applied first);
-#   4. the PrometheusRule: `promtool check rules`, and `promtool test rules` with
+#   3. the PrometheusRule: `promtool check rules`, and `promtool test rules` with
 #      deploy/monitoring/alerts-test.yaml (a firing and a quiet case per alert);
-#   5. every Grafana panel query parses (`promtool check rules` on them as recording rules);
-#   6. every metric name the rules and the dashboard use is in the /metrics of a real
-#      grid-wrapper (target/debug, as built by make test) serving the simulator's cluster.
+#   4. every Grafana panel query parses (`promtool check rules` on them as recording rules);
+#   5. every metric name the rules and the dashboard use is in the /metrics of a real
+#      grid-wrapper (target/debug, as built by make test) serving the simulator's cluster;
+#   6. every preset's rendering created with `kubectl apply --dry-run=server` against a real
+#      kube-apiserver (with etcd, on loopback; the prometheus-operator CRDs applied first).
 # Needs go (the tools' first build), python3 with PyYAML, openssl, curl.
 #
 # usage: scripts/helm-check.sh [GW_BIN_DIR]   (default target/debug)
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN_DIR=${1:-target/debug}
 CHART=deploy/helm/grid-wrapper
-PROM_OPERATOR=v0.85.0   # github.com/prometheus-operator/prometheus-operator: its CRDs, for step 3
+PROM_OPERATOR=v0.85.0   # github.com/prometheus-operator/prometheus-operator: its CRDs, for step 6
 T0=$(date +%s)
 step() { printf '== helm-check [%4ss] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 die() { echo "helm-check: FAILED: $*" >&2; exit 1; }
@@ -86,20 +86,20 @@ render --set kubeProxy.kubeconfig.enabled=true --set kubeProxy.rbac.enabled=true
   --show-only templates/kube-proxy.yaml >"$T/kp.yaml"
 python3 scripts/helm-compare.py "$T/deploy-kp.yaml" "$T/kp.yaml" || die "kubeProxy values vs deploy/kube-proxy-kubeconfig.yaml + edge-kube-proxy-rbac.yaml"
 
-# --- 4, 5 (before 3: no server needed) ------------------------------------------------------------
-step "4. the alerts: promtool check rules, promtool test rules"
+# --- 3, 4 ---------------------------------------------------------------------------------------
+step "3. the alerts: promtool check rules, promtool test rules"
 mkdir -p "$T/rules"
 python3 scripts/monitoring-check.py rules "$T/monitoring.yaml" "$T/rules/rules.yaml"
 cp deploy/monitoring/alerts-test.yaml "$T/rules/"
 "$PROMTOOL" check rules "$T/rules/rules.yaml" || die "promtool check rules"
 (cd "$T/rules" && "$PROMTOOL" test rules alerts-test.yaml) || die "promtool test rules"
-step "5. the dashboard's queries parse (promtool check rules)"
+step "4. the dashboard's queries parse (promtool check rules)"
 python3 scripts/monitoring-check.py dashboard "$CHART/dashboards/grid-wrapper.json" "$T/dashboard-rules.yaml"
 "$PROMTOOL" check rules "$T/dashboard-rules.yaml" || die "a dashboard query does not parse"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["uid"] and d["panels"]' "$CHART/dashboards/grid-wrapper.json"
 
-# --- 6 ------------------------------------------------------------------------------------------
-step "6. every metric name of the rules and the dashboard in a real /metrics ($BIN_DIR)"
+# --- 5 ------------------------------------------------------------------------------------------
+step "5. every metric name of the rules and the dashboard in a real /metrics ($BIN_DIR)"
 [ -x "$BIN_DIR/grid-wrapper" ] && [ -x "$BIN_DIR/grid-wrapper-sim" ] || die "$BIN_DIR/grid-wrapper and grid-wrapper-sim: run cargo build --bins first"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 "$BIN_DIR/grid-wrapper-sim" --fixture demo >"$T/sim.out" 2>"$T/sim.log" &
@@ -119,8 +119,8 @@ python3 scripts/monitoring-check.py names "$T/metrics.txt" "$T/rules/rules.yaml"
   || die "a metric name is not in grid-wrapper's /metrics"
 stop_all
 
-# --- 3 ------------------------------------------------------------------------------------------
-step "3. every preset created with kubectl apply --dry-run=server (etcd + kube-apiserver on loopback)"
+# --- 6 ------------------------------------------------------------------------------------------
+step "6. every preset created with kubectl apply --dry-run=server (etcd + kube-apiserver on loopback)"
 # One self-signed serving certificate (its own trust anchor for kubectl), a service-account
 # key pair, and a token of system:masters: all the apiserver needs to answer dry runs.
 mkdir -p "$T/pki" && (
