@@ -13,7 +13,8 @@
 #   5. every metric name the rules and the dashboard use is in the /metrics of a real
 #      grid-wrapper (target/debug, as built by make test) serving the simulator's cluster;
 #   6. every preset's rendering created with `kubectl apply --dry-run=server` against a real
-#      kube-apiserver (with etcd, on loopback; the prometheus-operator CRDs applied first).
+#      kube-apiserver (with etcd, on loopback; the prometheus-operator CRDs applied first), then
+#      helm install, upgrade and uninstall against it.
 # Needs go (the tools' first build), python3 with PyYAML, openssl, curl.
 #
 # usage: scripts/helm-check.sh [GW_BIN_DIR]   (default target/debug)
@@ -174,4 +175,25 @@ for p in "${PRESETS[@]}" servicemonitor; do
   echo "  $p: $(grep -c 'created (server dry run)' "$T/apply.log") objects accepted:" \
     "$(grep -o '^[a-z0-9.]*/' "$T/apply.log" | tr -d / | sort | uniq -c | awk '{printf "%s %s; ", $1, $2}')"
 done
+# Helm itself against the same apiserver: install the default values into the existing
+# namespace (what the chart's README says to run), upgrade to the monitoring and relay presets,
+# uninstall; the namespace stays.
+cat >"$T/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:$API_PORT", certificate-authority: "$T/pki/apiserver.crt"}}]
+users: [{name: u, user: {token: "$TOKEN"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+KC
+HK() { "$HELM" --kubeconfig "$T/kubeconfig" -n edge-system "$@"; }
+HK install grid-wrapper "$CHART" >/dev/null || die "helm install (default values)"
+K -n edge-system get daemonset application-grid-wrapper >/dev/null || die "helm install made no DaemonSet"
+HK upgrade grid-wrapper "$CHART" -f "$CHART/presets/monitoring.yaml" -f "$CHART/presets/relay.yaml" >/dev/null \
+  || die "helm upgrade (monitoring + relay presets)"
+K -n edge-system get daemonset/application-grid-wrapper-relay podmonitor/application-grid-wrapper \
+  prometheusrule/application-grid-wrapper >/dev/null || die "helm upgrade's objects missing"
+HK uninstall grid-wrapper >/dev/null || die "helm uninstall"
+K get namespace edge-system >/dev/null || die "helm uninstall took the namespace"
+echo "  helm install (default values), upgrade (monitoring + relay presets), uninstall: ok"
 step "all checks passed"
