@@ -8,7 +8,8 @@
 #      equal deploy/kube-proxy-kubeconfig.yaml and deploy/edge-kube-proxy-rbac.yaml
 #      (scripts/helm-compare.py);
 #   3. the PrometheusRule: `promtool check rules`, and `promtool test rules` with
-#      deploy/monitoring/alerts-test.yaml (a firing and a quiet case per alert);
+#      deploy/monitoring/alerts-test.yaml (a firing and a quiet case per alert); each alert's
+#      section in docs/RUNBOOK.md;
 #   4. every Grafana panel query parses (`promtool check rules` on them as recording rules);
 #   5. every metric name the rules and the dashboard use is in the /metrics of a real
 #      grid-wrapper (target/debug, as built by make test) serving the simulator's cluster;
@@ -94,6 +95,7 @@ python3 scripts/monitoring-check.py rules "$T/monitoring.yaml" "$T/rules/rules.y
 cp deploy/monitoring/alerts-test.yaml "$T/rules/"
 "$PROMTOOL" check rules "$T/rules/rules.yaml" || die "promtool check rules"
 (cd "$T/rules" && "$PROMTOOL" test rules alerts-test.yaml) || die "promtool test rules"
+python3 scripts/monitoring-check.py runbook "$T/rules/rules.yaml" docs/RUNBOOK.md || die "an alert without its runbook section"
 step "4. the dashboard's queries parse (promtool check rules)"
 python3 scripts/monitoring-check.py dashboard "$CHART/dashboards/grid-wrapper.json" "$T/dashboard-rules.yaml"
 "$PROMTOOL" check rules "$T/dashboard-rules.yaml" || die "a dashboard query does not parse"

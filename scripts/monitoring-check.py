@@ -8,6 +8,8 @@
       rules` parses each one (Grafana's variables replaced by what they stand for)
   monitoring-check.py names EXPOSITION RULES DASHBOARD_JSON
       every metric name the rules and the dashboard use appears in a real /metrics exposition
+  monitoring-check.py runbook RULES RUNBOOK_MD
+      every alert has a section `## <alert>` in the runbook, and its runbook_url that anchor
 """
 import json
 import re
@@ -76,6 +78,25 @@ def names(exposition, rules_path, dash_path):
     sys.exit(1 if missing else 0)
 
 
+def runbook(rules_path, runbook_md):
+    sections = {
+        line[3:].strip() for line in open(runbook_md, encoding="utf-8") if line.startswith("## ")
+    }
+    bad = 0
+    for group in yaml.safe_load(open(rules_path, encoding="utf-8"))["groups"]:
+        for rule in group["rules"]:
+            name = rule["alert"]
+            url = rule.get("annotations", {}).get("runbook_url", "")
+            if name not in sections:
+                print(f"{runbook_md}: no section '## {name}'")
+                bad += 1
+            if not url.endswith("#" + name.lower()):
+                print(f"alert {name}: runbook_url {url!r} does not end with #{name.lower()}")
+                bad += 1
+    print(f"{len(sections)} runbook sections, {bad} problems")
+    sys.exit(1 if bad else 0)
+
+
 if __name__ == "__main__":
     cmd, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if cmd == "rules" and len(args) == 2:
@@ -84,5 +105,7 @@ if __name__ == "__main__":
         dashboard(*args)
     elif cmd == "names" and len(args) == 3:
         names(*args)
+    elif cmd == "runbook" and len(args) == 2:
+        runbook(*args)
     else:
         sys.exit(__doc__)
