@@ -210,7 +210,7 @@ fn check_trailer(line: &[u8]) -> Result<(), ChunkError> {
         .position(|&b| b == b':')
         .ok_or(ChunkError::Bad)?;
     let name = line.get(..colon).unwrap_or_default();
-    if name.is_empty() || !name.iter().all(|&b| super::request::is_tchar(b)) {
+    if name.is_empty() || !name.iter().all(|&b| super::token::is_tchar(b)) {
         return Err(ChunkError::Bad);
     }
     Ok(())

@@ -17,6 +17,7 @@
 //! [`push`]: RequestReader::push
 
 use super::chunked::{ChunkError, ChunkedDecoder};
+use super::token::is_tchar;
 use crate::k8s::status::ApiError;
 
 /// Default cap on the request head (request line + headers + blank line): 16 KiB.
@@ -603,11 +604,6 @@ fn trim_ows(s: &[u8]) -> &[u8] {
     let start = s.iter().position(|b| !is_ows(b)).unwrap_or(s.len());
     let end = s.iter().rposition(|b| !is_ows(b)).map_or(start, |i| i + 1);
     s.get(start..end).unwrap_or_default()
-}
-
-/// RFC 9110 `tchar`: the bytes of a token (method, header name).
-pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// Feeds `chunks` the way the server does — push, then take requests until `Ok(None)` or an

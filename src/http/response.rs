@@ -123,7 +123,7 @@ fn push_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 
 fn valid_field(name: &str, value: &[u8]) -> bool {
     !name.is_empty()
-        && name.bytes().all(super::request::is_tchar)
+        && name.bytes().all(super::token::is_tchar)
         && !value.iter().any(|b| matches!(b, b'\r' | b'\n' | 0))
 }
 
