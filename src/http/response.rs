@@ -133,8 +133,22 @@ pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    push_chunk_size(out, data.len());
     out.extend_from_slice(data);
+    out.extend_from_slice(CHUNK_END);
+}
+
+/// What ends a chunk's data, after [`push_chunk_size`] and the data itself.
+pub const CHUNK_END: &[u8] = b"\r\n";
+
+/// Appends the chunk-size line of a chunk of `len` bytes: `len` in lower-case hex, then CRLF.
+/// For a chunk whose data is queued in pieces (a watch event around a shared object); written
+/// without the formatting machinery, as it runs once per event and watcher.
+pub fn push_chunk_size(out: &mut Vec<u8>, len: usize) {
+    let digits = (usize::BITS - len.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[(len >> (i * 4)) & 0xf]);
+    }
     out.extend_from_slice(b"\r\n");
 }
 
@@ -277,6 +291,28 @@ mod tests {
             "x".repeat(26)
         );
         assert_eq!(text(&out), want);
+    }
+
+    #[test]
+    fn chunk_sizes_are_lower_case_hex() {
+        for n in [
+            0usize,
+            1,
+            9,
+            10,
+            15,
+            16,
+            255,
+            256,
+            4095,
+            65_536,
+            3_500_000,
+            usize::MAX,
+        ] {
+            let mut v = Vec::new();
+            push_chunk_size(&mut v, n);
+            assert_eq!(text(&v), format!("{n:x}\r\n"), "{n}");
+        }
     }
 
     #[test]
