@@ -12,7 +12,7 @@
 //! | module | what it is |
 //! |---|---|
 //! | [`http`] | HTTP/1.1 over byte slices: the request reader and its limits, response framing |
-//! | [`api`] | query options, selectors, routing, JSON/protobuf negotiation, the one decision of a request's fate, the cache-backed list, get and watch answers, and the relay port's own answers |
+//! | [`api`] | query options, selectors, routing, JSON/protobuf negotiation, the one decision of a request's fate, the cache-backed list, get and watch answers, the watch rules, the answers' bytes in each format (`api::wire`), and the relay port's own answers |
 //! | [`cache`] | upstream objects, topology pruning, served bytes, resourceVersions and event logs |
 //! | [`k8s`] | served resources, object keys, the `Status` object, EndpointSlice conversion |
 //! | [`proto`] | the Kubernetes protobuf encoding: the schema, the object encoder, the envelope and watch framing |

@@ -8,37 +8,15 @@ use crate::api::filter::{Filter, Selection};
 use crate::api::negotiate::Format;
 use crate::api::query::{self, ListOptions, RvMatch};
 use crate::api::route::Route;
+use crate::api::wire::{self, Segment};
 use crate::cache::published::Published;
 use crate::cache::view::Served;
 use crate::k8s::status::ApiError;
 use crate::k8s::{ObjectKey, Resource};
-use crate::proto::envelope;
 
 /// Default watch lifetime without `timeoutSeconds`: 1800 s × (1 + jitter), the apiserver's rule
 /// (docs/SEMANTICS.md §6).
 pub const DEFAULT_WATCH_SECS: u64 = 1800;
-
-/// A piece of a response body: our own bytes, or a served object's shared serialization.
-#[derive(Clone, Debug)]
-pub enum Segment {
-    /// Bytes owned by this response.
-    Owned(Vec<u8>),
-    /// A served object's bytes, shared with every other list and watcher.
-    Shared(Arc<[u8]>),
-    /// Constant framing bytes.
-    Static(&'static [u8]),
-}
-
-impl Segment {
-    /// The bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        match self {
-            Segment::Owned(v) => v,
-            Segment::Shared(b) => b,
-            Segment::Static(b) => b,
-        }
-    }
-}
 
 /// A complete response.
 #[derive(Debug)]
@@ -61,15 +39,11 @@ impl Reply {
 
     /// A `Status` error reply in `format` (the negotiated one, as the apiserver answers errors).
     pub fn error_as(format: Format, err: &ApiError) -> Reply {
-        let body = match format {
-            Format::Json => err.to_json(),
-            Format::Protobuf => envelope::status_body(&err.to_value()),
-        };
         Reply {
             code: err.code,
             format,
             retry_after: err.retry_after,
-            body: vec![Segment::Owned(body)],
+            body: vec![Segment::Owned(wire::status(format, err))],
         }
     }
 
@@ -146,11 +120,10 @@ pub struct ListPlan {
 impl ListPlan {
     /// The complete reply: each item's shared bytes in the plan's format.
     pub fn reply(&self) -> Reply {
-        let body = match self.format {
-            Format::Json => json_list(self.res, self.rv, self.items.iter()),
-            Format::Protobuf => protobuf_list(self.res, self.rv, self.items.iter()),
-        };
-        Reply::ok(self.format, body)
+        Reply::ok(
+            self.format,
+            wire::list(self.format, self.res, self.rv, self.items.iter()),
+        )
     }
 }
 
@@ -199,7 +172,7 @@ pub fn handle(
     if let Some(name) = name {
         let key = ObjectKey::new(namespace.as_deref().unwrap_or(""), name);
         return Answer::Reply(match state.collection(res).get(&key) {
-            Some(obj) => Reply::ok(format, object_body(format, res, obj)),
+            Some(obj) => Reply::ok(format, wire::object(format, res, obj)),
             None => Reply::error_as(format, &ApiError::not_found(res.plural(), name)),
         });
     }
@@ -291,11 +264,11 @@ fn list(
         // copy per item (none at all for the whole collection but the segment's).
         Format::Json if everything => Answer::Reply(Reply::ok(
             format,
-            json_list(res, current, state.collection(res).objects()),
+            wire::json::list(res, current, state.collection(res).objects()),
         )),
         Format::Json => Answer::Reply(Reply::ok(
             format,
-            json_list(res, current, select_per_item(res, filter, state).iter()),
+            wire::json::list(res, current, select_per_item(res, filter, state).iter()),
         )),
         // Framed off the lock: the first protobuf list of a resource encodes its objects.
         Format::Protobuf => Answer::List(ListPlan {
@@ -309,71 +282,6 @@ fn list(
             },
         }),
     }
-}
-
-/// A GET's body: the object's shared bytes in `format` (enveloped for protobuf).
-fn object_body(format: Format, res: Resource, obj: &Served) -> Vec<Segment> {
-    match format {
-        Format::Json => vec![Segment::Shared(obj.bytes.clone())],
-        Format::Protobuf => vec![
-            Segment::Owned(envelope::object_head(res.api_version(), res.kind())),
-            Segment::Shared(obj.protobuf(res)),
-            Segment::Static(envelope::TAIL),
-        ],
-    }
-}
-
-/// A JSON list body: the envelope up to the first item, then each item's shared bytes joined by
-/// constant `,` segments (no copy of a served object; the socket takes them with vectored
-/// writes).
-fn json_list<'a>(
-    res: Resource,
-    current: u64,
-    items: impl ExactSizeIterator<Item = &'a Arc<Served>>,
-) -> Vec<Segment> {
-    let mut body = Vec::with_capacity(items.len() * 2 + 2);
-    body.push(Segment::Owned(
-        format!(
-            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
-            res.list_kind(),
-            res.api_version(),
-            current
-        )
-        .into_bytes(),
-    ));
-    for (i, item) in items.enumerate() {
-        if i > 0 {
-            body.push(Segment::Static(b","));
-        }
-        body.push(Segment::Shared(item.bytes.clone()));
-    }
-    body.push(Segment::Static(b"]}"));
-    body
-}
-
-/// A protobuf list body: the envelope and list metadata, then each item's shared protobuf
-/// bytes (each already framed as the list's `items` field), then the envelope's tail.
-fn protobuf_list<'a>(
-    res: Resource,
-    current: u64,
-    items: impl ExactSizeIterator<Item = &'a Arc<Served>>,
-) -> Vec<Segment> {
-    let mut body = Vec::with_capacity(items.len() + 2);
-    body.push(Segment::Static(b""));
-    let mut len = 0;
-    for item in items {
-        let bytes = item.protobuf(res);
-        len += bytes.len();
-        body.push(Segment::Shared(bytes));
-    }
-    body[0] = Segment::Owned(envelope::list_head(
-        res.api_version(),
-        res.list_kind(),
-        &current.to_string(),
-        len,
-    ));
-    body.push(Segment::Static(envelope::TAIL));
-    body
 }
 
 fn watch(

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::api::selector::FieldSelector;
+use crate::api::wire::tests::concat;
 use crate::cache::store::{test_support, Settings, State};
 use crate::cache::topology::fixtures;
 use crate::cache::view::Retention;
@@ -93,12 +94,6 @@ fn state() -> State {
     st
 }
 
-fn concat(body: &[Segment]) -> Vec<u8> {
-    body.iter()
-        .flat_map(|s| s.as_bytes().iter().copied())
-        .collect()
-}
-
 /// The LIST body served for `query` on the cluster-wide collection of `res`.
 fn list_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
     let route = Route::Collection {
@@ -128,7 +123,7 @@ fn filter_of(res: Resource, query: &str) -> Filter {
 
 /// The body the per-item path builds for the same request on the same state.
 fn per_item_bytes(st: &State, res: Resource, query: &str) -> Vec<u8> {
-    concat(&json_list(
+    concat(&wire::json::list(
         res,
         st.current_rv(),
         st.with_view(|v| select_per_item(res, &filter_of(res, query), v))

@@ -1,5 +1,6 @@
-//! The API surface: query options, selectors, routing, the one decision of a request's fate and
-//! the cache-backed handlers. Pure.
+//! The API surface: query options, selectors, routing, the one decision of a request's fate,
+//! the cache-backed handlers, the watch rules (`transition`) and the answers' bytes (`wire`).
+//! Pure.
 
 pub mod decide;
 pub mod facts;
@@ -10,3 +11,5 @@ pub mod query;
 pub mod relay;
 pub mod route;
 pub mod selector;
+pub mod transition;
+pub mod wire;

@@ -8,9 +8,10 @@
 use serde_json::json;
 
 use crate::api::facts::ViewFacts;
-use crate::api::handlers::{Reply, Segment};
+use crate::api::handlers::Reply;
 use crate::api::negotiate::Format;
 use crate::api::route::route;
+use crate::api::wire::Segment;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 

@@ -14,9 +14,10 @@ use mio::Interest;
 
 use crate::api::decide::{decide, Fate, Label, Turn};
 use crate::api::facts::ViewFacts;
-use crate::api::handlers::{self, Answer, Reply, Segment};
+use crate::api::handlers::{self, Answer, Reply};
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
+use crate::api::wire::Segment;
 use crate::cache::published::{Published, View};
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};

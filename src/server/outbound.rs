@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 
-use crate::api::handlers::Segment;
+use crate::api::wire::Segment;
 
 /// Most segments handed to one `write_vectored` call: Linux's `IOV_MAX` (a list body is two
 /// segments per item, so even a large LIST takes only a few calls).
@@ -37,6 +37,13 @@ impl Outbound {
         if n > 0 {
             self.len += n;
             self.segments.push_back(seg);
+        }
+    }
+
+    /// Queues segments in order (a watch event's three, [`crate::api::wire::EventChunk`]).
+    pub fn push_all(&mut self, segs: impl IntoIterator<Item = Segment>) {
+        for seg in segs {
+            self.push(seg);
         }
     }
 

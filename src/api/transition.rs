@@ -1,0 +1,219 @@
+//! The watch rules: which event a logged change gives a watcher with a given selection
+//! (docs/SEMANTICS.md §6, "Selectors on watches"). Pure: the watch stream
+//! (`server::watch`) applies them to each log entry after its cursor, and
+//! [`crate::api::wire`] frames what they return.
+
+use std::sync::Arc;
+
+use crate::api::filter::Filter;
+use crate::cache::view::{Entry, Served};
+
+/// An event a log entry gives a watcher ([`transition`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The object starts matching: `ADDED` with the new object.
+    Added,
+    /// The object keeps matching: `MODIFIED` with the new object.
+    Modified,
+    /// The object stops matching: `DELETED` with the old object stamped with the entry's RV.
+    Deleted,
+}
+
+impl Event {
+    /// Every event, in the order of their discriminants.
+    pub const ALL: [Event; 3] = [Event::Added, Event::Modified, Event::Deleted];
+
+    /// The event's `type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Added => "ADDED",
+            Event::Modified => "MODIFIED",
+            Event::Deleted => "DELETED",
+        }
+    }
+
+    /// The object this event carries for `entry`.
+    pub fn object(self, entry: &Entry) -> Option<Arc<Served>> {
+        match self {
+            Event::Added | Event::Modified => entry.new.clone(),
+            Event::Deleted => entry.old_restamped(),
+        }
+    }
+}
+
+/// The event a watcher with `filter` gets for `entry`, if any.
+///
+/// `everything`: the filter selects every served object ([`crate::api::filter::Selection::Everything`],
+/// e.g. kube-proxy's selector), so no object is matched.
+pub fn transition(entry: &Entry, filter: &Filter, everything: bool) -> Option<Event> {
+    let matches =
+        |o: &Option<Arc<Served>>| o.as_ref().is_some_and(|s| everything || filter.matches(s));
+    match (matches(&entry.old), matches(&entry.new)) {
+        (false, true) => Some(Event::Added),
+        (true, true) => Some(Event::Modified),
+        // The old object stamped with the entry's RV (a real deletion's already is).
+        (true, false) => Some(Event::Deleted),
+        (false, false) => None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::filter::Selection;
+    use crate::api::query;
+    use crate::cache::store::test_support;
+    use crate::handoff::Change;
+    use crate::k8s::Resource;
+
+    const L: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+
+    fn slice(name: &str, gen: u32, extra: Option<(&str, &str)>) -> serde_json::Value {
+        let mut labels = json!({"kubernetes.io/service-name": "web", "gen": gen.to_string()});
+        if let Some((k, v)) = extra {
+            labels[k] = json!(v);
+        }
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"namespace": "default", "name": name, "labels": labels},
+            "addressType": "IPv4", "endpoints": []})
+    }
+
+    /// The v1 slices' log entries of `changes`, applied to a ready cache that serves slice "a".
+    fn logged(changes: Vec<Change>) -> (Resource, Vec<Entry>) {
+        let mut st = test_support::state("edge-1", 1);
+        let res = Resource::SlicesV1;
+        for k in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
+            st.apply(k, Change::Replace(vec![]), 0);
+        }
+        st.apply(res, Change::Replace(vec![slice("a", 0, None)]), 0);
+        let ready_at = st.current_rv();
+        let n = changes.len();
+        for change in changes {
+            st.apply(res, change, 0);
+        }
+        let entries = st.collection(res).after(ready_at, 100).unwrap_or_default();
+        assert_eq!(entries.len(), n);
+        (res, entries)
+    }
+
+    /// Logged entries of slice changes: two updates (a watcher whose selection the second stops
+    /// matching gets its old content with the change's RV) and a deletion.
+    pub(crate) fn slice_entries() -> (Resource, Vec<Entry>) {
+        logged(vec![
+            Change::Upsert(slice("a", 1, None)),
+            Change::Upsert(slice("a", 2, Some(("gen-old", "")))),
+            Change::Delete(slice("a", 2, None)),
+        ])
+    }
+
+    #[test]
+    fn a_selector_leaver_is_restamped_once_per_entry() {
+        let (_, entries) = slice_entries();
+        let leaver = &entries[1];
+        let (Some(old), Some(_)) = (&leaver.old, &leaver.new) else {
+            panic!("not an update");
+        };
+        assert_ne!(old.rv, leaver.rv);
+        let a = leaver.old_restamped().unwrap_or_else(|| panic!("no old"));
+        let b = leaver.old_restamped().unwrap_or_else(|| panic!("no old"));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.rv, leaver.rv);
+        assert_eq!(a.bytes[..], old.restamped(leaver.rv).bytes[..]);
+        // A deletion's old content already carries the deletion's RV.
+        let deletion = &entries[2];
+        let d = deletion.old_restamped().unwrap_or_else(|| panic!("no old"));
+        assert!(deletion.old.as_ref().is_some_and(|o| Arc::ptr_eq(o, &d)));
+    }
+
+    #[test]
+    fn a_selector_change_is_an_added_or_a_deleted() {
+        // "a" is served at gen 0 before the entries: it enters `gen=1`, stays in it (another
+        // label changes), leaves it, and is deleted outside it; "b" comes and goes inside it.
+        let (res, entries) = logged(vec![
+            Change::Upsert(slice("a", 1, None)),
+            Change::Upsert(slice("a", 1, Some(("x", "y")))),
+            Change::Upsert(slice("a", 2, None)),
+            Change::Delete(slice("a", 2, None)),
+            Change::Upsert(slice("b", 1, None)),
+            Change::Delete(slice("b", 1, None)),
+        ]);
+        let opts = query::parse("labelSelector=gen%3D1", res.selectable_fields())
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let filter = Filter {
+            namespace: None,
+            labels: opts.label_selector,
+            fields: opts.field_selector,
+        };
+        let got: Vec<Option<Event>> = entries
+            .iter()
+            .map(|e| transition(e, &filter, false))
+            .collect();
+        use Event::*;
+        let want = [
+            Some(Added),
+            Some(Modified),
+            Some(Deleted),
+            None,
+            Some(Added),
+            Some(Deleted),
+        ];
+        assert_eq!(got, want);
+        // The leaver's DELETED carries its last matching content at the change's RV.
+        let leaver = &entries[2];
+        let obj = Deleted
+            .object(leaver)
+            .unwrap_or_else(|| panic!("no object"));
+        assert_eq!(obj.rv, leaver.rv);
+        assert_eq!(obj.labels.get("gen"), Some("1"));
+        // Everything selected: every entry is an event, by the objects' presence alone.
+        let all = Filter::default();
+        let got: Vec<Option<Event>> = entries.iter().map(|e| transition(e, &all, true)).collect();
+        let want = [
+            Some(Modified),
+            Some(Modified),
+            Some(Modified),
+            Some(Deleted),
+            Some(Added),
+            Some(Deleted),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn events_for_everything_selections_skip_matching_but_are_the_same() {
+        let (res, entries) = logged(vec![
+            Change::Upsert(slice("b", 0, None)),
+            Change::Upsert(slice("a", 1, None)),
+            // Gains an excluding label: leaves the view (a deletion).
+            Change::Upsert(slice("b", 1, Some(("service.kubernetes.io/headless", "")))),
+            Change::Delete(slice("a", 1, None)),
+        ]);
+        for q in [
+            L,
+            "",
+            "labelSelector=gen%3D1",
+            "fieldSelector=metadata.name%3Da",
+        ] {
+            let opts = query::parse(q, res.selectable_fields()).unwrap_or_else(|e| panic!("{e:?}"));
+            let filter = Filter {
+                namespace: None,
+                labels: opts.label_selector,
+                fields: opts.field_selector,
+            };
+            let everything = filter.selection(res) == Selection::Everything;
+            assert_eq!(everything, q == L || q.is_empty(), "{q}");
+            let events = |skip: bool| -> Vec<Option<(&'static str, Vec<u8>)>> {
+                entries
+                    .iter()
+                    .map(|e| {
+                        let event = transition(e, &filter, skip)?;
+                        Some((event.name(), event.object(e)?.bytes.to_vec()))
+                    })
+                    .collect()
+            };
+            assert_eq!(events(everything), events(false), "{q}");
+        }
+    }
+}
