@@ -139,6 +139,23 @@ mod tests {
     }
 
     #[test]
+    fn segments_pushed_together_keep_their_order_and_skip_empty_ones() {
+        let mut o = Outbound::default();
+        o.push_all([
+            Segment::Owned(b"a".to_vec()),
+            Segment::Static(b""),
+            Segment::Shared(Arc::from(&b"b"[..])),
+            Segment::Owned(Vec::new()),
+            Segment::Static(b"c"),
+        ]);
+        assert_eq!((o.len(), o.segments.len()), (3, 3));
+        let mut w = Vec::new();
+        o.write_to(&mut w).unwrap_or(());
+        assert_eq!(w, b"abc");
+        assert!(o.is_empty());
+    }
+
+    #[test]
     fn partial_writes_resume_where_they_stopped() {
         let mut o = Outbound::default();
         o.push_owned(b"hello ".to_vec());
