@@ -51,7 +51,9 @@
 //!
 //! **A request:** [`server::event_loop::Server`] polls, [`server::conn::Conn`] feeds
 //! [`http::request::RequestReader`], [`api::decide::decide`] decides its fate (fed by
-//! [`api::route::route`] and [`api::negotiate::negotiate`]), and [`api::handlers::handle`] answers from the [`cache::published::Published`] view or plans a
+//! [`api::route::route`] and [`api::negotiate::negotiate`]), and [`api::handlers::handle`]
+//! answers from the [`cache::published::Published`] view (read through the read-only
+//! [`cache::published::View`]) or plans a
 //! watch that [`server::watch::Watcher`] streams from the event log. Anything else goes upstream
 //! through [`server::proxy`], on a worker thread.
 //!

@@ -12,8 +12,14 @@
 //! export in progress on this thread makes none of them wait.
 //!
 //! After each change the writer wakes the event loop and tells the snapshot writer (two
-//! callbacks given at [`Writer::spawn`]), then packs the upstream bytes that change left to
+//! callbacks given at [`Unstarted::start`]), then packs the upstream bytes that change left to
 //! pack, a batch at a time, handling any message that comes in meanwhile first.
+//!
+//! The writer alone changes the view, ageing its logs included: every
+//! [`crate::cache::published::AGE_EVERY`], between messages, it trims the event logs at its own
+//! clock ([`State::age`]), so that a log filled by a burst of churn is emptied once the window
+//! passes although no change comes. Readers never write: they hold a read-only
+//! [`View`](crate::cache::published::View).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
@@ -24,7 +30,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::cache::facts::SharedFacts;
-use crate::cache::published::View;
+use crate::cache::published::{View, AGE_EVERY};
 use crate::cache::store::{Applied, ListPreparer, Prepared, State};
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
@@ -346,11 +352,7 @@ impl Unstarted {
         std::thread::Builder::new()
             .name("cache-writer".into())
             .spawn(move || {
-                let thread = Thread {
-                    state,
-                    started,
-                    callbacks,
-                };
+                let thread = Thread::new(state, started, callbacks);
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| thread.run(rx)));
                 if run.is_err() {
                     // Nothing would apply changes any more while readiness still said yes: end
@@ -368,12 +370,25 @@ struct Thread {
     state: State,
     started: Instant,
     callbacks: Callbacks,
+    /// When the logs are next aged ([`Thread::age_if_due`]).
+    age_due: Instant,
 }
 
 impl Thread {
-    /// Handles messages until every handle is dropped; packs between them.
+    fn new(state: State, started: Instant, callbacks: Callbacks) -> Thread {
+        Thread {
+            state,
+            started,
+            callbacks,
+            age_due: started + AGE_EVERY,
+        }
+    }
+
+    /// Handles messages until every handle is dropped; packs between them and ages the logs
+    /// every [`AGE_EVERY`].
     fn run(mut self, rx: Receiver<Message>) {
         loop {
+            self.age_if_due(Instant::now());
             let msg = if self.state.pack_pending(0) > 0 {
                 match rx.try_recv() {
                     Ok(msg) => msg,
@@ -384,9 +399,10 @@ impl Thread {
                     Err(TryRecvError::Disconnected) => return,
                 }
             } else {
-                match rx.recv() {
+                match rx.recv_timeout(self.age_due.saturating_duration_since(Instant::now())) {
                     Ok(msg) => msg,
-                    Err(_) => return,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return,
                 }
             };
             self.handle(msg);
@@ -395,6 +411,17 @@ impl Thread {
 
     fn now(&self) -> u64 {
         self.started.elapsed().as_secs()
+    }
+
+    /// Ages the logs of every view at the writer's clock when `at` is past the due time, then
+    /// schedules the next ageing [`AGE_EVERY`] later. A change trims the logs by itself; this
+    /// empties the ones no change comes to trim.
+    fn age_if_due(&mut self, at: Instant) {
+        if at >= self.age_due {
+            self.age_due = at + AGE_EVERY;
+            self.state
+                .age(at.saturating_duration_since(self.started).as_secs());
+        }
     }
 
     fn handle(&mut self, msg: Message) {
@@ -483,4 +510,57 @@ pub fn wake_with(waker: Arc<mio::Waker>) -> Box<dyn Fn() + Send> {
             warn!("cannot wake the event loop: {e}");
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::cache::store::{test_support, Settings};
+    use crate::cache::view::Retention;
+    use crate::handoff::Change;
+
+    #[test]
+    fn the_writer_ages_the_logs_that_no_change_trims() {
+        let retention = Retention {
+            min_entries: 0,
+            max_entries: 1024,
+            window_secs: 75,
+            max_bytes: 16 << 20,
+        };
+        let settings = Settings {
+            hostname: "h".into(),
+            wrapper_in_cluster: true,
+            retention,
+        };
+        let mut st = State::new(settings, 1);
+        st.keep_relay_view();
+        test_support::list_all_empty(&mut st);
+        // A burst of changes at the writer's second 0, then nothing.
+        for name in ["a", "b", "c"] {
+            let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}});
+            st.apply(Resource::Nodes, Change::Upsert(node), 0);
+        }
+        let (view, relay) = (st.view(), st.relay_view().expect("a relay view is kept"));
+        let facts = st.shared_facts();
+        let logs = || [&view, &relay].map(|v| v.read().collection(Resource::Nodes).log_len());
+        assert_eq!(logs(), [3, 3]);
+        let t0 = Instant::now();
+        let mut thread = Thread::new(st, t0, Callbacks::none());
+        thread.age_if_due(t0 + Duration::from_secs(74));
+        assert_eq!(logs(), [3, 3], "within the window");
+        // Not due yet (the last ageing was less than AGE_EVERY ago), although past the window.
+        thread.age_if_due(t0 + Duration::from_secs(78));
+        assert_eq!(logs(), [3, 3], "aged before it was due");
+        thread.age_if_due(t0 + Duration::from_secs(79));
+        assert_eq!(logs(), [0, 0], "past the window: both views aged");
+        assert_eq!(facts.load().log_entries(Resource::Nodes), 0);
+        assert_eq!(facts.load().objects(Resource::Nodes), 3, "objects kept");
+        let read = view.read();
+        assert_eq!(
+            read.collection(Resource::Nodes).horizon(),
+            read.current_rv()
+        );
+    }
 }

@@ -180,7 +180,7 @@ fuzz_target!(|data: &[u8]| {
     // The relay view: every upstream object as it came, whatever topology and edge-health did;
     // its logs' RVs strictly increase too.
     let relay = st.relay_view().expect("a relay view is kept");
-    let relay = grid_wrapper::sync::lock(&relay);
+    let relay = relay.read();
     for res in Resource::ALL {
         assert_rvs_increase(relay.collection(res));
     }

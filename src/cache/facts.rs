@@ -4,7 +4,7 @@
 //!
 //! The writer ([`crate::cache::store::State`]) stores [`Facts`] into the [`SharedFacts`] it
 //! shares with the readers' view ([`crate::cache::published::Published::facts`]) while it holds
-//! the view's lock, as does the event loop when it ages the logs, so the last store is always
+//! the view's lock, as it does when it ages the logs between changes, so the last store is always
 //! the newest count. Readiness is one word (ready and serving the snapshot change together);
 //! every other figure is loaded on its own, as a scrape samples each gauge on its own.
 
@@ -51,7 +51,7 @@ impl Facts {
     }
 }
 
-/// [`Facts`] in atomics: written by the single writer (and the log ageing), read by anyone
+/// [`Facts`] in atomics: written by the single writer (changes and the logs' ageing), read by anyone
 /// without waiting.
 #[derive(Debug)]
 pub struct SharedFacts {
@@ -114,7 +114,7 @@ impl SharedFacts {
         }
     }
 
-    /// Publishes the event logs' lengths alone (the event loop, after ageing them).
+    /// Publishes the event logs' lengths alone (the writer, after ageing them).
     pub fn store_log_entries(&self, log_entries: &[u64; RESOURCES]) {
         for (slot, v) in self.log_entries.iter().zip(log_entries) {
             slot.store(*v, Relaxed);

@@ -5,7 +5,8 @@
 //! - [`facts`]: the cache's figures for probes and `/metrics`, read without a lock;
 //! - [`health`]: the edge-health map resolved against the cached nodes (pure functions);
 //! - [`pack`]: a small LZ77 for the upstream bytes of pruned objects;
-//! - [`published`]: what readers see, every served collection behind one lock;
+//! - [`published`]: what readers see, every served collection behind one lock: a read-only handle
+//!   for readers, one writing handle for the writer;
 //! - [`snapshot`]: the on-disk snapshot's file format;
 //! - [`store`]: `State`, the binder, and the cache's parts, each a type in its own module:
 //!   - `store::upstream`: what the upstream said, by resource and key, and how it is kept;

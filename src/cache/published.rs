@@ -1,16 +1,75 @@
 //! What readers see: the served collections, the current resourceVersion and readiness, behind
-//! their own lock ([`View`]). The one writer (the thread that owns [`crate::cache::store::State`])
-//! computes a change — decoding, topology, serialization — without holding this lock, and takes
-//! it only to read an object's previous served version and to record the new one. So a LIST or a
-//! watch pump waits at most for one object's record, never for a relist or a relabel.
+//! their own lock. The one writer (the thread that owns [`crate::cache::store::State`]) computes a
+//! change — decoding, topology, serialization — without holding this lock, and takes it only to
+//! read an object's previous served version and to record the new one. So a LIST or a watch pump
+//! waits at most for one object's record, never for a relist or a relabel.
+//!
+//! The types say who may write. Readers (the event loop, the relay port, preflight, tests) hold a
+//! [`View`]: it can be cloned and only read ([`View::read`] derefs to `&Published`, and every
+//! public method of [`Published`] and of [`crate::cache::view::Collection`] takes `&self`). The
+//! writer's side holds the one [`ViewWriter`], which is not `Clone` and alone reaches
+//! `&mut Published`: recording, trimming and ageing the logs, readiness and the served versions.
+//!
+//! The read guard cannot give a `&mut Published`:
+//!
+//! ```compile_fail,E0596
+//! use grid_wrapper::cache::published::Published;
+//! use grid_wrapper::cache::store::{Settings, State};
+//! use grid_wrapper::cache::view::Retention;
+//!
+//! let settings = Settings {
+//!     hostname: "h".into(),
+//!     wrapper_in_cluster: true,
+//!     retention: Retention::for_queue(16),
+//! };
+//! let view = State::new(settings, 1).view();
+//! let mut guard = view.read();
+//! let _writable: &mut Published = &mut *guard; // no `DerefMut`: does not compile
+//! ```
+//!
+//! nor call a mutating method (they are the cache's own, and take `&mut self`):
+//!
+//! ```compile_fail,E0624
+//! # use grid_wrapper::cache::store::{Settings, State};
+//! # use grid_wrapper::cache::view::Retention;
+//! # let settings = Settings {
+//! #     hostname: "h".into(),
+//! #     wrapper_in_cluster: true,
+//! #     retention: Retention::for_queue(16),
+//! # };
+//! let view = State::new(settings, 1).view();
+//! view.read().age(10_000); // the writer's: does not compile
+//! ```
+//!
+//! while reading compiles:
+//!
+//! ```
+//! # use grid_wrapper::cache::store::{Settings, State};
+//! # use grid_wrapper::cache::view::Retention;
+//! # use grid_wrapper::k8s::Resource;
+//! # let settings = Settings {
+//! #     hostname: "h".into(),
+//! #     wrapper_in_cluster: true,
+//! #     retention: Retention::for_queue(16),
+//! # };
+//! let view = State::new(settings, 1).view();
+//! let reader = view.clone();
+//! let guard = reader.read();
+//! assert!(!guard.is_ready());
+//! assert_eq!(guard.collection(Resource::Nodes).len(), 0);
+//! assert!(guard.collection(Resource::Nodes).entries_after(1).is_ok());
+//! ```
+//!
+//! One lock per record, not an `Arc` swapped per change: see docs/ARCHITECTURE.md (Locks).
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cache::facts::SharedFacts;
 use crate::cache::view::{Collection, Retention};
 use crate::k8s::Resource;
+use crate::sync::lock;
 
 /// The served view of every resource.
 #[derive(Debug)]
@@ -30,13 +89,60 @@ pub struct Published {
     facts: Arc<SharedFacts>,
 }
 
-/// The readers' handle on the [`Published`] view (shared with the writer; locked with
-/// [`crate::sync::lock`]).
-pub type View = Arc<Mutex<Published>>;
+/// The readers' handle on the [`Published`] view: cloned freely, read only ([`View::read`]).
+/// The writer records into the same view through its [`ViewWriter`].
+#[derive(Clone, Debug)]
+pub struct View(Arc<Mutex<Published>>);
+
+impl View {
+    /// The view, locked for reading while the guard lives (keep it short: the writer waits for
+    /// it to record the next object).
+    pub fn read(&self) -> ViewRef<'_> {
+        ViewRef(lock(&self.0))
+    }
+}
+
+/// A read lock on the [`Published`] view ([`View::read`]): `&Published` only.
+pub struct ViewRef<'a>(MutexGuard<'a, Published>);
+
+impl Deref for ViewRef<'_> {
+    type Target = Published;
+
+    fn deref(&self) -> &Published {
+        &self.0
+    }
+}
+
+/// The writer's handle on a [`Published`] view: the only way to `&mut Published`. Not `Clone`:
+/// the writer's publisher holds the one handle of each view (the readers' and the relay view).
+#[derive(Debug)]
+pub(crate) struct ViewWriter(Arc<Mutex<Published>>);
+
+impl ViewWriter {
+    /// A new view, empty and not ready, whose history starts at `rv`.
+    pub(crate) fn new(rv: u64, retention: Retention) -> ViewWriter {
+        ViewWriter(Arc::new(Mutex::new(Published::new(rv, retention))))
+    }
+
+    /// A readers' handle on this view.
+    pub(crate) fn reader(&self) -> View {
+        View(Arc::clone(&self.0))
+    }
+
+    /// The view, locked for reading (the writer's own reads between records).
+    pub(crate) fn read(&self) -> ViewRef<'_> {
+        ViewRef(lock(&self.0))
+    }
+
+    /// The view, locked for writing while the guard lives.
+    pub(crate) fn write(&mut self) -> MutexGuard<'_, Published> {
+        lock(&self.0)
+    }
+}
 
 impl Published {
     /// An empty, not yet ready view whose history starts at `rv` and keeps `retention`.
-    pub fn new(rv: u64, retention: Retention) -> Published {
+    pub(crate) fn new(rv: u64, retention: Retention) -> Published {
         Published {
             served: std::array::from_fn(|_| Collection::new(rv)),
             rv,
@@ -101,13 +207,13 @@ impl Published {
         self.trim_logs(now);
     }
 
-    /// Trims the logs at `now` when it is past the writer's clock: the event loop calls it
-    /// every few seconds, so that a log filled by a burst of churn is emptied once the window
-    /// passes although no change comes (a watch resuming from before it gets 410 and relists,
-    /// as from the apiserver). The writer's clock is left as it is: it stays the time base the
-    /// loop reckons from.
-    pub fn age(&mut self, now: u64) {
+    /// Trims the logs at `now` (the writer's clock) when it is past the latest trim: the writer
+    /// calls it every [`AGE_EVERY`] between changes, so that a log filled by a burst of churn is
+    /// emptied once the window passes although no change comes (a watch resuming from before it
+    /// gets 410 and relists, as from the apiserver). Stores the logs' lengths into the facts.
+    pub(crate) fn age(&mut self, now: u64) {
         if now > self.clock {
+            self.clock = now;
             self.trim_logs(now);
             self.facts.store_log_entries(&self.log_lens());
         }
@@ -157,51 +263,17 @@ impl Published {
     }
 }
 
-/// How often the event loop ages the logs ([`Ageing`]).
+/// How often the writer ages the logs while no change comes ([`Published::age`]).
 pub const AGE_EVERY: Duration = Duration::from_secs(5);
-
-/// The event loop's reckoning of the writer's clock, to age the logs while no change comes:
-/// the writer's latest clock and when the loop first saw it, carried on by the loop's own
-/// monotonic time. It runs behind the writer's clock (by up to [`AGE_EVERY`]), so it never
-/// drops an entry the writer would keep.
-#[derive(Debug, Default)]
-pub struct Ageing {
-    writer: u64,
-    seen_at: Option<Instant>,
-    due: Option<Instant>,
-}
-
-impl Ageing {
-    /// Whether [`Ageing::tick`] has work at `at`.
-    pub fn is_due(&self, at: Instant) -> bool {
-        self.due.is_none_or(|due| at >= due)
-    }
-
-    /// Ages `view` to the reckoned writer clock at `at` ([`Published::age`]); next due
-    /// [`AGE_EVERY`] later.
-    pub fn tick(&mut self, view: &mut Published, at: Instant) {
-        self.due = Some(at + AGE_EVERY);
-        let clock = view.clock();
-        let seen_at = match self.seen_at {
-            Some(t) if clock == self.writer => t,
-            _ => {
-                self.writer = clock;
-                self.seen_at = Some(at);
-                at
-            }
-        };
-        view.age(clock + at.saturating_duration_since(seen_at).as_secs());
-    }
-}
 
 /// A locked view of one collection (what `State::collection` returns).
 pub struct CollectionRef<'a> {
-    guard: MutexGuard<'a, Published>,
+    guard: ViewRef<'a>,
     res: Resource,
 }
 
 impl<'a> CollectionRef<'a> {
-    pub(crate) fn new(guard: MutexGuard<'a, Published>, res: Resource) -> CollectionRef<'a> {
+    pub(crate) fn new(guard: ViewRef<'a>, res: Resource) -> CollectionRef<'a> {
         CollectionRef { guard, res }
     }
 }
@@ -226,7 +298,6 @@ mod tests {
     use crate::cache::view::Served;
     use crate::handoff::Change;
     use crate::k8s::ObjectKey;
-    use crate::sync::lock;
 
     #[test]
     fn readers_do_not_need_the_writer_lock() {
@@ -241,7 +312,7 @@ mod tests {
         let busy = writer.lock().unwrap_or_else(|p| p.into_inner());
         let (tx, rx) = mpsc::channel();
         let reader = std::thread::spawn(move || {
-            let v = lock(&view);
+            let v = view.read();
             let _ = tx.send((
                 v.is_ready(),
                 v.current_rv(),
@@ -292,16 +363,15 @@ mod tests {
         let writer = Mutex::new(st);
         let busy = writer.lock().unwrap_or_else(|p| p.into_inner());
         assert_eq!(facts.load(), now);
-        // The loop ages the log long after the change: the facts say so.
-        let view = busy.view();
+        // The writer ages the log long after the change: the facts say so.
         drop(busy);
-        lock(&view).age(10_000);
+        lock(&writer).age(10_000);
         assert_eq!(facts.load().log_entries(Resource::Nodes), 0);
         assert_eq!(facts.load().objects(Resource::Nodes), 1);
     }
 
     #[test]
-    fn the_loop_ages_a_log_that_no_change_trims() {
+    fn ageing_empties_a_log_that_no_change_trims() {
         let retention = Retention {
             min_entries: 2,
             max_entries: 1024,
@@ -322,35 +392,23 @@ mod tests {
         }
         let log = |v: &Published| v.collection(Resource::Nodes).log_len();
         assert_eq!(log(&view), 10);
-        let t0 = Instant::now();
-        let mut ageing = Ageing::default();
-        ageing.tick(&mut view, t0);
-        assert_eq!(log(&view), 10, "within the window");
-        assert!(!ageing.is_due(t0 + Duration::from_secs(1)));
-        // The writer changes something at its second 50: the reckoning restarts from there.
-        view.trim(50);
-        let at = t0 + Duration::from_secs(80);
-        assert!(ageing.is_due(at));
-        ageing.tick(&mut view, at);
-        assert_eq!(
-            log(&view),
-            10,
-            "50 s after the burst by the writer's clock: kept"
-        );
-        // The loop ticks every 5 s; the reckoned clock passes 75 s after the burst 30 s later.
-        for secs in (5..=25).step_by(5) {
-            let t = at + Duration::from_secs(secs);
-            assert!(ageing.is_due(t));
-            ageing.tick(&mut view, t);
-            assert_eq!(log(&view), 10, "{} s after the burst: kept", 50 + secs);
+        // The writer ages the logs every few seconds while no change comes.
+        for secs in (5..=75).step_by(5) {
+            view.age(secs);
+            assert_eq!(log(&view), 10, "{secs} s after the burst: kept");
+            assert_eq!(view.facts().load().log_entries(Resource::Nodes), 10);
         }
-        ageing.tick(&mut view, at + Duration::from_secs(30));
+        view.age(80);
         assert_eq!(
             log(&view),
             2,
             "80 s after the burst: aged down to the minimum"
         );
         assert_eq!(view.collection(Resource::Nodes).horizon(), 8);
-        assert_eq!(view.clock(), 50, "ageing leaves the writer's clock");
+        assert_eq!(view.facts().load().log_entries(Resource::Nodes), 2);
+        assert_eq!(view.clock(), 80, "the writer's clock at its latest trim");
+        // A clock that does not move on ages nothing.
+        view.age(80);
+        assert_eq!(log(&view), 2);
     }
 }

@@ -369,6 +369,14 @@ impl State {
         self.publisher.publish_facts(self.status());
     }
 
+    /// Ages every view's event logs at `now` (monotonic seconds, as for [`State::apply`]): the
+    /// writer calls it between changes, every [`crate::cache::published::AGE_EVERY`], so that a
+    /// log a burst of churn filled is emptied once the window passes although no change comes
+    /// (docs/SEMANTICS.md). Spends no RV and logs no event.
+    pub fn age(&mut self, now: u64) {
+        self.publisher.age(now);
+    }
+
     /// Applies one upstream change, recomputes what it affects, and logs every change of served
     /// content with a new RV. `now` is monotonic seconds (for the log's time window).
     pub fn apply(&mut self, kind: Resource, change: Change, now: u64) -> Applied {

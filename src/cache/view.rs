@@ -3,7 +3,9 @@
 //! log entry keeps what its watchers share once the first has made it (opaque wire bytes, an
 //! old object restamped with the entry's RV), so a change fans out without per-watcher copies.
 //!
-//! Owns no lock and does no I/O; [`crate::cache::store::State`] is its only writer.
+//! Owns no lock and does no I/O; [`crate::cache::store::State`] is its only writer: the methods
+//! that change a [`Collection`] are the cache's own, reached through the writer's
+//! `ViewWriter` only (readers get `&Collection`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -88,7 +90,9 @@ pub struct Served {
     /// `spec.type` (Services), for field selectors.
     pub service_type: Option<String>,
     /// The protobuf form ([`Served::protobuf`]), encoded the first time a protobuf client reads
-    /// this version and shared from then on.
+    /// this version and shared from then on: a cache of immutable bytes derived from `bytes`
+    /// (filled once, through `&self`), not a change of the view. Filling it needs no view lock,
+    /// only the `Arc<Served>`.
     protobuf: OnceLock<Arc<[u8]>>,
 }
 
@@ -142,7 +146,8 @@ impl Served {
     /// This version's protobuf form, as a `res` message framed as field 2 (a list's `items`, an
     /// envelope's `raw`): encoded from the JSON on the first call, then shared by every protobuf
     /// list and watcher. Fields the built-in schema does not know are left out and reported to
-    /// [`crate::proto::unknown`].
+    /// [`crate::proto::unknown`]. A reader may call it with or without the view's read guard
+    /// held (two first readers at once: one encodes, the other waits for that cell only).
     pub fn protobuf(&self, res: Resource) -> Arc<[u8]> {
         let bytes = self.protobuf.get_or_init(|| {
             // Our own bytes always parse; an object that somehow does not encodes as empty.
@@ -395,7 +400,7 @@ impl Collection {
     }
 
     /// Forgets the history and starts it at `rv` (used once, when the cache becomes ready).
-    pub fn reset_history(&mut self, rv: u64) {
+    pub(crate) fn reset_history(&mut self, rv: u64) {
         // A new log, not a cleared one: the sync logged every object, and a cleared log would
         // keep that room (an entry's worth per object, which adds up in a large cluster) for good.
         self.log = VecDeque::new();
@@ -410,13 +415,13 @@ impl Collection {
 
     /// Adds a served object without logging it (building a view that has no history yet; see
     /// `State::serve_v1beta1`).
-    pub fn seed(&mut self, served: Arc<Served>) {
+    pub(crate) fn seed(&mut self, served: Arc<Served>) {
         self.objects.insert(served.key.clone(), served);
     }
 
     /// Replaces (or removes, with `None`) the served object at `key` and logs the change.
     /// `rv` must be above every earlier rv. Returns the logged entry.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         key: &ObjectKey,
         new: Option<Arc<Served>>,
@@ -437,7 +442,7 @@ impl Collection {
     }
 
     /// Drops entries beyond the retention, raising the horizon to the newest dropped rv.
-    pub fn trim(&mut self, retention: &Retention, now: u64) {
+    pub(crate) fn trim(&mut self, retention: &Retention, now: u64) {
         while let Some((at, entry)) = self.log.front() {
             let len = self.log.len();
             let beyond_min = len > retention.min_entries;

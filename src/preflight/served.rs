@@ -11,7 +11,6 @@ use crate::cache::topology;
 use crate::cache::view::Retention;
 use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
-use crate::sync::lock;
 
 use super::model::{Count, ServedCounts};
 
@@ -88,7 +87,7 @@ pub(super) fn compute<'k>(
     }
     let slice_res = slice_kind;
     let view = state.view();
-    let view = lock(&view);
+    let view = view.read();
     let served_slices = view.collection(slice_res);
     let served_endpoints = view.collection(Resource::Endpoints);
 

@@ -5,7 +5,6 @@
 //! until the stream ends; `Closing` flushes what is queued and closes.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::MutexGuard;
 use std::time::Instant;
 
 use log::{debug, info, warn};
@@ -18,7 +17,7 @@ use crate::api::handlers::{self, Answer, Reply};
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
 use crate::api::wire::Segment;
-use crate::cache::published::{Published, View};
+use crate::cache::published::{View, ViewRef};
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
@@ -30,7 +29,6 @@ use crate::server::proxy::{Proxy, ProxyMsg};
 use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, Watcher, HIGH_WATER};
 use crate::server::watchers;
-use crate::sync::lock;
 use crate::writer::Writer;
 
 mod options;
@@ -469,7 +467,7 @@ impl Conn {
     fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, turn: Turn) {
         self.keep_alive = req.keep_alive();
         let view = self.view.clone();
-        let state = lock(&view);
+        let state = view.read();
         let decision = decide(&req, self.side, &ViewFacts::of(&state), turn);
         self.label = RouteKind::of(&decision.label, &req.query);
         if decision.ask_v1beta1 {
@@ -511,7 +509,7 @@ impl Conn {
         req: Request,
         r: &Route,
         format: Format,
-        state: MutexGuard<'_, Published>,
+        state: ViewRef<'_>,
         ctx: &Ctx<'_>,
     ) {
         let answer = handlers::handle(r, &req.query, format, &state, ctx.jitter);
@@ -572,7 +570,7 @@ impl Conn {
                         );
                         w.track(watchers::global().register(info, counters::global()));
                         let view = self.view.clone();
-                        let state = lock(&view);
+                        let state = view.read();
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
                         drop(state);
                         self.phase = Phase::Streaming(Box::new(w));
@@ -676,7 +674,7 @@ impl Conn {
 
     fn stream(&mut self, mut w: Box<Watcher>, ctx: &Ctx<'_>) {
         let view = self.view.clone();
-        let state = lock(&view);
+        let state = view.read();
         let result = w
             .pump(&state, &mut self.out, ctx.opts.queue, ctx.now)
             .and_then(|()| w.tick(&state, &mut self.out, ctx.now));

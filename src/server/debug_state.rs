@@ -23,7 +23,6 @@ use crate::server::counters::{self, resource_label};
 use crate::server::extras::Extras;
 use crate::server::process::{self, ProcessStats};
 use crate::server::watchers::{self, WatcherStatus};
-use crate::sync::lock;
 use crate::upstream::domain::Role;
 use crate::upstream::kind::REFLECTED;
 use crate::upstream::stats::{self, Stats};
@@ -80,7 +79,7 @@ impl CacheFacts {
     /// Reads the facts (on the writer's thread; it allocates nothing per object).
     pub fn of(state: &State, streams: &[Arc<WatcherStatus>]) -> CacheFacts {
         let view = state.view();
-        let view = lock(&view);
+        let view = view.read();
         let resources = Resource::ALL
             .iter()
             .map(|&r| {

@@ -14,7 +14,7 @@ use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::cache::published::{Ageing, View};
+use crate::cache::published::View;
 use crate::server::conn::{Conn, Ctx, ServerOptions, Side};
 use crate::server::counters::{self, Refusal};
 use crate::server::proxy::Proxy;
@@ -67,8 +67,6 @@ pub struct Server {
     proxy: Proxy,
     opts: ServerOptions,
     seed: u64,
-    /// Ages the event logs while no change comes.
-    ageing: Ageing,
     /// The relay port, with `--relay-bind-address`.
     relay: Option<RelayPort>,
     /// Refused connections, logged once per episode: the kube-proxy port's, the relay port's.
@@ -105,7 +103,6 @@ impl Server {
             proxy,
             opts,
             seed: seed | 1,
-            ageing: Ageing::default(),
             relay: None,
             refusals: [
                 EpisodeLog::new(Side::KubeProxy),
@@ -245,12 +242,6 @@ impl Server {
             Err(e) => return Err(e),
         }
         let now = Instant::now();
-        if self.ageing.is_due(now) {
-            self.ageing.tick(&mut lock(&self.view), now);
-        }
-        if let Some(relay) = &mut self.relay {
-            relay.age(now);
-        }
         for log in &mut self.refusals {
             if let Some(line) = log.tick(now) {
                 warn!("{line}");

@@ -1,14 +1,14 @@
 //! The relay port (`--relay-bind-address`, docs/SEMANTICS.md §12), the event loop's second
 //! listener: its socket, its TLS configuration (a client certificate chaining to
 //! `--relay-client-ca-file` is always required; reloaded as the serving one), the relay view its
-//! connections read (the upstream's objects unpruned) and that view's ageing.
+//! connections read (the upstream's objects unpruned; the writer ages its logs).
 //!
 //! A relay connection is a [`crate::server::conn::Conn`] of [`crate::server::conn::Side::Relay`], driven by the same
 //! loop as kube-proxy's. Where the two differ:
 //! - its requests' fate ([`crate::api::decide::decide`]) asks [`crate::api::relay::answer`] first (probes, discovery, 404 for what
 //!   the relay view does not serve), never asks the writer for v1beta1 slices, and answers the
 //!   cache routes from the relay view;
-//! - the loop ages the relay view and takes its reloaded TLS configuration ([`RelayPort`]);
+//! - the loop takes the relay port's reloaded TLS configuration ([`RelayPort`]);
 //! - `/metrics` and `/debug/state` count its connections and watches apart;
 //! - it has its own connection budget, a per-source limit, and when full it closes its oldest
 //!   connection that has not completed a request rather than refuse a new one
@@ -20,11 +20,10 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use mio::net::TcpListener;
 
-use crate::cache::published::{Ageing, View};
+use crate::cache::published::View;
 use crate::server::conn::TlsSlot;
 use crate::sync::lock;
 
@@ -37,7 +36,6 @@ pub struct RelayPort {
     pub(super) view: View,
     tls: Arc<rustls::ServerConfig>,
     reload: TlsSlot,
-    ageing: Ageing,
 }
 
 impl RelayPort {
@@ -54,7 +52,6 @@ impl RelayPort {
             view,
             tls,
             reload,
-            ageing: Ageing::default(),
         })
     }
 
@@ -75,13 +72,6 @@ impl RelayPort {
     pub(super) fn reload_tls(&mut self) {
         if let Some(cfg) = lock(&self.reload).take() {
             self.tls = cfg;
-        }
-    }
-
-    /// Ages the relay view's event logs while no change comes, as the readers' view is aged.
-    pub(super) fn age(&mut self, now: Instant) {
-        if self.ageing.is_due(now) {
-            self.ageing.tick(&mut lock(&self.view), now);
         }
     }
 }

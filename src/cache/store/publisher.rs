@@ -10,30 +10,30 @@
 //! ([`Publisher::start_v1beta1`]).
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::{admission_filtered, EXCLUDING_LABELS};
 use crate::cache::facts::{Facts, SharedFacts};
-use crate::cache::published::{CollectionRef, Published, View};
+use crate::cache::published::{CollectionRef, Published, View, ViewWriter};
 use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Retention, Served};
 use crate::k8s::{ObjectKey, Resource};
-use crate::sync::lock;
 
 /// The RV counter and the readers' view it records into.
 #[derive(Debug)]
 pub(super) struct Publisher {
     /// The last resourceVersion handed out (recorded into `view` with each change).
     rv: u64,
-    /// What readers see; locked only to read an old served object and record a new one.
-    view: View,
+    /// What readers see; locked only to read an old served object and record a new one. The
+    /// one writing handle: readers get [`View`]s of it.
+    view: ViewWriter,
     /// Whether v1beta1 EndpointSlices are built: from the first v1beta1 request on; until then
     /// no served copy, RV or log entry is spent on them.
     v1beta1: bool,
     /// With `--relay-bind-address`: the relay view, what followers read (the upstream's objects
     /// unpruned, with RVs of the same counter). See [`Publisher::publish_relay`].
-    relay: Option<View>,
+    relay: Option<ViewWriter>,
     /// Test-only: run after each object is recorded into the view (to park the writer there).
     #[cfg(test)]
     record_hook: Option<RecordHook>,
@@ -67,7 +67,7 @@ impl Publisher {
     pub(super) fn new(seed: u64, retention: Retention) -> Publisher {
         Publisher {
             rv: seed,
-            view: Arc::new(Mutex::new(Published::new(seed, retention))),
+            view: ViewWriter::new(seed, retention),
             v1beta1: false,
             relay: None,
             #[cfg(test)]
@@ -79,21 +79,23 @@ impl Publisher {
     /// current RV, with the same retention).
     pub(super) fn keep_relay_view(&mut self) {
         if self.relay.is_none() {
-            let retention = lock(&self.view).retention();
-            self.relay = Some(Arc::new(Mutex::new(Published::new(self.rv, retention))));
+            let retention = self.view.read().retention();
+            self.relay = Some(ViewWriter::new(self.rv, retention));
         }
     }
 
     /// The relay view's handle, when one is kept.
     pub(super) fn relay_view(&self) -> Option<View> {
-        self.relay.clone()
+        self.relay.as_ref().map(ViewWriter::reader)
     }
 
     /// The relay view serves slices of `kind`, the version the upstream has (it serves them as
     /// they came, unconverted).
     pub(super) fn relay_slices(&mut self, kind: Resource) {
-        if let Some(relay) = &self.relay {
-            lock(relay).set_relay_slices(kind == Resource::SlicesV1beta1);
+        if let Some(relay) = &mut self.relay {
+            relay
+                .write()
+                .set_relay_slices(kind == Resource::SlicesV1beta1);
         }
     }
 
@@ -120,35 +122,35 @@ impl Publisher {
 
     /// Whether ServiceCIDRs are served (the view's flag; only this writer sets it).
     pub(super) fn serves_cidrs(&self) -> bool {
-        lock(&self.view).serves_cidrs()
+        self.view.read().serves_cidrs()
     }
 
     /// ServiceCIDRs are served from now on: their first list was published.
     pub(super) fn start_cidrs(&mut self) {
-        lock(&self.view).set_cidrs();
-        if let Some(relay) = &self.relay {
-            lock(relay).set_cidrs();
+        self.view.write().set_cidrs();
+        if let Some(relay) = &mut self.relay {
+            relay.write().set_cidrs();
         }
     }
 
     /// The readers' handle.
     pub(super) fn view(&self) -> View {
-        Arc::clone(&self.view)
+        self.view.reader()
     }
 
     /// One resource's served objects and log, locked while the reference lives.
     pub(super) fn collection(&self, res: Resource) -> CollectionRef<'_> {
-        CollectionRef::new(lock(&self.view), res)
+        CollectionRef::new(self.view.read(), res)
     }
 
     /// Runs `f` on the locked view.
     pub(super) fn with_view<R>(&self, f: impl FnOnce(&Published) -> R) -> R {
-        f(&lock(&self.view))
+        f(&self.view.read())
     }
 
     /// The served object of `key` in `res`: its bytes and RV (one lock, per object).
     pub(super) fn served(&self, res: Resource, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
-        let view = lock(&self.view);
+        let view = self.view.read();
         let served = view.collection(res).get(key)?;
         Some((served.bytes.clone(), served.rv))
     }
@@ -190,7 +192,7 @@ impl Publisher {
     ) -> bool {
         // The view is locked twice, briefly: to read the old version, and to record the new one
         // (the serialization in between runs unlocked; this thread is the only writer).
-        let old = lock(&self.view).collection(res).get(key).cloned();
+        let old = self.view.read().collection(res).get(key).cloned();
         let Some(make) = make else {
             if old.is_none() {
                 return false;
@@ -217,10 +219,10 @@ impl Publisher {
     /// Records a change of `key` at the current RV into the readers' view (and, for the
     /// resources served unmodified, the same object into the relay view).
     fn record(&mut self, res: Resource, key: &ObjectKey, new: Option<Arc<Served>>, now: u64) {
-        if let Some(relay) = self.relay.as_ref().filter(|_| unmodified(res)) {
+        if let Some(relay) = self.relay.as_mut().filter(|_| unmodified(res)) {
             record_into(relay, res, key, new.clone(), self.rv, now);
         }
-        record_into(&self.view, res, key, new, self.rv, now);
+        record_into(&mut self.view, res, key, new, self.rv, now);
         #[cfg(test)]
         if let Some(hook) = &mut self.record_hook {
             (hook.0)();
@@ -241,15 +243,15 @@ impl Publisher {
         make: Option<impl Fn(u64) -> Served>,
         now: u64,
     ) {
-        let Some(relay) = self.relay.clone() else {
+        let Some(relay) = self.relay.as_mut() else {
             return;
         };
-        let old = lock(&relay).collection(res).get(key).cloned();
+        let old = relay.read().collection(res).get(key).cloned();
         let Some(make) = make else {
             if old.is_some() {
                 self.rv += 1;
-                record_into(&relay, res, key, None, self.rv, now);
-                lock(&self.view).set_rv(self.rv);
+                record_into(relay, res, key, None, self.rv, now);
+                self.view.write().set_rv(self.rv);
             }
             return;
         };
@@ -262,30 +264,36 @@ impl Publisher {
             return;
         }
         // Served unpruned, and recorded by this change: the readers' bytes are the relay's.
-        let local = lock(&self.view).collection(res).get(key).cloned();
+        let local = self.view.read().collection(res).get(key).cloned();
         if let Some(local) = local.filter(|l| l.rv == self.rv) {
             if make(local.rv).bytes == local.bytes {
-                record_into(&relay, res, key, Some(local), self.rv, now);
+                record_into(relay, res, key, Some(local), self.rv, now);
                 return;
             }
         }
         self.rv = next;
-        record_into(&relay, res, key, Some(Arc::new(served)), self.rv, now);
-        lock(&self.view).set_rv(self.rv);
+        record_into(relay, res, key, Some(Arc::new(served)), self.rv, now);
+        self.view.write().set_rv(self.rv);
     }
 
     /// Drops log entries beyond the retention, in every collection.
     pub(super) fn trim(&mut self, now: u64) {
-        lock(&self.view).trim(now);
-        if let Some(relay) = &self.relay {
-            lock(relay).trim(now);
+        for view in std::iter::once(&mut self.view).chain(&mut self.relay) {
+            view.write().trim(now);
+        }
+    }
+
+    /// Ages the logs of every view at `now` while no change comes ([`Published::age`]).
+    pub(super) fn age(&mut self, now: u64) {
+        for view in std::iter::once(&mut self.view).chain(&mut self.relay) {
+            view.write().age(now);
         }
     }
 
     /// The view becomes ready: every history starts at the current RV.
     pub(super) fn set_ready(&mut self) {
-        for view in std::iter::once(&self.view).chain(&self.relay) {
-            let mut view = lock(view);
+        for view in std::iter::once(&mut self.view).chain(&mut self.relay) {
+            let mut view = view.write();
             view.set_ready();
             for coll in view.collections_mut() {
                 coll.reset_history(self.rv);
@@ -297,7 +305,7 @@ impl Publisher {
     /// empty history from there. Spends no RV and logs no event.
     pub(super) fn start_v1beta1(&mut self, built: Vec<Arc<Served>>) {
         self.v1beta1 = true;
-        let mut view = lock(&self.view);
+        let mut view = self.view.write();
         view.set_v1beta1();
         let coll = view.collection_mut(Resource::SlicesV1beta1);
         for served in built {
@@ -308,20 +316,20 @@ impl Publisher {
 
     /// The figures the health listener reads without the writer's lock.
     pub(super) fn shared_facts(&self) -> Arc<SharedFacts> {
-        lock(&self.view).facts()
+        self.view.read().facts()
     }
 
     /// Ends a change: stores the figures the health listener reads without this lock or the
     /// view's (`crate::cache::facts`), counted under the view's lock and stored while it is
     /// held (the event loop stores the logs' lengths under it too when it ages them).
     pub(super) fn publish_facts(&self, status: Status<'_>) {
-        let view = lock(&self.view);
+        let view = self.view.read();
         view.facts().store(&self.count_facts(&view, status));
     }
 
     /// The cache's figures now (one lock of the view; nothing allocated per object).
     pub(super) fn facts(&self, status: Status<'_>) -> Facts {
-        self.count_facts(&lock(&self.view), status)
+        self.count_facts(&self.view.read(), status)
     }
 
     fn count_facts(&self, view: &Published, status: Status<'_>) -> Facts {
@@ -354,14 +362,14 @@ fn unmodified(res: Resource) -> bool {
 
 /// Records a change of `key` at `rv` into `view`, which then stands at `rv`.
 fn record_into(
-    view: &View,
+    view: &mut ViewWriter,
     res: Resource,
     key: &ObjectKey,
     new: Option<Arc<Served>>,
     rv: u64,
     now: u64,
 ) {
-    let mut view = lock(view);
+    let mut view = view.write();
     view.collection_mut(res).record(key, new, rv, now);
     view.set_rv(rv);
 }

@@ -10,7 +10,6 @@ use crate::cache::published::View;
 use crate::cache::topology::fixtures::*;
 use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
-use crate::sync::lock;
 
 /// Fixture T with a slice per Service, each with an endpoint on every node.
 fn slices() -> Vec<Value> {
@@ -48,13 +47,13 @@ fn relaying() -> (State, View) {
 }
 
 fn get(view: &View, res: Resource, name: &str) -> Option<Value> {
-    let view = lock(view);
+    let view = view.read();
     let served = view.collection(res).get(&ObjectKey::new("default", name))?;
     serde_json::from_slice(&served.bytes).ok()
 }
 
 fn log_len_after(view: &View, res: Resource, rv: u64) -> usize {
-    lock(view)
+    view.read()
         .collection(res)
         .after(rv, usize::MAX)
         .map_or(usize::MAX, |e| e.len())
@@ -69,7 +68,7 @@ fn no_relay_view_unless_asked() {
 #[test]
 fn relay_view_serves_every_endpoint_the_local_view_prunes() {
     let (st, relay) = relaying();
-    assert!(lock(&relay).is_ready(), "ready with the readers' view");
+    assert!(relay.read().is_ready(), "ready with the readers' view");
     let local = st.view();
     // Endpoints: the local view keeps region 1, the relay view every address.
     let pruned = get(&local, Resource::Endpoints, "region-1").expect("served");
@@ -97,19 +96,21 @@ fn relay_view_serves_every_endpoint_the_local_view_prunes() {
         (Resource::Services, "region-1"),
     ] {
         let key = ObjectKey::new("default", name);
-        let a = lock(&local)
+        let a = local
+            .read()
             .collection(res)
             .get(&key)
             .cloned()
             .expect("served");
-        let b = lock(&relay)
+        let b = relay
+            .read()
             .collection(res)
             .get(&key)
             .cloned()
             .expect("relayed");
         assert!(Arc::ptr_eq(&a, &b), "{res:?} {name} shared");
     }
-    assert_eq!(lock(&relay).collection(Resource::Nodes).len(), 3);
+    assert_eq!(relay.read().collection(Resource::Nodes).len(), 3);
 }
 
 #[test]
@@ -155,7 +156,7 @@ fn an_upstream_change_is_one_relay_event_and_a_deletion_another() {
         rv > before && rv == st.current_rv(),
         "an RV of the one counter"
     );
-    assert_eq!(lock(&relay).current_rv(), rv);
+    assert_eq!(relay.read().current_rv(), rv);
     // The same again: nothing.
     st.apply(Resource::Endpoints, Change::Upsert(ep.clone()), 1);
     assert_eq!(log_len_after(&relay, Resource::Endpoints, before), 1);
@@ -177,7 +178,7 @@ fn a_restored_snapshot_fills_the_relay_view() {
     again.keep_relay_view();
     assert!(again.restore(objects, Resource::SlicesV1, 0));
     let relay = again.relay_view().expect("kept");
-    assert!(lock(&relay).is_ready());
+    assert!(relay.read().is_ready());
     let whole = get(&relay, Resource::SlicesV1, "region-1-abc").expect("relayed");
     assert_eq!(
         slice_ips(&whole),
@@ -196,11 +197,11 @@ fn the_relay_view_names_the_slice_version_the_upstream_has_even_before_any_slice
     let relay = st.relay_view().expect("kept");
     st.expect_slices(Resource::SlicesV1beta1);
     assert!(
-        lock(&relay).serves_v1beta1(),
+        relay.read().serves_v1beta1(),
         "an upstream with v1beta1 only"
     );
     st.apply(Resource::SlicesV1beta1, Change::Replace(vec![]), 0);
-    assert!(lock(&relay).serves_v1beta1());
+    assert!(relay.read().serves_v1beta1());
     st.expect_slices(Resource::SlicesV1);
-    assert!(!lock(&relay).serves_v1beta1(), "back to v1");
+    assert!(!relay.read().serves_v1beta1(), "back to v1");
 }
