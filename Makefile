@@ -9,7 +9,8 @@ all: build
 build:
 	$(CARGO) build --release --bins
 
-## test: format check, clippy (warnings are errors), unit + integration tests of both packages.
+## test: format check, clippy (warnings are errors), unit + integration tests of both packages,
+## then the doc tests (`--all-targets` skips them; the read-only view's `compile_fail` check is one).
 ## The integration tests start target/debug/grid-wrapper-sim, the binary of the sim/ package (no
 ## CARGO_BIN_EXE_ path for another package's binary): `cargo build --bins` builds it first.
 test:
@@ -18,6 +19,7 @@ test:
 	$(CARGO) clippy --no-default-features --lib -- -D warnings
 	$(CARGO) build --bins
 	$(CARGO) test --all-targets
+	$(CARGO) test --doc
 
 lint:
 	$(CARGO) clippy --all-targets -- -D warnings
