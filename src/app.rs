@@ -12,12 +12,11 @@ use log::{info, warn};
 
 use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
-use crate::cache::store::{prepare, Hold, ListPreparer, Settings, State};
+use crate::cache::store::{Settings, State};
 use crate::cache::view::Retention;
 use crate::clock;
 use crate::config::Config;
-use crate::handoff::list_order::{self, ListOrder};
-use crate::handoff::{Change, ListApply, ListItems, Oversized, Sink};
+use crate::handoff::Sink;
 use crate::k8s::Resource;
 use crate::persist::{self, CacheDir, SnapshotWriter};
 use crate::server::conn::{ServerOptions, TlsSlot};
@@ -30,7 +29,7 @@ use crate::upstream::client::{ListOptions, Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector;
-use crate::writer::{self, Callbacks, Writer};
+use crate::writer::{CacheSink, Callbacks, Writer};
 
 /// How often an offline start re-checks the upstream's EndpointSlice version and ServiceCIDRs.
 const VERSION_RECHECK: Duration = Duration::from_secs(5);
@@ -95,85 +94,6 @@ impl fmt::Display for AppError {
 }
 
 impl std::error::Error for AppError {}
-
-/// Hands reflector changes to the one writer (`crate::writer`), which applies them in the order
-/// they come, wakes the loop and tells the snapshot writer.
-struct CacheSink {
-    writer: Writer,
-    /// Nodes and Services list first.
-    order: ListOrder,
-}
-
-impl Sink for CacheSink {
-    fn list_order(&self) -> Option<&ListOrder> {
-        Some(&self.order)
-    }
-
-    fn apply(&self, kind: Resource, change: Change) {
-        let t0 = Instant::now();
-        let list = match change {
-            // The one list path: the same taker as a list read from the upstream.
-            Change::List(texts) => {
-                let mut list = self.list_items(kind);
-                texts.into_iter().for_each(|text| list.push(text));
-                return list.apply(self);
-            }
-            Change::Replace(ref items) => Some(items.len()),
-            _ => None,
-        };
-        // Decoding happens here, on the reflector's thread: the writer only compares and
-        // publishes what really changed.
-        let prepared = prepare(kind, change, Hold::Whole);
-        match list {
-            Some(n) => self.writer.apply_list(kind, prepared, n, t0),
-            None => self.writer.apply(kind, prepared),
-        }
-    }
-
-    fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
-        // Chosen before the read (how it is held, what is packed): only this reflector
-        // changes this kind's objects, and the Services list first.
-        let list = self.writer.list_preparer(kind);
-        Box::new(Listing {
-            sink: self,
-            list,
-            started: Instant::now(),
-        })
-    }
-}
-
-/// A list the cache takes item by item while the reflector reads it: each item is prepared on
-/// the reflector's thread as soon as it is split from the body, and its text let go of.
-struct Listing<'a> {
-    sink: &'a CacheSink,
-    list: ListPreparer,
-    started: Instant,
-}
-
-impl ListItems for Listing<'_> {
-    fn push(&mut self, text: Box<str>) {
-        self.list.push(&text);
-    }
-    fn clear(&mut self) {
-        self.list.clear();
-    }
-    fn len(&self) -> usize {
-        self.list.pushed()
-    }
-    fn skipped(&mut self, item: Oversized) {
-        self.list.skipped(&item);
-    }
-}
-
-impl ListApply for Listing<'_> {
-    fn apply(self: Box<Self>, _: &dyn Sink) {
-        let n = self.list.pushed();
-        let kind = self.list.kind();
-        self.sink
-            .writer
-            .apply_list(kind, self.list.finish(), n, self.started);
-    }
-}
 
 /// Resolves `host:port`, preferring IPv4 (`localhost` → 127.0.0.1).
 pub fn resolve(addr: &str) -> Result<SocketAddr, AppError> {
@@ -433,20 +353,17 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     unstarted
         .start(
             started,
-            Callbacks {
-                wake: writer::wake_with(server.waker()),
-                changed: Box::new(move || {
+            Callbacks::waking(
+                server.waker(),
+                Box::new(move || {
                     if let Some(w) = &changed_snapshots {
                         w.changed();
                     }
                 }),
-            },
+            ),
         )
         .map_err(AppError::Thread)?;
-    let sink: Arc<dyn Sink> = Arc::new(CacheSink {
-        writer: cache_writer.clone(),
-        order: ListOrder::new(list_order::PATIENCE),
-    });
+    let sink: Arc<dyn Sink> = Arc::new(CacheSink::new(cache_writer.clone()));
     let stop = Arc::new(AtomicBool::new(false));
     signals::spawn(stop.clone(), server.waker(), tls_files).map_err(AppError::Thread)?;
     if cfg.autonomy.enabled {

@@ -22,8 +22,8 @@
 //! | [`upstream`] | the apiserver side: kubeconfig, ureq client, decoding, reflectors, failover |
 //! | [`server`] | the mio event loop, connections (kube-proxy's and, with `--relay-bind-address`, the relay port's), watches, proxy workers, signals, health |
 //! | [`persist`] | `--cache-dir`: the snapshot and epoch files and the snapshot writer thread |
-//! | [`writer`] | the one writer: the thread that owns the cache's state and applies every change |
-//! | [`app`] | startup wiring, the sink that hands reflector changes to the writer, graceful shutdown |
+//! | [`writer`] | the one writer: the thread that owns the cache's state and applies every change; the sink that hands it reflector changes |
+//! | [`app`] | startup wiring, graceful shutdown |
 //! | [`preflight`] | `grid-wrapper check`: one pass against the upstream, and a report |
 //!
 //! Below every layer, for all of them: [`bytes`] (byte comparisons), [`sync`] (the one way a

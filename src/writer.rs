@@ -2,7 +2,7 @@
 //! message at a time (I/O shell; the state machine it drives is pure).
 //!
 //! Everyone else holds a [`Writer`] handle and sends it messages over a channel: the reflectors
-//! their prepared changes and lists, the edge-health poller its map, the reflector starter the
+//! their prepared changes and lists (through [`CacheSink`], `writer/sink.rs`), the edge-health poller its map, the reflector starter the
 //! EndpointSlice version, the event loop its wish for v1beta1 EndpointSlices, the snapshot writer
 //! and the debug pages their questions ([`Writer::ask`]). Nobody locks the state: it has no lock.
 //!
@@ -35,6 +35,10 @@ use crate::cache::store::{Applied, ListPreparer, Prepared, State};
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 use crate::upstream::edge_health_map::HealthMap;
+
+mod sink;
+
+pub use sink::CacheSink;
 
 /// Upstream bytes packed per turn between two looks at the channel.
 const PACK_BATCH: usize = 256;
@@ -81,6 +85,14 @@ pub struct Callbacks {
 }
 
 impl Callbacks {
+    /// Callbacks that wake the event loop through `waker` ([`wake_with`]) and call `changed`.
+    pub fn waking(waker: Arc<mio::Waker>, changed: Box<dyn Fn() + Send>) -> Callbacks {
+        Callbacks {
+            wake: wake_with(waker),
+            changed,
+        }
+    }
+
     /// Callbacks that do nothing (a writer nobody needs to hear from: tests, tools).
     pub fn none() -> Callbacks {
         Callbacks {

@@ -1,0 +1,100 @@
+//! The reflectors' side of the writer: [`CacheSink`] takes each upstream change on its
+//! reflector's thread, prepares it there (decoding, a list item by item as it is read) and
+//! hands it to the one writer ([`Writer`]), which applies it in the order it comes.
+
+use std::time::Instant;
+
+use crate::cache::store::{prepare, Hold, ListPreparer};
+use crate::handoff::list_order::{self, ListOrder};
+use crate::handoff::{Change, ListApply, ListItems, Oversized, Sink};
+use crate::k8s::Resource;
+use crate::writer::Writer;
+
+/// Hands reflector changes to the one writer (`crate::writer`), which applies them in the order
+/// they come, wakes the loop and tells the snapshot writer.
+pub struct CacheSink {
+    writer: Writer,
+    /// Nodes and Services list first.
+    order: ListOrder,
+}
+
+impl CacheSink {
+    /// The sink of `writer`'s reflectors (one per process: the list order is shared by them).
+    pub fn new(writer: Writer) -> CacheSink {
+        CacheSink {
+            writer,
+            order: ListOrder::new(list_order::PATIENCE),
+        }
+    }
+}
+
+impl Sink for CacheSink {
+    fn list_order(&self) -> Option<&ListOrder> {
+        Some(&self.order)
+    }
+
+    fn apply(&self, kind: Resource, change: Change) {
+        let t0 = Instant::now();
+        let list = match change {
+            // The one list path: the same taker as a list read from the upstream.
+            Change::List(texts) => {
+                let mut list = self.list_items(kind);
+                texts.into_iter().for_each(|text| list.push(text));
+                return list.apply(self);
+            }
+            Change::Replace(ref items) => Some(items.len()),
+            _ => None,
+        };
+        // Decoding happens here, on the reflector's thread: the writer only compares and
+        // publishes what really changed.
+        let prepared = prepare(kind, change, Hold::Whole);
+        match list {
+            Some(n) => self.writer.apply_list(kind, prepared, n, t0),
+            None => self.writer.apply(kind, prepared),
+        }
+    }
+
+    fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
+        // Chosen before the read (how it is held, what is packed): only this reflector
+        // changes this kind's objects, and the Services list first.
+        let list = self.writer.list_preparer(kind);
+        Box::new(Listing {
+            sink: self,
+            list,
+            started: Instant::now(),
+        })
+    }
+}
+
+/// A list the cache takes item by item while the reflector reads it: each item is prepared on
+/// the reflector's thread as soon as it is split from the body, and its text let go of.
+struct Listing<'a> {
+    sink: &'a CacheSink,
+    list: ListPreparer,
+    started: Instant,
+}
+
+impl ListItems for Listing<'_> {
+    fn push(&mut self, text: Box<str>) {
+        self.list.push(&text);
+    }
+    fn clear(&mut self) {
+        self.list.clear();
+    }
+    fn len(&self) -> usize {
+        self.list.pushed()
+    }
+    fn skipped(&mut self, item: Oversized) {
+        self.list.skipped(&item);
+    }
+}
+
+impl ListApply for Listing<'_> {
+    fn apply(self: Box<Self>, _: &dyn Sink) {
+        let n = self.list.pushed();
+        let kind = self.list.kind();
+        self.sink
+            .writer
+            .apply_list(kind, self.list.finish(), n, self.started);
+    }
+}
