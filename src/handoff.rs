@@ -1,13 +1,15 @@
 //! The hand-off from the upstream to the cache: what a reflector gives the cache (a [`Change`],
 //! or a list item by item through [`ListItems`] and [`ListApply`]), who takes it (a [`Sink`]),
 //! an item left out for its size ([`Oversized`]), the order the first lists come in
-//! ([`list_order`]), and the rule and counts of objects refused because they do not fit what was
-//! asked ([`refused`]). Both the upstream side and the cache import it; it imports neither. Pure
+//! ([`list_order`]), the rule and counts of objects refused because they do not fit what was
+//! asked ([`refused`]), and edge-health's answer, parsed ([`edge_health`]: the map the poller
+//! hands the cache). Both the upstream side and the cache import it; it imports neither. Pure
 //! but for the refusal counts.
 
 use crate::k8s::Resource;
 use serde_json::Value;
 
+pub mod edge_health;
 pub mod list_order;
 pub mod refused;
 

@@ -18,7 +18,7 @@
 //! | [`proto`] | the Kubernetes protobuf encoding: the schema, the object encoder, the envelope and watch framing |
 //! | [`config`] | command-line flags into a validated `Config` |
 //! | [`bytes`] | byte-string comparison that does not go through the C library's `memcmp` |
-//! | [`handoff`] | what the upstream hands the cache: changes, lists item by item, the receiver, the first-list order |
+//! | [`handoff`] | what the upstream hands the cache: changes, lists item by item, the receiver, the first-list order, the edge-health map |
 //! | [`upstream`] | the apiserver side: kubeconfig, ureq client, decoding, reflectors, failover |
 //! | [`server`] | the mio event loop, connections (kube-proxy's and, with `--relay-bind-address`, the relay port's), watches, proxy workers, signals, health |
 //! | [`persist`] | `--cache-dir`: the snapshot and epoch files and the snapshot writer thread |

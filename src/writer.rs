@@ -32,9 +32,9 @@ use log::{info, warn};
 use crate::cache::facts::SharedFacts;
 use crate::cache::published::{View, AGE_EVERY};
 use crate::cache::store::{Applied, ListPreparer, Prepared, State};
+use crate::handoff::edge_health::HealthMap;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
-use crate::upstream::edge_health_map::HealthMap;
 
 mod sink;
 

@@ -11,7 +11,7 @@ use grid_wrapper::cache::snapshot::{self, Identity, Meta, Snapshot};
 use grid_wrapper::cache::store::{Settings, State};
 use grid_wrapper::cache::view::{Collection, Retention};
 use grid_wrapper::k8s::Resource;
-use grid_wrapper::upstream::edge_health_map::HealthMap;
+use grid_wrapper::handoff::edge_health::HealthMap;
 use grid_wrapper::handoff::Change;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};

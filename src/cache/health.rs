@@ -1,5 +1,5 @@
 //! Which nodes edge-health reports abnormal, pure (docs/SEMANTICS.md §10): the edge-health map (its
-//! `localinfo` answer, parsed by [`crate::upstream::edge_health_map`]) resolved against the
+//! `localinfo` answer, parsed by [`crate::handoff::edge_health`]) resolved against the
 //! cached nodes, by name and by InternalIP. Decisions fixed here:
 //!
 //! - Node addresses that parse as IP literals are compared in the map keys' canonical form
@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::upstream::edge_health_map::{canonical, HealthMap};
+use crate::handoff::edge_health::{canonical, HealthMap};
 
 /// A Node's InternalIPs (`status.addresses[type=InternalIP].address`), canonical, sorted and
 /// deduplicated; malformed parts are skipped.

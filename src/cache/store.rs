@@ -40,9 +40,9 @@ use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
 use crate::cache::view::{labels_of, Retention, Served};
+use crate::handoff::edge_health::HealthMap;
 use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};
-use crate::upstream::edge_health_map::HealthMap;
 
 mod edge_health;
 pub mod explain;

@@ -1,6 +1,6 @@
 //! The edge-health poller (docs/SEMANTICS.md §10), I/O shell: one thread that GETs edge-health's
 //! `localinfo` every `interval` with a plain ureq agent and hands each answer, parsed by
-//! [`crate::upstream::edge_health_map::parse`], to a callback (normally a message to the cache's writer, `crate::writer::Writer::set_edge_health`).
+//! [`crate::handoff::edge_health::parse`], to a callback (normally a message to the cache's writer, `crate::writer::Writer::set_edge_health`).
 //!
 //! - One poll at start, then one per `interval` (measured from the start of the previous
 //!   poll); each poll is bounded by [`POLL_TIMEOUT`] end to end.
@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use ureq::{http, Agent};
 
+use crate::handoff::edge_health::{self as health_map, HealthMap};
 use crate::upstream::client;
-use crate::upstream::edge_health_map::{self, HealthMap};
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::tls;
 
@@ -105,7 +105,7 @@ fn poll(agent: &Agent, address: &str) -> Result<HealthMap, String> {
         .limit(MAX_BODY_BYTES)
         .read_to_vec()
         .map_err(|e| format!("reading the body: {e}"))?;
-    edge_health_map::parse(&body).map_err(|e| format!("bad answer: {e}"))
+    health_map::parse(&body).map_err(|e| format!("bad answer: {e}"))
 }
 
 /// The thread body: poll, report, wait; until `stop`.

@@ -3,8 +3,8 @@
 //! ([`decode`]; a list body split into its items as it arrives: [`list_split`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
 //! their health counters ([`stats`], pure), and the optional edge-health poller
-//! ([`edge_health`], `--service-autonomy-enhancement`) with the pure parser of its answer
-//! ([`edge_health_map`]), and the choice among several apiservers
+//! ([`edge_health`], `--service-autonomy-enhancement`), whose answer's parser is a hand-off
+//! type ([`crate::handoff::edge_health`]), and the choice among several apiservers
 //! (`--master=A,B,…`, and the site relays before them) with its health probes ([`failover`]),
 //! each server's role and resourceVersion domain ([`domain`]). Private: `episode` (the reflectors'
 //! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
@@ -20,7 +20,6 @@ pub mod discovery;
 pub mod domain;
 #[cfg(feature = "io")]
 pub mod edge_health;
-pub mod edge_health_map;
 #[cfg(feature = "io")]
 mod episode;
 pub mod failover;

@@ -19,7 +19,7 @@ use log::info;
 use serde_json::Value;
 
 use crate::cache::health;
-use crate::upstream::edge_health_map::HealthMap;
+use crate::handoff::edge_health::HealthMap;
 
 /// Most node names an INFO line lists.
 const LOGGED_NAMES: usize = 20;

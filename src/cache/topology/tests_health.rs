@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 
 use super::fixtures::*;
 use crate::cache::health;
+use crate::handoff::edge_health;
 use crate::k8s::convert::slice_v1_to_v1beta1;
-use crate::upstream::edge_health_map;
 
 fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
@@ -105,8 +105,7 @@ fn nothing_abnormal_serves_the_object_unchanged() {
 #[test]
 fn node_absent_from_the_map_is_kept() {
     // Resolved from a real map: n1 normal, n2 absent, only ghost abnormal.
-    let map =
-        edge_health_map::parse(br#"{"n1":{"normal":true},"ghost":{"normal":false}}"#).unwrap();
+    let map = edge_health::parse(br#"{"n1":{"normal":true},"ghost":{"normal":false}}"#).unwrap();
     let mut f = normal_f(&[]);
     f.abnormal = health::abnormal_nodes(&map, []);
     let served = f.served("default", "s");
@@ -262,7 +261,7 @@ fn keyed_by_ip_and_by_name() {
         ips_of(&[]),
     );
     let nodes = || [("n1", &n1[..]), ("n2", &n2[..]), ("n3", &n3[..])];
-    let body = |b: &str| edge_health_map::parse(b.as_bytes()).unwrap();
+    let body = |b: &str| edge_health::parse(b.as_bytes()).unwrap();
     let cases = [
         // Current edge-health: keyed by InternalIP.
         (

@@ -7,9 +7,9 @@ use serde_json::{json, Value};
 use super::super::State;
 use super::*;
 use crate::cache::topology::fixtures::*;
+use crate::handoff::edge_health::HealthMap;
 use crate::handoff::Change;
 use crate::k8s::Resource;
-use crate::upstream::edge_health_map::HealthMap;
 
 fn load(fx: &Fixture, slices: Vec<Value>, kind: Resource) -> State {
     crate::cache::store::test_support::loaded(fx, 1_000, kind, slices)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::upstream::edge_health_map::HealthMap;
+use crate::handoff::edge_health::HealthMap;
 
 fn map(pairs: &[(&str, bool)]) -> HealthMap {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()

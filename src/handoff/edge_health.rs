@@ -1,5 +1,5 @@
 //! Edge-health's `localinfo` answer, parsed (docs/SEMANTICS.md §10): the map that the poller
-//! (`upstream::edge_health`) hands to the cache. Pure.
+//! (`upstream::edge_health`) hands to the cache: a hand-off type, which both sides import. Pure.
 //!
 //! The answer is a JSON object `{"<key>": {"normal": bool, "hmac": "...", "time": n}, ...}`.
 //! Keys are node names (the original edge-health) or node InternalIPs (edge-health since superedge
