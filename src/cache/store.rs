@@ -39,7 +39,7 @@ use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
-use crate::cache::view::{labels_of, Retention, Served};
+use crate::cache::view::{admission_filtered, labels_of, Retention, Served, EXCLUDING_LABELS};
 use crate::handoff::edge_health::HealthMap;
 use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};
@@ -137,19 +137,6 @@ pub struct Applied {
     pub became_ready: bool,
     /// Every reflector has now listed from the upstream after a start from the snapshot.
     pub upstream_synced: bool,
-}
-
-/// Labels that keep an object out of kube-proxy's view (§4: kube-proxy's label selector).
-pub const EXCLUDING_LABELS: [&str; 2] = [
-    "service.kubernetes.io/headless",
-    "service.kubernetes.io/service-proxy-name",
-];
-
-/// Whether the served objects of `res` went through the admission filter, so that none of them
-/// carries an [`EXCLUDING_LABELS`] label: the resources listed upstream with kube-proxy's
-/// selector, every one but Nodes and ServiceCIDRs (see `excluded`).
-pub fn admission_filtered(res: Resource) -> bool {
-    res.label_selector().is_some()
 }
 
 /// Whether `obj` is outside selector L. The reflectors already list+watch with L; this guard

@@ -74,6 +74,21 @@ impl LabelSet {
     }
 }
 
+/// Labels that keep an object out of kube-proxy's view (docs/SEMANTICS.md §4: kube-proxy's
+/// label selector, [`crate::k8s::SERVICE_PROXY_SELECTOR`]).
+pub const EXCLUDING_LABELS: [&str; 2] = [
+    "service.kubernetes.io/headless",
+    "service.kubernetes.io/service-proxy-name",
+];
+
+/// Whether the served objects of `res` went through the admission filter, so that none of them
+/// carries an [`EXCLUDING_LABELS`] label (the writer keeps such objects out of the cache): the
+/// resources listed upstream with kube-proxy's selector, every one but Nodes and ServiceCIDRs.
+/// What a reader may rely on, such as the LIST fast path (`crate::api::filter`).
+pub fn admission_filtered(res: Resource) -> bool {
+    res.label_selector().is_some()
+}
+
 /// One served object version: serialized once, shared by every list and watcher.
 #[derive(Debug)]
 pub struct Served {

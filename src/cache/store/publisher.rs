@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{admission_filtered, EXCLUDING_LABELS};
 use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View, ViewWriter};
-use crate::cache::view::{labels_of, same_but_rv, stamp_rv, Retention, Served};
+use crate::cache::view::{
+    admission_filtered, labels_of, same_but_rv, stamp_rv, Retention, Served, EXCLUDING_LABELS,
+};
 use crate::k8s::{ObjectKey, Resource};
 
 /// The RV counter and the readers' view it records into.
