@@ -51,8 +51,8 @@ impl Facts {
     }
 }
 
-/// [`Facts`] in atomics: written by the single writer (changes and the logs' ageing), read by anyone
-/// without waiting.
+/// [`Facts`] in atomics: written by the single writer (changes and the logs' ageing: the stores
+/// are the cache's own), read by anyone without waiting.
 #[derive(Debug)]
 pub struct SharedFacts {
     /// 0: not ready, 1: ready from the snapshot, 2: ready (synced with the upstream).
@@ -96,7 +96,7 @@ impl SharedFacts {
     }
 
     /// Publishes `facts` (the writer, at the end of a change).
-    pub fn store(&self, facts: &Facts) {
+    pub(crate) fn store(&self, facts: &Facts) {
         let readiness = match (facts.ready, facts.serving_snapshot) {
             (false, _) => 0,
             (true, true) => 1,
@@ -115,7 +115,7 @@ impl SharedFacts {
     }
 
     /// Publishes the event logs' lengths alone (the writer, after ageing them).
-    pub fn store_log_entries(&self, log_entries: &[u64; RESOURCES]) {
+    pub(crate) fn store_log_entries(&self, log_entries: &[u64; RESOURCES]) {
         for (slot, v) in self.log_entries.iter().zip(log_entries) {
             slot.store(*v, Relaxed);
         }
