@@ -2,9 +2,10 @@
 //! message at a time (I/O shell; the state machine it drives is pure).
 //!
 //! Everyone else holds a [`Writer`] handle and sends it messages over a channel: the reflectors
-//! their prepared changes and lists (through [`CacheSink`], `writer/sink.rs`), the edge-health poller its map, the reflector starter the
-//! EndpointSlice version, the event loop its wish for v1beta1 EndpointSlices, the snapshot writer
-//! and the debug pages their questions ([`Writer::ask`]). Nobody locks the state: it has no lock.
+//! their prepared changes and lists (through [`CacheSink`], `writer/sink.rs`), the edge-health
+//! poller its map, the reflector starter the EndpointSlice version, the event loop its wish for
+//! v1beta1 EndpointSlices, the snapshot writer and the debug pages their questions
+//! ([`Writer::ask`]). Nobody locks the state: it has no lock.
 //!
 //! Readers read what the writer publishes: the served view ([`crate::cache::published`]), which
 //! the writer records into one object at a time under the view's own short lock, and the facts

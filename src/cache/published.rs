@@ -7,7 +7,7 @@
 //! The types say who may write. Readers (the event loop, the relay port, preflight, tests) hold a
 //! [`View`]: it can be cloned and only read ([`View::read`] derefs to `&Published`, and every
 //! public method of [`Published`] and of [`crate::cache::view::Collection`] takes `&self`). The
-//! writer's side holds the one [`ViewWriter`], which is not `Clone` and alone reaches
+//! writer's side holds the one `ViewWriter`, which is not `Clone` and alone reaches
 //! `&mut Published`: recording, trimming and ageing the logs, readiness and the served versions.
 //!
 //! The read guard cannot give a `&mut Published`:
@@ -90,7 +90,7 @@ pub struct Published {
 }
 
 /// The readers' handle on the [`Published`] view: cloned freely, read only ([`View::read`]).
-/// The writer records into the same view through its [`ViewWriter`].
+/// The writer records into the same view through its `ViewWriter`.
 #[derive(Clone, Debug)]
 pub struct View(Arc<Mutex<Published>>);
 
@@ -220,7 +220,7 @@ impl Published {
     }
 
     /// The figures the health listener reads (`crate::cache::facts`): the writer stores them at
-    /// the end of each change, [`Published::age`] the logs' lengths.
+    /// the end of each change, `Published::age` the logs' lengths.
     pub fn facts(&self) -> Arc<SharedFacts> {
         Arc::clone(&self.facts)
     }
@@ -263,7 +263,7 @@ impl Published {
     }
 }
 
-/// How often the writer ages the logs while no change comes ([`Published::age`]).
+/// How often the writer ages the logs while no change comes (`Published::age`, the writer's).
 pub const AGE_EVERY: Duration = Duration::from_secs(5);
 
 /// A locked view of one collection (what `State::collection` returns).
