@@ -3,6 +3,7 @@
 
 use crate::fault::{TooLarge, MAX_REFUSE_SECS};
 use crate::fixture::{Fixture, ScaleParams};
+use crate::load::MAX_LOAD_SECS;
 use crate::routes::SliceVersions;
 use crate::store::DEFAULT_HISTORY;
 use std::path::PathBuf;
@@ -45,6 +46,12 @@ USAGE: grid-wrapper-sim [FLAGS]
                              off until a reset, future RVs get 410; reset form http)
   --start-refusing S         print the listening line, then refuse connections for S seconds
                              (1..=600) before serving, on every address; use fixed --listen ports
+  --max-in-flight N          load like an apiserver's APF: 429 TooManyRequests with Retry-After
+                             (and Status details.retryAfterSeconds) when N short requests are
+                             already in flight (watches are not counted, but a watch start is
+                             refused while at the limit); default off. Also POST /sim/load
+  --max-per-second N         429 likewise when more than N requests arrived this second
+  --retry-after S            the Retry-After of those 429s and 503s (default 1)
   -h, --help                 this text
 
 The listener sets SO_REUSEADDR: a restarted or re-listening simulator can take the same
@@ -81,6 +88,15 @@ address {listen, refusing, refusals, openWatches, requests}). GET /readyz, /live
       first refused), listens, closedConnections, closedWatches} and closes; after S
       seconds it listens again on the same address and port with the same store. The
       other addresses keep serving. 400 for an unknown address, 409 if already refusing.
+  POST /sim/load {\"maxInFlight\": N|null, \"maxPerSecond\": N|null, \"next\": N,
+                  \"retryAfter\": S, \"shuttingDown\": S}   (every field optional)
+      a loaded apiserver: 429 TooManyRequests + Retry-After S (Status with
+      details.retryAfterSeconds S) over maxInFlight short requests in flight, over
+      maxPerSecond requests this second, or to the next N requests; 503 ServiceUnavailable +
+      Retry-After to every request for shuttingDown seconds (0 ends it). /sim/ is never
+      refused. GET /sim/load: the settings, inFlight, totals {requests, throttled,
+      unavailable} and perSecond rows [unix second, requests, throttled, unavailable]
+      (perSecondColumns), the last 3600 seconds.
 ";
 
 /// Most `--listen` addresses.
@@ -117,6 +133,12 @@ pub struct Flags {
     pub too_large: Option<TooLarge>,
     /// `--start-refusing`, in seconds.
     pub start_refusing: Option<u64>,
+    /// `--max-in-flight`.
+    pub max_in_flight: Option<usize>,
+    /// `--max-per-second`.
+    pub max_per_second: Option<u64>,
+    /// `--retry-after`, in seconds.
+    pub retry_after: u64,
 }
 
 impl Default for Flags {
@@ -136,6 +158,9 @@ impl Default for Flags {
             token: None,
             too_large: None,
             start_refusing: None,
+            max_in_flight: None,
+            max_per_second: None,
+            retry_after: 1,
         }
     }
 }
@@ -211,6 +236,14 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                     TooLarge::parse(&v)
                         .ok_or_else(|| format!("--too-large: unknown {v:?} (http or event)"))?,
                 );
+            }
+            "--max-in-flight" => f.max_in_flight = Some(num(flag, &value()?)?),
+            "--max-per-second" => f.max_per_second = Some(num(flag, &value()?)?),
+            "--retry-after" => {
+                f.retry_after = num(flag, &value()?)?;
+                if f.retry_after > MAX_LOAD_SECS {
+                    return Err(format!("--retry-after must be at most {MAX_LOAD_SECS}"));
+                }
             }
             "--start-refusing" => {
                 let secs: u64 = num(flag, &value()?)?;

@@ -6,7 +6,7 @@
 
 use crate::fault::ResetRv;
 use crate::routes::SimOp;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::store::{Event, Kind, Store};
 use grid_wrapper::k8s::status::ApiError;
 use grid_wrapper::k8s::ObjectKey;
@@ -147,6 +147,8 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
             }))
         }
         SimOp::SetEdgeHealth => shared.edge_health.set(body),
+        SimOp::Load => Ok(shared.load.report(std::time::Instant::now())),
+        SimOp::SetLoad => shared.load.set(body, std::time::Instant::now()),
         SimOp::EdgeHealth | SimOp::Refuse => Err(ApiError::internal(
             "this control operation is answered by the server loop",
         )),

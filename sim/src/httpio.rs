@@ -130,6 +130,19 @@ pub fn write_coded<W: Write>(
     send(w, &out)
 }
 
+/// A complete response with these headers (`Content-Length` and `Connection` are added).
+pub fn write_with_headers<W: Write>(
+    w: &mut W,
+    code: u16,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    close: bool,
+) -> io::Result<()> {
+    let mut out = response::head(code, headers, Body::Length(body.len()), !close);
+    out.extend_from_slice(body);
+    send(w, &out)
+}
+
 /// Writes an `ApiError` as a JSON Status response.
 pub fn write_status<W: Write>(w: &mut W, err: &ApiError, close: bool) -> io::Result<()> {
     send(w, &response::status(err, !close))

@@ -2,7 +2,8 @@
 //! and benchmarks. It serves LIST/WATCH of Nodes, Services, Endpoints and EndpointSlices (v1
 //! and/or v1beta1) with its own resourceVersions and a bounded history (410 past it), records
 //! every other request (events…) and echoes it, and offers a `/sim/` control API to change the
-//! cluster while clients watch. One thread per connection; state in a `Mutex` + `Condvar`.
+//! cluster while clients watch. One thread per connection; state in a `Mutex` + `Condvar`
+//! (`shared`, taken from there by the server shell, the control API and the watch streams).
 //! `main` only parses flags, loads the fixture, binds, prints the listening line and serves.
 //!
 //! Fault injection for the autonomy tests (exact bodies and answers in `--help`):
@@ -14,6 +15,10 @@
 //! - `POST /sim/refuse {"seconds": S, "listen": "HOST:PORT"}` and `--start-refusing S`: the
 //!   listener (of that address; all without `listen`) is closed and its connections cut for S
 //!   seconds, then the same port listens again (`listen`, `server`).
+//! - A loaded apiserver (`--max-in-flight`, `--max-per-second`, `--retry-after`, `POST
+//!   /sim/load`): 429 `TooManyRequests` with `Retry-After` over the limits or to the next N
+//!   requests, 503 with `Retry-After` while "shutting down"; `GET /sim/load` counts requests,
+//!   429s and 503s per second for the benches (`load`).
 //!
 //! WAN weight: a LIST over 128 KiB is gzip'd for a client whose `Accept-Encoding` names gzip
 //! (the apiserver's rule and level, `gzip`); `GET /sim/served` logs every list and watch served
@@ -45,8 +50,10 @@ mod fixture;
 mod gzip;
 mod httpio;
 mod listen;
+mod load;
 mod routes;
 mod server;
+mod shared;
 mod store;
 mod watch;
 
@@ -106,6 +113,12 @@ fn build(flags: &args::Flags) -> Result<server::Shared, grid_wrapper::k8s::statu
     let mut shared = server::Shared::new(store, flags.slices, interval, flags.token.clone());
     shared.cidrs = flags.cidrs;
     shared.certificate_authenticates = flags.client_cert_optional;
+    shared.load = load::Load::new(load::Settings {
+        max_in_flight: flags.max_in_flight.filter(|n| *n > 0),
+        max_per_second: flags.max_per_second.filter(|n| *n > 0),
+        retry_after: flags.retry_after,
+        ..load::Settings::default()
+    });
     Ok(shared)
 }
 

@@ -92,6 +92,10 @@ pub enum SimOp {
     SetEdgeHealth,
     /// `POST /sim/refuse`.
     Refuse,
+    /// `GET /sim/load`: the load model's settings and counters.
+    Load,
+    /// `POST /sim/load`: changes the load model.
+    SetLoad,
 }
 
 /// Where a request goes.
@@ -151,6 +155,8 @@ fn sim_route(method: &str, rest: &str) -> Route {
         ("GET", "edge-health") => SimOp::EdgeHealth,
         ("POST", "edge-health") => SimOp::SetEdgeHealth,
         ("POST", "refuse") => SimOp::Refuse,
+        ("GET", "load") => SimOp::Load,
+        ("POST", "load") => SimOp::SetLoad,
         _ => return Route::SimBad,
     };
     Route::Sim(op)

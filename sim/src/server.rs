@@ -1,4 +1,4 @@
-//! The simulator's network shell: shared state (store + `Condvar`, request recorder, counters),
+//! The simulator's network shell (its shared state is `shared`'s [`Shared`]),
 //! the accept loop of each listener (`--listen A --listen B`: one store, the same RVs on every
 //! address) with one thread per connection (closing and reopening a listener for
 //! `/sim/refuse`, see `listen`), the keep-alive request loop, bearer-token checking and dispatch
@@ -9,263 +9,25 @@
 use crate::api::{self, Filter};
 use crate::conn::Conn;
 use crate::control;
-use crate::fault::{self, EdgeHealthStub};
+use crate::fault;
 use crate::gzip;
 use crate::httpio::{
     self, read_request, write_coded, write_json, write_response, write_status, Request,
 };
-use crate::listen::Listen;
-use crate::routes::{route, Discovery, Query, Route, SimOp, SliceVersions};
-use crate::store::Store;
+use crate::load;
+use crate::routes::{route, Discovery, Query, Route, SimOp};
+pub use crate::shared::Shared;
 use crate::watch::{self, WatchSpec, DEFAULT_WATCH_TIMEOUT};
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use grid_wrapper::k8s::status::ApiError;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Most recorded requests kept (oldest dropped first).
-pub const MAX_RECORDED: usize = 10_000;
 /// Idle keep-alive connections are closed after this long without a request.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// One request the simulator did not serve from its store.
-#[derive(Clone, Debug)]
-pub struct Recorded {
-    /// Method.
-    pub method: String,
-    /// Path.
-    pub path: String,
-    /// Raw query.
-    pub query: String,
-    /// Headers.
-    pub headers: Vec<(String, Vec<u8>)>,
-    /// Body bytes.
-    pub body: Vec<u8>,
-    /// The listen address it arrived on (`HOST:PORT`).
-    pub listen: String,
-    /// Its connection presented a client certificate.
-    pub client_certificate: bool,
-}
-
-impl Recorded {
-    /// JSON form for `GET /sim/requests` (body in base64).
-    pub fn to_json(&self) -> Value {
-        let header = |name: &str| {
-            self.headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-        };
-        let headers: Vec<Value> = self
-            .headers
-            .iter()
-            .map(|(n, v)| json!([n, String::from_utf8_lossy(v)]))
-            .collect();
-        json!({
-            "method": self.method, "path": self.path, "query": self.query,
-            "headers": headers,
-            "contentType": header("content-type"),
-            "authorization": header("authorization"),
-            "body": BASE64.encode(&self.body),
-            "bodyLength": self.body.len(),
-            "listen": self.listen,
-            "clientCertificate": self.client_certificate,
-        })
-    }
-}
-
-/// One LIST or WATCH the simulator served from its store (`GET /sim/served`).
-#[derive(Clone, Debug)]
-pub struct Served {
-    /// `list` or `watch`.
-    pub verb: &'static str,
-    /// Path.
-    pub path: String,
-    /// Raw query.
-    pub query: String,
-    /// The request's `Accept-Encoding`, if any.
-    pub accept_encoding: Option<String>,
-    /// The answer's `Content-Encoding` (`gzip` for a compressed list), if any.
-    pub content_encoding: Option<&'static str>,
-    /// Body bytes as sent (a list's; 0 for a watch, whose bytes are not counted).
-    pub bytes: u64,
-    /// Body bytes before compression (equal to `bytes` when not compressed).
-    pub plain_bytes: u64,
-}
-
-impl Served {
-    /// JSON form for `GET /sim/served`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "verb": self.verb, "path": self.path, "query": self.query,
-            "acceptEncoding": self.accept_encoding, "contentEncoding": self.content_encoding,
-            "bytes": self.bytes, "plainBytes": self.plain_bytes,
-        })
-    }
-}
-
-/// Everything the connection threads share.
-#[derive(Debug)]
-pub struct Shared {
-    /// Objects, RVs and history.
-    pub store: Mutex<Store>,
-    /// Notified after every store change and on `/sim/close-watches`.
-    pub changed: Condvar,
-    /// Recorded requests (bounded by [`MAX_RECORDED`]).
-    pub recorded: Mutex<VecDeque<Recorded>>,
-    /// Lists and watches served from the store (bounded by [`MAX_RECORDED`]).
-    pub served: Mutex<VecDeque<Served>>,
-    /// EndpointSlice versions served.
-    pub slices: SliceVersions,
-    /// Whether networking.k8s.io/v1 servicecidrs are served (`--no-servicecidrs`: 404).
-    pub cidrs: bool,
-    /// BOOKMARK period (`None` = never).
-    pub bookmark_interval: Option<Duration>,
-    /// Required bearer token.
-    pub token: Option<String>,
-    /// A client certificate authenticates a request too (`--client-cert-optional`).
-    pub certificate_authenticates: bool,
-    /// Currently open watch streams.
-    pub open_watches: AtomicUsize,
-    /// LIST requests served.
-    pub served_lists: AtomicU64,
-    /// WATCH requests served.
-    pub served_watches: AtomicU64,
-    /// Single-object GETs served.
-    pub served_gets: AtomicU64,
-    /// Body bytes of the LIST answers sent (compressed when they were).
-    pub list_bytes: AtomicU64,
-    /// Event bytes written to watch streams (each event's JSON line, without chunk framing).
-    pub watch_bytes: AtomicU64,
-    /// Body bytes of the LIST answers before compression.
-    pub list_plain_bytes: AtomicU64,
-    /// LIST answers sent gzip'd.
-    pub gzipped_lists: AtomicU64,
-    /// The `/sim/edge-health` stub.
-    pub edge_health: EdgeHealthStub,
-    /// The minor version `GET /version` reports (`--kube-version`).
-    pub kube_minor: u32,
-    /// The first listener's state and accepted connections (for refusals).
-    first_listen: Listen,
-    /// The other listeners', in `--listen` order.
-    more_listens: Vec<Listen>,
-}
-
-impl Shared {
-    /// Wraps a loaded store.
-    pub fn new(
-        store: Store,
-        slices: SliceVersions,
-        bookmark_interval: Option<Duration>,
-        token: Option<String>,
-    ) -> Self {
-        Shared {
-            store: Mutex::new(store),
-            changed: Condvar::new(),
-            recorded: Mutex::new(VecDeque::new()),
-            served: Mutex::new(VecDeque::new()),
-            slices,
-            cidrs: true,
-            bookmark_interval,
-            token,
-            certificate_authenticates: false,
-            open_watches: AtomicUsize::new(0),
-            served_lists: AtomicU64::new(0),
-            served_watches: AtomicU64::new(0),
-            served_gets: AtomicU64::new(0),
-            list_bytes: AtomicU64::new(0),
-            watch_bytes: AtomicU64::new(0),
-            list_plain_bytes: AtomicU64::new(0),
-            gzipped_lists: AtomicU64::new(0),
-            edge_health: EdgeHealthStub::default(),
-            kube_minor: api::DEFAULT_KUBE_MINOR,
-            first_listen: Listen::default(),
-            more_listens: Vec::new(),
-        }
-    }
-
-    /// The same with `n` listeners (at least one).
-    pub fn with_listeners(mut self, n: usize) -> Self {
-        self.more_listens
-            .resize_with(n.saturating_sub(1), Listen::default);
-        self
-    }
-
-    /// Listener `i` (the first if there is no such listener).
-    pub fn listen(&self, i: usize) -> &Listen {
-        i.checked_sub(1)
-            .and_then(|j| self.more_listens.get(j))
-            .unwrap_or(&self.first_listen)
-    }
-
-    /// Every listener, in `--listen` order.
-    pub fn listens(&self) -> impl Iterator<Item = &Listen> {
-        std::iter::once(&self.first_listen).chain(&self.more_listens)
-    }
-
-    /// Outages of every listener so far.
-    pub fn outages(&self) -> u64 {
-        self.listens().map(Listen::outages).sum()
-    }
-
-    /// Logs a list or watch served from the store, and counts a list's bytes.
-    fn log_served(
-        &self,
-        req: &Request,
-        verb: &'static str,
-        coding: Option<&'static str>,
-        bytes: (usize, usize),
-    ) {
-        let (sent, plain) = (bytes.0 as u64, bytes.1 as u64);
-        if verb == "list" {
-            self.list_bytes.fetch_add(sent, Ordering::Relaxed);
-            self.list_plain_bytes.fetch_add(plain, Ordering::Relaxed);
-            if coding.is_some() {
-                self.gzipped_lists.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let mut log = self.served.lock().unwrap_or_else(PoisonError::into_inner);
-        if log.len() >= MAX_RECORDED {
-            log.pop_front();
-        }
-        log.push_back(Served {
-            verb,
-            path: req.path.clone(),
-            query: req.query.clone(),
-            accept_encoding: req.header_str("accept-encoding").map(str::to_string),
-            content_encoding: coding,
-            bytes: sent,
-            plain_bytes: plain,
-        });
-    }
-
-    fn record(&self, req: &Request, listener: usize, client_certificate: bool) {
-        let listen = self
-            .listen(listener)
-            .addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let mut rec = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
-        if rec.len() >= MAX_RECORDED {
-            rec.pop_front();
-        }
-        rec.push_back(Recorded {
-            method: req.method.clone(),
-            path: req.path.clone(),
-            query: req.query.clone(),
-            headers: req.headers.clone(),
-            body: req.body.clone(),
-            listen,
-            client_certificate,
-        });
-    }
-}
 
 /// [`serve_on`] for the first listener.
 pub fn serve(
@@ -402,11 +164,28 @@ pub fn handle(conn: &mut Conn, shared: &Shared, req: &Request, origin: Origin) -
         r => r,
     };
     let close = !req.keep_alive();
+    let mut _in_flight = None;
     if !matches!(r, Route::Sim(_) | Route::SimBad) {
         shared
             .listen(origin.listener)
             .requests
             .fetch_add(1, Ordering::Relaxed);
+        let long_running = Query::parse(&req.query).is_watch();
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let (verdict, guard) = shared.load.admit(long_running, Instant::now(), unix);
+        if let Some((code, secs, body)) = load::refusal_status(verdict) {
+            let body = serde_json::to_vec(&body).unwrap_or_default();
+            let secs = secs.to_string();
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("Retry-After", secs.as_str()),
+            ];
+            httpio::write_with_headers(conn, code, &headers, &body, close)?;
+            return Ok(!close);
+        }
+        _in_flight = Some(guard);
     }
     match r {
         Route::Sim(SimOp::Refuse) => match refuse(shared, &req.body, origin) {
@@ -607,7 +386,7 @@ fn other(conn: &mut Conn, req: &Request) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::Recorded;
+    use crate::shared::Recorded;
 
     #[test]
     fn recorded_bodies_are_padded_standard_base64() {

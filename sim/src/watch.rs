@@ -11,7 +11,7 @@ use crate::conn::Conn;
 use crate::fault::TooLarge;
 use crate::httpio::{end_chunked, start_chunked, write_chunk, write_response};
 use crate::listen::Listen;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::store::{Event, EventType, Kind, WatchStart};
 use grid_wrapper::k8s::Resource;
 use serde_json::{json, Value};
