@@ -41,7 +41,8 @@
 //! 0: ready; 1: at least one problem; 2: invalid flags (before anything is contacted). The text
 //! report ends with one `problem: <tag>: <message>` line per problem, then `result: ready` or
 //! `result: NOT ready (N problems)`. Tags (stable): `config`, `connectivity`, `tls`, `auth`
-//! (401: credentials rejected), `rbac` (403), `api` (another failed request), `node` (the
+//! (401: credentials rejected), `rbac` (403), `throttled` (429: the upstream sheds load; its
+//! `Retry-After` is shown), `api` (another failed request), `node` (the
 //! local node does not exist), `topology` (a topology Service whose keys the local node has
 //! none of: every endpoint pruned). `warning: <tag>: …` lines do not change the exit code; the
 //! tag `protobuf` warns of a listed field that grid-wrapper's protobuf schema does not know

@@ -107,6 +107,9 @@ pub enum Tag {
     Auth,
     /// The upstream answered 403: this identity may not do that.
     Rbac,
+    /// The upstream answered 429 Too Many Requests: it is up but shedding load (API Priority
+    /// and Fairness); the server would wait for its `Retry-After` and ask again.
+    Throttled,
     /// Another failed request the server needs (404, 5xx, an undecodable answer).
     Api,
     /// The local node (`--hostname`) is not a Node upstream.
@@ -128,6 +131,7 @@ impl Tag {
             Tag::Tls => "tls",
             Tag::Auth => "auth",
             Tag::Rbac => "rbac",
+            Tag::Throttled => "throttled",
             Tag::Api => "api",
             Tag::Node => "node",
             Tag::Topology => "topology",
@@ -145,6 +149,7 @@ impl Tag {
             UpstreamError::Tls(_) => Tag::Tls,
             UpstreamError::Status { code: 401, .. } => Tag::Auth,
             UpstreamError::Status { code: 403, .. } => Tag::Rbac,
+            UpstreamError::Status { code: 429, .. } => Tag::Throttled,
             UpstreamError::Status { .. }
             | UpstreamError::TooLarge { .. }
             | UpstreamError::TooManyItems { .. } => Tag::Api,

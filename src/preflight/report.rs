@@ -70,6 +70,7 @@ pub fn describe(e: &UpstreamError) -> String {
             code,
             reason,
             message,
+            retry_after,
             ..
         } => {
             let mut s = code.to_string();
@@ -82,6 +83,9 @@ pub fn describe(e: &UpstreamError) -> String {
             {
                 s.push_str(if s.contains(' ') { ": " } else { " " });
                 s.push_str(&part.replace('\n', " "));
+            }
+            if let Some(d) = retry_after {
+                s.push_str(&format!(" (Retry-After {} s)", d.as_secs()));
             }
             s
         }
@@ -100,6 +104,10 @@ fn advice(tag: Tag) -> String {
             CHECK_TIMEOUTS.response_head.as_secs()
         ),
         Tag::Rbac => " (grant list and watch on it to this identity: see deploy/rbac.yaml)".into(),
+        Tag::Throttled => " (the apiserver is up but shedding load with API Priority and \
+                           Fairness: the server would wait for its Retry-After and ask again; \
+                           run the check again later)"
+            .into(),
         _ => String::new(),
     }
 }

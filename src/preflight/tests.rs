@@ -63,6 +63,7 @@ fn status(code: u16, reason: &str) -> UpstreamError {
         reason: reason.into(),
         message: format!("{reason} here"),
         causes: Vec::new(),
+        retry_after: None,
     }
 }
 
@@ -398,6 +399,7 @@ fn describe_keeps_one_line() {
         reason: String::new(),
         message: "a\nb".into(),
         causes: Vec::new(),
+        retry_after: None,
     };
     assert_eq!(super::report::describe(&e), "500 a b");
     assert_eq!(
@@ -632,6 +634,7 @@ fn each_relay_is_reported_by_url_as_a_relay_with_its_own_problems() {
         reason: "Forbidden".into(),
         message: "no".into(),
         causes: Vec::new(),
+        retry_after: None,
     };
     f.relays = vec![
         super::RelayFetch {

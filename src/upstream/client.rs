@@ -21,11 +21,13 @@
 
 use crate::handoff::{ListItems, Texts};
 use crate::sync::lock;
+use crate::upstream::backoff;
 use crate::upstream::decode::{self, DecodeError, ListResult};
 use crate::upstream::domain::{Role, RvOrigin};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::list_split::ListSplitter;
+use crate::upstream::retry_after::{self, Gate};
 use crate::upstream::stats::{self, RequestStats, Stats, Verb};
 use crate::upstream::throttle::TokenBucket;
 use crate::upstream::tls;
@@ -38,9 +40,9 @@ use ureq::http;
 use ureq::Agent;
 
 mod encoding;
-mod error;
+use crate::upstream::error;
+pub use crate::upstream::error::UpstreamError;
 use encoding::Decoded;
-pub use error::UpstreamError;
 
 /// TCP + TLS connection setup limit.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -264,6 +266,8 @@ struct Inner {
     /// The most items of one list (`--max-list-items`).
     max_list_items: usize,
     requests: Arc<RequestStats>,
+    /// Requests held back by a server's `Retry-After` (keyed by server and path).
+    gate: Mutex<Gate>,
 }
 
 /// Handle to the upstream apiserver(s); cheap to clone (one shared agent and connection pool,
@@ -471,6 +475,7 @@ impl Upstream {
             list_gzip: lists.gzip,
             max_list_items: lists.max_list_items,
             requests: stats.requests().clone(),
+            gate: Mutex::new(Gate::default()),
         });
         if several {
             let weak = Arc::downgrade(&inner);
@@ -553,7 +558,8 @@ impl Upstream {
         Ok(req)
     }
 
-    /// Turns a non-2xx response into [`UpstreamError::Status`] (reading a bounded body).
+    /// Turns a non-2xx response into [`UpstreamError::Status`] (reading a bounded body); a 429
+    /// or 5xx answer's `Retry-After` is kept in it.
     fn check_status(
         resp: http::Response<ureq::Body>,
     ) -> Result<http::Response<ureq::Body>, UpstreamError> {
@@ -561,6 +567,11 @@ impl Upstream {
         if (200..300).contains(&code) {
             return Ok(resp);
         }
+        let retry_after = resp
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .filter(|_| retry_after::honoured_for(code))
+            .and_then(|v| retry_after::parse(v.as_bytes(), std::time::SystemTime::now()));
         let mut body = Vec::new();
         let _ = resp
             .into_body()
@@ -574,7 +585,47 @@ impl Upstream {
             reason: s.reason,
             message: s.message,
             causes: s.causes,
+            retry_after,
         })
+    }
+
+    /// Waits while server `i` holds `path_and_query` back (an earlier answer's `Retry-After`):
+    /// whoever asks (a reflector, discovery, the ServiceCIDR re-check, `grid-wrapper check`)
+    /// never repeats a request before the time its server gave. Bounded by
+    /// [`retry_after::MAX_RETRY_AFTER`] and its jitter.
+    fn await_gate(&self, i: usize, path_and_query: &str) {
+        let key = format!("{i} {}", retry_after::key(path_and_query));
+        let wait = lock(&self.inner.gate).wait(&key, Instant::now());
+        if let Some(d) = wait {
+            std::thread::sleep(d);
+        }
+    }
+
+    /// A failed answer of server `i` to `path_and_query`: with a `Retry-After`, the request is
+    /// held back that long on that server (jittered upward: a fleet told the same value does
+    /// not return in one instant), and the error names the server for the log.
+    fn held_back(&self, i: usize, path_and_query: &str, e: UpstreamError) -> UpstreamError {
+        let UpstreamError::Status {
+            code,
+            reason,
+            message,
+            causes,
+            retry_after: Some(ra),
+        } = e
+        else {
+            return e;
+        };
+        let key = format!("{i} {}", retry_after::key(path_and_query));
+        let now = Instant::now();
+        let until = now + retry_after::jittered(ra, backoff::random_below(u64::MAX));
+        lock(&self.inner.gate).hold(&key, until, now);
+        UpstreamError::Status {
+            code,
+            reason,
+            message: format!("{message} [{}]", self.inner.failover.named(i)),
+            causes,
+            retry_after: Some(ra),
+        }
     }
 
     /// GET within `bounds`, the body read through its `Content-Encoding` by `consume`, through
@@ -590,6 +641,7 @@ impl Upstream {
         let f = &self.inner.failover;
         let limit = bounds.limit;
         f.call(verb, &self.inner.requests, rv_from, |i, _| {
+            self.await_gate(i, path_and_query);
             self.pace();
             let mut req = self.authorized_get(i, path_and_query)?;
             if bounds.gzip {
@@ -601,7 +653,8 @@ impl Upstream {
                 .timeout_per_read(Some(bounds.per_read))
                 .build()
                 .call()?;
-            let resp = Self::check_status(resp)?;
+            let resp =
+                Self::check_status(resp).map_err(|e| self.held_back(i, path_and_query, e))?;
             let code = resp.status().as_u16();
             let coding = resp
                 .headers()
@@ -727,10 +780,12 @@ impl Upstream {
         };
         let f = &self.inner.failover;
         f.call(Verb::Watch, &self.inner.requests, rv_from, |i, _| {
+            self.await_gate(i, path_and_query);
             self.pace();
             let req = self.authorized_get(i, path_and_query)?.config();
             let resp = req.timeout_per_read(Some(per_read)).build().call()?;
-            let resp = Self::check_status(resp)?;
+            let resp =
+                Self::check_status(resp).map_err(|e| self.held_back(i, path_and_query, e))?;
             let code = resp.status().as_u16();
             let lines = BufReader::with_capacity(WATCH_BUF_BYTES, resp.into_body().into_reader());
             let lines: Box<dyn BufRead + Send> =

@@ -248,6 +248,7 @@ fn list_and_watch_send_the_token_and_decode_status_errors() {
             reason: "Expired".into(),
             message: "too old".into(),
             causes: vec![],
+            retry_after: None,
         }
     );
     let mut lines = up.watch("/api/v1/services?watch=true", false).unwrap();

@@ -72,6 +72,10 @@ impl Cause {
             // certificate) does not heal by retrying; like RBAC it is the operator's to fix.
             Cause::Tls => "; check the kubeconfig's certificate-authority and client certificate",
             Cause::TooManyItems => "; the objects of the last complete list stay served",
+            Cause::Status(429) => {
+                "; the apiserver is shedding load (API Priority and Fairness): each request waits \
+                 for its Retry-After before it is asked again"
+            }
             Cause::Stalled => {
                 "; presumed dead: check the network path and any proxy or load balancer in \
                  between"
@@ -300,6 +304,7 @@ mod tests {
             reason: String::new(),
             message: String::new(),
             causes: vec![],
+            retry_after: None,
         };
         assert_eq!(Cause::of(&st(401)), Cause::Auth);
         assert_eq!(Cause::of(&st(403)), Cause::Auth);

@@ -6,7 +6,8 @@
 //! ([`edge_health`], `--service-autonomy-enhancement`), whose answer's parser is a hand-off
 //! type ([`crate::handoff::edge_health`]), and the choice among several apiservers
 //! (`--master=A,B,…`, and the site relays before them) with its health probes ([`failover`]),
-//! each server's role and resourceVersion domain ([`domain`]). Private: `episode` (the reflectors'
+//! each server's role and resourceVersion domain ([`domain`]), why a call failed ([`error`],
+//! shared by the client and its TLS settings) and the `Retry-After` rules ([`retry_after`], pure). Private: `episode` (the reflectors'
 //! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
 //! bucket).
 //! Nothing here touches the mio loop or the served view.
@@ -22,6 +23,8 @@ pub mod domain;
 pub mod edge_health;
 #[cfg(feature = "io")]
 mod episode;
+#[cfg(feature = "io")]
+pub mod error;
 pub mod failover;
 pub mod kind;
 pub mod kubeconfig;
@@ -30,6 +33,7 @@ pub mod list;
 pub mod list_split;
 #[cfg(feature = "io")]
 pub mod reflector;
+pub mod retry_after;
 pub mod stats;
 #[cfg(feature = "io")]
 mod throttle;

@@ -69,6 +69,7 @@ use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::SERVICE_PROXY_SELECTOR;
 pub use crate::upstream::list::{list_all, list_all_into};
+use crate::upstream::retry_after;
 use crate::upstream::stats::{self, KindStats, RelistReason};
 use serde_json::Value;
 use std::io::BufRead;
@@ -297,6 +298,9 @@ pub(crate) struct Reflector<L> {
     /// The server that issued the resourceVersion held (the last list's; a watch stays in its
     /// domain): a relist at it or a watch from it goes only to a server of the same domain.
     rv_from: Option<RvOrigin>,
+    /// The `Retry-After` of the last failed request: the next step waits at least that long
+    /// (docs/SEMANTICS.md §7).
+    retry_after: Option<Duration>,
 }
 
 /// A list's taker that keeps aside the items skipped for their size.
@@ -349,6 +353,15 @@ impl<L: ListWatch> Reflector<L> {
             bookmarks_expected: true,
             warned_oversized: std::collections::HashSet::new(),
             rv_from: None,
+            retry_after: None,
+        }
+    }
+
+    /// Keeps a failed request's `Retry-After` for the next wait, and counts a 429.
+    fn note_refusal(&mut self, e: &UpstreamError) {
+        self.retry_after = e.retry_after();
+        if e.is_throttled() {
+            self.stats.record_throttled();
         }
     }
 
@@ -513,6 +526,7 @@ impl<L: ListWatch> Reflector<L> {
                 (State::Empty, None)
             }
             Err(e) => {
+                self.note_refusal(&e);
                 self.failed(Phase::List, Cause::of(&e), &format!("list failed: {e}"));
                 if let ListFrom::NotOlderThan(rv) = &self.list_from {
                     let stuck = self.episode.stuck();
@@ -568,7 +582,10 @@ impl<L: ListWatch> Reflector<L> {
                         "resourceVersion {rv:?} was issued by {issued_by}, now reading from {now}"
                     ),
                 ),
-            Err(e) => self.watch_failed(rv, WatchFailure::of_error(&e)),
+            Err(e) => {
+                self.note_refusal(&e);
+                self.watch_failed(rv, WatchFailure::of_error(&e))
+            }
         }
     }
 
@@ -882,11 +899,24 @@ impl<L: ListWatch> Reflector<L> {
 
     /// Advances the state machine by one I/O step; returns the next state and how long to wait
     /// before the next step.
+    /// A request answered with `Retry-After` is not repeated before it (capped, jittered
+    /// upward); the backoff sequence advanced as for any failure and continues from there.
     pub(crate) fn step(&mut self, state: State) -> (State, Option<Duration>) {
-        match state {
+        let (next, wait) = match state {
             State::Empty => self.step_list(),
             State::Listed { rv } => self.step_watch_start(rv),
             State::Watching { rv, stream } => self.step_watching(rv, stream),
+        };
+        match self.retry_after.take() {
+            Some(ra) => {
+                let backoff = wait.unwrap_or(Duration::ZERO);
+                let random = random_below(u64::MAX);
+                (
+                    next,
+                    Some(retry_after::wait_after(backoff, Some(ra), random)),
+                )
+            }
+            None => (next, wait),
         }
     }
 

@@ -170,6 +170,7 @@ fn status(code: u16, reason: &str, message: &str, causes: &[&str]) -> UpstreamEr
         reason: reason.into(),
         message: message.into(),
         causes: causes.iter().map(|c| c.to_string()).collect(),
+        retry_after: None,
     }
 }
 

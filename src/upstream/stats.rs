@@ -83,6 +83,8 @@ pub struct KindStats {
     stalls: AtomicU64,
     /// Upstream objects skipped for being larger than the object bound.
     oversized: AtomicU64,
+    /// Lists and watches answered 429 Too Many Requests.
+    throttled: AtomicU64,
     last_error: Mutex<String>,
     /// The reflector's state and upstream resourceVersion, e.g. `("Watching", "12345")`.
     position: Mutex<(&'static str, String)>,
@@ -190,6 +192,16 @@ impl KindStats {
     /// Upstream objects skipped for their size so far.
     pub fn oversized(&self) -> u64 {
         self.oversized.load(Ordering::Relaxed)
+    }
+
+    /// Counts a list or watch answered 429 Too Many Requests.
+    pub fn record_throttled(&self) {
+        self.throttled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Lists and watches answered 429 so far.
+    pub fn throttled(&self) -> u64 {
+        self.throttled.load(Ordering::Relaxed)
     }
 
     /// Whether the reflector is in a failure episode (failed, not yet recovered).
@@ -315,7 +327,7 @@ impl Stats {
             &'static str,
             fn(&KindStats) -> u64,
         );
-        let metrics: [Metric; 7] = [
+        let metrics: [Metric; 8] = [
             (
                 "grid_wrapper_upstream_relists_total",
                 "counter",
@@ -357,6 +369,12 @@ impl Stats {
                 "counter",
                 "Upstream objects larger than --max-object-bytes, skipped (not served).",
                 KindStats::oversized,
+            ),
+            (
+                "grid_wrapper_upstream_throttled_total",
+                "counter",
+                "Upstream lists and watches answered 429 Too Many Requests (the apiserver shedding load); the next attempt waits for its Retry-After.",
+                KindStats::throttled,
             ),
         ];
         for (name, kind, help, value) in metrics {
@@ -492,6 +510,7 @@ mod tests {
         nodes.record_failing_since(1_700_000_001);
         nodes.record_stall();
         nodes.record_oversized();
+        nodes.record_throttled();
         st.kind(Resource::SlicesV1).set_active(true);
         let mut out = String::new();
         st.render_prometheus(&mut out);
@@ -511,16 +530,18 @@ mod tests {
             "# TYPE grid_wrapper_upstream_stalls_total counter\n",
             "grid_wrapper_upstream_stalls_total{resource=\"nodes\"} 1\n",
             "grid_wrapper_upstream_objects_too_large_total{resource=\"nodes\"} 1\n",
+            "# TYPE grid_wrapper_upstream_throttled_total counter\n",
+            "grid_wrapper_upstream_throttled_total{resource=\"nodes\"} 1\n",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
         assert!(!out.contains("services"), "{out}");
-        // Every sample line is `name{labels} value`, preceded by its HELP and TYPE: 7 reflector
-        // metrics (14 samples), then the request counter (no sample yet) and the latency
+        // Every sample line is `name{labels} value`, preceded by its HELP and TYPE: 8 reflector
+        // metrics (16 samples), then the request counter (no sample yet) and the latency
         // histogram (4 verbs × (9 buckets + sum + count)); no server metrics before an upstream
         // client registers its servers.
-        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 9);
-        assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 14 + 44);
+        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 10);
+        assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 16 + 44);
         assert!(
             !out.contains("grid_wrapper_upstream_switches_total"),
             "{out}"

@@ -4,7 +4,7 @@
 //! (ring provider, given explicitly) when the client is built, so a bad certificate or key is a
 //! startup error rather than a failure — or a panic inside ureq — on first connect.
 
-use crate::upstream::client::UpstreamError;
+use crate::upstream::error::UpstreamError;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};

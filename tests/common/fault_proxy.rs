@@ -10,7 +10,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What to do to the next request whose request line contains `matches` (and, if set, does
 /// not contain `unless`). Each fault fires once.
@@ -49,6 +49,8 @@ struct Shared {
     faults: Mutex<Vec<Fault>>,
     /// Request lines seen, in order, with whether a fault fired on it.
     seen: Mutex<Vec<(String, bool)>>,
+    /// When each request line was seen, in the same order.
+    seen_at: Mutex<Vec<(Instant, String)>>,
     /// Request lines whose answer was cut off (silent from then on).
     cut: Mutex<Vec<String>>,
     /// Connections held silent (closed when released or dropped).
@@ -96,6 +98,18 @@ impl FaultProxy {
     /// The request lines seen so far and whether a fault fired on each.
     pub fn seen(&self) -> Vec<(String, bool)> {
         self.shared.seen.lock().unwrap().clone()
+    }
+
+    /// When each request whose line contains `part` (and not `unless`) arrived, in order.
+    pub fn arrivals(&self, part: &str, unless: &str) -> Vec<Instant> {
+        self.shared
+            .seen_at
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, l)| l.contains(part) && !l.contains(unless))
+            .map(|(t, _)| *t)
+            .collect()
     }
 
     /// Whether a fault fired on a request whose line contains `part`.
@@ -181,6 +195,10 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
         });
         i.map(|i| faults.remove(i))
     };
+    s.seen_at
+        .lock()
+        .unwrap()
+        .push((Instant::now(), line.clone()));
     s.seen.lock().unwrap().push((line.clone(), fault.is_some()));
     match fault.as_ref().map(|f| f.what) {
         Some(Misbehaviour::Drop) => {

@@ -1,6 +1,7 @@
 //! [`UpstreamError`]: why an upstream call failed, and how ureq's errors map onto it.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::upstream::decode::{self, DecodeError};
 
@@ -31,6 +32,9 @@ pub enum UpstreamError {
         message: String,
         /// `Status.details.causes[].reason` (see [`decode::StatusInfo::causes`]).
         causes: Vec<String>,
+        /// The answer's `Retry-After` (429 and 5xx only, capped: see
+        /// [`crate::upstream::retry_after`]); `None` when absent or not valid.
+        retry_after: Option<Duration>,
     },
     /// A body exceeded its limit.
     TooLarge {
@@ -65,6 +69,20 @@ impl UpstreamError {
         }
     }
 
+    /// The wait a 429 or 5xx answer asked for with `Retry-After` (docs/SEMANTICS.md §7).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            UpstreamError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Whether this is a 429 Too Many Requests: the upstream sheds load (API Priority and
+    /// Fairness).
+    pub fn is_throttled(&self) -> bool {
+        self.status_code() == Some(429)
+    }
+
     /// Whether the upstream's TLS refused the connection for want of a client certificate
     /// (rustls' `CertificateRequired` alert): what a proxied request, which presents none of
     /// grid-wrapper's, meets at a server that demands one on every connection.
@@ -97,8 +115,15 @@ impl fmt::Display for UpstreamError {
                 code,
                 reason,
                 message,
+                retry_after,
                 ..
-            } => write!(f, "upstream answered {code} {reason}: {message}"),
+            } => {
+                write!(f, "upstream answered {code} {reason}: {message}")?;
+                match retry_after {
+                    Some(d) => write!(f, " (Retry-After {} s)", d.as_secs()),
+                    None => Ok(()),
+                }
+            }
             UpstreamError::TooLarge { limit } => {
                 write!(f, "upstream body larger than {limit} bytes")
             }
