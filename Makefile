@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench e2e helm-check
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench fleetbench e2e helm-check
 
 all: build
 
@@ -88,6 +88,16 @@ relaybench:
 	$(CARGO) build --release --bins --example loadbench
 	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
 	bash scripts/relaybench.sh target/release --gw-bin "$$gw"
+
+## fleetbench: a fleet after a WAN outage (issue 38): FLEET_N grid-wrappers (200; the static musl
+## build, GW_BIN as for loadbench) and one simulated cloud, a FLEET_OUTAGE-second outage (30)
+## and the return, with and without throttling (429 + Retry-After) and a site relay; medians of
+## FLEET_RUNS runs (3) in out/fleetbench.md and the cloud's requests/s over time in
+## out/fleetbench.png. About 30 min; every knob in scripts/fleetbench.py.
+fleetbench:
+	$(CARGO) build --release --bins
+	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
+	bash scripts/fleetbench.sh target/release "$$gw"
 
 ## snapbench: the --cache-dir snapshot at scale S: file size, write time and writer CPU, LIST
 ## latency with and without snapshot writes, offline start from it; one table, also in
