@@ -780,3 +780,51 @@ fn a_list_over_the_item_bound_changes_nothing_and_backs_off() {
         "{last}"
     );
 }
+
+/// A 429 or 5xx `Status` carrying a `Retry-After` of `secs`.
+fn retry_after(code: u16, secs: u64) -> UpstreamError {
+    UpstreamError::Status {
+        code,
+        reason: "TooManyRequests".into(),
+        message: "Too many requests, please try again later.".into(),
+        causes: vec![],
+        retry_after: Some(Duration::from_secs(secs)),
+    }
+}
+
+#[test]
+fn a_retry_after_is_waited_for_and_the_backoff_continues_from_there() {
+    let fake = Fake::new(vec![
+        Reply::List(Err(retry_after(429, 3))),
+        Reply::List(Err(down())),
+        list("5", &["a"]),
+        Reply::Watch(Err(retry_after(503, 60))),
+        Reply::Watch(Err(down())),
+    ]);
+    let sink = Arc::new(Rec::default());
+    let stats = Arc::new(KindStats::new());
+    let mut r = Reflector::new(
+        &fake,
+        Resource::Nodes,
+        sink.clone(),
+        Backoff::without_jitter(),
+        stats.clone(),
+    );
+    let (_, waits) = run_steps(&mut r, 5);
+    let w: Vec<Duration> = waits.iter().map(|w| w.unwrap_or_default()).collect();
+    // The list's 429: at least its 3 s, jittered upward by less than a tenth.
+    assert!(
+        w[0] >= Duration::from_secs(3) && w[0] < Duration::from_millis(3300),
+        "{w:?}"
+    );
+    // Then the backoff where it stood (the 429 was its first step), no Retry-After left over.
+    assert_eq!(w[1], Duration::from_millis(1600));
+    assert_eq!(w[2], Duration::ZERO);
+    // The watch's 503 asks for the cap.
+    assert!(
+        w[3] >= Duration::from_secs(60) && w[3] < Duration::from_secs(66),
+        "{w:?}"
+    );
+    assert_eq!(w[4], Duration::from_millis(6400));
+    assert_eq!(stats.throttled(), 1);
+}
