@@ -340,6 +340,39 @@ pub struct WriterStats {
     pub last_bytes: AtomicU64,
     /// Milliseconds the last write took (encode + write + fsync).
     pub last_write_ms: AtomicU64,
+    /// Unix seconds of the oldest change no snapshot holds yet (0 = every change is written):
+    /// what tells a snapshot that is behind from one that is old because nothing changed.
+    pub unsaved_since_unix: AtomicU64,
+}
+
+impl WriterStats {
+    /// A change came: from now on (if none was pending) a snapshot is behind.
+    fn note_change(&self) {
+        let _ = self.unsaved_since_unix.compare_exchange(
+            0,
+            unix_now().max(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The pending changes are being written: whatever comes from here on is pending anew.
+    /// Returns when the taken ones began to pend, for [`WriterStats::untake`].
+    fn take_unsaved(&self) -> u64 {
+        self.unsaved_since_unix.swap(0, Ordering::Relaxed)
+    }
+
+    /// The write of changes pending since `since` did not happen: they pend again, from then
+    /// (older than any change that came meanwhile).
+    fn untake(&self, since: u64) {
+        if since != 0 {
+            let _ =
+                self.unsaved_since_unix
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                        Some(if now == 0 { since } else { now.min(since) })
+                    });
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -399,6 +432,7 @@ impl SnapshotWriter {
             p.since = Some(now);
         }
         p.last_change = Some(now);
+        self.stats.note_change();
         cv.notify_one();
     }
 
@@ -417,7 +451,10 @@ impl SnapshotWriter {
         let handle = lock(&self.thread).take();
         let mut failures = handle.and_then(|h| h.join().ok()).unwrap_or_default();
         if dirty || force {
-            write_once(cache, shared, &self.stats, &mut failures, "final");
+            let taken = self.stats.take_unsaved();
+            if write_once(cache, shared, &self.stats, &mut failures, "final") != Attempt::Written {
+                self.stats.untake(taken);
+            }
         }
     }
 }
@@ -514,6 +551,8 @@ fn writer_loop(
     // said (once per loss).
     let (mut early, mut early_said) = (false, false);
     loop {
+        // When the changes this round writes began to pend (`WriterStats::unsaved_since_unix`).
+        let taken;
         {
             let mut p = lock(m);
             loop {
@@ -543,6 +582,7 @@ fn writer_loop(
                     Some(at) if at <= now => {
                         p.dirty = false;
                         p.since = None;
+                        taken = stats.take_unsaved();
                         break;
                     }
                     Some(at) => {
@@ -565,6 +605,7 @@ fn writer_loop(
         match write_once(cache, shared, stats, &mut failures, why) {
             Attempt::Written => last_attempt = Some(Instant::now()),
             Attempt::Failed => {
+                stats.untake(taken);
                 // Retried after the gap (see `Failures::retry_gap`), not in a loop.
                 last_attempt = Some(Instant::now());
                 let mut p = lock(m);
@@ -574,7 +615,7 @@ fn writer_loop(
                     p.last_change = p.since;
                 }
             }
-            Attempt::NotReady => {}
+            Attempt::NotReady => stats.untake(taken),
         }
     }
 }

@@ -302,6 +302,13 @@ fn cache_dir_change_is_written_as_soon_as_the_upstream_is_lost() {
     let (w1, log1) = autonomy::start(&url, "edge-a1", &refs(&flags));
     w1.wait_ready();
     autonomy::wait_snapshot_writes(&w1, 1);
+    let unix = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let unsaved = "grid_wrapper_snapshot_unsaved_since_timestamp_seconds";
+    let relabelled = unix();
     sim.label_node("edge-a2", json!({"zone": "zone-b"}));
     wait_for("the relabel to be served", || {
         w1.get_json("/api/v1/nodes/edge-a2")["metadata"]["labels"]["zone"] == "zone-b"
@@ -312,10 +319,21 @@ fn cache_dir_change_is_written_as_soon_as_the_upstream_is_lost() {
         Some(1.0),
         "within the interval, the change waits"
     );
+    // The snapshot is behind since the relabel (whole seconds), and says so.
+    let since = autonomy::metric(&w1, unsaved).expect(unsaved);
+    assert!(
+        since >= relabelled.floor() - 1.0 && since <= unix(),
+        "{unsaved} {since}, relabelled at {relabelled}"
+    );
     let served = autonomy::served(&w1).expect("served");
     // The WAN goes down: the change is written at once.
     drop(sim);
     autonomy::wait_snapshot_writes(&w1, 2);
+    assert_eq!(
+        autonomy::metric(&w1, unsaved),
+        Some(0.0),
+        "every change written"
+    );
     log1.wait_for_text(
         "the upstream cannot be reached: writing the snapshot now",
         Duration::from_secs(5),

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::autonomy;
-use common::{Sim, TempDir, Wrapper};
+use common::{wait_for, Sim, TempDir, Wrapper};
 
 /// A mounted tmpfs, unmounted on drop (also when the test fails).
 struct Tmpfs {
@@ -129,6 +129,14 @@ fn cache_dir_on_a_full_disk_leaves_no_tmp_warns_once_and_exits_0() {
     let (mut w, log) = autonomy::start(&sim.url, "edge-a1", &flags);
     w.wait_ready();
     // The first write after the sync fails (WARN); let it fail again (DEBUG) before SIGTERM.
+    wait_write_failures(&w, 1, &log);
+    // The changes of the sync pend while the writes fail, from the same time on.
+    let unsaved = "grid_wrapper_snapshot_unsaved_since_timestamp_seconds";
+    // (Taken off while a write runs, put back when it fails.)
+    wait_for("unwritten changes to pend", || {
+        autonomy::metric(&w, unsaved).unwrap_or(0.0) > 0.0
+    });
+    let since = autonomy::metric(&w, unsaved).unwrap_or(0.0);
     wait_write_failures(&w, 2, &log);
     assert_eq!(
         autonomy::metric(&w, "grid_wrapper_snapshot_writes_total"),
@@ -136,6 +144,9 @@ fn cache_dir_on_a_full_disk_leaves_no_tmp_warns_once_and_exits_0() {
         "nothing fits\n{}",
         log.text()
     );
+    wait_for("the failed write's changes pending again", || {
+        autonomy::metric(&w, unsaved) == Some(since)
+    });
     let mid = names(&dir);
     assert!(
         mid.iter().all(|n| !n.ends_with(".tmp")),

@@ -150,6 +150,11 @@ fn render_writer(extras: &Extras, out: &mut String) {
             w.last_write_unix.load(Relaxed).to_string(),
         );
         gauge(
+            "grid_wrapper_snapshot_unsaved_since_timestamp_seconds",
+            "Unix time of the oldest change no snapshot holds yet (0 = every change is written).",
+            w.unsaved_since_unix.load(Relaxed).to_string(),
+        );
+        gauge(
             "grid_wrapper_snapshot_bytes",
             "Size of the last snapshot written.",
             w.last_bytes.load(Relaxed).to_string(),
