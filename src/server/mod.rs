@@ -1,6 +1,8 @@
-//! The I/O shell facing kube-proxy: the mio event loop, connections, watch streams, proxy
-//! workers and the health endpoints (`/metrics`, `/debug/state`), with the counters and the
-//! registry of open streams the loop records into for them.
+//! The I/O shell facing kube-proxy and, with `--relay-bind-address`, a site's followers: the
+//! mio event loop with its two listeners (the kube-proxy port and the relay port), connections,
+//! watch streams, proxy workers and the health endpoints (`/metrics`, `/debug/state`), with the
+//! counters and the registry of open streams the loop records into for them. What a request
+//! gets is decided by `api::decide` and written by `api::wire`; this shell only carries it out.
 
 pub mod conn;
 pub mod counters;

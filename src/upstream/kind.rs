@@ -1,7 +1,7 @@
-//! What a reflector hands the cache: the order reflectors are reported in, the changes and the
-//! sink they go to, and query-string building with Go-compatible percent-encoding. The
-//! resources themselves, with their collection paths and label selectors, are
-//! [`crate::k8s::Resource`]. Pure.
+//! Which resources the reflectors mirror, in the order they are reported in ([`REFLECTED`]),
+//! and query-string building with Go-compatible percent-encoding. The resources themselves, with
+//! their collection paths and label selectors, are [`crate::k8s::Resource`]; what a reflector
+//! hands the cache is [`crate::handoff`]'s. Pure.
 
 use crate::k8s::Resource;
 
