@@ -25,7 +25,7 @@ use crate::server::health;
 use crate::server::relay::RelayPort;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport::{self, TlsFlags};
-use crate::upstream::client::{ListOptions, Timeouts, Upstream};
+use crate::upstream::client::{ListSettings, Timeouts, Upstream};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig;
 use crate::upstream::reflector;
@@ -245,7 +245,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         watch_progress: Duration::from_secs(cfg.watch_progress_timeout_secs),
         ..Timeouts::default()
     };
-    let lists = ListOptions {
+    let lists = ListSettings {
         max_object_bytes: usize::try_from(cfg.max_object_bytes).unwrap_or(usize::MAX),
         gzip: cfg.upstream_gzip,
         max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),

@@ -98,7 +98,7 @@ use serde_json::Value;
 
 use crate::config::{Config, OutputFormat};
 use crate::k8s::Resource;
-use crate::upstream::client::{ListOptions, Timeouts, Upstream, UpstreamError};
+use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamError};
 use crate::upstream::discovery;
 use crate::upstream::kind::with_query;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
@@ -199,10 +199,10 @@ fn fetch_relay(
 /// and `--max-list-items`, [`CHECK_TIMEOUTS`]) and its `GET /version`; the client only when that
 /// reached the server (else nothing more is tried: it would fail the same way).
 fn reach(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<Upstream>, Result<Value, UpstreamError>) {
-    let lists = ListOptions {
+    let lists = ListSettings {
         gzip: cfg.upstream_gzip,
         max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),
-        ..ListOptions::default()
+        ..ListSettings::default()
     };
     let (qps, burst) = (cfg.kube_qps, cfg.kube_burst);
     let upstream = match Upstream::with_limits(ucfg, qps, burst, CHECK_TIMEOUTS, lists) {

@@ -12,7 +12,7 @@
 #![no_main]
 use std::collections::BTreeMap;
 
-use grid_wrapper::api::filter::{Filter, Selection};
+use grid_wrapper::api::filter::{Filter, Scope};
 use grid_wrapper::api::handlers::select;
 use grid_wrapper::api::negotiate::Format;
 use grid_wrapper::api::query;
@@ -151,7 +151,7 @@ fuzz_target!(|data: &[u8]| {
         _ => None,
     };
     let filter = Filter { namespace, labels: opts.label_selector, fields: opts.field_selector };
-    let everything = filter.selection(res) == Selection::Everything;
+    let everything = filter.scope(res) == Scope::Everything;
 
     let settings = Settings { hostname: "h".into(), wrapper_in_cluster: true, retention: Retention::for_queue(100) };
     let mut st = State::new(settings, 1);

@@ -22,7 +22,7 @@ const REBIND_FOR: Duration = Duration::from_secs(30);
 const REBIND_PAUSE: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Default)]
-struct State {
+struct ListenerState {
     /// The listener's address, once serving.
     addr: Option<SocketAddr>,
     /// A requested or running outage ends at this instant.
@@ -39,7 +39,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 /// Listener state shared by the accept loop and the connection threads.
 #[derive(Debug, Default)]
 pub struct Listen {
-    state: Mutex<State>,
+    state: Mutex<ListenerState>,
     changed: Condvar,
     conns: Mutex<HashMap<u64, TcpStream>>,
     /// Bumped when an outage starts: watches served from this listener end.
@@ -75,7 +75,7 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
 }
 
 impl Listen {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, ListenerState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -15,9 +15,9 @@ pub struct Filter {
     pub fields: FieldSelector,
 }
 
-/// How a [`Filter`] picks from the served objects of one resource ([`Filter::selection`]).
+/// How a [`Filter`] picks from the served objects of one resource ([`Filter::scope`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Selection {
+pub enum Scope {
     /// Every served object: no per-item matching is needed.
     Everything,
     /// Each object must be matched ([`Filter::matches`]).
@@ -35,21 +35,21 @@ impl Filter {
         self.labels.matches(&obj.labels) && self.fields.matches(|f| obj.field(f))
     }
 
-    /// Classifies this filter for the served objects of `res`. [`Selection::Everything`] when
+    /// Classifies this filter for the served objects of `res`. [`Scope::Everything`] when
     /// there is no path namespace and no field selector, and the label selector is empty or
     /// implied by the admission filter: `res` is admission-filtered (not Nodes) and every
     /// requirement is `!key` for a key of [`EXCLUDING_LABELS`] (kube-proxy's selector L), which
-    /// no admitted object carries. Otherwise [`Selection::PerItem`].
-    pub fn selection(&self, res: Resource) -> Selection {
+    /// no admitted object carries. Otherwise [`Scope::PerItem`].
+    pub fn scope(&self, res: Resource) -> Scope {
         if self.namespace.is_some() || !self.fields.is_empty() {
-            return Selection::PerItem;
+            return Scope::PerItem;
         }
         if self.labels.is_empty()
             || (admission_filtered(res) && self.labels.only_absence_of(&EXCLUDING_LABELS))
         {
-            Selection::Everything
+            Scope::Everything
         } else {
-            Selection::PerItem
+            Scope::PerItem
         }
     }
 }
@@ -77,8 +77,8 @@ mod tests {
         }
     }
 
-    fn class(labels: &str, fields: &str, ns: Option<&str>, res: Resource) -> Selection {
-        filter(labels, fields, ns, res).selection(res)
+    fn class(labels: &str, fields: &str, ns: Option<&str>, res: Resource) -> Scope {
+        filter(labels, fields, ns, res).scope(res)
     }
 
     #[test]
@@ -97,7 +97,7 @@ mod tests {
             ] {
                 assert_eq!(
                     class(sel, "", None, res),
-                    Selection::Everything,
+                    Scope::Everything,
                     "{res:?} {sel}"
                 );
             }
@@ -115,11 +115,7 @@ mod tests {
                 "service.kubernetes.io/headless!=x".to_string(),
                 "service.kubernetes.io/service-proxy-name notin (x)".to_string(),
             ] {
-                assert_eq!(
-                    class(&sel, "", None, res),
-                    Selection::PerItem,
-                    "{res:?} {sel}"
-                );
+                assert_eq!(class(&sel, "", None, res), Scope::PerItem, "{res:?} {sel}");
             }
         }
         // Such a selector still rejects an object per item.
@@ -134,13 +130,10 @@ mod tests {
     #[test]
     fn field_selectors_and_namespaces_match_per_item() {
         let res = Resource::Services;
-        assert_eq!(
-            class(L, "spec.clusterIP!=None", None, res),
-            Selection::PerItem
-        );
-        assert_eq!(class("", "metadata.name=x", None, res), Selection::PerItem);
-        assert_eq!(class(L, "", Some("default"), res), Selection::PerItem);
-        assert_eq!(class("", "", Some("default"), res), Selection::PerItem);
+        assert_eq!(class(L, "spec.clusterIP!=None", None, res), Scope::PerItem);
+        assert_eq!(class("", "metadata.name=x", None, res), Scope::PerItem);
+        assert_eq!(class(L, "", Some("default"), res), Scope::PerItem);
+        assert_eq!(class("", "", Some("default"), res), Scope::PerItem);
     }
 
     #[test]
@@ -149,12 +142,12 @@ mod tests {
         for sel in [L, "!service.kubernetes.io/headless"] {
             assert_eq!(
                 class(sel, "", None, Resource::Nodes),
-                Selection::PerItem,
+                Scope::PerItem,
                 "{sel}"
             );
         }
         assert!(!admission_filtered(Resource::Nodes));
         // Only the empty selector (which matches any object) selects every node.
-        assert_eq!(class("", "", None, Resource::Nodes), Selection::Everything);
+        assert_eq!(class("", "", None, Resource::Nodes), Scope::Everything);
     }
 }

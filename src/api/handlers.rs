@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::api::filter::{Filter, Selection};
+use crate::api::filter::{Filter, Scope};
 use crate::api::negotiate::Format;
 use crate::api::query::{self, ListOptions, RvMatch};
 use crate::api::route::Route;
@@ -202,9 +202,9 @@ pub fn not_ready() -> ApiError {
 
 /// Objects of `res` selected by `filter`, in key order.
 pub fn select(res: Resource, filter: &Filter, state: &Published) -> Vec<Arc<Served>> {
-    match filter.selection(res) {
-        Selection::Everything => state.collection(res).objects().cloned().collect(),
-        Selection::PerItem => select_per_item(res, filter, state),
+    match filter.scope(res) {
+        Scope::Everything => state.collection(res).objects().cloned().collect(),
+        Scope::PerItem => select_per_item(res, filter, state),
     }
 }
 
@@ -258,7 +258,7 @@ fn list(
             ));
         }
     }
-    let everything = filter.selection(res) == Selection::Everything;
+    let everything = filter.scope(res) == Scope::Everything;
     match format {
         // Framed here: JSON bytes are made when an object is published, so this is a pointer
         // copy per item (none at all for the whole collection but the segment's).

@@ -186,7 +186,7 @@ fn list_bodies_equal_per_item_bodies_and_share_the_items() {
         ] {
             let served = list_bytes(&st, res, q);
             assert_eq!(served, per_item_bytes(&st, res, q), "{res:?} {q}");
-            let everything = filter_of(res, q).selection(res) == Selection::Everything;
+            let everything = filter_of(res, q).scope(res) == Scope::Everything;
             assert_eq!(
                 everything,
                 res.label_selector().is_some() || q.is_empty(),

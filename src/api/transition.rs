@@ -43,7 +43,7 @@ impl Event {
 
 /// The event a watcher with `filter` gets for `entry`, if any.
 ///
-/// `everything`: the filter selects every served object ([`crate::api::filter::Selection::Everything`],
+/// `everything`: the filter selects every served object ([`crate::api::filter::Scope::Everything`],
 /// e.g. kube-proxy's selector), so no object is matched.
 pub fn transition(entry: &Entry, filter: &Filter, everything: bool) -> Option<Event> {
     let matches =
@@ -62,7 +62,7 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::filter::Selection;
+    use crate::api::filter::Scope;
     use crate::api::query;
     use crate::cache::store::test_support;
     use crate::handoff::Change;
@@ -202,7 +202,7 @@ pub(crate) mod tests {
                 labels: opts.label_selector,
                 fields: opts.field_selector,
             };
-            let everything = filter.selection(res) == Selection::Everything;
+            let everything = filter.scope(res) == Scope::Everything;
             assert_eq!(everything, q == L || q.is_empty(), "{q}");
             let events = |skip: bool| -> Vec<Option<(&'static str, Vec<u8>)>> {
                 entries

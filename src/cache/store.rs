@@ -70,7 +70,7 @@ use publisher::{Publisher, Status};
 use serve::{Filter, Scope};
 pub use stale::StaleObject;
 use stale::{Episode, Stale, StaleMark};
-pub use upstream::{ServedBytes, Upstream};
+pub use upstream::{Exported, ServedBytes};
 use upstream::{StandIn, Stored, UpstreamObjects};
 
 /// Fixed inputs of the filter.
@@ -1083,7 +1083,7 @@ impl State {
     /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
     /// and RV): taken by the writer (pointer copies), made whole and written by the snapshot
     /// writer.
-    pub fn export(&self) -> Objects<Upstream> {
+    pub fn export(&self) -> Objects<Exported> {
         Objects {
             nodes: self.upstream.blobs(Resource::Nodes, self.stand_in()),
             services: self.upstream.blobs(Resource::Services, self.stand_in()),

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::api::filter::{Filter, Selection};
+use crate::api::filter::{Filter, Scope};
 use crate::api::handlers::{InitialEnd, WatchPlan};
 use crate::api::negotiate::Format;
 use crate::api::transition::transition;
@@ -98,7 +98,7 @@ impl Watcher {
         Some(Watcher {
             res: plan.res,
             format: plan.format,
-            everything: plan.filter.selection(plan.res) == Selection::Everything,
+            everything: plan.filter.scope(plan.res) == Scope::Everything,
             filter: plan.filter,
             cursor: plan.cursor,
             bookmarks: plan.bookmarks,

@@ -160,7 +160,7 @@ impl Default for Timeouts {
 
 /// How LISTs are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ListOptions {
+pub struct ListSettings {
     /// The largest list item taken (`--max-object-bytes`, default
     /// [`DEFAULT_MAX_OBJECT_BYTES`]); a bigger one is skipped and reported.
     pub max_object_bytes: usize,
@@ -172,9 +172,9 @@ pub struct ListOptions {
     pub max_list_items: usize,
 }
 
-impl Default for ListOptions {
+impl Default for ListSettings {
     fn default() -> Self {
-        ListOptions {
+        ListSettings {
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
             gzip: true,
             max_list_items: DEFAULT_MAX_LIST_ITEMS,
@@ -322,17 +322,17 @@ impl Upstream {
         burst: u32,
         timeouts: Timeouts,
     ) -> Result<Self, UpstreamError> {
-        Self::with_limits(cfg, qps, burst, timeouts, ListOptions::default())
+        Self::with_limits(cfg, qps, burst, timeouts, ListSettings::default())
     }
 
-    /// [`Upstream::new`] with other time limits and other [`ListOptions`] (`--max-object-bytes`,
+    /// [`Upstream::new`] with other time limits and other [`ListSettings`] (`--max-object-bytes`,
     /// `--upstream-gzip`).
     pub fn with_limits(
         cfg: &UpstreamConfig,
         qps: f64,
         burst: u32,
         timeouts: Timeouts,
-        lists: ListOptions,
+        lists: ListSettings,
     ) -> Result<Self, UpstreamError> {
         Self::with_relays(cfg, None, qps, burst, (timeouts, lists))
     }
@@ -345,7 +345,7 @@ impl Upstream {
         relays: Option<&UpstreamConfig>,
         qps: f64,
         burst: u32,
-        limits: (Timeouts, ListOptions),
+        limits: (Timeouts, ListSettings),
     ) -> Result<Self, UpstreamError> {
         Self::build(cloud, relays, qps, burst, limits, stats::global())
     }
@@ -355,7 +355,7 @@ impl Upstream {
         self.inner.max_object_bytes
     }
 
-    /// The most items of one list ([`ListOptions::max_list_items`]).
+    /// The most items of one list ([`ListSettings::max_list_items`]).
     pub fn max_list_items(&self) -> usize {
         self.inner.max_list_items
     }
@@ -373,7 +373,7 @@ impl Upstream {
         burst: u32,
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
-        let limits = (Timeouts::default(), ListOptions::default());
+        let limits = (Timeouts::default(), ListSettings::default());
         Self::build(cfg, None, qps, burst, limits, stats)
     }
 
@@ -384,7 +384,7 @@ impl Upstream {
         relays: &UpstreamConfig,
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
-        let limits = (Timeouts::default(), ListOptions::default());
+        let limits = (Timeouts::default(), ListSettings::default());
         Self::build(cloud, Some(relays), 0.0, 1, limits, stats)
     }
 
@@ -436,7 +436,7 @@ impl Upstream {
         relays: Option<&UpstreamConfig>,
         qps: f64,
         burst: u32,
-        (timeouts, lists): (Timeouts, ListOptions),
+        (timeouts, lists): (Timeouts, ListSettings),
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
         let mut bases = Vec::new();
@@ -684,7 +684,7 @@ impl Upstream {
     }
 
     /// LIST: GET with a [`Timeouts::list`] limit (default [`LIST_TIMEOUT`]) and a body of at most
-    /// [`MAX_LIST_BYTES`], asking for gzip ([`ListOptions::gzip`]), decompressed and split into
+    /// [`MAX_LIST_BYTES`], asking for gzip ([`ListSettings::gzip`]), decompressed and split into
     /// its items as it arrives ([`ListSplitter`]: the whole body is never in memory next to its
     /// items, compressed or not), decoded.
     pub fn list(&self, path_and_query: &str) -> Result<ListResult, UpstreamError> {

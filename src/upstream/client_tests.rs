@@ -672,9 +672,9 @@ fn lists_ask_for_gzip_and_split_it_as_plain_while_watches_and_proxied_requests_d
         server: url,
         ..Default::default()
     };
-    let lists = ListOptions {
+    let lists = ListSettings {
         gzip: false,
-        ..ListOptions::default()
+        ..ListSettings::default()
     };
     let off = Upstream::with_limits(&cfg, 0.0, 1, Timeouts::default(), lists).unwrap();
     assert_eq!(off.list("/api/v1/services").unwrap().items.len(), 2);

@@ -43,7 +43,9 @@ mod tls;
 mod token;
 
 #[cfg(feature = "io")]
-pub use client::{ForwardRequest, ForwardResponse, ListOptions, Timeouts, Upstream, UpstreamError};
+pub use client::{
+    ForwardRequest, ForwardResponse, ListSettings, Timeouts, Upstream, UpstreamError,
+};
 pub use decode::ListResult;
 pub use kubeconfig::{KubeconfigError, UpstreamConfig};
 #[cfg(feature = "io")]

@@ -166,7 +166,7 @@ impl Publisher {
         now: u64,
     ) -> bool {
         let make = value.map(|mut value| {
-            // The LIST fast path (`api::filter::Selection`) relies on this.
+            // The LIST fast path (`api::filter::Scope`) relies on this.
             debug_assert!(
                 !admission_filtered(res)
                     || !EXCLUDING_LABELS

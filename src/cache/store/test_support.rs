@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{Settings, State, Upstream};
+use super::{Exported, Settings, State};
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::fixtures::Fixture;
 use crate::cache::view::Retention;
@@ -56,10 +56,10 @@ pub(crate) trait Whole {
     fn whole(&self) -> Option<Objects>;
 }
 
-impl Whole for Objects<Upstream> {
+impl Whole for Objects<Exported> {
     fn whole(&self) -> Option<Objects> {
         let whole =
-            |objs: &[Upstream]| -> Option<Vec<_>> { objs.iter().map(Upstream::bytes).collect() };
+            |objs: &[Exported]| -> Option<Vec<_>> { objs.iter().map(Exported::bytes).collect() };
         Some(Objects {
             nodes: whole(&self.nodes)?,
             services: whole(&self.services)?,

@@ -41,7 +41,7 @@ pub(super) enum Stored {
 /// cache's writer by sharing what the cache holds (pointer copies), made whole by the snapshot
 /// writer, one object at a time.
 #[derive(Clone, Debug)]
-pub enum Upstream {
+pub enum Exported {
     /// Its compact JSON.
     Raw(Raw),
     /// Its compact JSON, packed.
@@ -76,16 +76,16 @@ impl ServedBytes {
     }
 }
 
-impl Upstream {
+impl Exported {
     /// What the cache holds for one object: shared, and `served` (the served object's bytes
     /// and RV) only asked for when the cache keeps it as that.
-    fn of(stored: &Stored, served: impl FnOnce() -> Option<(Arc<[u8]>, u64)>) -> Option<Upstream> {
+    fn of(stored: &Stored, served: impl FnOnce() -> Option<(Arc<[u8]>, u64)>) -> Option<Exported> {
         Some(match stored {
-            Stored::Own(raw) => Upstream::Raw(raw.clone()),
-            Stored::Packed(packed) => Upstream::Packed(packed.clone()),
+            Stored::Own(raw) => Exported::Raw(raw.clone()),
+            Stored::Packed(packed) => Exported::Packed(packed.clone()),
             Stored::AsServed => {
                 let (bytes, rv) = served()?;
-                Upstream::Served(ServedBytes::new(bytes, rv))
+                Exported::Served(ServedBytes::new(bytes, rv))
             }
         })
     }
@@ -93,7 +93,7 @@ impl Upstream {
     /// Its bytes, whole (`None`: packed bytes that do not unpack, served bytes without the
     /// stamp of their RV).
     pub fn bytes(&self) -> Option<Raw> {
-        if let Upstream::Raw(raw) = self {
+        if let Exported::Raw(raw) = self {
             return Some(raw.clone());
         }
         let mut out = Vec::with_capacity(self.len());
@@ -106,13 +106,13 @@ impl Upstream {
     }
 }
 
-impl Blob for Upstream {
+impl Blob for Exported {
     fn len(&self) -> usize {
         match self {
-            Upstream::Raw(raw) => raw.len(),
-            Upstream::Packed(packed) => packed.len(),
+            Exported::Raw(raw) => raw.len(),
+            Exported::Packed(packed) => packed.len(),
             // Without a stamp `write_with` fails: the length is then moot.
-            Upstream::Served(served) => served
+            Exported::Served(served) => served
                 .around_stamp()
                 .map_or(served.bytes.len(), |(b, a)| b.len() + a.len()),
         }
@@ -120,15 +120,15 @@ impl Blob for Upstream {
 
     fn write_with(&self, put: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
         match self {
-            Upstream::Raw(raw) => put(raw),
-            Upstream::Served(served) => {
+            Exported::Raw(raw) => put(raw),
+            Exported::Served(served) => {
                 let (before, after) = served
                     .around_stamp()
                     .ok_or_else(|| io::Error::other("a served object without its stamp"))?;
                 put(before)?;
                 put(after)
             }
-            Upstream::Packed(packed) => packed
+            Exported::Packed(packed) => packed
                 .with_unpacked(put)
                 .unwrap_or_else(|| Err(io::Error::other("packed bytes that do not unpack"))),
         }
@@ -290,25 +290,25 @@ impl UpstreamObjects {
         kind: Resource,
         key: &ObjectKey,
         by: StandIn<'_>,
-    ) -> Option<Upstream> {
-        Upstream::of(self.get(kind, key)?, || by.served(kind, key))
+    ) -> Option<Exported> {
+        Exported::of(self.get(kind, key)?, || by.served(kind, key))
     }
 
     /// Every upstream object of `kind` for a snapshot, in key order ([`UpstreamObjects::blob`]
     /// of each, walking the store once). The served view is locked per object, as the loop
     /// locks it per request, so that a LIST never waits for a whole export.
-    pub(super) fn blobs(&self, kind: Resource, by: StandIn<'_>) -> Vec<Upstream> {
+    pub(super) fn blobs(&self, kind: Resource, by: StandIn<'_>) -> Vec<Exported> {
         match self.map(kind) {
             None => self
                 .nodes
                 .iter()
                 .filter_map(|(name, stored)| {
-                    Upstream::of(stored, || by.served(kind, &ObjectKey::new("", name)))
+                    Exported::of(stored, || by.served(kind, &ObjectKey::new("", name)))
                 })
                 .collect(),
             Some(map) => map
                 .iter()
-                .filter_map(|(key, stored)| Upstream::of(stored, || by.served(kind, key)))
+                .filter_map(|(key, stored)| Exported::of(stored, || by.served(kind, key)))
                 .collect(),
         }
     }
@@ -425,7 +425,7 @@ mod tests {
     #[test]
     fn served_bytes_without_their_stamp_are_refused() {
         let served = br#"{"metadata":{"name":"n","resourceVersion":"76"}}"#;
-        let blob = Upstream::Served(ServedBytes::new(Arc::from(&served[..]), 77));
+        let blob = Exported::Served(ServedBytes::new(Arc::from(&served[..]), 77));
         assert_eq!(blob.bytes(), None);
         let err = blob
             .write_with(&mut |_| Ok(()))
@@ -468,7 +468,7 @@ mod tests {
         let changed = br#"{"kind":"Node","metadata":{"labels":{"a":"c"},"name":"n","resourceVersion":"77"},"spec":{}}"#;
         assert!(!unstamped_eq(raw, changed, 77), "content differs");
         assert_eq!(
-            Upstream::Served(ServedBytes::new(Arc::from(&mid[..]), 77))
+            Exported::Served(ServedBytes::new(Arc::from(&mid[..]), 77))
                 .bytes()
                 .as_deref(),
             Some(&raw[..]),

@@ -204,20 +204,20 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
 #[test]
 fn an_export_writes_the_file_its_whole_objects_write() {
     use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
-    use crate::cache::store::Upstream;
+    use crate::cache::store::Exported;
     let (fx, slices) = world();
     let mut online = listed(&fx, &slices, 1_000);
     // One object packed, the others not yet.
     assert!(online.pack_pending(1) > 0);
     let export = online.export();
-    let all: Vec<&Upstream> = [&export.nodes, &export.services, &export.endpoints]
+    let all: Vec<&Exported> = [&export.nodes, &export.services, &export.endpoints]
         .into_iter()
         .chain([&export.slices])
         .flatten()
         .collect();
-    assert!(all.iter().any(|u| matches!(u, Upstream::Packed(_))));
-    assert!(all.iter().any(|u| matches!(u, Upstream::Raw(_))));
-    assert!(all.iter().any(|u| matches!(u, Upstream::Served(..))));
+    assert!(all.iter().any(|u| matches!(u, Exported::Packed(_))));
+    assert!(all.iter().any(|u| matches!(u, Exported::Raw(_))));
+    assert!(all.iter().any(|u| matches!(u, Exported::Served(..))));
     let meta = Meta {
         identity: Identity {
             hostname: "h".into(),
