@@ -26,7 +26,8 @@
 //! | [`app`] | startup wiring, graceful shutdown |
 //! | [`preflight`] | `grid-wrapper check`: one pass against the upstream, and a report |
 //!
-//! Below every layer, for all of them: [`bytes`] (byte comparisons), [`sync`] (the one way a
+//! Below every layer, for all of them: [`bytes`] (byte comparisons), [`histogram`] (the latency
+//! histogram of `/metrics`), [`sync`] (the one way a
 //! mutex is locked) and, for the I/O shell, `clock` (wall-clock Unix seconds).
 //!
 //! `http`, `api`, `proto`, `cache`, `k8s`, `config` and the decoding parts of `upstream` are the pure core
@@ -76,6 +77,7 @@ pub mod cache;
 pub mod clock;
 pub mod config;
 pub mod handoff;
+pub mod histogram;
 pub mod http;
 pub mod k8s;
 #[cfg(feature = "io")]

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::histogram::Histogram;
 use crate::sync::lock;
 use crate::upstream::domain::Role;
 
@@ -51,46 +52,21 @@ impl Verb {
 /// Upper bounds, in seconds, of the latency histogram's buckets (`+Inf` follows).
 pub const LATENCY_BUCKETS: [f64; 8] = [0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 10.0, 60.0];
 
-/// One histogram: per-bucket counts (the last slot is above every bound) and the sum.
-#[derive(Debug, Default)]
-struct Histogram {
-    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
-    sum_micros: AtomicU64,
-}
-
-impl Histogram {
-    fn observe(&self, took: Duration) {
-        let secs = took.as_secs_f64();
-        let slot = LATENCY_BUCKETS
-            .iter()
-            .position(|&le| secs <= le)
-            .unwrap_or(LATENCY_BUCKETS.len());
-        if let Some(b) = self.buckets.get(slot) {
-            b.fetch_add(1, Ordering::Relaxed);
-        }
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
-    }
-
-    /// Cumulative counts per bound, then the total (`+Inf`).
-    fn cumulative(&self) -> Vec<u64> {
-        let mut total = 0;
-        self.buckets
-            .iter()
-            .map(|b| {
-                total += b.load(Ordering::Relaxed);
-                total
-            })
-            .collect()
-    }
-}
-
 /// Upstream requests by verb and HTTP status code, and their latency by verb.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RequestStats {
     /// `(verb, code)` → count; code 0 = no HTTP answer.
     codes: Mutex<BTreeMap<(Verb, u16), u64>>,
     latency: [Histogram; 4],
+}
+
+impl Default for RequestStats {
+    fn default() -> Self {
+        RequestStats {
+            codes: Mutex::default(),
+            latency: [const { Histogram::new(&LATENCY_BUCKETS) }; 4],
+        }
+    }
 }
 
 impl RequestStats {
@@ -141,19 +117,9 @@ impl RequestStats {
         );
         let _ = writeln!(out, "# TYPE {name} histogram");
         for verb in Verb::ALL {
-            let Some(h) = self.latency.get(verb.index()) else {
-                continue;
-            };
-            let v = verb.name();
-            let cumulative = h.cumulative();
-            for (le, n) in LATENCY_BUCKETS.iter().zip(&cumulative) {
-                let _ = writeln!(out, "{name}_bucket{{verb=\"{v}\",le=\"{le}\"}} {n}");
+            if let Some(h) = self.latency.get(verb.index()) {
+                h.render(out, name, "verb", verb.name());
             }
-            let total = cumulative.last().copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{verb=\"{v}\",le=\"+Inf\"}} {total}");
-            let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-            let _ = writeln!(out, "{name}_sum{{verb=\"{v}\"}} {sum}");
-            let _ = writeln!(out, "{name}_count{{verb=\"{v}\"}} {total}");
         }
     }
 }
