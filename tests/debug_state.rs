@@ -258,8 +258,24 @@ fn metrics_count_requests_watches_traffic_and_the_process() {
         ("grid_wrapper_serving_snapshot", "gauge"),
         ("grid_wrapper_edge_health_abnormal_nodes", "gauge"),
         ("grid_wrapper_upstream_relists_total", "counter"),
+        ("grid_wrapper_answer_duration_seconds", "histogram"),
     ] {
         assert_eq!(types.get(name).map(String::as_str), Some(kind), "{name}");
+    }
+    // Every LIST and GET answered from the cache is timed, and nothing else.
+    let total = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    for route in ["list", "get"] {
+        let counted = total(&format!("grid_wrapper_requests_total{{route=\"{route}\","));
+        let timed = total(&format!(
+            "grid_wrapper_answer_duration_seconds_count{{route=\"{route}\"}}"
+        ));
+        assert!(counted > 0.0, "no {route} counted\n{text}");
+        assert_eq!(timed, counted, "{route}s timed\n{text}");
     }
     assert!(text.contains("grid_wrapper_upstream_relists_total{resource=\"nodes\"} 0\n"));
     assert_eq!(open("services.v1"), Some(1.0));

@@ -512,6 +512,7 @@ impl Conn {
         state: ViewRef<'_>,
         ctx: &Ctx<'_>,
     ) {
+        let began = Instant::now();
         let answer = handlers::handle(r, &req.query, format, &state, ctx.jitter);
         match answer {
             Answer::Reply(reply) => {
@@ -524,6 +525,7 @@ impl Conn {
                     counters::global().answered_in(reply.format);
                 }
                 self.reply(reply);
+                counters::global().answered(self.label.0, began.elapsed());
             }
             Answer::List(plan) => {
                 // Framed off the lock: a first protobuf list encodes its objects.
@@ -539,6 +541,7 @@ impl Conn {
                 );
                 counters::global().answered_in(reply.format);
                 self.reply(reply);
+                counters::global().answered(self.label.0, began.elapsed());
             }
             Answer::Watch(plan) => {
                 let head = response::head(

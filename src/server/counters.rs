@@ -8,10 +8,12 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 use crate::api::decide::Label;
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
+use crate::histogram::Histogram;
 use crate::k8s::Resource;
 
 /// How a request was answered, for the `route` label.
@@ -265,7 +267,16 @@ pub struct Counters {
     refused: [[AtomicU64; Refusal::ALL.len()]; Side::ALL.len()],
     /// Successful answers from the cache (lists, gets, watch starts), JSON then protobuf.
     formats: [AtomicU64; 2],
+    /// How long cache-backed LISTs, then GETs, took to answer ([`Counters::answered`]).
+    answer_latency: [Histogram; 2],
 }
+
+/// Upper bounds, in seconds, of the answer-latency histogram's buckets (`+Inf` follows): a
+/// LIST from the cache takes from microseconds (a small collection) to tens of milliseconds (a
+/// first protobuf LIST that encodes every object).
+pub const ANSWER_BUCKETS: [f64; 10] = [
+    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.25, 1.0,
+];
 
 impl Default for Counters {
     fn default() -> Self {
@@ -287,6 +298,29 @@ impl Counters {
             relay_watches: [const { AtomicI64::new(0) }; Resource::ALL.len()],
             refused: [const { [const { AtomicU64::new(0) }; Refusal::ALL.len()] }; Side::ALL.len()],
             formats: [const { AtomicU64::new(0) }; 2],
+            answer_latency: [const { Histogram::new(&ANSWER_BUCKETS) }; 2],
+        }
+    }
+
+    /// Times one cache-backed answer of `route` (LIST or GET; other routes are not timed): from
+    /// its decision to its reply queued for the socket, the socket write not included.
+    pub fn answered(&self, route: RouteKind, took: Duration) {
+        let slot = match route {
+            RouteKind::List => 0,
+            RouteKind::Get => 1,
+            _ => return,
+        };
+        if let Some(h) = self.answer_latency.get(slot) {
+            h.observe(took);
+        }
+    }
+
+    /// Answers of `route` timed so far.
+    pub fn answers_timed(&self, route: RouteKind) -> u64 {
+        match route {
+            RouteKind::List => self.answer_latency[0].count(),
+            RouteKind::Get => self.answer_latency[1].count(),
+            _ => 0,
         }
     }
 
@@ -432,7 +466,8 @@ impl Counters {
     /// Appends the Prometheus text exposition of these counters to `out`:
     /// `grid_wrapper_requests_total{route,resource,code}`, `grid_wrapper_open_watches{resource}`,
     /// `grid_wrapper_watches_ended_total{reason}`, `grid_wrapper_sent_bytes_total{route}` and
-    /// `grid_wrapper_watch_events_sent_total{resource}`. Request series appear once counted.
+    /// `grid_wrapper_watch_events_sent_total{resource}` and
+    /// `grid_wrapper_answer_duration_seconds{route}`. Request series appear once counted.
     pub fn render_prometheus(&self, out: &mut String) {
         let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}");
@@ -557,6 +592,13 @@ impl Counters {
                 self.watch_events_sent(r)
             );
         }
+        let name = "grid_wrapper_answer_duration_seconds";
+        head(out, name, "histogram", "Time to answer a cache-backed LIST or GET on the kube-proxy and relay ports, by route (list, get): from the request's decision to its reply queued for the socket (the socket write and any hold before the first sync not included).");
+        for (slot, route) in [RouteKind::List, RouteKind::Get].into_iter().enumerate() {
+            if let Some(h) = self.answer_latency.get(slot) {
+                h.render(out, name, "route", route.name());
+            }
+        }
     }
 }
 
@@ -614,6 +656,10 @@ mod tests {
         c.refused(Side::Relay, Refusal::HeadDeadline);
         assert_eq!(c.refusals(Side::Relay, Refusal::HeadDeadline), 2);
         c.answered_in(Format::Protobuf);
+        c.answered(RouteKind::List, Duration::from_micros(700));
+        c.answered(RouteKind::Watch, Duration::from_secs(1)); // not timed
+        assert_eq!(c.answers_timed(RouteKind::List), 1);
+        assert_eq!(c.answers_timed(RouteKind::Watch), 0);
         assert_eq!(
             c.requests(RouteKind::List, Some(Resource::Services), 200),
             2
@@ -643,6 +689,11 @@ mod tests {
             "grid_wrapper_connections_refused_total{port=\"kube-proxy\",reason=\"budget_full\"} 0\n",
             "grid_wrapper_cache_answers_total{format=\"json\"} 0\n",
             "grid_wrapper_cache_answers_total{format=\"protobuf\"} 1\n",
+            "# TYPE grid_wrapper_answer_duration_seconds histogram\n",
+            "grid_wrapper_answer_duration_seconds_bucket{route=\"list\",le=\"0.0005\"} 0\n",
+            "grid_wrapper_answer_duration_seconds_bucket{route=\"list\",le=\"0.001\"} 1\n",
+            "grid_wrapper_answer_duration_seconds_count{route=\"list\"} 1\n",
+            "grid_wrapper_answer_duration_seconds_count{route=\"get\"} 0\n",
         ] {
             assert!(out.contains(line), "missing {line:?} in\n{out}");
         }
@@ -658,10 +709,11 @@ mod tests {
                 + 6
                 + RouteKind::ALL.len()
                 + 2
-                + per_resource,
+                + per_resource
+                + 2 * (ANSWER_BUCKETS.len() + 3),
             "{out}"
         );
-        assert_eq!(out.matches("# TYPE ").count(), 9);
+        assert_eq!(out.matches("# TYPE ").count(), 10);
     }
 
     #[test]
