@@ -327,6 +327,8 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         tls_reload: Some(tls_slot),
         queue: cfg.notify_channel_size,
         not_ready_hold: Duration::from_secs(cfg.not_ready_hold_secs),
+        relay_max_connections: cfg.relay_max_connections,
+        relay_max_per_source: cfg.relay_max_per_source,
         ..ServerOptions::default()
     };
     let mut server = Server::bind(bind, cache_writer.clone(), Some(upstream.clone()), opts)

@@ -49,6 +49,17 @@ pub const MAX_MAX_OBJECT_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_MAX_LIST_ITEMS: u64 = 40_000;
 /// Largest accepted `--max-list-items`.
 pub const MAX_MAX_LIST_ITEMS: u64 = 100_000_000;
+/// Default `--relay-max-connections`. A follower holds one connection per watched resource
+/// plus a few for lists and proxied requests (about six), so this serves a site of about 170
+/// followers; with the kube-proxy port's budget and the metrics port's it stays far inside the
+/// process's descriptor limit. A bigger site raises it (docs/SEMANTICS.md §12.1).
+pub const DEFAULT_RELAY_MAX_CONNECTIONS: usize = 1024;
+/// Default `--relay-max-connections-per-source`: room for a NAT address in front of a dozen or
+/// so followers (or a load test's hundred watches from one host), while one address holds at
+/// most an eighth of the default budget.
+pub const DEFAULT_RELAY_MAX_PER_SOURCE: usize = 128;
+/// Largest accepted `--relay-max-connections` and `--relay-max-connections-per-source`.
+pub const MAX_RELAY_CONNECTIONS: usize = 65_536;
 /// Default `--list-progress-timeout`, seconds.
 pub const DEFAULT_LIST_PROGRESS_TIMEOUT_SECS: u64 = 60;
 /// Default `--watch-progress-timeout`, seconds: twice the apiserver's bookmark interval (one
@@ -137,6 +148,10 @@ pub struct Config {
     pub relay_key_file: Option<PathBuf>,
     /// `--relay-client-ca-file`: the CA the relay port's clients' certificates must chain to.
     pub relay_client_ca_file: Option<PathBuf>,
+    /// `--relay-max-connections`: the relay port's connection budget (docs/SEMANTICS.md §12.1).
+    pub relay_max_connections: usize,
+    /// `--relay-max-connections-per-source`: most relay connections from one source address.
+    pub relay_max_per_source: usize,
 }
 
 impl Default for Config {
@@ -173,6 +188,8 @@ impl Default for Config {
             relay_cert_file: None,
             relay_key_file: None,
             relay_client_ca_file: None,
+            relay_max_connections: DEFAULT_RELAY_MAX_CONNECTIONS,
+            relay_max_per_source: DEFAULT_RELAY_MAX_PER_SOURCE,
             watch_progress_timeout_secs: DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS,
         }
     }

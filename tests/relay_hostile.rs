@@ -32,8 +32,13 @@ struct Relay {
 }
 
 fn start(pki: &Pki, sim: &Sim) -> Relay {
+    start_with(pki, sim, &[])
+}
+
+/// [`start`] with more flags.
+fn start_with(pki: &Pki, sim: &Sim, extra: &[&str]) -> Relay {
     let port = common::free_port();
-    let args = [
+    let mut args = vec![
         format!("--master={}", sim.url),
         "--hostname=edge-a1".to_string(),
         format!("--relay-bind-address=127.0.0.1:{port}"),
@@ -41,6 +46,7 @@ fn start(pki: &Pki, sim: &Sim) -> Relay {
         format!("--relay-key-file={}", pki.path("server.key")),
         format!("--relay-client-ca-file={}", pki.path("ca.crt")),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (w, log) = Wrapper::start_captured(&args);
     w.wait_ready();
@@ -220,9 +226,23 @@ fn idle_connections_flooding_the_relay_port_leave_the_kube_proxy_port_answering(
     // Every socket beyond the budget made room (the last ones may still wait in the listen
     // queue when the late follower got in).
     let beyond = (1100 + 2 - RELAY_MAX_CONNECTIONS) as u64;
-    wait_for_long("the sockets beyond the budget evicted", LOADED, || {
-        refused(&r.w, "relay", "evicted") >= beyond
-    });
+    let counts = || {
+        format!(
+            "evicted {}, cut at the handshake deadline {}, open {}",
+            refused(&r.w, "relay", "evicted"),
+            refused(&r.w, "relay", "handshake_deadline"),
+            metric(&r.w, "grid_wrapper_relay_connections", &[])
+        )
+    };
+    let waited = Instant::now();
+    while refused(&r.w, "relay", "evicted") < beyond {
+        assert!(
+            waited.elapsed() < LOADED,
+            "the {beyond} sockets beyond the budget not evicted: {}",
+            counts()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(refused(&r.w, "kube-proxy", "budget_full"), 0);
     let open = metric(&r.w, "grid_wrapper_relay_connections", &[]);
     assert!(
@@ -299,16 +319,14 @@ fn a_certificate_holder_trickling_its_request_head_is_cut_at_the_head_deadline()
     });
 }
 
-#[test]
-fn one_source_holds_at_most_its_share_of_the_relay_port() {
-    let Some((_pki, _sim, r)) = started() else {
-        return;
-    };
-    let held: Vec<TcpStream> = (0..RELAY_MAX_PER_SOURCE)
+/// Opens `limit` connections to the relay port from 127.0.0.1, waits until they are open, and
+/// checks that one more from the same source is closed; returns the ones held.
+fn fill_one_source(r: &Relay, limit: usize) -> Vec<TcpStream> {
+    let held: Vec<TcpStream> = (0..limit)
         .map(|_| TcpStream::connect(r.relay).expect("connect"))
         .collect();
     wait_for_long("the source's connections open", LOADED, || {
-        metric(&r.w, "grid_wrapper_relay_connections", &[]) == RELAY_MAX_PER_SOURCE as u64
+        metric(&r.w, "grid_wrapper_relay_connections", &[]) == limit as u64
     });
     let mut extra = TcpStream::connect(r.relay).expect("connect");
     extra
@@ -319,12 +337,47 @@ fn one_source_holds_at_most_its_share_of_the_relay_port() {
         || matches!(extra.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
     assert!(
         closed,
-        "the source's connection over its limit was not closed"
+        "the source's connection over its limit ({limit}) was not closed"
     );
+    held
+}
+
+#[test]
+fn one_source_holds_at_most_its_share_of_the_relay_port() {
+    let Some((_pki, _sim, r)) = started() else {
+        return;
+    };
+    let held = fill_one_source(&r, RELAY_MAX_PER_SOURCE);
     assert_eq!(refused(&r.w, "relay", "per_source"), 1);
     assert_eq!(
         metric(&r.w, "grid_wrapper_relay_connections", &[]),
         RELAY_MAX_PER_SOURCE as u64
+    );
+    drop(held);
+}
+
+#[test]
+fn the_relay_ports_budgets_are_the_operators() {
+    let Some(pki) = Pki::generate() else {
+        return;
+    };
+    let sim = Sim::start(&[]);
+    let r = start_with(
+        &pki,
+        &sim,
+        &[
+            "--relay-max-connections=6",
+            "--relay-max-connections-per-source=4",
+        ],
+    );
+    let held = fill_one_source(&r, 4);
+    wait_for("the refusal counted", || {
+        refused(&r.w, "relay", "per_source") == 1
+    });
+    let text = r.log.text();
+    assert!(
+        text.contains("4 connections from 127.0.0.1 open"),
+        "the WARN names the operator's limit:\n{text}"
     );
     drop(held);
 }

@@ -7,7 +7,7 @@ use super::check::{check_host_port, check_url_list};
 use super::{
     Autonomy, Config, ConfigError, ConfigErrorKind, AUTONOMY_FLAG, DEFAULT_AUTONOMY,
     DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_MAX_LIST_ITEMS, MAX_MAX_OBJECT_BYTES,
-    MAX_NOTIFY_CHANNEL_SIZE, MAX_VERBOSITY, MIN_MAX_OBJECT_BYTES,
+    MAX_NOTIFY_CHANNEL_SIZE, MAX_RELAY_CONNECTIONS, MAX_VERBOSITY, MIN_MAX_OBJECT_BYTES,
 };
 
 /// Identifies a flag in [`FLAGS`].
@@ -50,6 +50,8 @@ pub(super) enum Id {
     RelayCertFile,
     RelayKeyFile,
     RelayClientCaFile,
+    RelayMaxConnections,
+    RelayMaxPerSource,
 }
 
 /// One flag: canonical long name (with `--`), shorthand, value placeholder (`None` = boolean),
@@ -200,6 +202,22 @@ pub(super) const FLAGS: &[Flag] = &[
         "",
         "CA bundle the relay port's clients' certificates must chain to; required with \
          --relay-bind-address",
+    ),
+    flag(
+        Id::RelayMaxConnections,
+        "--relay-max-connections",
+        Some("COUNT"),
+        "1024",
+        "most connections open on the relay port; when full, the oldest that has not \
+         completed a request is closed to make room (a follower holds about six)",
+    ),
+    flag(
+        Id::RelayMaxPerSource,
+        "--relay-max-connections-per-source",
+        Some("COUNT"),
+        "128",
+        "most relay-port connections from one source address (followers behind one NAT \
+         address share it)",
     ),
     // ---- end of the relay's serving side ----
     flag(
@@ -469,6 +487,18 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 .ok()
                 .filter(|v| (MIN_MAX_OBJECT_BYTES..=MAX_MAX_OBJECT_BYTES).contains(v))
                 .ok_or_else(|| bad("must be a whole number of bytes from 65536 to 268435456"))?
+        }
+        Id::RelayMaxConnections | Id::RelayMaxPerSource => {
+            let n = value
+                .parse::<usize>()
+                .ok()
+                .filter(|v| (1..=MAX_RELAY_CONNECTIONS).contains(v))
+                .ok_or_else(|| bad("must be a whole number from 1 to 65536"))?;
+            if flag.id == Id::RelayMaxConnections {
+                cfg.relay_max_connections = n;
+            } else {
+                cfg.relay_max_per_source = n;
+            }
         }
         Id::MaxListItems => {
             cfg.max_list_items = value

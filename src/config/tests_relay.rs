@@ -76,3 +76,37 @@ fn relay_flags_parse_and_the_servers_need_the_kubeconfig() {
         Ok(Command::Check(c, _)) if c.relay_kubeconfig.is_some()
     ));
 }
+
+#[test]
+fn the_relay_ports_budgets_parse_within_their_bounds() {
+    let Ok(Command::Run(c)) = parse_args(args(&[])) else {
+        panic!("defaults");
+    };
+    assert_eq!(
+        (c.relay_max_connections, c.relay_max_per_source),
+        (1024, 128)
+    );
+    let Ok(Command::Run(c)) = parse_args(args(&[
+        "--relay-max-connections=4096",
+        "--relay-max-connections-per-source",
+        "2048",
+    ])) else {
+        panic!("both budgets");
+    };
+    assert_eq!(
+        (c.relay_max_connections, c.relay_max_per_source),
+        (4096, 2048)
+    );
+    for bad in [
+        "--relay-max-connections=0",
+        "--relay-max-connections=65537",
+        "--relay-max-connections-per-source=many",
+    ] {
+        let e = parse_args(args(&[bad])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("must be a whole number from 1 to 65536"),
+            "{bad}: {e}"
+        );
+    }
+}

@@ -38,18 +38,10 @@ const MAX_SLEEP: Duration = Duration::from_secs(5);
 /// How long a graceful shutdown lets proxied requests finish and queued bytes drain.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Most open connections on the kube-proxy port; further ones are closed at once. The relay port
-/// has its own budget ([`RELAY_MAX_CONNECTIONS`]) and the metrics port its own loop and limit,
-/// so neither can take a connection from kube-proxy (docs/SEMANTICS.md §12.1).
+/// has its own budget (`--relay-max-connections`, [`ServerOptions::relay_max_connections`]) and
+/// the metrics port its own loop and limit, so neither can take a connection from kube-proxy
+/// (docs/SEMANTICS.md §12.1).
 pub const MAX_CONNECTIONS: usize = 1024;
-/// Most open connections on the relay port. A follower holds one connection per watched
-/// resource plus a few for proxied requests, so this serves a site of well over a hundred
-/// followers; with the kube-proxy port's budget and the metrics port's it stays far inside the
-/// process's descriptor limit.
-pub const RELAY_MAX_CONNECTIONS: usize = 1024;
-/// Most open relay connections from one source address: a follower opens fewer than ten, so this
-/// leaves room for a NAT address in front of a dozen followers (or a load test's hundred watches
-/// from one host), while one address holds at most an eighth of the relay's budget.
-pub const RELAY_MAX_PER_SOURCE: usize = 128;
 
 /// The server facing kube-proxy.
 #[derive(Debug)]
@@ -410,8 +402,9 @@ impl Server {
     fn admit(&mut self, side: Side, peer: SocketAddr, now: Instant) -> bool {
         let budget = match side {
             Side::KubeProxy => MAX_CONNECTIONS,
-            Side::Relay => RELAY_MAX_CONNECTIONS,
+            Side::Relay => self.opts.relay_max_connections,
         };
+        let per_source = self.opts.relay_max_per_source;
         let peer_text = peer.to_string();
         let source = crate::server::conn::host_of(&peer_text);
         let (mut open, mut same_source) = (0, 0);
@@ -421,8 +414,8 @@ impl Server {
                 same_source += 1;
             }
         }
-        if side == Side::Relay && same_source >= RELAY_MAX_PER_SOURCE {
-            let detail = format!("{RELAY_MAX_PER_SOURCE} connections from {source} open");
+        if side == Side::Relay && same_source >= per_source {
+            let detail = format!("{per_source} connections from {source} open");
             self.refused(side, Refusal::PerSource, &peer_text, &detail, now);
             return false;
         }

@@ -34,6 +34,10 @@ pub struct ServerOptions {
     pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// Where a reloaded TLS configuration is handed to the loop (SIGHUP, changed files).
     pub tls_reload: Option<TlsSlot>,
+    /// Most connections open on the relay port (`--relay-max-connections`).
+    pub relay_max_connections: usize,
+    /// Most relay connections from one source address (`--relay-max-connections-per-source`).
+    pub relay_max_per_source: usize,
 }
 
 /// A reloaded serving TLS configuration waiting for the loop to take it.
@@ -50,6 +54,8 @@ impl Default for ServerOptions {
             head_timeout: HEAD_TIMEOUT,
             tls: None,
             tls_reload: None,
+            relay_max_connections: crate::config::DEFAULT_RELAY_MAX_CONNECTIONS,
+            relay_max_per_source: crate::config::DEFAULT_RELAY_MAX_PER_SOURCE,
         }
     }
 }
