@@ -14,6 +14,17 @@
 //! write that fails (a full disk: `ENOSPC`) removes its `*.tmp` and leaves the old file as it
 //! was; a `*.tmp` left by a crash is removed when the directory is opened (one INFO line).
 //!
+//! Others may write in the directory (`persist/files.rs`): it is created 0700 and its files
+//! 0600 (one WARN at startup if group or others may write to it); a `*.tmp` is created new,
+//! after whatever stood at its name was removed, so a symbolic link planted there is never
+//! written through; `snapshot` and `epoch` are read only when they are regular files (a
+//! symbolic link there is ignored, and replaced by the next write). Each such finding is one
+//! WARN, counted in `grid_wrapper_cache_dir_warnings_total`.
+//!
+//! A snapshot of a newer format (a binary rolled back) is moved to `snapshot.v<N>` (one kept
+//! per version, a newer copy replacing an older) rather than overwritten by this binary's
+//! writes; with no `snapshot`, a `snapshot.v<N>` of this binary's format is restored.
+//!
 //! A failing snapshot writer logs one WARN per failure episode, saying whether a previous
 //! snapshot is kept or there is none, later failures at DEBUG, and one INFO line when a write
 //! succeeds again; it retries no sooner than `--cache-write-interval`, backing off up to five
@@ -27,6 +38,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -36,13 +48,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use log::{debug, info, warn};
 
 use crate::cache::epoch;
-use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
+use crate::cache::snapshot::{self, Identity, Meta, Snapshot, SnapshotError};
 use crate::clock::unix_now;
 use crate::sync::lock;
 use crate::writer::{Busy, Writer as CacheWriter};
 
 mod failures;
 use failures::{Failures, Previous};
+mod files;
+use files::{Cleared, Found};
 mod identity;
 pub use identity::identity;
 
@@ -70,21 +84,29 @@ fn tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(tmp)
 }
 
-/// Writes `path` crash-safely: `path.tmp`, fsync, rename, fsync the directory. On any failure
-/// `path.tmp` is removed (a full disk would otherwise keep a partial copy there) and `path` is
-/// as it was, unless only the directory's fsync failed (then it is the new file).
+/// The name a snapshot of format `version` (newer than this binary's) is kept aside under.
+pub fn kept_name(version: u32) -> String {
+    format!("{SNAPSHOT_FILE}.v{version}")
+}
+
+/// Writes `path` crash-safely: `path.tmp` (created new, 0600, never through a symbolic link:
+/// `persist/files.rs`), fsync, rename, fsync the directory. On any failure `path.tmp` is
+/// removed (a full disk would otherwise keep a partial copy there) and `path` is as it was,
+/// unless only the directory's fsync failed (then it is the new file). Something other than a
+/// regular file found at `path.tmp` is one WARN, counted in `warnings`.
 fn write_atomically(
     path: &Path,
+    warnings: &AtomicU64,
     fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<u64>,
 ) -> io::Result<u64> {
     let tmp = tmp_path(path);
-    let result = write_and_rename(path, &tmp, fill);
+    let result = write_and_rename(path, &tmp, warnings, fill);
     if result.is_err() {
-        match fs::remove_file(&tmp) {
-            Ok(()) => {}
-            // Not created, or already renamed.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => debug!("cannot remove {}: {e}", tmp.display()),
+        // Only a regular file can be ours: whatever else stands there now is left alone.
+        if fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file()) {
+            if let Err(e) = fs::remove_file(&tmp) {
+                debug!("cannot remove {}: {e}", tmp.display());
+            }
         }
     }
     result
@@ -93,10 +115,19 @@ fn write_atomically(
 fn write_and_rename(
     path: &Path,
     tmp: &Path,
+    warnings: &AtomicU64,
     fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<u64>,
 ) -> io::Result<u64> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let file = File::create(tmp)?;
+    let (file, cleared) = files::create_tmp(tmp)?;
+    if let Cleared::Foreign(what) = cleared {
+        warnings.fetch_add(1, Ordering::Relaxed);
+        warn!(
+            "removed {}: {what}, not a file grid-wrapper wrote (not followed); someone else writes in {}",
+            tmp.display(),
+            dir.display()
+        );
+    }
     let written = {
         let mut w = io::BufWriter::with_capacity(256 << 10, &file);
         let n = fill(&mut w)?;
@@ -111,20 +142,28 @@ fn write_and_rename(
 }
 
 /// Removes the `*.tmp` files of the writes in `dir` (left by a crash or a power cut during a
-/// write): one INFO line naming them.
-fn remove_stale_tmps(dir: &Path) {
+/// write): one INFO line naming them. Anything else at those names is never followed: a
+/// symbolic link or a special file is removed, a directory left (its writes will fail, naming
+/// it), each with one WARN counted in `warnings`.
+fn remove_stale_tmps(dir: &Path, warnings: &AtomicU64) {
     let mut removed = Vec::new();
     for name in [SNAPSHOT_FILE, EPOCH_FILE] {
         let tmp = tmp_path(&dir.join(name));
-        let Ok(meta) = fs::symlink_metadata(&tmp) else {
-            continue;
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        match fs::remove_file(&tmp) {
-            Ok(()) => removed.push(format!("{name}.tmp ({} bytes)", meta.len())),
-            Err(e) => warn!("cannot remove the stale {}: {e}", tmp.display()),
+        match files::clear(&tmp) {
+            Ok(Cleared::Nothing) => {}
+            Ok(Cleared::File(len)) => removed.push(format!("{name}.tmp ({len} bytes)")),
+            Ok(Cleared::Foreign(what)) => {
+                warnings.fetch_add(1, Ordering::Relaxed);
+                warn!(
+                    "removed {}: {what}, not a file grid-wrapper wrote (not followed); someone else writes in {}",
+                    tmp.display(),
+                    dir.display()
+                );
+            }
+            Err(e) => {
+                warnings.fetch_add(1, Ordering::Relaxed);
+                warn!("cannot remove the stale {}: {e}", tmp.display());
+            }
         }
     }
     if !removed.is_empty() {
@@ -144,6 +183,19 @@ pub struct CacheDir {
     /// `written_unix_secs` of the snapshot file known to be valid: loaded at startup or written
     /// since (shared by the clones). `None`: no valid one is known.
     valid: Arc<Mutex<Option<u64>>>,
+    /// WARN lines about what was found in the directory (shared by the clones; `/metrics`).
+    warnings: Arc<AtomicU64>,
+}
+
+/// What [`CacheDir::read_snapshot`] found.
+#[derive(Debug)]
+enum SnapshotFile {
+    /// No file.
+    Missing,
+    /// A snapshot (of any identity).
+    Decoded(Snapshot),
+    /// Something else (logged).
+    Ignored,
 }
 
 /// One snapshot write, for logs, metrics and benchmarks.
@@ -160,15 +212,34 @@ pub struct Written {
 }
 
 impl CacheDir {
-    /// Creates the directory if needed, and removes a `*.tmp` left by an interrupted write.
+    /// Creates the directory if needed (0700), warns once if others may write to it, and
+    /// removes a `*.tmp` left by an interrupted write.
     pub fn open(dir: &Path, identity: Identity) -> io::Result<CacheDir> {
-        fs::create_dir_all(dir)?;
-        remove_stale_tmps(dir);
+        let meta = files::create_dir(dir)?;
+        let warnings = Arc::new(AtomicU64::new(0));
+        if let Some(text) = files::open_to_others(dir, meta.mode()) {
+            warnings.fetch_add(1, Ordering::Relaxed);
+            warn!("{text}");
+        }
+        remove_stale_tmps(dir, &warnings);
         Ok(CacheDir {
             dir: dir.to_path_buf(),
             identity,
             valid: Arc::new(Mutex::new(None)),
+            warnings,
         })
+    }
+
+    /// WARN lines so far about what was found in the directory (a name of ours held by a
+    /// symbolic link, a directory or a special file; the directory open to others; a snapshot
+    /// of a newer format kept aside).
+    pub fn warnings(&self) -> &Arc<AtomicU64> {
+        &self.warnings
+    }
+
+    fn warn(&self, text: &str) {
+        self.warnings.fetch_add(1, Ordering::Relaxed);
+        warn!("{text}");
     }
 
     fn set_valid(&self, written_unix: u64) {
@@ -197,15 +268,15 @@ impl CacheDir {
     /// that fails, falls back to a random epoch (logged).
     pub fn next_epoch(&self, snapshot_rv: Option<u64>) -> u64 {
         let path = self.dir.join(EPOCH_FILE);
-        let last = fs::read_to_string(&path)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok());
+        let last = self
+            .read_regular(&path, 64, "the RV epoch file")
+            .and_then(|b| std::str::from_utf8(&b).ok()?.trim().parse::<u64>().ok());
         let last = last.max(snapshot_rv.map(epoch::epoch_of));
         let next = match last {
             Some(e) => epoch::next(e),
             None => random_epoch(),
         };
-        let written = write_atomically(&path, |w| {
+        let written = write_atomically(&path, &self.warnings, |w| {
             w.write_all(format!("{next}\n").as_bytes())?;
             Ok(0)
         });
@@ -220,27 +291,154 @@ impl CacheDir {
     }
 
     /// The snapshot, if there is a valid one of this identity. Anything else is one WARN line
-    /// (or one INFO line when there is simply no file) and `None`.
+    /// (or one INFO line when there is simply no file) and `None`. A snapshot of a newer format
+    /// (a rollback) is moved to [`kept_name`] first, so that this binary's writes do not
+    /// replace it; with no `snapshot`, one this binary's format kept aside by an older binary
+    /// is restored.
     pub fn load(&self) -> Option<Snapshot> {
         let path = self.dir.join(SNAPSHOT_FILE);
-        let bytes = match read_capped(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        match self.read_snapshot(&path, true) {
+            SnapshotFile::Missing => self.load_kept(&path),
+            SnapshotFile::Decoded(snap) => self.accept(snap, &path),
+            SnapshotFile::Ignored => None,
+        }
+    }
+
+    /// The snapshot of this binary's format that an older binary kept aside, restored to
+    /// `path` if it is valid and of this identity; otherwise as [`CacheDir::load`] says.
+    fn load_kept(&self, path: &Path) -> Option<Snapshot> {
+        let kept = self.dir.join(kept_name(snapshot::FORMAT_VERSION));
+        let snap = match self.read_snapshot(&kept, false) {
+            SnapshotFile::Missing => {
                 info!("no snapshot in {}: starting empty", self.dir.display());
                 return None;
             }
+            SnapshotFile::Decoded(snap) => snap,
+            SnapshotFile::Ignored => return None,
+        };
+        let snap = self.accept(snap, &kept)?;
+        match fs::rename(&kept, path) {
+            Ok(()) => info!(
+                "restored the snapshot {} (kept aside by an older binary, which could not read this format) as {}",
+                kept.display(),
+                path.display()
+            ),
+            Err(e) => warn!(
+                "serving the snapshot {} kept aside by an older binary, but cannot move it back to {}: {e}",
+                kept.display(),
+                path.display()
+            ),
+        }
+        Some(snap)
+    }
+
+    /// The snapshot file at `path`, decoded; anything else is one WARN and [`SnapshotFile::Ignored`]
+    /// (with `keep_newer`, a snapshot of a newer format is first kept aside).
+    fn read_snapshot(&self, path: &Path, keep_newer: bool) -> SnapshotFile {
+        let bytes = match files::open_regular(path) {
+            Ok(Found::Missing) => return SnapshotFile::Missing,
+            Ok(found) => match self.read_found(path, found, MAX_FILE_BYTES, "the snapshot") {
+                Some(bytes) => bytes,
+                None => return SnapshotFile::Ignored,
+            },
             Err(e) => {
                 warn!("ignoring the snapshot {}: {e}", path.display());
+                return SnapshotFile::Ignored;
+            }
+        };
+        match snapshot::decode(&bytes) {
+            Ok(snap) => SnapshotFile::Decoded(snap),
+            Err(SnapshotError::Version { found })
+                if keep_newer && found > snapshot::FORMAT_VERSION =>
+            {
+                self.keep_aside(path, found);
+                SnapshotFile::Ignored
+            }
+            Err(e) => {
+                warn!("ignoring the snapshot {}: {e}", path.display());
+                SnapshotFile::Ignored
+            }
+        }
+    }
+
+    /// Moves the snapshot of a newer format `version` at `path` to [`kept_name`], replacing a
+    /// copy of that version kept before (one per version), with one WARN either way.
+    fn keep_aside(&self, path: &Path, version: u32) {
+        let kept = self.dir.join(kept_name(version));
+        let replaced = fs::symlink_metadata(&kept).is_ok();
+        let why = format!(
+            "ignoring the snapshot {}: format version {version}, newer than this binary's {} (a rollback?)",
+            path.display(),
+            snapshot::FORMAT_VERSION
+        );
+        match fs::rename(path, &kept) {
+            Ok(()) => self.warn(&format!(
+                "{why}; moved to {}{} so that this binary's snapshots do not replace it: a binary that reads version {version} restores it when there is no snapshot, and this one starts empty",
+                kept.display(),
+                if replaced {
+                    ", replacing the older copy kept there"
+                } else {
+                    ""
+                }
+            )),
+            Err(e) => self.warn(&format!(
+                "{why}; cannot move it to {}: {e}, so this binary's next snapshot replaces it",
+                kept.display()
+            )),
+        }
+    }
+
+    /// The bytes of what [`files::open_regular`] found at `path` (at most `max`), `what` for
+    /// the log: a file of others' mode is narrowed to 0600; anything but a regular file is
+    /// one WARN (not followed) and `None`, and so is a read error.
+    fn read_found(&self, path: &Path, found: Found, max: u64, what: &str) -> Option<Vec<u8>> {
+        let (file, meta) = match found {
+            Found::Missing => return None,
+            Found::File(file, meta) => (file, meta),
+            Found::Foreign(it) => {
+                self.warn(&format!(
+                    "ignoring {what} {}: {it}, not a file grid-wrapper wrote (not followed; its next write replaces the name); someone else writes in {}",
+                    path.display(),
+                    self.dir.display()
+                ));
                 return None;
             }
         };
-        let snap = match snapshot::decode(&bytes) {
-            Ok(s) => s,
+        match files::tighten(&file, &meta) {
+            Ok(None) => {}
+            Ok(Some(mode)) => info!(
+                "{} had mode {mode:04o}: now {:04o}, as grid-wrapper writes its files",
+                path.display(),
+                files::FILE_MODE
+            ),
+            Err(e) => warn!(
+                "{} has mode {:04o}, readable by others, and cannot be narrowed: {e}",
+                path.display(),
+                meta.mode() & 0o7777
+            ),
+        }
+        match read_capped(file, meta.len(), max) {
+            Ok(bytes) => Some(bytes),
             Err(e) => {
-                warn!("ignoring the snapshot {}: {e}", path.display());
-                return None;
+                warn!("ignoring {what} {}: {e}", path.display());
+                None
             }
-        };
+        }
+    }
+
+    /// [`CacheDir::read_found`] of what stands at `path`; `None` when nothing does.
+    fn read_regular(&self, path: &Path, max: u64, what: &str) -> Option<Vec<u8>> {
+        match files::open_regular(path) {
+            Ok(found) => self.read_found(path, found, max, what),
+            Err(e) => {
+                warn!("ignoring {what} {}: {e}", path.display());
+                None
+            }
+        }
+    }
+
+    /// `snap`, read from `path`, if this process may serve it (its identity).
+    fn accept(&self, snap: Snapshot, path: &Path) -> Option<Snapshot> {
         let theirs = &snap.meta.identity;
         if !identity::accepts(&self.identity, theirs) {
             warn!(
@@ -289,7 +487,7 @@ impl CacheDir {
         };
         let taken = start.elapsed();
         let path = self.dir.join(SNAPSHOT_FILE);
-        let bytes = write_atomically(&path, |w| snapshot::write_to(&snap, w))?;
+        let bytes = write_atomically(&path, &self.warnings, |w| snapshot::write_to(&snap, w))?;
         self.set_valid(snap.meta.written_unix_secs);
         Ok(Some(Written {
             bytes,
@@ -300,17 +498,16 @@ impl CacheDir {
     }
 }
 
-fn read_capped(path: &Path) -> io::Result<Vec<u8>> {
-    let file = File::open(path)?;
-    let len = file.metadata()?.len();
-    if len > MAX_FILE_BYTES {
+/// The bytes of `file` (`len` by its metadata), refused above `max`.
+fn read_capped(file: File, len: u64, max: u64) -> io::Result<Vec<u8>> {
+    if len > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{len} bytes is larger than any snapshot"),
+            format!("{len} bytes is larger than any such file"),
         ));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes)?;
+    file.take(max).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -343,6 +540,8 @@ pub struct WriterStats {
     /// Unix seconds of the oldest change no snapshot holds yet (0 = every change is written):
     /// what tells a snapshot that is behind from one that is old because nothing changed.
     pub unsaved_since_unix: AtomicU64,
+    /// WARN lines about what was found in the directory ([`CacheDir::warnings`]).
+    pub dir_warnings: Arc<AtomicU64>,
 }
 
 impl WriterStats {
@@ -410,7 +609,10 @@ impl SnapshotWriter {
         upstream_lost: Box<dyn Fn() -> bool + Send>,
     ) -> io::Result<Arc<SnapshotWriter>> {
         let pending = Arc::new((Mutex::new(Pending::default()), Condvar::new()));
-        let stats = Arc::new(WriterStats::default());
+        let stats = Arc::new(WriterStats {
+            dir_warnings: cache.warnings.clone(),
+            ..WriterStats::default()
+        });
         let (p, s) = (pending.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("snapshot-writer".into())

@@ -139,6 +139,11 @@ fn render_writer(extras: &Extras, out: &mut String) {
             "Snapshot writes that failed (the previous snapshot is kept).",
             w.failures.load(Relaxed),
         );
+        counter(
+            "grid_wrapper_cache_dir_warnings_total",
+            "WARN lines about --cache-dir's contents: a name of grid-wrapper's held by a symbolic link, directory or special file (never followed), the directory writable by others, a newer-format snapshot kept aside.",
+            w.dir_warnings.load(Relaxed),
+        );
         let mut gauge = |name: &str, help: &str, v: String| {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
