@@ -44,7 +44,10 @@ fn cache_dir_planted_links_are_never_followed_and_the_files_are_private() {
     symlink(&victim_snap, dir.join("snapshot.tmp")).expect("symlink");
     sim.label_node("edge-a2", json!({"zone": "zone-b"}));
     autonomy::wait_snapshot_writes(&w, 2);
-    assert_eq!(std::fs::read(&victim_snap).expect("read"), b"precious a");
+    assert!(
+        std::fs::read(&victim_snap).expect("read") == b"precious a",
+        "victim_snap was written"
+    );
     let text = log.wait_for_text("snapshot.tmp: a symbolic link to", Duration::from_secs(5));
     assert_eq!(text.matches("not followed").count(), 1, "{text}");
     assert!(std::fs::symlink_metadata(dir.join("snapshot"))
@@ -67,8 +70,14 @@ fn cache_dir_planted_links_are_never_followed_and_the_files_are_private() {
     w.wait_ready();
     sim.label_node("edge-a2", json!({"zone": "zone-c"}));
     autonomy::wait_snapshot_writes(&w, 1);
-    assert_eq!(std::fs::read(&victim_snap).expect("read"), b"precious a");
-    assert_eq!(std::fs::read(&victim_epoch).expect("read"), b"precious b");
+    assert!(
+        std::fs::read(&victim_snap).expect("read") == b"precious a",
+        "victim_snap was written"
+    );
+    assert!(
+        std::fs::read(&victim_epoch).expect("read") == b"precious b",
+        "victim_epoch was written"
+    );
     let text = log.wait_for_text("has mode 0777", Duration::from_secs(5));
     assert_eq!(text.matches("not followed").count(), 2, "{text}");
     assert_eq!(
