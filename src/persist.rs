@@ -121,12 +121,7 @@ fn write_and_rename(
     let dir = path.parent().unwrap_or(Path::new("."));
     let (file, cleared) = files::create_tmp(tmp)?;
     if let Cleared::Foreign(what) = cleared {
-        warnings.fetch_add(1, Ordering::Relaxed);
-        warn!(
-            "removed {}: {what}, not a file grid-wrapper wrote (not followed); someone else writes in {}",
-            tmp.display(),
-            dir.display()
-        );
+        warn_foreign_tmp(tmp, &what, dir, warnings);
     }
     let written = {
         let mut w = io::BufWriter::with_capacity(256 << 10, &file);
@@ -141,6 +136,16 @@ fn write_and_rename(
     Ok(written)
 }
 
+/// The WARN about `what` (not a regular file), found at `tmp` in `dir` and removed.
+fn warn_foreign_tmp(tmp: &Path, what: &str, dir: &Path, warnings: &AtomicU64) {
+    warnings.fetch_add(1, Ordering::Relaxed);
+    warn!(
+        "removed {}: {what}, not a file grid-wrapper wrote (not followed); someone else writes in {}",
+        tmp.display(),
+        dir.display()
+    );
+}
+
 /// Removes the `*.tmp` files of the writes in `dir` (left by a crash or a power cut during a
 /// write): one INFO line naming them. Anything else at those names is never followed: a
 /// symbolic link or a special file is removed, a directory left (its writes will fail, naming
@@ -152,14 +157,7 @@ fn remove_stale_tmps(dir: &Path, warnings: &AtomicU64) {
         match files::clear(&tmp) {
             Ok(Cleared::Nothing) => {}
             Ok(Cleared::File(len)) => removed.push(format!("{name}.tmp ({len} bytes)")),
-            Ok(Cleared::Foreign(what)) => {
-                warnings.fetch_add(1, Ordering::Relaxed);
-                warn!(
-                    "removed {}: {what}, not a file grid-wrapper wrote (not followed); someone else writes in {}",
-                    tmp.display(),
-                    dir.display()
-                );
-            }
+            Ok(Cleared::Foreign(what)) => warn_foreign_tmp(&tmp, &what, dir, warnings),
             Err(e) => {
                 warnings.fetch_add(1, Ordering::Relaxed);
                 warn!("cannot remove the stale {}: {e}", tmp.display());
@@ -185,6 +183,17 @@ pub struct CacheDir {
     valid: Arc<Mutex<Option<u64>>>,
     /// WARN lines about what was found in the directory (shared by the clones; `/metrics`).
     warnings: Arc<AtomicU64>,
+}
+
+/// What [`CacheDir::read_regular`] found.
+#[derive(Debug)]
+enum Contents {
+    /// No file.
+    Missing,
+    /// The file's bytes.
+    Bytes(Vec<u8>),
+    /// Something else, or a file that could not be read (logged).
+    Ignored,
 }
 
 /// What [`CacheDir::read_snapshot`] found.
@@ -268,9 +277,12 @@ impl CacheDir {
     /// that fails, falls back to a random epoch (logged).
     pub fn next_epoch(&self, snapshot_rv: Option<u64>) -> u64 {
         let path = self.dir.join(EPOCH_FILE);
-        let last = self
-            .read_regular(&path, 64, "the RV epoch file")
-            .and_then(|b| std::str::from_utf8(&b).ok()?.trim().parse::<u64>().ok());
+        let last = match self.read_regular(&path, 64, "the RV epoch file") {
+            Contents::Bytes(b) => std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok()),
+            Contents::Missing | Contents::Ignored => None,
+        };
         let last = last.max(snapshot_rv.map(epoch::epoch_of));
         let next = match last {
             Some(e) => epoch::next(e),
@@ -332,19 +344,14 @@ impl CacheDir {
         Some(snap)
     }
 
-    /// The snapshot file at `path`, decoded; anything else is one WARN and [`SnapshotFile::Ignored`]
-    /// (with `keep_newer`, a snapshot of a newer format is first kept aside).
+    /// The snapshot file at `path`, decoded; anything else is one WARN and
+    /// [`SnapshotFile::Ignored`] (with `keep_newer`, a snapshot of a newer format is first kept
+    /// aside).
     fn read_snapshot(&self, path: &Path, keep_newer: bool) -> SnapshotFile {
-        let bytes = match files::open_regular(path) {
-            Ok(Found::Missing) => return SnapshotFile::Missing,
-            Ok(found) => match self.read_found(path, found, MAX_FILE_BYTES, "the snapshot") {
-                Some(bytes) => bytes,
-                None => return SnapshotFile::Ignored,
-            },
-            Err(e) => {
-                warn!("ignoring the snapshot {}: {e}", path.display());
-                return SnapshotFile::Ignored;
-            }
+        let bytes = match self.read_regular(path, MAX_FILE_BYTES, "the snapshot") {
+            Contents::Bytes(bytes) => bytes,
+            Contents::Missing => return SnapshotFile::Missing,
+            Contents::Ignored => return SnapshotFile::Ignored,
         };
         match snapshot::decode(&bytes) {
             Ok(snap) => SnapshotFile::Decoded(snap),
@@ -388,20 +395,24 @@ impl CacheDir {
         }
     }
 
-    /// The bytes of what [`files::open_regular`] found at `path` (at most `max`), `what` for
-    /// the log: a file of others' mode is narrowed to 0600; anything but a regular file is
-    /// one WARN (not followed) and `None`, and so is a read error.
-    fn read_found(&self, path: &Path, found: Found, max: u64, what: &str) -> Option<Vec<u8>> {
-        let (file, meta) = match found {
-            Found::Missing => return None,
-            Found::File(file, meta) => (file, meta),
-            Found::Foreign(it) => {
+    /// The bytes of the regular file at `path` (at most `max`; `what` it is, for the log),
+    /// never read through a symbolic link: a file others may read is narrowed to 0600 first;
+    /// anything but a regular file is one WARN, and so is a read error.
+    fn read_regular(&self, path: &Path, max: u64, what: &str) -> Contents {
+        let (file, meta) = match files::open_regular(path) {
+            Ok(Found::Missing) => return Contents::Missing,
+            Ok(Found::File(file, meta)) => (file, meta),
+            Ok(Found::Foreign(it)) => {
                 self.warn(&format!(
                     "ignoring {what} {}: {it}, not a file grid-wrapper wrote (not followed; its next write replaces the name); someone else writes in {}",
                     path.display(),
                     self.dir.display()
                 ));
-                return None;
+                return Contents::Ignored;
+            }
+            Err(e) => {
+                warn!("ignoring {what} {}: {e}", path.display());
+                return Contents::Ignored;
             }
         };
         match files::tighten(&file, &meta) {
@@ -411,28 +422,17 @@ impl CacheDir {
                 path.display(),
                 files::FILE_MODE
             ),
-            Err(e) => warn!(
+            Err(e) => self.warn(&format!(
                 "{} has mode {:04o}, readable by others, and cannot be narrowed: {e}",
                 path.display(),
                 meta.mode() & 0o7777
-            ),
+            )),
         }
         match read_capped(file, meta.len(), max) {
-            Ok(bytes) => Some(bytes),
+            Ok(bytes) => Contents::Bytes(bytes),
             Err(e) => {
                 warn!("ignoring {what} {}: {e}", path.display());
-                None
-            }
-        }
-    }
-
-    /// [`CacheDir::read_found`] of what stands at `path`; `None` when nothing does.
-    fn read_regular(&self, path: &Path, max: u64, what: &str) -> Option<Vec<u8>> {
-        match files::open_regular(path) {
-            Ok(found) => self.read_found(path, found, max, what),
-            Err(e) => {
-                warn!("ignoring {what} {}: {e}", path.display());
-                None
+                Contents::Ignored
             }
         }
     }

@@ -11,7 +11,9 @@
 //! - A file that is read ([`open_regular`]) must be a regular file under its name: a symbolic
 //!   link, a directory or a special file (a FIFO would block the open) is refused, and the
 //!   file opened must be the one `lstat` saw (same device and inode), so a swap in between is
-//!   refused too.
+//!   refused too. (A swap to a FIFO in that instant would still block the open: std names no
+//!   `O_NONBLOCK` either; only someone who may write in the directory can try it, which is
+//!   what the directory's mode warning is about.)
 //! - The directory is created 0700 ([`create_dir`]); one that others may write to is worth a
 //!   warning ([`open_to_others`]).
 //!
