@@ -101,7 +101,18 @@ pub(crate) fn create_tmp(path: &Path) -> io::Result<(File, Cleared)> {
         .write(true)
         .create_new(true)
         .mode(FILE_MODE)
-        .open(path)?;
+        .open(path)
+        .map_err(|e| match e.kind() {
+            // Something was put there again between the removal and the creation.
+            io::ErrorKind::AlreadyExists => io::Error::new(
+                e.kind(),
+                format!(
+                    "{} reappeared as soon as it was removed ({e}): someone else writes there",
+                    path.display()
+                ),
+            ),
+            _ => e,
+        })?;
     Ok((file, cleared))
 }
 
