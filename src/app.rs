@@ -329,6 +329,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         not_ready_hold: Duration::from_secs(cfg.not_ready_hold_secs),
         relay_max_connections: cfg.relay_max_connections,
         relay_max_per_source: cfg.relay_max_per_source,
+        relay_connection_rate: cfg.relay_connection_rate,
         ..ServerOptions::default()
     };
     let mut server = Server::bind(bind, cache_writer.clone(), Some(upstream.clone()), opts)

@@ -58,6 +58,14 @@ pub const DEFAULT_RELAY_MAX_CONNECTIONS: usize = 1024;
 /// so followers (or a load test's hundred watches from one host), while one address holds at
 /// most an eighth of the default budget.
 pub const DEFAULT_RELAY_MAX_PER_SOURCE: usize = 128;
+/// Default `--relay-connection-rate-per-source`, new relay connections a second from one source
+/// once it has spent its burst (twice its `--relay-max-connections-per-source`): a follower opens
+/// about six connections at its start and as many again after a relay restart, within the burst,
+/// and then one now and then (a watch that ended, a proxied request), while a source reopening
+/// connections as fast as they are closed is held to this rate (docs/SEMANTICS.md §12.1).
+pub const DEFAULT_RELAY_CONNECTION_RATE: u32 = 10;
+/// Largest accepted `--relay-connection-rate-per-source`.
+pub const MAX_RELAY_CONNECTION_RATE: u32 = 65_536;
 /// Largest accepted `--relay-max-connections` and `--relay-max-connections-per-source`.
 pub const MAX_RELAY_CONNECTIONS: usize = 65_536;
 /// Default `--list-progress-timeout`, seconds.
@@ -152,6 +160,9 @@ pub struct Config {
     pub relay_max_connections: usize,
     /// `--relay-max-connections-per-source`: most relay connections from one source address.
     pub relay_max_per_source: usize,
+    /// `--relay-connection-rate-per-source`: new relay connections a second from one source
+    /// after its burst; 0 = no limit.
+    pub relay_connection_rate: u32,
 }
 
 impl Default for Config {
@@ -190,6 +201,7 @@ impl Default for Config {
             relay_client_ca_file: None,
             relay_max_connections: DEFAULT_RELAY_MAX_CONNECTIONS,
             relay_max_per_source: DEFAULT_RELAY_MAX_PER_SOURCE,
+            relay_connection_rate: DEFAULT_RELAY_CONNECTION_RATE,
             watch_progress_timeout_secs: DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS,
         }
     }

@@ -145,37 +145,73 @@ fn open_files_limit() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// [`started`], if this process may open the files a flood of a thousand connections and more
+/// needs (`None`, printing why, if not).
+fn started_for_a_flood() -> Option<(Pki, Sim, Relay)> {
+    match open_files_limit() {
+        Some(n) if n >= 4096 => started(),
+        other => {
+            println!("skipping: the open-files limit ({other:?}) is under 4096 (ulimit -n)");
+            None
+        }
+    }
+}
+
 /// How long the counts of a flood may take to settle: each of its connections is accepted, set up
 /// and evicted or refused one by one by a debug build, on a machine the other tests load too.
 /// A bound on the test, not a speed asserted.
 const LOADED: Duration = Duration::from_secs(60);
 
-/// A python3 process holding `sources × per_source` idle plain-TCP connections to `addr`, each
-/// bound to a loopback source 127.0.0.(2+i): the relay port's per-source limit counts by address,
-/// and std cannot bind a socket before it connects. Returns once they are open (or None, with
-/// the reason printed).
+/// What a flood's sockets do ([`flood_with`]).
+struct FloodPlan {
+    /// Bytes each socket sends once connected (none: it stays silent).
+    payload: &'static [u8],
+    /// Whether a socket the server closes is opened again at once.
+    reopen: bool,
+    /// How long the flood lasts at most (it also ends when the test kills it).
+    secs: u64,
+}
+
+/// The flood [`flood`] holds: silent sockets, never reopened.
+const IDLE: FloodPlan = FloodPlan {
+    payload: b"",
+    reopen: false,
+    secs: 300,
+};
+
+/// A python3 process (`scripts/relayflood.py`) holding `sources × per_source` idle plain-TCP
+/// connections to `addr`, each bound to a loopback source 127.0.0.(2+i): the relay port's
+/// per-source limit counts by address, and std cannot bind a socket before it connects. Returns
+/// once they are open (or None, with the reason printed).
 fn flood(addr: SocketAddr, sources: usize, per_source: usize) -> Option<Child> {
+    flood_with(addr, sources, per_source, &IDLE)
+}
+
+/// [`flood`] whose sockets follow `plan`: each sends its payload once connected and, with
+/// `reopen`, is opened again from the same source as soon as the server closes it (at most 100
+/// times the first round's number in all). Returns once the first round is connected; the
+/// process prints its totals when `plan.secs` is over.
+fn flood_with(
+    addr: SocketAddr,
+    sources: usize,
+    per_source: usize,
+    plan: &FloodPlan,
+) -> Option<Child> {
     let Some(python) = find_in_path("python3") else {
         println!("skipping the flood: python3 not found on PATH");
         return None;
     };
-    let script = "import socket,sys\n\
-        host,port,sources,per=sys.argv[1],int(sys.argv[2]),int(sys.argv[3]),int(sys.argv[4])\n\
-        held=[]\n\
-        for i in range(sources):\n\
-        \x20   for _ in range(per):\n\
-        \x20       s=socket.socket()\n\
-        \x20       s.bind(('127.0.0.%d'%(2+i),0))\n\
-        \x20       s.connect((host,port))\n\
-        \x20       held.append(s)\n\
-        print('opened',len(held),flush=True)\n\
-        sys.stdin.read()\n";
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/relayflood.py");
+    let hex: String = plan.payload.iter().map(|b| format!("{b:02x}")).collect();
     let mut child = Command::new(python)
-        .args(["-c", script])
+        .args([script, "flood"])
         .arg(addr.ip().to_string())
         .arg(addr.port().to_string())
         .arg(sources.to_string())
         .arg(per_source.to_string())
+        .arg(plan.secs.to_string())
+        .arg(hex)
+        .arg(if plan.reopen { "1" } else { "0" })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -185,19 +221,13 @@ fn flood(addr: SocketAddr, sources: usize, per_source: usize) -> Option<Child> {
     let n = out.read(&mut line).unwrap_or(0);
     let text = String::from_utf8_lossy(line.get(..n).unwrap_or_default()).into_owned();
     assert!(text.starts_with("opened"), "python3 flood: {text:?}");
+    child.stdout = Some(out);
     Some(child)
 }
 
 #[test]
 fn idle_connections_flooding_the_relay_port_leave_the_kube_proxy_port_answering() {
-    match open_files_limit() {
-        Some(n) if n >= 4096 => {}
-        other => {
-            println!("skipping: the open-files limit ({other:?}) is under 4096 (ulimit -n)");
-            return;
-        }
-    }
-    let Some((pki, _sim, r)) = started() else {
+    let Some((pki, _sim, r)) = started_for_a_flood() else {
         return;
     };
     let cfg = tls_config(&pki);
@@ -259,6 +289,158 @@ fn idle_connections_flooding_the_relay_port_leave_the_kube_proxy_port_answering(
     assert!(lines <= 3, "{lines} log lines:\n{}", r.log.text());
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The start of a TLS ClientHello (a record header announcing 512 bytes, then the first bytes of
+/// the handshake): the server reads it and waits for the rest.
+const PARTIAL_CLIENT_HELLO: &[u8] = &[
+    0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+];
+
+/// Sockets that send the start of a ClientHello and nothing more, reopened as soon as closed.
+const RECONNECTING: FloodPlan = FloodPlan {
+    payload: PARTIAL_CLIENT_HELLO,
+    reopen: true,
+    secs: 120,
+};
+
+/// Connections the relay port closed before their first request so far, for any reason.
+fn refused_on_relay(w: &Wrapper) -> u64 {
+    metric(
+        w,
+        "grid_wrapper_connections_refused_total",
+        &["port=\"relay\""],
+    )
+}
+
+/// Ends a flood (it stops when its stdin closes): its totals, as it printed them.
+fn stop(mut child: Child) -> String {
+    drop(child.stdin.take());
+    let mut totals = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut totals);
+    }
+    let _ = child.wait();
+    totals
+}
+
+#[test]
+fn a_reconnect_flood_of_the_relay_port_leaves_the_kube_proxy_ports_lists_fast() {
+    let Some((_pki, _sim, r)) = started_for_a_flood() else {
+        return;
+    };
+    // 24 sources of 100 sockets each: every source under its limit, together over the budget;
+    // each socket evicted or refused is opened again at once.
+    let Some(child) = flood_with(r.relay, 24, 100, &RECONNECTING) else {
+        return;
+    };
+    let before = refused_on_relay(&r.w);
+    let (mut lists, mut worst) = (0u32, Duration::ZERO);
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(10) {
+        let t = Instant::now();
+        let answer = common::try_request(r.w.addr, "GET", "/api/v1/services", &[], b"");
+        let took = t.elapsed();
+        assert!(
+            matches!(answer, Ok((200, _, _))),
+            "LIST {lists} through the kube-proxy port after {took:?}: {answer:?}"
+        );
+        worst = worst.max(took);
+        lists += 1;
+        // kube-proxy's pace of relists is far slower; this one only spreads them over the flood.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The flood went on throughout: the relay port kept closing its sockets.
+    let during = refused_on_relay(&r.w) - before;
+    let totals = stop(child);
+    assert!(
+        during >= 1000,
+        "only {during} relay connections closed during the flood: {totals}"
+    );
+    println!(
+        "{lists} LISTs, the slowest {worst:?}; {during} relay connections closed; flood {totals}"
+    );
+    assert!(
+        worst < Duration::from_secs(1),
+        "the slowest of {lists} LISTs through the kube-proxy port took {worst:?} during the flood"
+    );
+    assert_eq!(refused(&r.w, "kube-proxy", "budget_full"), 0);
+}
+
+#[test]
+fn a_certificate_holder_is_never_evicted_and_a_follower_starts_during_a_reconnect_flood() {
+    let Some(pki) = Pki::generate() else {
+        return;
+    };
+    let sim = Sim::start(&[]);
+    let budget = 64;
+    let r = start_with(
+        &pki,
+        &sim,
+        &[
+            &format!("--relay-max-connections={budget}"),
+            "--relay-max-connections-per-source=16",
+        ],
+    );
+    // 8 sources of 12 reconnecting sockets: more than the budget.
+    let Some(child) = flood_with(r.relay, 8, 12, &RECONNECTING) else {
+        return;
+    };
+    // A certificate holder has completed its handshake and sent no request yet: the newest
+    // connection, at the back of the eviction order.
+    let cfg = tls_config(&pki);
+    let mut holder = BufReader::new(tls_connect(&cfg, r.relay));
+    let opened = Instant::now();
+    let evicted = refused(&r.w, "relay", "evicted");
+    // A budget's worth of evictions since: every connection evictable when it opened is gone.
+    // (Within its request head's deadline, which would close it anyway.)
+    let enough = evicted + 2 * budget;
+    while refused(&r.w, "relay", "evicted") < enough {
+        assert!(
+            opened.elapsed() < HEAD_TIMEOUT - Duration::from_secs(2),
+            "{} evictions in {:?}",
+            refused(&r.w, "relay", "evicted") - evicted,
+            opened.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let req = "GET /api/v1/nodes HTTP/1.1\r\nHost: relay\r\n\r\n";
+    let code = holder
+        .get_mut()
+        .write_all(req.as_bytes())
+        .and_then(|()| read_response(&mut holder))
+        .map(|(code, _, _)| code);
+    assert!(
+        matches!(code, Ok(200)),
+        "the certificate holder's connection after {} evictions: {code:?}",
+        refused(&r.w, "relay", "evicted") - evicted
+    );
+    // A follower (re)started now, with only the relay to read from, syncs and answers.
+    let ca = pki.path("ca.crt");
+    let kubeconfig = pki.kubeconfig(
+        "relay.kubeconfig",
+        &format!("https://{}", r.relay),
+        &format!("    certificate-authority: {ca}\n"),
+        &format!(
+            "    client-certificate: {}\n    client-key: {}\n",
+            pki.path("client.crt"),
+            pki.path("client.key")
+        ),
+    );
+    let during = refused_on_relay(&r.w);
+    let follower = Wrapper::start(
+        &common::autonomy::dead_master(),
+        "edge-b1",
+        &[&format!("--relay-kubeconfig={kubeconfig}")],
+    );
+    let (code, _, body) = follower.get("/api/v1/services");
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let after = refused_on_relay(&r.w);
+    let totals = stop(child);
+    assert!(
+        after > during,
+        "the flood went on while the follower started: {totals}"
+    );
 }
 
 /// Sends a request head one byte a second (reading with a one-second timeout paces it and

@@ -116,3 +116,8 @@ pub(super) fn check_url_list(s: &str) -> Result<(), (String, &'static str)> {
     }
     Ok(())
 }
+
+/// A whole number of events a second from 0 (no limit) to `max`.
+pub(super) fn check_rate(s: &str, max: u32) -> Option<u32> {
+    s.parse::<u32>().ok().filter(|&v| v <= max)
+}

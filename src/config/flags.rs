@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
-use super::check::{check_host_port, check_url_list};
+use super::check::{check_host_port, check_rate, check_url_list};
 use super::{
     Autonomy, Config, ConfigError, ConfigErrorKind, AUTONOMY_FLAG, DEFAULT_AUTONOMY,
     DEFAULT_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS, MAX_MAX_LIST_ITEMS, MAX_MAX_OBJECT_BYTES,
-    MAX_NOTIFY_CHANNEL_SIZE, MAX_RELAY_CONNECTIONS, MAX_VERBOSITY, MIN_MAX_OBJECT_BYTES,
+    MAX_NOTIFY_CHANNEL_SIZE, MAX_RELAY_CONNECTIONS, MAX_RELAY_CONNECTION_RATE, MAX_VERBOSITY,
+    MIN_MAX_OBJECT_BYTES,
 };
 
 /// Identifies a flag in [`FLAGS`].
@@ -52,6 +53,7 @@ pub(super) enum Id {
     RelayClientCaFile,
     RelayMaxConnections,
     RelayMaxPerSource,
+    RelayConnectionRate,
 }
 
 /// One flag: canonical long name (with `--`), shorthand, value placeholder (`None` = boolean),
@@ -218,6 +220,14 @@ pub(super) const FLAGS: &[Flag] = &[
         "128",
         "most relay-port connections from one source address (followers behind one NAT \
          address share it)",
+    ),
+    flag(
+        Id::RelayConnectionRate,
+        "--relay-connection-rate-per-source",
+        Some("PER_SECOND"),
+        "10",
+        "new relay-port connections a second from one source address after a burst of twice \
+         --relay-max-connections-per-source; faster ones are closed; 0 = no limit",
     ),
     // ---- end of the relay's serving side ----
     flag(
@@ -499,6 +509,10 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
             } else {
                 cfg.relay_max_per_source = n;
             }
+        }
+        Id::RelayConnectionRate => {
+            cfg.relay_connection_rate = check_rate(&value, MAX_RELAY_CONNECTION_RATE)
+                .ok_or_else(|| bad("must be a whole number from 0 (no limit) to 65536"))?
         }
         Id::MaxListItems => {
             cfg.max_list_items = value

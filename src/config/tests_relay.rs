@@ -97,16 +97,47 @@ fn the_relay_ports_budgets_parse_within_their_bounds() {
         (c.relay_max_connections, c.relay_max_per_source),
         (4096, 2048)
     );
-    for bad in [
-        "--relay-max-connections=0",
-        "--relay-max-connections=65537",
-        "--relay-max-connections-per-source=many",
-    ] {
+    assert_each_refused(
+        &[
+            "--relay-max-connections=0",
+            "--relay-max-connections=65537",
+            "--relay-max-connections-per-source=many",
+        ],
+        "must be a whole number from 1 to 65536",
+    );
+}
+
+/// Each of `flags` alone is refused with an error that says `why`.
+fn assert_each_refused(flags: &[&str], why: &str) {
+    for bad in flags {
         let e = parse_args(args(&[bad])).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("must be a whole number from 1 to 65536"),
-            "{bad}: {e}"
-        );
+        assert!(e.to_string().contains(why), "{bad}: {e}");
     }
+}
+
+#[test]
+fn the_relay_ports_connection_rate_parses_and_zero_turns_it_off() {
+    let Ok(Command::Run(c)) = parse_args(args(&[])) else {
+        panic!("defaults");
+    };
+    assert_eq!(c.relay_connection_rate, 10);
+    for (flag, want) in [
+        ("--relay-connection-rate-per-source=40", 40),
+        ("--relay-connection-rate-per-source=0", 0),
+        ("--relay_connection_rate_per_source=65536", 65536),
+    ] {
+        let Ok(Command::Run(c)) = parse_args(args(&[flag])) else {
+            panic!("{flag}");
+        };
+        assert_eq!(c.relay_connection_rate, want, "{flag}");
+    }
+    assert_each_refused(
+        &[
+            "--relay-connection-rate-per-source=65537",
+            "--relay-connection-rate-per-source=-1",
+            "--relay-connection-rate-per-source=1.5",
+            "--relay-connection-rate-per-source=",
+        ],
+        "must be a whole number from 0 (no limit) to 65536",
+    );
 }

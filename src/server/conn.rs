@@ -160,10 +160,10 @@ impl Conn {
         host_of(&self.peer)
     }
 
-    /// Whether it has not completed a request head yet (still handshaking, idle since it
-    /// connected, or trickling its first head): the first to go when the relay port is full.
-    pub fn awaits_first_request(&self) -> bool {
-        !self.served && matches!(self.phase, Phase::Idle)
+    /// Whether it has completed a request or a TLS handshake with a client certificate: from
+    /// then on it is never evicted to make room for another (docs/SEMANTICS.md §12.1).
+    pub fn settled(&self) -> bool {
+        self.served || self.transport.has_client_certificate()
     }
 
     /// Why it is being closed before completing a request, if it is (taken once).

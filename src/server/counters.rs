@@ -214,17 +214,20 @@ pub enum Refusal {
     HeadDeadline,
     /// The TLS handshake failed (most often: no or an untrusted client certificate).
     HandshakeRefused,
+    /// The source opened new relay connections faster than its rate allows.
+    Rate,
 }
 
 impl Refusal {
     /// Every reason, in rendering order.
-    pub const ALL: [Refusal; 6] = [
+    pub const ALL: [Refusal; 7] = [
         Refusal::BudgetFull,
         Refusal::PerSource,
         Refusal::Evicted,
         Refusal::HandshakeDeadline,
         Refusal::HeadDeadline,
         Refusal::HandshakeRefused,
+        Refusal::Rate,
     ];
 
     /// The label value.
@@ -236,6 +239,7 @@ impl Refusal {
             Refusal::HandshakeDeadline => "handshake_deadline",
             Refusal::HeadDeadline => "head_deadline",
             Refusal::HandshakeRefused => "handshake_refused",
+            Refusal::Rate => "rate",
         }
     }
 
@@ -247,6 +251,7 @@ impl Refusal {
             Refusal::HandshakeDeadline => 3,
             Refusal::HeadDeadline => 4,
             Refusal::HandshakeRefused => 5,
+            Refusal::Rate => 6,
         }
     }
 }
@@ -536,7 +541,7 @@ impl Counters {
             );
         }
         let name = "grid_wrapper_connections_refused_total";
-        head(out, name, "counter", "Connections refused or closed before completing a request, by port (kube-proxy, relay) and reason: budget_full (the port's connection budget is full), per_source (the relay port's per-source limit), evicted (closed to make room: it had not completed a request), handshake_deadline, head_deadline, handshake_refused (TLS failed, e.g. no client certificate).");
+        head(out, name, "counter", "Connections refused or closed before completing a request, by port (kube-proxy, relay) and reason: budget_full (the port's connection budget is full), per_source (the relay port's per-source limit), evicted (closed to make room: it had not completed a request), handshake_deadline, head_deadline, handshake_refused (TLS failed, e.g. no client certificate), rate (the relay port's per-source rate of new connections).");
         for side in Side::ALL {
             for reason in Refusal::ALL {
                 let _ = writeln!(

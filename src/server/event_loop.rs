@@ -2,6 +2,12 @@
 //! `--relay-bind-address`, the followers' on the relay port (`server::relay`). Reflector and
 //! proxy threads never touch sockets; they publish (to the cache or a channel) and `wake()` the
 //! loop.
+//!
+//! A round costs what it visits: which connection may open is decided by `server::admission`
+//! and which ones wait on the loop or have a timer due is kept by `server::schedule`, both in
+//! constant or logarithmic time, and each listener accepts at most [`ACCEPTS_PER_ROUND`]
+//! connections a round, so a storm of new connections on one port cannot hold up the requests
+//! of the connections already open on the other.
 
 use std::collections::HashMap;
 use std::io;
@@ -15,11 +21,13 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::cache::published::View;
+use crate::server::admission::{Admission, Budgets, Verdict};
 use crate::server::conn::{Conn, Ctx, ServerOptions, Side};
 use crate::server::counters::{self, Refusal};
 use crate::server::proxy::Proxy;
 use crate::server::refusals::EpisodeLog;
 use crate::server::relay::RelayPort;
+use crate::server::schedule::{Due, Schedule};
 use crate::server::transport::Transport;
 use crate::sync::lock;
 use crate::upstream::client::Upstream;
@@ -42,6 +50,12 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// the metrics port its own loop and limit, so neither can take a connection from kube-proxy
 /// (docs/SEMANTICS.md §12.1).
 pub const MAX_CONNECTIONS: usize = 1024;
+/// Most connections one listener accepts in a round. A listener left with more is visited again
+/// in the next round, which then does not sleep (readiness is edge-triggered: no new event would
+/// come for what already waits); the connections already open are served in between.
+pub const ACCEPTS_PER_ROUND: usize = 32;
+/// Most sources whose relay connection rate is remembered (`server::admission::RateTable`).
+const RATE_SOURCES: usize = 4096;
 
 /// The server facing kube-proxy.
 #[derive(Debug)]
@@ -63,6 +77,13 @@ pub struct Server {
     relay: Option<RelayPort>,
     /// Refused connections, logged once per episode: the kube-proxy port's, the relay port's.
     refusals: [EpisodeLog; 2],
+    /// Which new connection may open, and which open ones may be evicted.
+    admission: Admission,
+    /// Which connections a round visits besides those their sockets report.
+    schedule: Schedule,
+    /// The listeners that stopped at [`ACCEPTS_PER_ROUND`]: the kube-proxy port's, the relay
+    /// port's.
+    still_ready: [bool; 2],
 }
 
 impl Server {
@@ -80,6 +101,13 @@ impl Server {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let proxy = Proxy::new(upstream, waker.clone());
         let view = cache.view();
+        let admission = Admission::new(Budgets {
+            kube_proxy: MAX_CONNECTIONS,
+            relay: opts.relay_max_connections,
+            relay_per_source: opts.relay_max_per_source,
+            relay_rate: opts.relay_connection_rate,
+            rate_sources: RATE_SOURCES,
+        });
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -100,6 +128,9 @@ impl Server {
                 EpisodeLog::new(Side::KubeProxy),
                 EpisodeLog::new(Side::Relay),
             ],
+            admission,
+            schedule: Schedule::new(),
+            still_ready: [false; 2],
         })
     }
 
@@ -183,6 +214,7 @@ impl Server {
                 None => false,
             };
             if keep {
+                self.reschedule(token);
                 self.rearm(token);
             } else {
                 self.close(token);
@@ -211,21 +243,21 @@ impl Server {
         }
     }
 
-    /// One round: poll (at most `max_sleep`), read and write what is ready, drive every
-    /// connection that waits on the loop.
+    /// One round: poll (at most `max_sleep`), read and write what is ready, accept a bounded
+    /// number of new connections, drive every connection that waits on the loop or whose timer
+    /// is due.
     fn turn(&mut self, events: &mut Events, max_sleep: Duration) -> io::Result<()> {
         let now = Instant::now();
-        let next = self
-            .conns
-            .values()
-            .map(|c| c.next_timer(&self.opts))
-            .min()
-            .map_or(max_sleep, |t| t.saturating_duration_since(now))
-            .min(max_sleep);
-        // A watch with a backlog left over from the last round: look at sockets, do not sleep.
-        let timeout = if self.conns.values().any(Conn::has_backlog) {
+        // A watch with a backlog left over from the last round, or a listener with connections
+        // still waiting: look at sockets, do not sleep.
+        let timeout = if self.schedule.any_backlog() || self.still_ready.contains(&true) {
             Duration::ZERO
         } else {
+            let next = self
+                .schedule
+                .next_timer()
+                .map_or(max_sleep, |t| t.saturating_duration_since(now))
+                .min(max_sleep);
             next + Duration::from_millis(1)
         };
         match self.poll.poll(events, Some(timeout)) {
@@ -241,10 +273,11 @@ impl Server {
         }
         let jitter = self.jitter();
         let mut touched: Vec<Token> = Vec::new();
+        let mut accept = std::mem::take(&mut self.still_ready);
         for event in events.iter() {
             match event.token() {
-                LISTENER => self.accept(Side::KubeProxy, now, &mut touched),
-                RELAY_LISTENER => self.accept(Side::Relay, now, &mut touched),
+                LISTENER => accept[0] = true,
+                RELAY_LISTENER => accept[1] = true,
                 WAKER => {}
                 token => {
                     if let Some(conn) = self.conns.get_mut(&token) {
@@ -260,24 +293,18 @@ impl Server {
                 }
             }
         }
+        for (i, side) in [Side::KubeProxy, Side::Relay].into_iter().enumerate() {
+            if accept[i] {
+                self.still_ready[i] = self.accept(side, now, &mut touched);
+            }
+        }
         // Connections that wait on the loop (watches, proxies, held requests) are driven on
         // every round: wakes coalesce, so a wake means "go look", not "one thing happened".
-        let mut to_drive: Vec<Token> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.is_active())
-            .map(|(t, _)| *t)
-            .collect();
+        // Then those whose socket was ready, and idle ones whose timer is due.
+        let mut to_drive: Vec<Token> = self.schedule.to_visit(now).into_iter().map(Token).collect();
         to_drive.extend(touched);
         to_drive.sort_unstable();
         to_drive.dedup();
-        // Idle connections past their timeout.
-        to_drive.extend(
-            self.conns
-                .iter()
-                .filter(|(_, c)| !c.is_active() && c.next_timer(&self.opts) <= now)
-                .map(|(t, _)| *t),
-        );
         let ctx = Ctx {
             cache: &self.cache,
             proxy: &self.proxy,
@@ -298,12 +325,32 @@ impl Server {
             }
         }
         for token in rearm {
+            self.reschedule(token);
             self.rearm(token);
         }
         for token in dead {
             self.close(token);
         }
         Ok(())
+    }
+
+    /// Records what a connection waits for after it was opened or driven: its timer, whether it
+    /// waits on the loop, and whether it may still be evicted.
+    fn reschedule(&mut self, token: Token) {
+        let Some(conn) = self.conns.get(&token) else {
+            return;
+        };
+        self.schedule.set(
+            token.0,
+            Due {
+                timer: conn.next_timer(&self.opts),
+                active: conn.is_active(),
+                backlog: conn.has_backlog(),
+            },
+        );
+        if self.admission.is_evictable(token.0) && conn.settled() {
+            self.admission.settled(token.0);
+        }
     }
 
     /// Re-registers a connection whose interest changed (closes it if that fails).
@@ -323,125 +370,128 @@ impl Server {
         conn.set_registered(want);
     }
 
-    /// Accepts what waits on `side`'s listener.
-    fn accept(&mut self, side: Side, now: Instant, touched: &mut Vec<Token>) {
-        loop {
+    /// Accepts what waits on `side`'s listener, at most [`ACCEPTS_PER_ROUND`]. Returns whether
+    /// it stopped there with more possibly waiting.
+    fn accept(&mut self, side: Side, now: Instant, touched: &mut Vec<Token>) -> bool {
+        for _ in 0..ACCEPTS_PER_ROUND {
             let listener = match (side, &self.relay) {
                 (Side::KubeProxy, _) => &self.listener,
                 (Side::Relay, Some(relay)) => &relay.listener,
-                (Side::Relay, None) => return,
+                (Side::Relay, None) => return false,
             };
             let Some(listener) = listener else {
-                return;
+                return false;
             };
             match listener.accept() {
-                Ok((mut sock, peer)) => {
-                    // The relay port's connections read the relay view, over its own TLS.
-                    let (tls, view) = match (side, &self.relay) {
-                        (Side::Relay, Some(relay)) => {
-                            (Some(relay.tls().clone()), relay.view.clone())
-                        }
-                        _ => (self.opts.tls.clone(), self.view.clone()),
-                    };
-                    if !self.admit(side, peer, now) {
-                        continue;
-                    }
-                    let token = Token(self.next_token);
-                    self.next_token += 1;
-                    if let Err(e) =
-                        self.poll
-                            .registry()
-                            .register(&mut sock, token, Interest::READABLE)
-                    {
-                        warn!("cannot register {peer}: {e}");
-                        continue;
-                    }
-                    let _ = sock.set_nodelay(true);
-                    let transport = match Transport::new(sock, tls.as_ref()) {
-                        Ok(t) => t,
-                        Err(e) => {
-                            warn!("cannot start TLS for {peer}: {e}");
-                            continue;
-                        }
-                    };
-                    let mut conn = Conn::new(
-                        transport,
-                        side,
-                        view,
-                        peer.to_string(),
-                        self.opts.limits,
-                        now,
-                    );
-                    conn.set_registered(Interest::READABLE);
-                    // Data may already be there (edge-triggered: read now).
-                    if conn.read(now) {
-                        self.conns.insert(token, conn);
-                        touched.push(token);
-                    } else {
-                        let _ = self.poll.registry().deregister(conn.socket());
-                        if let Some((reason, detail)) = conn.take_refusal() {
-                            self.refused(side, reason, conn.peer(), &detail, now);
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Ok((sock, peer)) => self.open(side, sock, peer, now, touched),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // Running out of descriptors must not end the loop.
                     warn!("accept failed: {e}");
-                    return;
+                    return false;
                 }
+            }
+        }
+        true
+    }
+
+    /// Opens an accepted socket as a connection if admission lets it (closing the connection
+    /// it evicts), and reads what it has already sent.
+    fn open(
+        &mut self,
+        side: Side,
+        mut sock: mio::net::TcpStream,
+        peer: SocketAddr,
+        now: Instant,
+        touched: &mut Vec<Token>,
+    ) {
+        if !self.admit(side, peer, now) {
+            return;
+        }
+        // The relay port's connections read the relay view, over its own TLS.
+        let (tls, view) = match (side, &self.relay) {
+            (Side::Relay, Some(relay)) => (Some(relay.tls().clone()), relay.view.clone()),
+            _ => (self.opts.tls.clone(), self.view.clone()),
+        };
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut sock, token, Interest::READABLE)
+        {
+            warn!("cannot register {peer}: {e}");
+            return;
+        }
+        let _ = sock.set_nodelay(true);
+        let transport = match Transport::new(sock, tls.as_ref()) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!("cannot start TLS for {peer}: {e}");
+                return;
+            }
+        };
+        let mut conn = Conn::new(
+            transport,
+            side,
+            view,
+            peer.to_string(),
+            self.opts.limits,
+            now,
+        );
+        conn.set_registered(Interest::READABLE);
+        // Data may already be there (edge-triggered: read now).
+        if conn.read(now) {
+            self.conns.insert(token, conn);
+            self.admission.opened(token.0, side, peer.ip());
+            self.reschedule(token);
+            touched.push(token);
+        } else {
+            let _ = self.poll.registry().deregister(conn.socket());
+            if let Some((reason, detail)) = conn.take_refusal() {
+                self.refused(side, reason, conn.peer(), &detail, now);
             }
         }
     }
 
-    /// Whether a connection from `peer` may open on `side` now: the relay port refuses a source
-    /// at its limit and, when full, closes its oldest connection that has not completed a request
-    /// yet to make room (an attacker's idle or trickling sockets go before the new one is
-    /// refused); the kube-proxy port refuses beyond its budget. Refusals are counted and logged.
+    /// Whether a connection from `peer` may open on `side` now ([`Admission::admit`]): the
+    /// relay port refuses a source at its limit or over its rate and, when full, closes its
+    /// oldest connection that has completed neither a request nor an authenticated handshake to
+    /// make room (an attacker's idle or trickling sockets go before the new one is refused); the
+    /// kube-proxy port refuses beyond its budget. Refusals are counted and logged.
     fn admit(&mut self, side: Side, peer: SocketAddr, now: Instant) -> bool {
-        let budget = match side {
-            Side::KubeProxy => MAX_CONNECTIONS,
-            Side::Relay => self.opts.relay_max_connections,
-        };
-        let per_source = self.opts.relay_max_per_source;
-        let peer_text = peer.to_string();
-        let source = crate::server::conn::host_of(&peer_text);
-        let (mut open, mut same_source) = (0, 0);
-        for c in self.conns.values().filter(|c| c.side() == side) {
-            open += 1;
-            if side == Side::Relay && c.peer_ip() == source {
-                same_source += 1;
+        let source = peer.ip();
+        let reason = match self.admission.admit(side, source, now) {
+            Verdict::Admit => return true,
+            Verdict::Evict(victim) => {
+                let token = Token(victim);
+                if let Some(mut conn) = self.conns.remove(&token) {
+                    let _ = self.poll.registry().deregister(conn.socket());
+                    let detail = format!(
+                        "{} connections open: closed to make room for {peer}, as it had completed neither a request nor a TLS handshake with a client certificate",
+                        self.admission.budgets().relay
+                    );
+                    self.refused(side, Refusal::Evicted, conn.peer(), &detail, now);
+                }
+                self.admission.closed(victim);
+                self.schedule.remove(victim);
+                return true;
             }
-        }
-        if side == Side::Relay && same_source >= per_source {
-            let detail = format!("{per_source} connections from {source} open");
-            self.refused(side, Refusal::PerSource, &peer_text, &detail, now);
-            return false;
-        }
-        if open < budget {
-            return true;
-        }
-        let oldest = match side {
-            Side::Relay => self
-                .conns
-                .iter()
-                .filter(|(_, c)| c.side() == side && c.awaits_first_request())
-                .map(|(t, _)| *t)
-                .min(),
-            Side::KubeProxy => None,
+            Verdict::Refuse(reason) => reason,
         };
-        let Some(token) = oldest else {
-            let detail = format!("{budget} connections open");
-            self.refused(side, Refusal::BudgetFull, &peer_text, &detail, now);
-            return false;
+        let b = self.admission.budgets();
+        let detail = match reason {
+            Refusal::PerSource => format!("{} connections from {source} open", b.relay_per_source),
+            Refusal::Rate => format!(
+                "more than {} new connections a second from {source} after {} at once",
+                b.relay_rate,
+                b.relay_per_source.saturating_mul(2)
+            ),
+            _ => format!("{} connections open", self.admission.open(side)),
         };
-        if let Some(mut conn) = self.conns.remove(&token) {
-            let _ = self.poll.registry().deregister(conn.socket());
-            let detail = format!("{budget} connections open: closed to make room for {peer}, as it had not completed a request");
-            self.refused(side, Refusal::Evicted, conn.peer(), &detail, now);
-        }
-        true
+        self.refused(side, reason, &peer.to_string(), &detail, now);
+        false
     }
 
     /// Counts a refusal and logs it if it opens an episode.
@@ -457,6 +507,8 @@ impl Server {
     }
 
     fn close(&mut self, token: Token) {
+        self.admission.closed(token.0);
+        self.schedule.remove(token.0);
         if let Some(mut conn) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(conn.socket());
             if let Some((reason, detail)) = conn.take_refusal() {

@@ -4,6 +4,7 @@
 //! counters and the registry of open streams the loop records into for them. What a request
 //! gets is decided by `api::decide` and written by `api::wire`; this shell only carries it out.
 
+pub mod admission;
 pub mod conn;
 pub mod counters;
 pub mod debug_state;
@@ -18,6 +19,7 @@ pub mod process;
 pub mod proxy;
 pub mod refusals;
 pub mod relay;
+pub mod schedule;
 pub mod signals;
 pub mod transport;
 pub mod watch;

@@ -166,6 +166,17 @@ impl Transport {
         }
     }
 
+    /// Whether a TLS handshake has completed with a client certificate, which the configuration
+    /// verified (the relay port requires one chaining to `--relay-client-ca-file`).
+    pub fn has_client_certificate(&self) -> bool {
+        match self {
+            Transport::Plain(_) => false,
+            Transport::Tls { tls, .. } => {
+                !tls.is_handshaking() && tls.peer_certificates().is_some_and(|c| !c.is_empty())
+            }
+        }
+    }
+
     /// Whether encrypted bytes wait for the socket (handshake, alerts).
     pub fn wants_write(&self) -> bool {
         match self {

@@ -38,6 +38,9 @@ pub struct ServerOptions {
     pub relay_max_connections: usize,
     /// Most relay connections from one source address (`--relay-max-connections-per-source`).
     pub relay_max_per_source: usize,
+    /// New relay connections a second from one source after its burst
+    /// (`--relay-connection-rate-per-source`); 0 = no limit.
+    pub relay_connection_rate: u32,
 }
 
 /// A reloaded serving TLS configuration waiting for the loop to take it.
@@ -56,6 +59,7 @@ impl Default for ServerOptions {
             tls_reload: None,
             relay_max_connections: crate::config::DEFAULT_RELAY_MAX_CONNECTIONS,
             relay_max_per_source: crate::config::DEFAULT_RELAY_MAX_PER_SOURCE,
+            relay_connection_rate: crate::config::DEFAULT_RELAY_CONNECTION_RATE,
         }
     }
 }
