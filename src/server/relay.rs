@@ -10,9 +10,10 @@
 //!   cache routes from the relay view;
 //! - the loop takes the relay port's reloaded TLS configuration ([`RelayPort`]);
 //! - `/metrics` and `/debug/state` count its connections and watches apart;
-//! - it has its own connection budget, a per-source limit, and when full it closes its oldest
-//!   connection that has not completed a request rather than refuse a new one
-//!   (`event_loop::Server::admit`, docs/SEMANTICS.md §12.1).
+//! - it has its own connection budget, a per-source limit and a per-source rate of new
+//!   connections, and when full it closes its oldest connection that has completed neither a
+//!   request nor a TLS handshake with a client certificate rather than refuse a new one
+//!   (`server::admission`, docs/SEMANTICS.md §12.1).
 //!
 //! Everything proxied goes to the relay's upstream exactly as from the kube-proxy port: with the
 //! caller's own `Authorization`, never the relay's credentials.
