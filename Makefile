@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench fleetbench e2e helm-check
+.PHONY: all build test lint demo run clean fuzz bench cross cross-test image image-test loadbench snapbench relaybench relayflood fleetbench e2e helm-check
 
 all: build
 
@@ -88,6 +88,17 @@ relaybench:
 	$(CARGO) build --release --bins --example loadbench
 	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
 	bash scripts/relaybench.sh target/release --gw-bin "$$gw"
+
+## relayflood: the kube-proxy port's LIST latency while the relay port is flooded (issue 43): 24
+## sources x 100 sockets, each sending a TLS ClientHello and reopened as soon as it is closed;
+## RELAYFLOOD_RUNS runs (3) in out/relayflood.md with their medians. The static musl build
+## (GW_BIN as for loadbench); RELAYFLOOD_BEFORE=PATH measures another build beside it, run for
+## run. About 1 min a run and binary; every knob in scripts/relayflood.sh.
+RELAYFLOOD_BEFORE ?=
+relayflood:
+	$(CARGO) build --release --bins
+	gw="$(GW_BIN)"; [ -n "$$gw" ] || gw=$$(bash scripts/musl-build.sh); \
+	bash scripts/relayflood.sh target/release "$$gw" $(RELAYFLOOD_BEFORE)
 
 ## fleetbench: a fleet after a WAN outage (issue 38): FLEET_N grid-wrappers (200; the static musl
 ## build, GW_BIN as for loadbench) and one simulated cloud, a FLEET_OUTAGE-second outage (30)

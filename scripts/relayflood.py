@@ -15,11 +15,21 @@ and scripts/relayflood.sh use it), on loopback only.
 
   relayflood.py hello
       Prints the hex of a whole TLS ClientHello (what a real client sends first).
+
+  relayflood.py bench --sim SIM --out OUT.md [--runs 3] [--secs 20] [--partial] LABEL=BIN...
+      make relayflood: for each run and each binary in turn (alternated), a simulator, the binary
+      as a relay in front of it (certificates by deploy/relay/make-certs.sh), the kube-proxy
+      port's LIST latency probed for SECS without a flood, then for SECS during a flood of 24
+      sources x 100 sockets sending a whole ClientHello (the start of one with --partial) and
+      reopened as soon as closed; with each process's CPU over the flood window. Writes every
+      run and the medians (with their min-max spread) to OUT.md and prints them.
 """
 import json
+import os
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -152,6 +162,152 @@ def hello():
     print(out.read().hex())
 
 
+def cpu_secs(pid):
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_line(f, word, secs):
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        line = f.readline()
+        if word in line:
+            return line
+        if not line:
+            time.sleep(0.05)
+    raise SystemExit("relayflood: no %r within %s s" % (word, secs))
+
+
+def one_run(sim_bin, gw_bin, pki, secs, payload):
+    """One relay under one flood: the probes' and the processes' figures."""
+    procs = []
+    try:
+        sim = subprocess.Popen([sim_bin, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+        procs.append(sim)
+        url = wait_line(sim.stdout, "listening", 30).split()[-1]
+        kp, health, relay = free_port(), free_port(), free_port()
+        gw = subprocess.Popen([gw_bin, "--master=" + url, "--hostname=edge-a1",
+                               "--bind-address=127.0.0.1:%d" % kp,
+                               "--metrics-bind-address=127.0.0.1:%d" % health,
+                               "--relay-bind-address=127.0.0.1:%d" % relay,
+                               "--relay-cert-file=" + os.path.join(pki, "relay.crt"),
+                               "--relay-key-file=" + os.path.join(pki, "relay.key"),
+                               "--relay-client-ca-file=" + os.path.join(pki, "site-ca.crt")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(gw)
+        end = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", health), timeout=2) as c:
+                    c.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    if c.recv(64).startswith(b"HTTP/1.1 200"):
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > end:
+                raise SystemExit("relayflood: the relay never became ready")
+            time.sleep(0.1)
+        me = [sys.executable, os.path.abspath(__file__)]
+        quiet = json.loads(subprocess.run(me + ["probe", "127.0.0.1", str(kp), str(secs),
+                                                "/api/v1/services"],
+                                          capture_output=True, text=True, check=True).stdout)
+        flood_p = subprocess.Popen(me + ["flood", "127.0.0.1", str(relay), "24", "100",
+                                         str(secs + 60), payload.hex(), "1"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(flood_p)
+        wait_line(flood_p.stdout, "opened", 120)
+        cpu0 = (cpu_secs(gw.pid), cpu_secs(flood_p.pid), time.monotonic())
+        loud = json.loads(subprocess.run(me + ["probe", "127.0.0.1", str(kp), str(secs),
+                                               "/api/v1/services"],
+                                         capture_output=True, text=True, check=True).stdout)
+        wall = time.monotonic() - cpu0[2]
+        gw_cpu = (cpu_secs(gw.pid) - cpu0[0]) / wall
+        flood_cpu = (cpu_secs(flood_p.pid) - cpu0[1]) / wall
+        flood_p.stdin.close()
+        totals = json.loads(flood_p.stdout.read().strip().splitlines()[-1])
+        return {"quiet": quiet, "flood": loud, "gw_cpu": gw_cpu, "flood_cpu": flood_cpu,
+                "connects_per_s": totals["connected"] / max(totals["secs"], 1e-9),
+                "flood_busy": totals["busy"]}
+    finally:
+        for p in reversed(procs):
+            p.kill()
+            p.wait()
+
+
+def bench(argv):
+    import argparse
+    import statistics
+    import tempfile
+    ap = argparse.ArgumentParser(prog="relayflood.py bench")
+    ap.add_argument("--sim", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--secs", type=float, default=20)
+    ap.add_argument("--partial", action="store_true")
+    ap.add_argument("bins", nargs="+", metavar="LABEL=BIN")
+    a = ap.parse_args(argv)
+    bins = [b.split("=", 1) for b in a.bins]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pki = tempfile.mkdtemp(prefix="relayflood-")
+    subprocess.run(["bash", os.path.join(root, "deploy/relay/make-certs.sh"), pki, "bench",
+                    "127.0.0.1"], check=True, capture_output=True)
+    payload = bytes.fromhex("1603010200010001fc0303") if a.partial else bytes.fromhex(
+        subprocess.run([sys.executable, os.path.abspath(__file__), "hello"], capture_output=True,
+                       text=True, check=True).stdout.strip())
+    rows = {label: [] for label, _ in bins}
+    lines = ["# relayflood: the kube-proxy port's LIST latency during a reconnect flood of the "
+             "relay port", "",
+             "24 sources x 100 sockets, each sending %s and reopened as soon as closed; a LIST "
+             "of services on a fresh connection every 20 ms for %g s, without then with the "
+             "flood; CPU as a share of one core over the flood window." % (
+                 "the start of a ClientHello" if a.partial else "a whole ClientHello", a.secs),
+             "", "| binary | run | quiet p50 ms | flood p50 ms | flood p99 ms | flood max ms | "
+             "failed/LISTs | relay CPU | flood CPU | flood connects/s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for run in range(1, a.runs + 1):
+        for label, path in bins:
+            print("relayflood: run %d of %d, %s" % (run, a.runs, label), file=sys.stderr)
+            r = one_run(a.sim, path, pki, a.secs, payload)
+            rows[label].append(r)
+            f = r["flood"]
+            lines.append("| %s | %d | %s | %s | %s | %s | %d/%d | %.0f %% | %.0f %% | %.0f |" % (
+                label, run, r["quiet"]["p50"], f["p50"], f["p99"], f["max"], f["failed"], f["n"],
+                100 * r["gw_cpu"], 100 * r["flood_cpu"], r["connects_per_s"]))
+    lines += ["", "Medians of the runs (min-max):", "",
+              "| binary | flood p50 ms | flood p99 ms | flood max ms | failed LISTs | "
+              "relay CPU % | flood CPU % |", "|---|---|---|---|---|---|---|"]
+
+    def med(vals):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        return "%s (%s-%s)" % tuple(fmt(v) for v in (statistics.median(vals), min(vals),
+                                                      max(vals)))
+
+    def fmt(v):
+        return "%.0f" % v if abs(v) >= 100 else "%.3g" % v
+
+    for label, _ in bins:
+        rs = rows[label]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            label, med([r["flood"]["p50"] for r in rs]), med([r["flood"]["p99"] for r in rs]),
+            med([r["flood"]["max"] for r in rs]), med([r["flood"]["failed"] for r in rs]),
+            med([100 * r["gw_cpu"] for r in rs]), med([100 * r["flood_cpu"] for r in rs])))
+    text = "\n".join(lines) + "\n"
+    with open(a.out, "w") as f:
+        f.write(text)
+    print(text)
+
+
 def main(argv):
     if argv[:1] == ["flood"] and len(argv) == 8:
         _, host, port, sources, per, secs, hexed, reopen = argv
@@ -162,6 +318,8 @@ def main(argv):
         probe(host, int(port), float(secs), path)
     elif argv == ["hello"]:
         hello()
+    elif argv[:1] == ["bench"]:
+        bench(argv[1:])
     else:
         sys.exit(__doc__)
 
