@@ -1,4 +1,4 @@
-//! Value checks of `crate::config`: Go booleans, ports, `host:port` and http(s) URLs.
+//! Value checks of `crate::config`: Go booleans, ports, `host:port`, http(s) URLs and rates.
 
 /// Go `strconv.ParseBool`.
 pub(super) fn parse_go_bool(s: &str) -> Option<bool> {

@@ -115,7 +115,7 @@ impl Admission {
                 Verdict::Refuse(Refusal::BudgetFull)
             };
         }
-        if self.from(source) >= self.budgets.relay_per_source {
+        if self.from_source(source) >= self.budgets.relay_per_source {
             return Verdict::Refuse(Refusal::PerSource);
         }
         let verdict = if open < self.budgets.relay {
@@ -200,7 +200,7 @@ impl Admission {
     }
 
     /// Open relay connections from `source`.
-    pub fn from(&self, source: IpAddr) -> usize {
+    pub fn from_source(&self, source: IpAddr) -> usize {
         self.per_source.get(&source).copied().unwrap_or(0)
     }
 
@@ -326,11 +326,11 @@ mod tests {
             Verdict::Refuse(Refusal::BudgetFull)
         );
         // The kube-proxy port's connections are not the relay port's, nor its sources'.
-        assert_eq!((a.open(Side::Relay), a.from(ip(1))), (0, 0));
+        assert_eq!((a.open(Side::Relay), a.from_source(ip(1))), (0, 0));
         assert_eq!(a.admit(Side::Relay, ip(1), t), Verdict::Admit);
         a.opened(3, Side::Relay, ip(1));
         a.opened(4, Side::Relay, ip(1));
-        assert_eq!(a.from(ip(1)), 2);
+        assert_eq!(a.from_source(ip(1)), 2);
         assert_eq!(
             a.admit(Side::Relay, ip(1), t),
             Verdict::Refuse(Refusal::PerSource)
@@ -340,12 +340,16 @@ mod tests {
         a.closed(3);
         a.closed(1);
         assert_eq!(
-            (a.open(Side::KubeProxy), a.open(Side::Relay), a.from(ip(1))),
+            (
+                a.open(Side::KubeProxy),
+                a.open(Side::Relay),
+                a.from_source(ip(1))
+            ),
             (1, 1, 1)
         );
         assert_eq!(a.admit(Side::KubeProxy, ip(1), t), Verdict::Admit);
         a.closed(4);
-        assert_eq!((a.open(Side::Relay), a.from(ip(1))), (0, 0));
+        assert_eq!((a.open(Side::Relay), a.from_source(ip(1))), (0, 0));
         assert!(a.per_source.is_empty(), "no zero entries are kept");
     }
 
