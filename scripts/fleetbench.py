@@ -215,13 +215,15 @@ def start_relay(tmp, cloud, pki):
     port, api, health = free_port(), free_port(), free_port()
     # A follower holds about six connections, so N followers need more than the default budget
     # (1,024) once N passes about 170; and here every follower comes from 127.0.0.1, where on a
-    # site each has its own address: the per-source limit gets the same room.
+    # site each has its own address: the per-source limit gets the same room, and the per-source
+    # connection rate is off (N followers from one address are not one source reconnecting).
     budget = str(max(1024, 8 * N))
     spawn([GW_BIN, f"--master=http://127.0.0.1:{cloud}", "--hostname=fleet-000",
            f"--bind-address=127.0.0.1:{api}", f"--metrics-bind-address=127.0.0.1:{health}",
            f"--relay-bind-address=127.0.0.1:{port}", f"--relay-cert-file={pki}/relay.crt",
            f"--relay-key-file={pki}/relay.key", f"--relay-client-ca-file={pki}/site-ca.crt",
-           f"--relay-max-connections={budget}", f"--relay-max-connections-per-source={budget}"],
+           f"--relay-max-connections={budget}", f"--relay-max-connections-per-source={budget}",
+           "--relay-connection-rate-per-source=0"],
           os.path.join(tmp, "relay.log"))
     wait_until("the relay", 60, lambda: healthy(health))
     return port
