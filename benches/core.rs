@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::{json, Value};
@@ -264,14 +264,15 @@ fn list_and_fanout(c: &mut Criterion) {
                             res: Resource::SlicesV1,
                             filter: Filter::default(),
                             cursor: st.borrow().current_rv(),
-                            initial: Vec::new(),
+                            initial: false,
                             initial_end: InitialEnd::None,
                             bookmarks: false,
                             timeout_secs: 600,
                             expired: None,
                             format: Format::Json,
                         };
-                        let w = Watcher::start(plan, now, &mut out);
+                        let stall = Duration::from_secs(120);
+                        let w = Watcher::start(plan, now, stall, &mut out);
                         (w.expect("plan is not expired"), out)
                     })
                     .collect();

@@ -330,6 +330,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         relay_max_connections: cfg.relay_max_connections,
         relay_max_per_source: cfg.relay_max_per_source,
         relay_connection_rate: cfg.relay_connection_rate,
+        watch_stall: Duration::from_secs(cfg.watch_stall_timeout_secs),
         ..ServerOptions::default()
     };
     let mut server = Server::bind(bind, cache_writer.clone(), Some(upstream.clone()), opts)

@@ -73,6 +73,14 @@ pub const DEFAULT_LIST_PROGRESS_TIMEOUT_SECS: u64 = 60;
 /// Default `--watch-progress-timeout`, seconds: twice the apiserver's bookmark interval (one
 /// minute), so one late bookmark never ends a healthy watch.
 pub const DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS: u64 = 120;
+/// Default `--watch-stall-timeout`, seconds: a served watch whose client reads nothing for this
+/// long while events wait for it is ended (docs/SEMANTICS.md §6). A client-go reflector reads
+/// its stream whatever its handlers do (they are fed through an unbounded queue), so only a
+/// stopped or wedged client stays unread for two minutes.
+pub const DEFAULT_WATCH_STALL_TIMEOUT_SECS: u64 = 120;
+/// [`DEFAULT_WATCH_STALL_TIMEOUT_SECS`] as a duration.
+pub const DEFAULT_WATCH_STALL_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(DEFAULT_WATCH_STALL_TIMEOUT_SECS);
 /// Largest accepted `-v` level.
 pub const MAX_VERBOSITY: u8 = 10;
 /// Default `--service-autonomy-enhancement`.
@@ -147,6 +155,8 @@ pub struct Config {
     /// `--watch-progress-timeout`: seconds without a byte after which a watch whose upstream
     /// sends bookmarks is abandoned.
     pub watch_progress_timeout_secs: u64,
+    /// `--watch-stall-timeout`: seconds a served watch may leave what waits for it unread.
+    pub watch_stall_timeout_secs: u64,
     // ---- the site relay's serving side (docs/SEMANTICS.md §12) ----
     /// `--relay-bind-address`: `host:port` of the relay port; `None` = no relay.
     pub relay_bind_address: Option<String>,
@@ -203,6 +213,7 @@ impl Default for Config {
             relay_max_per_source: DEFAULT_RELAY_MAX_PER_SOURCE,
             relay_connection_rate: DEFAULT_RELAY_CONNECTION_RATE,
             watch_progress_timeout_secs: DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS,
+            watch_stall_timeout_secs: DEFAULT_WATCH_STALL_TIMEOUT_SECS,
         }
     }
 }

@@ -69,7 +69,7 @@ impl Reply {
 }
 
 /// What opens a watch stream.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InitialEnd {
     /// No marker after the initial events.
     None,
@@ -79,17 +79,20 @@ pub enum InitialEnd {
     InitialEventsEnd,
 }
 
-/// A watch to start: initial events, then log entries after `cursor`, until the deadline.
+/// A watch to start: initial events, then log entries after `cursor`, until the deadline. The
+/// initial events are not copied here: the stream produces them from the view as its client
+/// reads (`api::transition::InitialCursor`, docs/SEMANTICS.md §6.1).
 #[derive(Debug)]
 pub struct WatchPlan {
     /// The watched resource.
     pub res: Resource,
     /// Selection applied to every event (transitions: docs/SEMANTICS.md §6).
     pub filter: Filter,
-    /// Entries with rv > cursor follow the initial events.
+    /// The resourceVersion the stream starts at: entries with rv > cursor follow (the initial
+    /// state, if any, is the selection at this resourceVersion or a later one).
     pub cursor: u64,
-    /// `ADDED` events sent first, sorted by key.
-    pub initial: Vec<Arc<Served>>,
+    /// Whether the current selection is sent first, as `ADDED` events in key order.
+    pub initial: bool,
     /// Marker after the initial events.
     pub initial_end: InitialEnd,
     /// `allowWatchBookmarks`.
@@ -300,7 +303,7 @@ fn watch(
         res,
         filter,
         cursor: current,
-        initial: Vec::new(),
+        initial: false,
         initial_end: InitialEnd::None,
         bookmarks: opts.allow_watch_bookmarks,
         timeout_secs,
@@ -316,7 +319,7 @@ fn watch(
             plan.expired = Some(ApiError::expired(rv, current));
             return plan;
         }
-        plan.initial = select(res, &plan.filter, state);
+        plan.initial = true;
         plan.initial_end = InitialEnd::InitialEventsEnd;
         return plan;
     }
@@ -325,7 +328,7 @@ fn watch(
     }
     match numeric {
         _ if rv.is_empty() || rv == "0" => {
-            plan.initial = select(res, &plan.filter, state);
+            plan.initial = true;
             if plan.bookmarks {
                 plan.initial_end = InitialEnd::Bookmark;
             }

@@ -4,8 +4,11 @@
 
 use serde_json::{json, Value};
 
+use std::ops::ControlFlow;
+
 use super::*;
 use crate::api::selector::FieldSelector;
+use crate::api::transition::{InitialCursor, Item};
 use crate::api::wire::tests::concat;
 use crate::cache::store::{test_support, Settings, State};
 use crate::cache::topology::fixtures;
@@ -277,7 +280,20 @@ fn watch_starts_select_the_same_objects() {
             };
             let keys = |v: &[Arc<Served>]| v.iter().map(|o| o.key.clone()).collect::<Vec<_>>();
             let expected = st.with_view(|v| select_per_item(res, &plan.filter, v));
-            assert_eq!(keys(&plan.initial), keys(&expected), "{res:?} {q}");
+            assert!(plan.initial, "{res:?} {q}");
+            let everything = plan.filter.scope(res) == Scope::Everything;
+            let mut cursor = InitialCursor::new(plan.cursor);
+            let mut sent = Vec::new();
+            let done = st.with_view(|v| {
+                cursor.step(v.collection(res), v.current_rv(), &plan.filter, everything, |item| {
+                    if let Item::Object(o) = item {
+                        sent.push(Arc::clone(o));
+                    }
+                    ControlFlow::Continue(())
+                })
+            });
+            assert_eq!(done, Ok(true), "{res:?} {q}");
+            assert_eq!(keys(&sent), keys(&expected), "{res:?} {q}");
             assert_eq!(plan.cursor, st.current_rv());
         }
     }

@@ -1,12 +1,15 @@
 //! The watch rules: which event a logged change gives a watcher with a given selection
-//! (docs/SEMANTICS.md §6, "Selectors on watches"). Pure: the watch stream
-//! (`server::watch`) applies them to each log entry after its cursor, and
+//! (docs/SEMANTICS.md §6, "Selectors on watches"), and the [`InitialCursor`] that produces a
+//! watch's initial state from the shared view as its client reads (§6.1). Pure: the watch
+//! stream (`server::watch`) applies them to each log entry after its cursor, and
 //! [`crate::api::wire`] frames what they return.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::api::filter::Filter;
-use crate::cache::view::{Entry, Served};
+use crate::cache::view::{Collection, Entry, Gone, Served};
+use crate::k8s::ObjectKey;
 
 /// An event a log entry gives a watcher ([`transition`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +60,94 @@ pub fn transition(entry: &Entry, filter: &Filter, everything: bool) -> Option<Ev
     }
 }
 
+/// What an [`InitialCursor`] step hands its watcher, in stream order.
+#[derive(Clone, Copy, Debug)]
+pub enum Item<'a> {
+    /// A logged change to an object the watcher was already sent (its key is at or before the
+    /// cursor): the event [`transition`] gives it.
+    Change(&'a Entry, Event),
+    /// A current object of the selection, not sent before: an `ADDED`.
+    Object(&'a Arc<Served>),
+}
+
+/// A watch's initial state, produced a step at a time from the shared view instead of copied
+/// up front (docs/SEMANTICS.md §6.1): the objects are sent in key order from a key cursor, and
+/// what the watcher holds — every selected object up to the cursor — stays equal to what a
+/// list at [`InitialCursor::at`] returns up to that key. Each step first replays the log
+/// entries after `at` that touch the part already sent (entries past the cursor are skipped:
+/// the cursor sends their current version when it gets there), then moves `at` to the current
+/// resourceVersion and sends current objects from the cursor on. When the objects run out, the
+/// initial state is complete at `at`, and the watch follows the log from there.
+#[derive(Clone, Debug)]
+pub struct InitialCursor {
+    /// The last key sent (or passed over as not selected); `None` before the first.
+    sent_upto: Option<ObjectKey>,
+    /// The resourceVersion the sent prefix is consistent with.
+    at: u64,
+}
+
+impl InitialCursor {
+    /// A cursor that has sent nothing, over a view at resourceVersion `at`.
+    pub fn new(at: u64) -> InitialCursor {
+        InitialCursor {
+            sent_upto: None,
+            at,
+        }
+    }
+
+    /// The resourceVersion what was sent is consistent with.
+    pub fn at(&self) -> u64 {
+        self.at
+    }
+
+    /// One step over `coll` (whose view is at `current`) for a watcher with `filter`
+    /// (`everything`: as for [`transition`]). `emit` takes each item in stream order and
+    /// says whether to go on ([`ControlFlow::Break`] once the watcher's output is full: the
+    /// item it was given counts as sent). Returns `Ok(true)` when the initial state is
+    /// complete at [`InitialCursor::at`], `Ok(false)` when `emit` stopped it first, and
+    /// `Err(Gone)` when the log no longer holds the entries after `at`.
+    pub fn step<'a>(
+        &mut self,
+        coll: &'a Collection,
+        current: u64,
+        filter: &Filter,
+        everything: bool,
+        mut emit: impl FnMut(Item<'a>) -> ControlFlow<()>,
+    ) -> Result<bool, Gone> {
+        for entry in coll.entries_after(self.at)? {
+            let key = entry.new.as_ref().or(entry.old.as_ref()).map(|o| &o.key);
+            let sent = matches!((key, &self.sent_upto), (Some(k), Some(upto)) if k <= upto);
+            self.at = entry.rv;
+            if let Some(event) = sent
+                .then(|| transition(entry, filter, everything))
+                .flatten()
+            {
+                if emit(Item::Change(entry, event)).is_break() {
+                    return Ok(false);
+                }
+            }
+        }
+        self.at = self.at.max(current);
+        let mut last: Option<&ObjectKey> = None;
+        let mut done = true;
+        for obj in coll.objects_from(self.sent_upto.as_ref()) {
+            last = Some(&obj.key);
+            if (everything || filter.matches(obj)) && emit(Item::Object(obj)).is_break() {
+                done = false;
+                break;
+            }
+        }
+        if let Some(k) = last {
+            self.sent_upto = Some(k.clone());
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+#[path = "transition_cursor_tests.rs"]
+mod cursor_tests;
+
 #[cfg(test)]
 pub(crate) mod tests {
     use serde_json::json;
@@ -78,6 +169,16 @@ pub(crate) mod tests {
         json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"namespace": "default", "name": name, "labels": labels},
             "addressType": "IPv4", "endpoints": []})
+    }
+
+    /// The selection of a watch of `res` with query `q` (no namespace).
+    pub(crate) fn filter_of(res: Resource, q: &str) -> Filter {
+        let opts = query::parse(q, res.selectable_fields()).unwrap_or_else(|e| panic!("{e:?}"));
+        Filter {
+            namespace: None,
+            labels: opts.label_selector,
+            fields: opts.field_selector,
+        }
     }
 
     /// The v1 slices' log entries of `changes`, applied to a ready cache that serves slice "a".
@@ -139,13 +240,7 @@ pub(crate) mod tests {
             Change::Upsert(slice("b", 1, None)),
             Change::Delete(slice("b", 1, None)),
         ]);
-        let opts = query::parse("labelSelector=gen%3D1", res.selectable_fields())
-            .unwrap_or_else(|e| panic!("{e:?}"));
-        let filter = Filter {
-            namespace: None,
-            labels: opts.label_selector,
-            fields: opts.field_selector,
-        };
+        let filter = filter_of(res, "labelSelector=gen%3D1");
         let got: Vec<Option<Event>> = entries
             .iter()
             .map(|e| transition(e, &filter, false))
@@ -196,12 +291,7 @@ pub(crate) mod tests {
             "labelSelector=gen%3D1",
             "fieldSelector=metadata.name%3Da",
         ] {
-            let opts = query::parse(q, res.selectable_fields()).unwrap_or_else(|e| panic!("{e:?}"));
-            let filter = Filter {
-                namespace: None,
-                labels: opts.label_selector,
-                fields: opts.field_selector,
-            };
+            let filter = filter_of(res, q);
             let everything = filter.scope(res) == Scope::Everything;
             assert_eq!(everything, q == L || q.is_empty(), "{q}");
             let events = |skip: bool| -> Vec<Option<(&'static str, Vec<u8>)>> {

@@ -394,6 +394,14 @@ impl Collection {
         self.objects.values()
     }
 
+    /// Current served objects in key order after `key` (all of them for `None`): where a
+    /// watch's initial state resumes (`api::transition::InitialCursor`).
+    pub fn objects_from(&self, key: Option<&ObjectKey>) -> impl Iterator<Item = &Arc<Served>> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let start = key.map_or(Unbounded, Excluded);
+        self.objects.range((start, Unbounded)).map(|(_, v)| v)
+    }
+
     /// Number of served objects.
     pub fn len(&self) -> usize {
         self.objects.len()

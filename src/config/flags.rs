@@ -39,6 +39,7 @@ pub(super) enum Id {
     UpstreamGzip,
     ListProgressTimeout,
     WatchProgressTimeout,
+    WatchStallTimeout,
     Debug,
     Autonomy,
     SupportEndpointslice,
@@ -308,6 +309,14 @@ pub(super) const FLAGS: &[Flag] = &[
          bookmarks (an apiserver: about once a minute), is abandoned and restarted",
     ),
     flag(
+        Id::WatchStallTimeout,
+        "--watch-stall-timeout",
+        Some("SECONDS"),
+        "120",
+        "a served watch whose client reads nothing for this long while events wait for it \
+         is ended (counted as stalled); the client resumes from its last resourceVersion",
+    ),
+    flag(
         Id::MetricsBindAddress,
         "--metrics-bind-address",
         Some("HOST:PORT"),
@@ -521,16 +530,16 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
                 .filter(|v| (1..=MAX_MAX_LIST_ITEMS).contains(v))
                 .ok_or_else(|| bad("must be a whole number from 1 to 100000000"))?
         }
-        Id::ListProgressTimeout | Id::WatchProgressTimeout => {
+        Id::ListProgressTimeout | Id::WatchProgressTimeout | Id::WatchStallTimeout => {
             let secs = value
                 .parse::<u64>()
                 .ok()
                 .filter(|v| (1..=3600).contains(v))
                 .ok_or_else(|| bad("must be a whole number of seconds from 1 to 3600"))?;
-            if flag.id == Id::ListProgressTimeout {
-                cfg.list_progress_timeout_secs = secs;
-            } else {
-                cfg.watch_progress_timeout_secs = secs;
+            match flag.id {
+                Id::ListProgressTimeout => cfg.list_progress_timeout_secs = secs,
+                Id::WatchProgressTimeout => cfg.watch_progress_timeout_secs = secs,
+                _ => cfg.watch_stall_timeout_secs = secs,
             }
         }
         Id::NotReadyHold => {

@@ -305,8 +305,8 @@ impl Conn {
         if written > 0 {
             counters::global().sent(self.label.0, written);
         }
-        if let Phase::Streaming(w) = &self.phase {
-            w.set_unsent(self.out.len());
+        if let Phase::Streaming(w) = &mut self.phase {
+            w.set_unsent(self.out.len(), written);
         }
         if let Err(e) = result {
             debug!("{}: write failed: {e}", self.peer);
@@ -560,10 +560,9 @@ impl Conn {
                     "{}: WATCH {}?{} from {}",
                     self.peer, req.path, req.query, plan.cursor
                 );
-                // The initial events are queued off the lock (a first protobuf watch encodes
-                // them); the log entries recorded meanwhile follow from the plan's cursor.
-                drop(state);
-                match Watcher::start(*plan, ctx.now, &mut self.out) {
+                // The initial events are produced by the pump, a bounded batch at a time as
+                // the client reads, from the view (docs/SEMANTICS.md §6.1).
+                match Watcher::start(*plan, ctx.now, ctx.opts.watch_stall, &mut self.out) {
                     Some(mut w) => {
                         let info = w.info(
                             &self.peer,
@@ -572,13 +571,14 @@ impl Conn {
                             self.side == Side::Relay,
                         );
                         w.track(watchers::global().register(info, counters::global()));
-                        let view = self.view.clone();
-                        let state = view.read();
                         let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
                         drop(state);
                         self.phase = Phase::Streaming(Box::new(w));
                     }
-                    None => self.end_stream(),
+                    None => {
+                        drop(state);
+                        self.end_stream();
+                    }
                 }
             }
         }
@@ -695,6 +695,11 @@ impl Conn {
                     End::Evicted => warn!(
                         "{}: watch of {} ended: it fell behind the event history",
                         self.peer, w.resource().plural()
+                    ),
+                    End::Stalled => warn!(
+                        "{}: watch of {} ended: the client read nothing for {} s while events waited{}; it will resume from its last resourceVersion",
+                        self.peer, w.resource().plural(), ctx.opts.watch_stall.as_secs(),
+                        if w.sending_initial() { " (during its initial events)" } else { "" }
                     ),
                 }
                 self.end_stream();

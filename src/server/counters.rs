@@ -107,17 +107,20 @@ pub enum EndReason {
     /// Refused at start: the requested resourceVersion is older than the history (one ERROR
     /// event with 410, then the end).
     Expired,
+    /// The client read nothing of what waited for it for `--watch-stall-timeout`.
+    Stalled,
 }
 
 impl EndReason {
     /// Every reason, in rendering order.
-    pub const ALL: [EndReason; 6] = [
+    pub const ALL: [EndReason; 7] = [
         EndReason::TooSlow,
         EndReason::Evicted,
         EndReason::Deadline,
         EndReason::ClientGone,
         EndReason::Shutdown,
         EndReason::Expired,
+        EndReason::Stalled,
     ];
 
     /// The label value.
@@ -129,6 +132,7 @@ impl EndReason {
             EndReason::ClientGone => "client_gone",
             EndReason::Shutdown => "shutdown",
             EndReason::Expired => "expired",
+            EndReason::Stalled => "stalled",
         }
     }
 
@@ -140,6 +144,7 @@ impl EndReason {
             EndReason::ClientGone => 3,
             EndReason::Shutdown => 4,
             EndReason::Expired => 5,
+            EndReason::Stalled => 6,
         }
     }
 }
@@ -261,7 +266,7 @@ impl Refusal {
 pub struct Counters {
     requests: [[[AtomicU64; CODE_SLOTS]; RES_SLOTS]; ROUTES],
     open_watches: [AtomicI64; Resource::ALL.len()],
-    watches_ended: [AtomicU64; 6],
+    watches_ended: [AtomicU64; EndReason::ALL.len()],
     sent_bytes: [AtomicU64; ROUTES],
     watch_events: [AtomicU64; Resource::ALL.len()],
     /// Connections open on the relay port (docs/SEMANTICS.md §12).
@@ -296,7 +301,7 @@ impl Counters {
             requests: [const { [const { [const { AtomicU64::new(0) }; CODE_SLOTS] }; RES_SLOTS] };
                 ROUTES],
             open_watches: [const { AtomicI64::new(0) }; Resource::ALL.len()],
-            watches_ended: [const { AtomicU64::new(0) }; 6],
+            watches_ended: [const { AtomicU64::new(0) }; EndReason::ALL.len()],
             sent_bytes: [const { AtomicU64::new(0) }; ROUTES],
             watch_events: [const { AtomicU64::new(0) }; Resource::ALL.len()],
             relay_connections: AtomicI64::new(0),
@@ -554,7 +559,7 @@ impl Counters {
             }
         }
         let name = "grid_wrapper_watches_ended_total";
-        head(out, name, "counter", "Watch streams ended, by reason: too_slow (the client did not keep up), evicted (fell behind the event history), deadline (timeoutSeconds), client_gone, shutdown, expired (resourceVersion older than the history at start).");
+        head(out, name, "counter", "Watch streams ended, by reason: too_slow (the client did not keep up), evicted (fell behind the event history), deadline (timeoutSeconds), client_gone, shutdown, expired (resourceVersion older than the history at start), stalled (the client read nothing for --watch-stall-timeout while events waited).");
         for reason in EndReason::ALL {
             let _ = writeln!(
                 out,
@@ -711,7 +716,7 @@ mod tests {
                 + 1
                 + per_resource
                 + Side::ALL.len() * Refusal::ALL.len()
-                + 6
+                + EndReason::ALL.len()
                 + RouteKind::ALL.len()
                 + 2
                 + per_resource

@@ -1,17 +1,20 @@
-//! One open watch stream: initial events, then the event log from its cursor, bookmarks and the
-//! deadline (docs/SEMANTICS.md §6, §6.1). Its I/O state only: which event a log entry gives it
+//! One open watch stream: initial events (produced from the shared view as the client reads,
+//! [`InitialCursor`]), then the event log from its cursor, bookmarks, the deadline and the stall
+//! bound (docs/SEMANTICS.md §6, §6.1). Its I/O state only: which event a log entry gives it
 //! is [`crate::api::transition`]'s rule, and the events' bytes are [`crate::api::wire`]'s (each
 //! served object's shared bytes, and a log entry's framing made once per format and shared by
 //! all its watchers: the fan-out of one change to many watchers allocates nothing per watcher).
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use crate::api::filter::{Filter, Scope};
 use crate::api::handlers::{InitialEnd, WatchPlan};
 use crate::api::negotiate::Format;
-use crate::api::transition::transition;
+use crate::api::transition::{transition, InitialCursor, Item};
 use crate::api::wire;
 use crate::cache::published::Published;
+use crate::cache::view::Gone;
 use crate::k8s::Resource;
 use crate::server::counters::{self, EndReason};
 use crate::server::outbound::Outbound;
@@ -33,6 +36,9 @@ pub enum End {
     TooSlow,
     /// The log no longer holds the entries after the cursor.
     Evicted,
+    /// The client read nothing of what waited for it for the stall bound
+    /// (`--watch-stall-timeout`), whatever the event rate.
+    Stalled,
 }
 
 impl End {
@@ -42,8 +48,16 @@ impl End {
             End::Deadline => EndReason::Deadline,
             End::TooSlow => EndReason::TooSlow,
             End::Evicted => EndReason::Evicted,
+            End::Stalled => EndReason::Stalled,
         }
     }
+}
+
+/// The initial state still being sent: its cursor over the view and the marker that ends it.
+#[derive(Debug)]
+struct Initial {
+    cursor: InitialCursor,
+    end: InitialEnd,
 }
 
 /// State of one watch stream.
@@ -55,7 +69,11 @@ pub struct Watcher {
     filter: Filter,
     /// `filter` selects every served object of `res`: events need no matching.
     everything: bool,
+    /// The resourceVersion what was queued is consistent with: the last log entry consumed
+    /// (while the initial state is sent, its cursor's [`InitialCursor::at`]).
     cursor: u64,
+    /// The initial state, while objects of it remain to be sent.
+    initial: Option<Initial>,
     bookmarks: bool,
     deadline: Instant,
     next_bookmark: Instant,
@@ -63,50 +81,51 @@ pub struct Watcher {
     /// The current RV when this stream's output last backed up (≥ [`HIGH_WATER`] unsent), or
     /// `None` while it drains. Only entries published after it count against the queue bound.
     blocked_at: Option<u64>,
-    /// Events queued before [`Watcher::track`] (the initial ones).
-    untracked_events: usize,
+    /// The stall bound: the stream ends when its client has read nothing for this long while
+    /// bytes wait for it.
+    stall: Duration,
+    /// When the client last read something (or had nothing waiting), as of the last tick.
+    progress_at: Instant,
+    /// Bytes were written to the socket since the last tick.
+    wrote: bool,
     /// The stream's entry in the registry of open watches, once tracked.
     track: Option<WatchHandle>,
 }
 
 impl Watcher {
-    /// Starts a stream: queues the initial events and marker. Returns `None` (after queueing the
-    /// ERROR event and the stream's end) when the plan is expired.
-    pub fn start(plan: WatchPlan, now: Instant, out: &mut Outbound) -> Option<Watcher> {
+    /// Starts a stream whose client must read within `stall` whenever bytes wait for it. Its
+    /// initial events are produced by [`Watcher::pump`] as the socket drains. Returns `None`
+    /// (after queueing the ERROR event) when the plan is expired.
+    pub fn start(
+        plan: WatchPlan,
+        now: Instant,
+        stall: Duration,
+        out: &mut Outbound,
+    ) -> Option<Watcher> {
         if let Some(err) = &plan.expired {
             out.push_all(wire::error_event(plan.format, err));
             counters::global().watch_ended(EndReason::Expired);
             return None;
         }
-        for obj in &plan.initial {
-            out.push_all(wire::event(plan.format, plan.res, "ADDED", obj));
-        }
-        counters::global().watch_events(plan.res, plan.initial.len());
-        let initial_end = match plan.initial_end {
-            InitialEnd::None => None,
-            InitialEnd::Bookmark => Some(false),
-            InitialEnd::InitialEventsEnd => Some(true),
-        };
-        if let Some(initial_end) = initial_end {
-            out.push_all(wire::bookmark(
-                plan.format,
-                plan.res,
-                plan.cursor,
-                initial_end,
-            ));
-        }
+        let initial = plan.initial.then(|| Initial {
+            cursor: InitialCursor::new(plan.cursor),
+            end: plan.initial_end,
+        });
         Some(Watcher {
             res: plan.res,
             format: plan.format,
             everything: plan.filter.scope(plan.res) == Scope::Everything,
             filter: plan.filter,
             cursor: plan.cursor,
+            initial,
             bookmarks: plan.bookmarks,
             deadline: now + Duration::from_secs(plan.timeout_secs),
             next_bookmark: now + BOOKMARK_EVERY,
             final_bookmark_sent: false,
             blocked_at: None,
-            untracked_events: plan.initial.len(),
+            stall,
+            progress_at: now,
+            wrote: false,
             track: None,
         })
     }
@@ -115,12 +134,13 @@ impl Watcher {
     /// and event count are published there, and dropping the watcher unregisters it.
     pub fn track(&mut self, handle: WatchHandle) {
         handle.set_cursor(self.cursor);
-        handle.add_events(std::mem::take(&mut self.untracked_events));
         self.track = Some(handle);
     }
 
-    /// Publishes the bytes waiting for the client (to the registry, if tracked).
-    pub fn set_unsent(&self, bytes: usize) {
+    /// Publishes the bytes waiting for the client (to the registry, if tracked) after a write
+    /// that took `written` bytes.
+    pub fn set_unsent(&mut self, bytes: usize, written: usize) {
+        self.wrote |= written > 0;
         if let Some(t) = &self.track {
             t.set_unsent(bytes);
         }
@@ -158,9 +178,14 @@ impl Watcher {
         }
     }
 
+    /// Whether the initial state is still being sent.
+    pub fn sending_initial(&self) -> bool {
+        self.initial.is_some()
+    }
+
     /// When [`Watcher::tick`] next has something to do.
     pub fn next_timer(&self) -> Instant {
-        let mut t = self.deadline;
+        let mut t = self.deadline.min(self.progress_at + self.stall);
         if self.bookmarks {
             t = t.min(self.next_bookmark);
             if !self.final_bookmark_sent {
@@ -174,9 +199,11 @@ impl Watcher {
         t
     }
 
-    /// Moves log entries after the cursor into `out` until it holds [`HIGH_WATER`] bytes.
-    /// `queue` is the watcher's bound (`--notify-channel-size`): when the socket is backed up and
-    /// more entries than that wait, the watch ends.
+    /// Moves events into `out` until it holds [`HIGH_WATER`] bytes: the initial state's next
+    /// objects while it is being sent (and the log entries that touch what it already sent),
+    /// then the log entries after the cursor. `queue` is the watcher's bound
+    /// (`--notify-channel-size`): when the socket is backed up and more entries than that wait,
+    /// the watch ends.
     pub fn pump(
         &mut self,
         state: &Published,
@@ -196,30 +223,32 @@ impl Watcher {
             if coll.pending(self.cursor.max(since)) > queue {
                 return Err(End::TooSlow);
             }
-        } else {
-            self.blocked_at = None;
+            return Ok(());
         }
+        self.blocked_at = None;
         let mut sent = 0;
-        let mut result = Ok(());
-        match coll.entries_after(self.cursor) {
-            Ok(entries) => {
-                for entry in entries {
-                    if out.len() >= HIGH_WATER {
-                        break;
+        let mut result = self.pump_initial(state, out, &mut sent);
+        if result.is_ok() && self.initial.is_none() {
+            match coll.entries_after(self.cursor) {
+                Ok(entries) => {
+                    for entry in entries {
+                        if out.len() >= HIGH_WATER {
+                            break;
+                        }
+                        let event = transition(entry, &self.filter, self.everything)
+                            .and_then(|e| wire::entry_event(self.format, self.res, entry, e));
+                        if let Some(event) = event {
+                            out.push_all(event);
+                            sent += 1;
+                        }
+                        self.cursor = entry.rv;
                     }
-                    let event = transition(entry, &self.filter, self.everything)
-                        .and_then(|e| wire::entry_event(self.format, self.res, entry, e));
-                    if let Some(event) = event {
-                        out.push_all(event);
-                        sent += 1;
-                        self.next_bookmark = now + BOOKMARK_EVERY;
-                    }
-                    self.cursor = entry.rv;
                 }
+                Err(_) => result = Err(End::Evicted),
             }
-            Err(_) => result = Err(End::Evicted),
         }
         if sent > 0 {
+            self.next_bookmark = now + BOOKMARK_EVERY;
             counters::global().watch_events(self.res, sent);
         }
         if let Some(t) = &self.track {
@@ -229,13 +258,75 @@ impl Watcher {
         result
     }
 
+    /// The initial state's next step ([`InitialCursor::step`]), while it is being sent; its end
+    /// marker once it is complete. Adds the events queued to `sent`.
+    fn pump_initial(
+        &mut self,
+        state: &Published,
+        out: &mut Outbound,
+        sent: &mut usize,
+    ) -> Result<(), End> {
+        let Some(initial) = &mut self.initial else {
+            return Ok(());
+        };
+        let (format, res) = (self.format, self.res);
+        let step = initial.cursor.step(
+            state.collection(res),
+            state.current_rv(),
+            &self.filter,
+            self.everything,
+            |item| {
+                let event = match item {
+                    Item::Change(entry, event) => wire::entry_event(format, res, entry, event),
+                    Item::Object(obj) => Some(wire::event(format, res, "ADDED", obj)),
+                };
+                if let Some(event) = event {
+                    out.push_all(event);
+                    *sent += 1;
+                }
+                if out.len() >= HIGH_WATER {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        );
+        self.cursor = initial.cursor.at();
+        match step {
+            Err(Gone) => Err(End::Evicted),
+            Ok(false) => Ok(()),
+            Ok(true) => {
+                let initial_end = match initial.end {
+                    InitialEnd::None => None,
+                    InitialEnd::Bookmark => Some(false),
+                    InitialEnd::InitialEventsEnd => Some(true),
+                };
+                if let Some(initial_end) = initial_end {
+                    out.push_all(wire::bookmark(format, res, self.cursor, initial_end));
+                }
+                self.initial = None;
+                Ok(())
+            }
+        }
+    }
+
     /// Bookmarks and the deadline. Call after [`Watcher::pump`]; bookmarks are only sent when
     /// the watcher has consumed every entry (so the bookmark RV is true for it).
+    /// A stream whose client read nothing for the stall bound while bytes waited ends
+    /// ([`End::Stalled`]).
     pub fn tick(&mut self, state: &Published, out: &mut Outbound, now: Instant) -> Result<(), End> {
         if now >= self.deadline {
             return Err(End::Deadline);
         }
-        if !self.bookmarks || state.collection(self.res).pending(self.cursor) > 0 {
+        if std::mem::take(&mut self.wrote) || out.is_empty() {
+            self.progress_at = now;
+        } else if now >= self.progress_at + self.stall {
+            return Err(End::Stalled);
+        }
+        if !self.bookmarks
+            || self.initial.is_some()
+            || state.collection(self.res).pending(self.cursor) > 0
+        {
             return Ok(());
         }
         let final_due = !self.final_bookmark_sent && now + FINAL_BOOKMARK_BEFORE >= self.deadline;

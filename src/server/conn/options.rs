@@ -41,6 +41,9 @@ pub struct ServerOptions {
     /// New relay connections a second from one source after its burst
     /// (`--relay-connection-rate-per-source`); 0 = no limit.
     pub relay_connection_rate: u32,
+    /// A watch whose client reads nothing for this long while bytes wait for it ends
+    /// (`--watch-stall-timeout`, docs/SEMANTICS.md §6).
+    pub watch_stall: Duration,
 }
 
 /// A reloaded serving TLS configuration waiting for the loop to take it.
@@ -60,6 +63,7 @@ impl Default for ServerOptions {
             relay_max_connections: crate::config::DEFAULT_RELAY_MAX_CONNECTIONS,
             relay_max_per_source: crate::config::DEFAULT_RELAY_MAX_PER_SOURCE,
             relay_connection_rate: crate::config::DEFAULT_RELAY_CONNECTION_RATE,
+            watch_stall: crate::config::DEFAULT_WATCH_STALL_TIMEOUT,
         }
     }
 }
