@@ -27,7 +27,7 @@ use crate::server::counters::{self, EndReason, Refusal, RouteKind};
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxy, ProxyMsg};
 use crate::server::transport::{ReadEnd, Transport};
-use crate::server::watch::{End, Watcher, HIGH_WATER};
+use crate::server::watch::{End, Watcher, HIGH_WATER, STALLS, STALL_EPISODE_GAP};
 use crate::server::watchers;
 use crate::writer::Writer;
 
@@ -696,11 +696,18 @@ impl Conn {
                         "{}: watch of {} ended: it fell behind the event history",
                         self.peer, w.resource().plural()
                     ),
-                    End::Stalled => warn!(
-                        "{}: watch of {} ended: the client read nothing for {} s while events waited{}; it will resume from its last resourceVersion",
-                        self.peer, w.resource().plural(), ctx.opts.watch_stall.as_secs(),
-                        if w.sending_initial() { " (during its initial events)" } else { "" }
-                    ),
+                    End::Stalled => {
+                        let what = format!(
+                            "{}: watch of {} ended: the client read nothing for {} s while events waited{}; it will resume from its last resourceVersion",
+                            self.peer, w.resource().plural(), ctx.opts.watch_stall.as_secs(),
+                            if w.sending_initial() { " (during its initial events)" } else { "" }
+                        );
+                        if STALLS.opens_episode(crate::clock::unix_now()) {
+                            warn!("{what} (further stalled watches are logged at debug until none for {STALL_EPISODE_GAP} s; all are counted in grid_wrapper_watches_ended_total{{reason=\"stalled\"}})");
+                        } else {
+                            debug!("{what}");
+                        }
+                    }
                 }
                 self.end_stream();
             }

@@ -6,6 +6,7 @@
 //! all its watchers: the fan-out of one change to many watchers allocates nothing per watcher).
 
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::api::filter::{Filter, Scope};
@@ -52,6 +53,38 @@ impl End {
         }
     }
 }
+
+/// Stalled watches end in herds (a wedged client holds several, a herd of followers relists
+/// at once): the first end of an episode is logged at WARN, the others at DEBUG, every one
+/// counted. An episode ends after [`STALL_EPISODE_GAP`] seconds without a stalled end.
+#[derive(Debug)]
+pub struct StallEpisodes(AtomicU64);
+
+/// Seconds without a stalled end that close an episode of them.
+pub const STALL_EPISODE_GAP: u64 = 60;
+
+impl StallEpisodes {
+    /// No episode yet.
+    pub const fn new() -> StallEpisodes {
+        StallEpisodes(AtomicU64::new(0))
+    }
+
+    /// Records a stalled end at `now_unix`; true when it opens an episode (log it at WARN).
+    pub fn opens_episode(&self, now_unix: u64) -> bool {
+        // Stored plus one: 0 is "never".
+        let last = self.0.swap(now_unix.saturating_add(1), Relaxed);
+        last == 0 || now_unix.saturating_add(1) > last.saturating_add(STALL_EPISODE_GAP)
+    }
+}
+
+impl Default for StallEpisodes {
+    fn default() -> Self {
+        StallEpisodes::new()
+    }
+}
+
+/// The process's episodes of stalled watches (both ports).
+pub static STALLS: StallEpisodes = StallEpisodes::new();
 
 /// The initial state still being sent: its cursor over the view and the marker that ends it.
 #[derive(Debug)]
@@ -340,5 +373,21 @@ impl Watcher {
             self.final_bookmark_sent |= final_due;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalled_ends_warn_once_per_episode() {
+        let e = StallEpisodes::new();
+        assert!(e.opens_episode(1000));
+        assert!(!e.opens_episode(1000));
+        assert!(!e.opens_episode(1000 + STALL_EPISODE_GAP));
+        // Each end extends the episode; a gap longer than the bound opens a new one.
+        assert!(!e.opens_episode(1000 + 2 * STALL_EPISODE_GAP));
+        assert!(e.opens_episode(1001 + 3 * STALL_EPISODE_GAP));
     }
 }
