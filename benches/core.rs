@@ -23,7 +23,7 @@ use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::proto::encode_object;
 use grid_wrapper::server::outbound::Outbound;
-use grid_wrapper::server::watch::Watcher;
+use grid_wrapper::server::watch::{StreamOptions, Watcher};
 use grid_wrapper::upstream::decode::decode_list;
 use grid_wrapper::upstream::list_split::ListSplitter;
 
@@ -271,8 +271,11 @@ fn list_and_fanout(c: &mut Criterion) {
                             expired: None,
                             format: Format::Json,
                         };
-                        let stall = Duration::from_secs(120);
-                        let w = Watcher::start(plan, now, stall, &mut out);
+                        let opts = StreamOptions {
+                            stall: Duration::from_secs(120),
+                            chunked: true,
+                        };
+                        let w = Watcher::start(plan, now, opts, &mut out);
                         (w.expect("plan is not expired"), out)
                     })
                     .collect();

@@ -57,13 +57,19 @@ pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 pub enum Body {
     /// Exactly this many bytes follow (`Content-Length`).
     Length(usize),
-    /// Chunks follow ([`push_chunk`], then [`push_last_chunk`]); used for every watch.
+    /// Chunks follow ([`push_chunk`], then [`push_last_chunk`]): a watch or a relayed answer to
+    /// an HTTP/1.1 client.
     Chunked,
+    /// The body ends when the connection closes (RFC 9112 §6.3, item 8): a watch or a relayed
+    /// answer to an HTTP/1.0 client, which must not be sent chunked (§6.1). Always with
+    /// `Connection: close`.
+    Close,
 }
 
 /// Status line + headers + blank line. Always adds `Content-Length` or
-/// `Transfer-Encoding: chunked` per `body` (none for 1xx and 204, which have no body), and
-/// `Connection: close` when `!keep_alive`.
+/// `Transfer-Encoding: chunked` per `body` (none for 1xx and 204, which have no body, nor for a
+/// close-delimited body), and `Connection: close` when `!keep_alive` or the body is
+/// [`Body::Close`].
 ///
 /// Caller headers named `Content-Length` or `Transfer-Encoding` are dropped (framing is decided
 /// here), as is a caller `Connection` header when `!keep_alive`. A header whose name is not a
@@ -89,6 +95,7 @@ fn framed<N: AsRef<str>, V: AsRef<[u8]>>(
     body: Body,
     keep_alive: bool,
 ) -> Vec<u8> {
+    let keep_alive = keep_alive && body != Body::Close;
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(format!("HTTP/1.1 {code} {}\r\n", reason(code)).as_bytes());
     for (name, value) in headers {
@@ -105,6 +112,7 @@ fn framed<N: AsRef<str>, V: AsRef<[u8]>>(
         match body {
             Body::Length(n) => push_field(&mut out, "Content-Length", n.to_string().as_bytes()),
             Body::Chunked => push_field(&mut out, "Transfer-Encoding", b"chunked"),
+            Body::Close => {}
         }
     }
     if !keep_alive {
@@ -256,6 +264,20 @@ mod tests {
             (
                 head(599, &[], Body::Length(0), true),
                 "HTTP/1.1 599 \r\nContent-Length: 0\r\n\r\n",
+            ),
+            (
+                // A close-delimited body (an HTTP/1.0 client's): no framing header, and the
+                // connection closes whatever was asked (its `Connection` header dropped).
+                head(
+                    200,
+                    &[
+                        ("Content-Type", "application/json"),
+                        ("Connection", "keep-alive"),
+                    ],
+                    Body::Close,
+                    true,
+                ),
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
             ),
         ];
         for (got, want) in cases {

@@ -27,7 +27,7 @@ use crate::server::counters::{self, EndReason, Refusal, RouteKind};
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxy, ProxyMsg};
 use crate::server::transport::{ReadEnd, Transport};
-use crate::server::watch::{End, Watcher, HIGH_WATER, STALLS, STALL_EPISODE_GAP};
+use crate::server::watch::{End, StreamOptions, Watcher, HIGH_WATER, STALLS, STALL_EPISODE_GAP};
 use crate::server::watchers;
 use crate::writer::Writer;
 
@@ -86,6 +86,9 @@ pub struct Conn {
     out: Outbound,
     phase: Phase,
     keep_alive: bool,
+    /// The request being answered is HTTP/1.0: a streamed body (a watch, a relayed answer) is
+    /// close-delimited, never chunked (RFC 9112 §6.1).
+    http10: bool,
     last_active: Instant,
     registered: Option<Interest>,
     eof: bool,
@@ -132,6 +135,7 @@ impl Conn {
             out: Outbound::default(),
             phase: Phase::Idle,
             keep_alive: true,
+            http10: false,
             last_active: now,
             registered: None,
             eof: false,
@@ -466,6 +470,7 @@ impl Conn {
     /// Carries out the decision on `req` ([`decide`]), made from the facts of this port's view.
     fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, turn: Turn) {
         self.keep_alive = req.keep_alive();
+        self.http10 = req.minor_version == 0;
         let view = self.view.clone();
         let state = view.read();
         let decision = decide(&req, self.side, &ViewFacts::of(&state), turn);
@@ -550,7 +555,7 @@ impl Conn {
                         ("Content-Type", plan.format.watch_content_type()),
                         ("Cache-Control", "no-cache, private"),
                     ],
-                    Body::Chunked,
+                    self.streamed_body(),
                     true,
                 );
                 self.out.push_owned(head);
@@ -562,7 +567,11 @@ impl Conn {
                 );
                 // The initial events are produced by the pump, a bounded batch at a time as
                 // the client reads, from the view (docs/SEMANTICS.md §6.1).
-                match Watcher::start(*plan, ctx.now, ctx.opts.watch_stall, &mut self.out) {
+                let opts = StreamOptions {
+                    stall: ctx.opts.watch_stall,
+                    chunked: !self.http10,
+                };
+                match Watcher::start(*plan, ctx.now, opts, &mut self.out) {
                     Some(mut w) => {
                         let info = w.info(
                             &self.peer,
@@ -627,11 +636,23 @@ impl Conn {
         matches!(self.phase, Phase::Proxying { .. })
     }
 
-    /// Queues the chunked body's end and closes once it is written.
+    /// How a streamed body (a watch, a relayed answer) is framed for the request's version.
+    fn streamed_body(&self) -> Body {
+        if self.http10 {
+            Body::Close
+        } else {
+            Body::Chunked
+        }
+    }
+
+    /// Queues the streamed body's end (the last chunk; nothing for a close-delimited body) and
+    /// closes once it is written.
     fn end_stream(&mut self) {
-        let mut last = Vec::new();
-        response::push_last_chunk(&mut last);
-        self.out.push_owned(last);
+        if !self.http10 {
+            let mut last = Vec::new();
+            response::push_last_chunk(&mut last);
+            self.out.push_owned(last);
+        }
         self.phase = Phase::Closing;
     }
 
@@ -721,10 +742,12 @@ impl Conn {
                     counters::global().request(RouteKind::Proxy, None, status);
                     let has_body = body && status >= 200 && status != 204 && status != 304;
                     let framing = if has_body {
-                        response::Body::Chunked
+                        self.streamed_body()
                     } else {
                         response::Body::Length(0)
                     };
+                    // A close-delimited body ends the connection.
+                    self.keep_alive &= framing != Body::Close;
                     let out = response::relayed_head(status, &headers, framing, self.keep_alive);
                     self.out.push_owned(out);
                     head_sent = true;
@@ -739,14 +762,16 @@ impl Conn {
                     }
                 }
                 Ok(ProxyMsg::Data(bytes)) => {
-                    if body {
+                    if body && self.http10 {
+                        self.out.push_owned(bytes);
+                    } else if body {
                         let mut chunk = Vec::with_capacity(bytes.len() + 16);
                         response::push_chunk(&mut chunk, &bytes);
                         self.out.push_owned(chunk);
                     }
                 }
                 Ok(ProxyMsg::End) => {
-                    if body {
+                    if body && !self.http10 {
                         let mut last = Vec::new();
                         response::push_last_chunk(&mut last);
                         self.out.push_owned(last);

@@ -13,7 +13,7 @@ use crate::api::filter::{Filter, Scope};
 use crate::api::handlers::{InitialEnd, WatchPlan};
 use crate::api::negotiate::Format;
 use crate::api::transition::{transition, InitialCursor, Item};
-use crate::api::wire;
+use crate::api::wire::{self, EventChunk};
 use crate::cache::published::Published;
 use crate::cache::view::Gone;
 use crate::k8s::Resource;
@@ -121,22 +121,44 @@ pub struct Watcher {
     progress_at: Instant,
     /// Bytes were written to the socket since the last tick.
     wrote: bool,
+    /// The body is chunked (an HTTP/1.1 client); otherwise close-delimited (HTTP/1.0): each
+    /// event's chunk framing is left out ([`wire::unchunked`]).
+    chunked: bool,
     /// The stream's entry in the registry of open watches, once tracked.
     track: Option<WatchHandle>,
 }
 
+/// How a stream is sent, from its connection.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamOptions {
+    /// The stall bound: the stream ends when its client has read nothing for this long while
+    /// bytes wait for it (`--watch-stall-timeout`).
+    pub stall: Duration,
+    /// Chunked body (HTTP/1.1) or close-delimited (HTTP/1.0).
+    pub chunked: bool,
+}
+
+/// Queues `event`, chunk-framed or not.
+fn push_event(out: &mut Outbound, event: EventChunk, chunked: bool) {
+    if chunked {
+        out.push_all(event);
+    } else {
+        out.push_all(wire::unchunked(event));
+    }
+}
+
 impl Watcher {
-    /// Starts a stream whose client must read within `stall` whenever bytes wait for it. Its
-    /// initial events are produced by [`Watcher::pump`] as the socket drains. Returns `None`
-    /// (after queueing the ERROR event) when the plan is expired.
+    /// Starts a stream sent as `opts` says. Its initial events are produced by
+    /// [`Watcher::pump`] as the socket drains. Returns `None` (after queueing the ERROR event)
+    /// when the plan is expired.
     pub fn start(
         plan: WatchPlan,
         now: Instant,
-        stall: Duration,
+        opts: StreamOptions,
         out: &mut Outbound,
     ) -> Option<Watcher> {
         if let Some(err) = &plan.expired {
-            out.push_all(wire::error_event(plan.format, err));
+            push_event(out, wire::error_event(plan.format, err), opts.chunked);
             counters::global().watch_ended(EndReason::Expired);
             return None;
         }
@@ -156,9 +178,10 @@ impl Watcher {
             next_bookmark: now + BOOKMARK_EVERY,
             final_bookmark_sent: false,
             blocked_at: None,
-            stall,
+            stall: opts.stall,
             progress_at: now,
             wrote: false,
+            chunked: opts.chunked,
             track: None,
         })
     }
@@ -271,7 +294,7 @@ impl Watcher {
                         let event = transition(entry, &self.filter, self.everything)
                             .and_then(|e| wire::entry_event(self.format, self.res, entry, e));
                         if let Some(event) = event {
-                            out.push_all(event);
+                            push_event(out, event, self.chunked);
                             sent += 1;
                         }
                         self.cursor = entry.rv;
@@ -302,7 +325,7 @@ impl Watcher {
         let Some(initial) = &mut self.initial else {
             return Ok(());
         };
-        let (format, res) = (self.format, self.res);
+        let (format, res, chunked) = (self.format, self.res, self.chunked);
         let step = initial.cursor.step(
             state.collection(res),
             state.current_rv(),
@@ -314,7 +337,7 @@ impl Watcher {
                     Item::Object(obj) => Some(wire::event(format, res, "ADDED", obj)),
                 };
                 if let Some(event) = event {
-                    out.push_all(event);
+                    push_event(out, event, chunked);
                     *sent += 1;
                 }
                 if out.len() >= HIGH_WATER {
@@ -335,7 +358,8 @@ impl Watcher {
                     InitialEnd::InitialEventsEnd => Some(true),
                 };
                 if let Some(initial_end) = initial_end {
-                    out.push_all(wire::bookmark(format, res, self.cursor, initial_end));
+                    let marker = wire::bookmark(format, res, self.cursor, initial_end);
+                    push_event(out, marker, chunked);
                 }
                 self.initial = None;
                 Ok(())
@@ -368,7 +392,8 @@ impl Watcher {
             if let Some(t) = &self.track {
                 t.set_cursor(self.cursor);
             }
-            out.push_all(wire::bookmark(self.format, self.res, self.cursor, false));
+            let bookmark = wire::bookmark(self.format, self.res, self.cursor, false);
+            push_event(out, bookmark, self.chunked);
             self.next_bookmark = now + BOOKMARK_EVERY;
             self.final_bookmark_sent |= final_due;
         }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::api::negotiate::Format;
 use crate::api::transition::Event;
 use crate::cache::view::{Entry, Served};
+use crate::http::response::CHUNK_END;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 
@@ -135,6 +136,25 @@ pub fn bookmark(format: Format, res: Resource, rv: u64, initial_end: bool) -> Ev
         Format::Json => json::event("BOOKMARK", Segment::Owned(json)),
         Format::Protobuf => protobuf::bookmark(res, &json),
     }
+}
+
+/// `event` without its HTTP chunk framing: what a close-delimited body carries (an HTTP/1.0
+/// client's watch, which must not be chunked). The head's few bytes are copied past their
+/// chunk-size line; the object's stay shared.
+pub fn unchunked([head, object, end]: EventChunk) -> EventChunk {
+    let bytes = head.as_bytes();
+    let start = bytes
+        .windows(CHUNK_END.len())
+        .position(|w| w == CHUNK_END)
+        .map_or(0, |i| i + CHUNK_END.len());
+    let end = match end {
+        Segment::Static(b) => Segment::Static(b.strip_suffix(CHUNK_END).unwrap_or(b)),
+        other => {
+            let b = other.as_bytes();
+            Segment::Owned(b.strip_suffix(CHUNK_END).unwrap_or(b).to_vec())
+        }
+    };
+    [Segment::Owned(bytes[start..].to_vec()), object, end]
 }
 
 /// An ERROR event carrying `err`'s `Status`.

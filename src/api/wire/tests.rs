@@ -113,3 +113,35 @@ fn bookmarks_carry_the_rv_and_the_initial_events_end() {
     let want = concat(&json::event("BOOKMARK", Segment::Owned(end.into_bytes())));
     assert_eq!(got, want);
 }
+
+#[test]
+fn an_unchunked_event_is_its_chunks_data() {
+    let (res, entries) = slice_entries();
+    let err = ApiError::expired("5", 9);
+    for format in [Format::Json, Format::Protobuf] {
+        let mut events: Vec<EventChunk> =
+            vec![bookmark(format, res, 42, true), error_event(format, &err)];
+        for entry in &entries {
+            for event in Event::ALL {
+                events.extend(entry_event(format, res, entry, event));
+            }
+            if let Some(obj) = &entry.new {
+                events.push(event(format, res, "ADDED", obj));
+            }
+        }
+        for chunk in events {
+            let framed = concat(&chunk);
+            let line = framed
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .unwrap_or_else(|| panic!("no chunk-size line"));
+            let size = std::str::from_utf8(&framed[..line])
+                .ok()
+                .and_then(|h| usize::from_str_radix(h, 16).ok())
+                .unwrap_or_else(|| panic!("bad chunk size"));
+            let data = &framed[line + 2..];
+            assert_eq!(data.len(), size + 2, "{format:?}");
+            assert_eq!(concat(&unchunked(chunk)), data[..size], "{format:?}");
+        }
+    }
+}
