@@ -66,7 +66,7 @@ fn open_slice_watches(w: &Wrapper) -> f64 {
 fn stuck_watches_cost_o1_memory_and_are_ended_when_nothing_is_read() {
     let sim = Sim::start(&SCALE);
     let stall = format!("--watch-stall-timeout={STALL}");
-    let w = Wrapper::start_unready(&sim.url, HOSTNAME, &[&stall]);
+    let w = Wrapper::start_unready(&sim.url, HOSTNAME, &[&stall, "--debug"]);
     // A sync of this size through a debug build on a loaded machine: not a speed assertion.
     wait_for_long("the sync", Duration::from_secs(180), || {
         w.readyz() == Some(200)
@@ -113,6 +113,17 @@ fn stuck_watches_cost_o1_memory_and_are_ended_when_nothing_is_read() {
     for _ in 0..5 {
         during = during.max(vm_rss(pid));
         std::thread::sleep(Duration::from_millis(100));
+    }
+    // /debug/state shows each of them still sending its initial events.
+    let state = w.debug_json("/debug/state");
+    let items = state["watchers"]["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!items.is_empty(), "{state:#}");
+    for i in &items {
+        assert_eq!(i["initial_events"], true, "{i}");
+        assert!(i["unsent_bytes"].as_u64() > Some(0), "{i}");
     }
     let per_watch = during.saturating_sub(before) / count as u64;
     eprintln!(

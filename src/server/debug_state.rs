@@ -203,6 +203,7 @@ pub fn document(
                 "pending_entries": pending,
                 "unsent_bytes": s.unsent_bytes(),
                 "events_sent": s.events(),
+                "initial_events": s.sending_initial(),
             })
         })
         .collect();

@@ -190,6 +190,7 @@ impl Watcher {
     /// and event count are published there, and dropping the watcher unregisters it.
     pub fn track(&mut self, handle: WatchHandle) {
         handle.set_cursor(self.cursor);
+        handle.set_initial(self.initial.is_some());
         self.track = Some(handle);
     }
 
@@ -310,6 +311,7 @@ impl Watcher {
         if let Some(t) = &self.track {
             t.add_events(sent);
             t.set_cursor(self.cursor);
+            t.set_initial(self.initial.is_some());
         }
         result
     }

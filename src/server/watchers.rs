@@ -35,7 +35,8 @@ pub struct WatchInfo {
     pub field_selector: String,
     /// Unix seconds of the start.
     pub started_unix: u64,
-    /// The cursor after the initial events.
+    /// The resourceVersion the stream starts at (its initial events, if any, are produced as
+    /// its client reads, from this resourceVersion on).
     pub cursor: u64,
     /// Whether the stream is on the relay port (a follower's), not the kube-proxy port.
     pub relay: bool,
@@ -51,6 +52,7 @@ pub struct WatcherStatus {
     cursor: AtomicU64,
     unsent: AtomicU64,
     events: AtomicU64,
+    initial: AtomicBool,
 }
 
 impl WatcherStatus {
@@ -67,6 +69,12 @@ impl WatcherStatus {
     /// Events queued to the stream so far (initial ones included).
     pub fn events(&self) -> u64 {
         self.events.load(Relaxed)
+    }
+
+    /// Whether the stream is still sending its initial events (its cursor is then the
+    /// resourceVersion what it sent is consistent with).
+    pub fn sending_initial(&self) -> bool {
+        self.initial.load(Relaxed)
     }
 }
 
@@ -105,6 +113,7 @@ impl Registry {
             cursor: AtomicU64::new(info.cursor),
             unsent: AtomicU64::new(0),
             events: AtomicU64::new(0),
+            initial: AtomicBool::new(false),
             info,
         });
         self.lock().insert(id, status.clone());
@@ -138,6 +147,11 @@ pub struct WatchHandle {
 }
 
 impl WatchHandle {
+    /// Records whether the stream is still sending its initial events.
+    pub fn set_initial(&self, sending: bool) {
+        self.status.initial.store(sending, Relaxed);
+    }
+
     /// Records the stream's cursor.
     pub fn set_cursor(&self, rv: u64) {
         self.status.cursor.store(rv, Relaxed);
