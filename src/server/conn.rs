@@ -109,7 +109,7 @@ pub struct Conn {
     refusal: Option<(Refusal, String)>,
 }
 
-/// How many times one round refills a watch's output (up to `HIGH_WATER` each). A burst of
+/// How many times one round refills a watch's output (up to its high water each). A burst of
 /// thousands of events per watcher (a relabel of the local node in a large cluster) is then sent in
 /// turns across all connections, so a LIST or a new request waits for one round, not for every
 /// watcher's whole backlog.
@@ -329,7 +329,7 @@ impl Conn {
         self.backlog = false;
         let mut fills = 0;
         loop {
-            // `full`: a stream stopped filling at HIGH_WATER with more to come. Nothing will
+            // `full`: a stream stopped filling at its high water with more to come. Nothing will
             // wake this connection for that backlog (the log entries are already published,
             // a proxy worker waits on its full channel), so once the socket takes everything,
             // go round again instead of waiting for the next wake or timer — a watch only up to
@@ -348,7 +348,8 @@ impl Conn {
                 Phase::Streaming(w) => {
                     self.stream(w, ctx);
                     fills += 1;
-                    full = self.out.len() >= HIGH_WATER;
+                    full = matches!(&self.phase,
+                        Phase::Streaming(w) if self.out.len() >= w.high_water());
                     if full && fills >= STREAM_FILLS_PER_ROUND {
                         if !self.write() {
                             return false;

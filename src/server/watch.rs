@@ -27,6 +27,10 @@ pub const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 pub const FINAL_BOOKMARK_BEFORE: Duration = Duration::from_secs(2);
 /// Stop pulling log entries once this many bytes wait unsent.
 pub const HIGH_WATER: usize = 256 * 1024;
+/// Stop producing initial events once this many bytes wait unsent: what a watch that does not
+/// read holds while its initial events are due (its queue holds a pointer and a few bytes of
+/// framing per event, so smaller than [`HIGH_WATER`] as many thousands may be due at once).
+pub const INITIAL_HIGH_WATER: usize = 64 * 1024;
 
 /// Why a watch ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +115,7 @@ pub struct Watcher {
     deadline: Instant,
     next_bookmark: Instant,
     final_bookmark_sent: bool,
-    /// The current RV when this stream's output last backed up (≥ [`HIGH_WATER`] unsent), or
+    /// The current RV when this stream's output last backed up (≥ its high water unsent), or
     /// `None` while it drains. Only entries published after it count against the queue bound.
     blocked_at: Option<u64>,
     /// The stall bound: the stream ends when its client has read nothing for this long while
@@ -240,6 +244,16 @@ impl Watcher {
         self.initial.is_some()
     }
 
+    /// The unsent bytes at which [`Watcher::pump`] stops: [`INITIAL_HIGH_WATER`] while the
+    /// initial events are due, [`HIGH_WATER`] after.
+    pub fn high_water(&self) -> usize {
+        if self.initial.is_some() {
+            INITIAL_HIGH_WATER
+        } else {
+            HIGH_WATER
+        }
+    }
+
     /// When [`Watcher::tick`] next has something to do.
     pub fn next_timer(&self) -> Instant {
         let mut t = self.deadline.min(self.progress_at + self.stall);
@@ -256,7 +270,7 @@ impl Watcher {
         t
     }
 
-    /// Moves events into `out` until it holds [`HIGH_WATER`] bytes: the initial state's next
+    /// Moves events into `out` until it holds [`Watcher::high_water`] bytes: the initial state's next
     /// objects while it is being sent (and the log entries that touch what it already sent),
     /// then the log entries after the cursor. `queue` is the watcher's bound
     /// (`--notify-channel-size`): when the socket is backed up and more entries than that wait,
@@ -275,7 +289,7 @@ impl Watcher {
         // at full speed — the replay it is entitled to (§6, "Starting a watch") is not a queue
         // overflow. Now only entries published while the stream stays backed up count, like the
         // original's channel.
-        if out.len() >= HIGH_WATER {
+        if out.len() >= self.high_water() {
             let since = *self.blocked_at.get_or_insert(state.current_rv());
             if coll.pending(self.cursor.max(since)) > queue {
                 return Err(End::TooSlow);
@@ -342,7 +356,7 @@ impl Watcher {
                     push_event(out, event, chunked);
                     *sent += 1;
                 }
-                if out.len() >= HIGH_WATER {
+                if out.len() >= INITIAL_HIGH_WATER {
                     ControlFlow::Break(())
                 } else {
                     ControlFlow::Continue(())
