@@ -4,22 +4,25 @@
 //! the admission filter included). Invariants: a watcher that starts from the selected objects
 //! and applies every event it is given holds, after every change, exactly what a LIST with the
 //! same selection returns (an ADDED only for an object it does not hold, a MODIFIED or DELETED
-//! only for one it does, no event for one that neither matched nor matches); every event's
+//! only for one it does, no event for one that neither matched nor matches), and so does a
+//! second watcher that takes its initial state from an `InitialCursor` a few events at a time
+//! between the changes (once complete, and after every later change); every event's
 //! object carries the change's resourceVersion; skipping the matching for an "everything"
 //! selection gives the same events; every event is one HTTP chunk of the right size, the JSON
 //! one an event line with its type and object, the shared framing the same bytes as framing
 //! the event alone.
 #![no_main]
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use grid_wrapper::api::filter::{Filter, Scope};
 use grid_wrapper::api::handlers::select;
 use grid_wrapper::api::negotiate::Format;
 use grid_wrapper::api::query;
-use grid_wrapper::api::transition::{transition, Event};
+use grid_wrapper::api::transition::{transition, Event, InitialCursor, Item};
 use grid_wrapper::api::wire::{self, Segment};
 use grid_wrapper::cache::store::{Settings, State};
-use grid_wrapper::cache::view::{Entry, Retention};
+use grid_wrapper::cache::view::{Entry, Retention, Served};
 use grid_wrapper::handoff::Change;
 use grid_wrapper::k8s::Resource;
 use libfuzzer_sys::fuzz_target;
@@ -128,6 +131,67 @@ fn check_frames(res: Resource, entry: &Entry, event: Event) {
 
 type Held = BTreeMap<String, Vec<u8>>;
 
+/// Applies `event` of an object at `rv` to `held`, as an informer would: an ADDED only for an
+/// object it does not hold, a MODIFIED or DELETED only for one it does.
+fn apply(held: &mut Held, event: Event, obj: &Served, rv: u64) {
+    let key = obj.key.to_string();
+    assert_eq!(obj.rv, rv, "an event's object carries its change's RV");
+    match event {
+        Event::Added => assert!(held.insert(key.clone(), obj.bytes.to_vec()).is_none(), "ADDED of {key}, held"),
+        Event::Modified => assert!(held.insert(key.clone(), obj.bytes.to_vec()).is_some(), "MODIFIED of {key}, not held"),
+        Event::Deleted => assert!(held.remove(&key).is_some(), "DELETED of {key}, not held"),
+    }
+}
+
+/// A watcher that takes its initial state from an [`InitialCursor`], `budget` events per step,
+/// then follows the log.
+struct Slow {
+    held: Held,
+    cursor: InitialCursor,
+    /// Where it follows the log from, once its initial state is complete.
+    log_at: Option<u64>,
+}
+
+impl Slow {
+    fn step(&mut self, st: &State, res: Resource, filter: &Filter, everything: bool, budget: usize) {
+        if self.log_at.is_some() {
+            return;
+        }
+        let held = &mut self.held;
+        let mut taken = 0;
+        let done = st.with_view(|v| {
+            self.cursor.step(v.collection(res), v.current_rv(), filter, everything, |item| {
+                match item {
+                    Item::Change(entry, event) => {
+                        apply(held, event, &event.object(entry).expect("an object"), entry.rv)
+                    }
+                    Item::Object(obj) => apply(held, Event::Added, obj, obj.rv),
+                }
+                taken += 1;
+                if taken >= budget { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            })
+        });
+        if done.expect("the log holds the entries after the cursor") {
+            self.log_at = Some(self.cursor.at());
+            assert_eq!(self.cursor.at(), st.current_rv());
+            assert_eq!(*held, selected(st, res, filter), "the initial state differs from a LIST");
+        }
+    }
+
+    /// Once complete: the log entries after the cursor.
+    fn follow(&mut self, st: &State, res: Resource, filter: &Filter, everything: bool) {
+        let Some(at) = self.log_at else { return };
+        let entries = st.collection(res).after(at, usize::MAX).expect("the log");
+        for entry in &entries {
+            if let Some(e) = transition(entry, filter, everything) {
+                apply(&mut self.held, e, &e.object(entry).expect("an object"), entry.rv);
+            }
+        }
+        self.log_at = Some(st.current_rv());
+        assert_eq!(self.held, selected(st, res, filter), "the slow watcher differs from a LIST");
+    }
+}
+
 fn selected(st: &State, res: Resource, filter: &Filter) -> Held {
     st.with_view(|v| select(res, filter, v))
         .iter()
@@ -164,7 +228,10 @@ fuzz_target!(|data: &[u8]| {
 
     let mut held = selected(&st, res, &filter);
     let mut cursor = st.current_rv();
+    // A second watcher that takes its initial state a few events at a time between changes.
+    let mut slow = Slow { held: Held::new(), cursor: InitialCursor::new(cursor), log_at: None };
     for op in ops.chunks_exact(2).take(64) {
+        slow.step(&st, res, &filter, everything, usize::from(op[1] >> 6) + 1);
         let change = if op[0] & 0x80 != 0 {
             Change::Delete(object(res, op[0], 0))
         } else {
@@ -197,5 +264,10 @@ fuzz_target!(|data: &[u8]| {
             cursor = entry.rv;
         }
         assert_eq!(held, selected(&st, res, &filter), "the watcher's objects differ from a LIST: {q}");
+        slow.follow(&st, res, &filter, everything);
     }
+    // Once changes stop, the slow watcher's initial state completes in one unbounded step.
+    slow.step(&st, res, &filter, everything, usize::MAX);
+    assert!(slow.log_at.is_some(), "the initial state never completes");
+    slow.follow(&st, res, &filter, everything);
 });
