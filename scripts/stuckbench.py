@@ -6,9 +6,11 @@ slice watch of each kind to its end marker (warm-up), then opens N EndpointSlice
 kube-proxy's selector -- half from resourceVersion 0, half WatchList -- and never reads them.
 Prints one line per run: grid-wrapper's VmRSS before, with the stuck watches open (the largest of
 five readings a second after the last one is open), per stuck watch, and after they are closed.
+With --readers N instead: N concurrent WatchLists that do read, each to its initial-events-end
+marker; the line gives the peak RSS (VmHWM, reset just before they open) above the RSS before.
 
   python3 scripts/stuckbench.py --bin BINARY --sim target/debug/grid-wrapper-sim \\
-      [--scale S|x10] [--watches 300] [--runs 3] [--label NAME]
+      [--scale S|x10] [--watches 300 | --readers 100] [--runs 3] [--label NAME]
 
 Loopback only; every child is killed on exit.
 """
@@ -19,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -40,12 +43,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def rss(pid):
+def rss(pid, field="VmRSS"):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError(f"no {field}")
+
+
+def readers(pid, addr, n):
+    """N WatchLists read to their marker at once; returns the peak RSS while they ran."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    errors = []
+
+    def one():
+        try:
+            read_initial(addr, WATCHLIST)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    if errors:
+        raise RuntimeError(f"{len(errors)} readers failed: {errors[0]}")
+    return rss(pid, "VmHWM")
 
 
 def get(url, timeout=30):
@@ -109,6 +134,8 @@ def run(args, sim_url):
         wait("warm-up watches to close", lambda: metric(h, OPEN) == 0, 30)
         time.sleep(2)
         before = rss(w.pid)
+        if args.readers:
+            return before, readers(w.pid, addr, args.readers), rss(w.pid)
         held = []
         for i in range(args.watches):
             s = socket.create_connection(addr)
@@ -138,6 +165,7 @@ def main():
     p.add_argument("--sim", default="target/debug/grid-wrapper-sim")
     p.add_argument("--scale", default="S", choices=sorted(SCALES))
     p.add_argument("--watches", type=int, default=300)
+    p.add_argument("--readers", type=int, default=0)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--label", default=None)
     args = p.parse_args()
@@ -149,6 +177,12 @@ def main():
         label = args.label or os.path.basename(args.bin)
         for i in range(args.runs):
             before, during, after = run(args, url)
+            if args.readers:
+                print(json.dumps({"label": label, "scale": args.scale, "run": i + 1,
+                                  "readers": args.readers, "rss_before": before,
+                                  "peak": during, "peak_above": during - before,
+                                  "rss_after": after}), flush=True)
+                continue
             per = (during - before) / args.watches
             print(json.dumps({"label": label, "scale": args.scale, "run": i + 1,
                               "watches": args.watches, "rss_before": before,
