@@ -380,6 +380,8 @@ fn a_certificate_holder_is_never_evicted_and_a_follower_starts_during_a_reconnec
         &[
             &format!("--relay-max-connections={budget}"),
             "--relay-max-connections-per-source=16",
+            // Evictions as fast as the flood reconnects (the rate is the other test's).
+            "--relay-connection-rate-per-source=0",
         ],
     );
     // 8 sources of 12 reconnecting sockets: more than the budget.
