@@ -40,10 +40,13 @@ USAGE: grid-wrapper-sim [FLAGS]
                              --client-ca-file does (with --token: the token or a certificate);
                              each recorded request says whether its connection presented one
   --token T                  require 'Authorization: Bearer T' (not on /sim/)
-  --too-large http|event     answer a resourceVersion above the current one like a real
-                             apiserver from the start (watch: HTTP 504 or one ERROR 504 event;
-                             LIST: HTTP 504), and the default form of /sim/reset-rv (default:
-                             off until a reset, future RVs get 410; reset form http)
+  --too-large http|event|silent
+                             answer a resourceVersion above the current one from the start
+                             (watch: HTTP 504, one ERROR 504 event, or silent: accepted, and
+                             nothing sent, no bookmark either, until the counter passes it, as a
+                             real apiserver's watch cache does; LIST: HTTP 504), and the default
+                             form of /sim/reset-rv (default: off until a reset, future RVs get
+                             410; reset form http)
   --start-refusing S         print the listening line, then refuse connections for S seconds
                              (1..=600) before serving, on every address; use fixed --listen ports
   --max-in-flight N          load like an apiserver's APF: 429 TooManyRequests with Retry-After
@@ -69,15 +72,20 @@ a list over 128 KiB is gzip'd, as by an apiserver, when its Accept-Encoding name
 openWatches, served {lists, watches, gets, listBytes, watchBytes, listPlainBytes, gzippedLists}, recorded, too_large, edge_health_polls, refusals, and listens: per
 address {listen, refusing, refusals, openWatches, requests}). GET /readyz, /livez and
 /healthz answer 200 'ok' (not recorded). Fault injection:
-  POST /sim/reset-rv {\"rv\": N, \"too_large\": \"http\"|\"event\"}
-      the upstream restarts its RV counter at N: objects are re-stamped N+1..=N+k in key
-      order (k objects; N >= 1 and N+k below the current RV, else 400), history is cleared
-      (horizon = new current), open watches end, and from then on a numeric resourceVersion
-      above the current one is 'too large': a watch gets HTTP 504 (http) or 200 + one ERROR
-      event (event) with Status {code 504, reason Timeout, message 'Too large resource
-      version: R, current: C', details.causes[0].reason ResourceVersionTooLarge,
-      retryAfterSeconds 1}; a LIST gets that HTTP 504. Below the horizon: 410 as before.
-      Answers {previous, resourceVersion, rv, horizon, restamped, too_large, closed, epoch}.
+  POST /sim/reset-rv {\"rv\": N, \"too_large\": \"http\"|\"event\"|\"silent\",
+                     \"watches\": \"end\"|\"cut\"|\"keep\"}
+      the upstream restarts its RV counter at N (a control plane restored from an older etcd
+      state): objects are re-stamped N+1..=N+k in key order (k objects; N >= 1 and N+k below
+      the current RV, else 400), history is cleared (horizon = new current), open watches end
+      (end, the default), are cut without their terminating chunk (cut) or stay open (keep),
+      and from then on a numeric resourceVersion above the current one is 'too large': a
+      watch gets HTTP 504 (http) or 200 + one ERROR event (event) with Status {code 504,
+      reason Timeout, message 'Too large resource version: R, current: C',
+      details.causes[0].reason ResourceVersionTooLarge, retryAfterSeconds 1}, or 200 and
+      nothing until the counter passes R (silent: what a real apiserver does; no bookmark
+      either, and none on a kept watch); a LIST gets that HTTP 504. Below the horizon: 410
+      as before. Answers {previous, resourceVersion, rv, horizon, restamped, too_large,
+      watches, closed, epoch}.
   POST /sim/edge-health {\"status\": 200, \"body\": <JSON, or a string sent verbatim>}
       sets what GET /sim/edge-health answers (default 200 {}); status 200..=599 except
       204/304. GET /sim/edge-health is counted in /sim/state edge_health_polls.
@@ -232,10 +240,9 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             "--token" => f.token = Some(value()?),
             "--too-large" => {
                 let v = value()?;
-                f.too_large = Some(
-                    TooLarge::parse(&v)
-                        .ok_or_else(|| format!("--too-large: unknown {v:?} (http or event)"))?,
-                );
+                f.too_large = Some(TooLarge::parse(&v).ok_or_else(|| {
+                    format!("--too-large: unknown {v:?} (http, event or silent)")
+                })?);
             }
             "--max-in-flight" => f.max_in_flight = Some(num(flag, &value()?)?),
             "--max-per-second" => f.max_per_second = Some(num(flag, &value()?)?),

@@ -133,7 +133,7 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
         SimOp::ResetRv => {
             let req = ResetRv::parse(body)?;
             let open = shared.open_watches.load(Ordering::SeqCst);
-            let r = lock(shared).reset_rv(req.rv, req.too_large)?;
+            let r = lock(shared).reset_rv(req.rv, req.too_large, req.watches)?;
             shared.changed.notify_all();
             Ok(json!({
                 "previous": r.previous.to_string(),
@@ -142,6 +142,7 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                 "horizon": r.current,
                 "restamped": r.restamped,
                 "too_large": r.mode.as_str(),
+                "watches": r.watches.as_str(),
                 "closed": open,
                 "epoch": r.epoch,
             }))

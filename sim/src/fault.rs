@@ -1,6 +1,7 @@
 //! Fault-injection vocabulary of the simulator (the parts that are not sockets): how a too-large
 //! `resourceVersion` is answered (`--too-large`, `/sim/reset-rv`), the Status such an answer
-//! carries, the bodies of `/sim/reset-rv` and `/sim/refuse` (all listeners, or one), and the `/sim/edge-health` stub
+//! carries, what a reset does to the open watches, the bodies of `/sim/reset-rv` and
+//! `/sim/refuse` (all listeners, or one), and the `/sim/edge-health` stub
 //! (a canned answer plus a poll counter). Pure apart from the stub's `Mutex` and counter.
 
 use grid_wrapper::k8s::status::ApiError;
@@ -14,7 +15,8 @@ pub const MAX_REFUSE_SECS: u64 = 600;
 
 /// How a watch whose `resourceVersion` is above the current one is answered once the store has
 /// "too large" answers enabled (after `/sim/reset-rv`, or from the start with `--too-large`).
-/// Both forms exist in real apiservers. A LIST is always answered with the HTTP form.
+/// A LIST is always answered with the HTTP form (a real apiserver's list "not older than" a
+/// future RV waits, then answers 504).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TooLarge {
     /// HTTP 504 with the Status as body.
@@ -22,6 +24,10 @@ pub enum TooLarge {
     Http,
     /// HTTP 200, one `ERROR` event carrying the Status, then the end of the stream.
     Event,
+    /// HTTP 200 and nothing: the watch is accepted from the future and stays silent (no event,
+    /// no bookmark) until the counter passes its RV — what a real apiserver's watch cache does
+    /// (it checks freshness only for `sendInitialEvents`).
+    Silent,
 }
 
 impl TooLarge {
@@ -30,15 +36,50 @@ impl TooLarge {
         match s {
             "http" => Some(TooLarge::Http),
             "event" => Some(TooLarge::Event),
+            "silent" => Some(TooLarge::Silent),
             _ => None,
         }
     }
 
-    /// Wire name (`http` / `event`).
+    /// Wire name (`http` / `event` / `silent`).
     pub fn as_str(self) -> &'static str {
         match self {
             TooLarge::Http => "http",
             TooLarge::Event => "event",
+            TooLarge::Silent => "silent",
+        }
+    }
+}
+
+/// What `/sim/reset-rv` does to the open watches (`watches`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpenWatches {
+    /// They end cleanly (the terminating chunk), as an apiserver shutting down ends them.
+    #[default]
+    End,
+    /// Their connections are cut (no terminating chunk), as a crashed control plane's are.
+    Cut,
+    /// They stay open, and silent until the new counter passes their RV.
+    Keep,
+}
+
+impl OpenWatches {
+    /// Parses `end` / `cut` / `keep`.
+    pub fn parse(s: &str) -> Option<OpenWatches> {
+        match s {
+            "end" => Some(OpenWatches::End),
+            "cut" => Some(OpenWatches::Cut),
+            "keep" => Some(OpenWatches::Keep),
+            _ => None,
+        }
+    }
+
+    /// Wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenWatches::End => "end",
+            OpenWatches::Cut => "cut",
+            OpenWatches::Keep => "keep",
         }
     }
 }
@@ -79,13 +120,16 @@ fn u64_field(m: &serde_json::Map<String, Value>, field: &str) -> Result<Option<u
     }
 }
 
-/// A parsed `/sim/reset-rv` body: `{"rv": N, "too_large": "http"|"event"}`.
+/// A parsed `/sim/reset-rv` body: `{"rv": N, "too_large": "http"|"event"|"silent", "watches":
+/// "end"|"cut"|"keep"}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResetRv {
     /// The counter's new value (`rv`, required).
     pub rv: u64,
     /// `too_large`, when given.
     pub too_large: Option<TooLarge>,
+    /// `watches` (default: they end).
+    pub watches: OpenWatches,
 }
 
 impl ResetRv {
@@ -97,10 +141,22 @@ impl ResetRv {
         let too_large = match m.get("too_large") {
             None | Some(Value::Null) => None,
             Some(v) => Some(v.as_str().and_then(TooLarge::parse).ok_or_else(|| {
-                ApiError::bad_request("field \"too_large\" must be \"http\" or \"event\"")
+                ApiError::bad_request(
+                    "field \"too_large\" must be \"http\", \"event\" or \"silent\"",
+                )
             })?),
         };
-        Ok(ResetRv { rv, too_large })
+        let watches = match m.get("watches") {
+            None | Some(Value::Null) => OpenWatches::default(),
+            Some(v) => v.as_str().and_then(OpenWatches::parse).ok_or_else(|| {
+                ApiError::bad_request("field \"watches\" must be \"end\", \"cut\" or \"keep\"")
+            })?,
+        };
+        Ok(ResetRv {
+            rv,
+            too_large,
+            watches,
+        })
     }
 }
 
@@ -210,6 +266,10 @@ mod tests {
             r#"{"apiVersion":"v1","code":504,"details":{"causes":[{"message":"Too large resource version","reason":"ResourceVersionTooLarge"}],"retryAfterSeconds":1},"kind":"Status","message":"Too large resource version: 250, current: 120","metadata":{},"reason":"Timeout","status":"Failure"}"#
         );
         assert_eq!(TooLarge::parse("event"), Some(TooLarge::Event));
+        assert_eq!(
+            TooLarge::parse("silent").map(TooLarge::as_str),
+            Some("silent")
+        );
         assert_eq!(TooLarge::parse("HTTP"), None);
         assert_eq!(TooLarge::default().as_str(), "http");
     }
@@ -220,15 +280,29 @@ mod tests {
             ResetRv::parse(br#"{"rv": 5}"#).expect("ok"),
             ResetRv {
                 rv: 5,
-                too_large: None
+                too_large: None,
+                watches: OpenWatches::End,
             }
         );
         assert_eq!(
             ResetRv::parse(br#"{"rv": "7", "too_large": "event"}"#).expect("ok"),
             ResetRv {
                 rv: 7,
-                too_large: Some(TooLarge::Event)
+                too_large: Some(TooLarge::Event),
+                watches: OpenWatches::End,
             }
+        );
+        assert_eq!(
+            ResetRv::parse(br#"{"rv": 7, "too_large": "silent", "watches": "keep"}"#).expect("ok"),
+            ResetRv {
+                rv: 7,
+                too_large: Some(TooLarge::Silent),
+                watches: OpenWatches::Keep,
+            }
+        );
+        assert_eq!(
+            OpenWatches::parse("cut").map(OpenWatches::as_str),
+            Some("cut")
         );
         for bad in [
             &b"{}"[..],
@@ -236,6 +310,7 @@ mod tests {
             b"{\"rv\": -1}",
             b"{\"rv\": 1.5}",
             b"{\"rv\": 3, \"too_large\": \"gone\"}",
+            b"{\"rv\": 3, \"watches\": \"linger\"}",
             b"nope",
         ] {
             assert_eq!(ResetRv::parse(bad).expect_err("bad").code, 400);

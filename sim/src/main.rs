@@ -7,10 +7,12 @@
 //! `main` only parses flags, loads the fixture, binds, prints the listening line and serves.
 //!
 //! Fault injection for the autonomy tests (exact bodies and answers in `--help`):
-//! - `POST /sim/reset-rv {"rv": N, "too_large": "http"|"event"}`: the upstream's RV counter
-//!   restarts lower (objects re-stamped `N+1..`, history cleared, watches ended); from then on
-//!   (or from the start with `--too-large`) an RV above the current one is "too large": HTTP 504
-//!   or one ERROR 504 event for a watch, HTTP 504 for a LIST (`store`, `fault`, `watch`).
+//! - `POST /sim/reset-rv {"rv": N, "too_large": "http"|"event"|"silent", "watches":
+//!   "end"|"cut"|"keep"}`: the upstream's RV counter restarts lower (objects re-stamped
+//!   `N+1..`, history cleared, watches ended, cut or kept); from then on (or from the start with
+//!   `--too-large`) an RV above the current one is "too large": HTTP 504 or one ERROR 504 event
+//!   for a watch, or, like a real apiserver, a watch accepted and left silent (no bookmark)
+//!   until the counter passes it; HTTP 504 for a LIST (`store`, `fault`, `watch`).
 //! - `GET`/`POST /sim/edge-health`: a canned edge-health answer, polls counted (`fault`).
 //! - `POST /sim/refuse {"seconds": S, "listen": "HOST:PORT"}` and `--start-refusing S`: the
 //!   listener (of that address; all without `listen`) is closed and its connections cut for S

@@ -1,11 +1,12 @@
 //! The simulated apiserver's state: objects by kind and key, the resourceVersion counter, the
 //! bounded event history used for watch resumption, and the rules that decide how a watch with a
 //! given `resourceVersion` starts (as grid-wrapper's: docs/SEMANTICS.md §6), plus the
-//! `/sim/reset-rv` fault: the RV counter restarts lower, every object is re-stamped, and from then
-//! on a `resourceVersion` above the current one is "too large" (504) instead of 410. Pure: no
+//! `/sim/reset-rv` fault: the RV counter restarts lower, every object is re-stamped, the open
+//! watches end, are cut or stay, and from then on a `resourceVersion` above the current one is
+//! "too large" (504) or, like a real apiserver, silently accepted, instead of 410. Pure: no
 //! sockets, threads or clocks; the server wraps it in a `Mutex` + `Condvar`.
 
-use crate::fault::{too_large_status, TooLarge};
+use crate::fault::{too_large_status, OpenWatches, TooLarge};
 use grid_wrapper::k8s::status::ApiError;
 use grid_wrapper::k8s::{ObjectKey, Resource};
 use serde_json::{json, Value};
@@ -156,8 +157,10 @@ pub struct Reset {
     pub current: u64,
     /// Objects re-stamped.
     pub restamped: usize,
-    /// The new watch epoch (every open watch ends).
+    /// The watch epoch (a new one when the open watches end).
     pub epoch: u64,
+    /// What became of the open watches.
+    pub watches: OpenWatches,
     /// The form too-large answers now take.
     pub mode: TooLarge,
 }
@@ -178,6 +181,8 @@ pub struct Store {
     horizon: u64,
     /// Bumped by `/sim/close-watches`; watchers that started under an older epoch end.
     epoch: u64,
+    /// Bumped by a reset that cuts the open watches; watchers that started before are cut.
+    cuts: u64,
     uid_counter: u64,
     /// How an RV above the current one is answered (`None`: 410 as for any unusable RV).
     too_large: Option<TooLarge>,
@@ -202,6 +207,7 @@ impl Store {
             evicted: START_RV,
             horizon: START_RV,
             epoch: 0,
+            cuts: 0,
             uid_counter: 0,
             too_large: None,
             too_large_default: TooLarge::default(),
@@ -233,6 +239,11 @@ impl Store {
     /// Current watch epoch (see [`Store::close_watches`]).
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// Resets that cut the open watches so far.
+    pub fn cuts(&self) -> u64 {
+        self.cuts
     }
 
     /// Number of events held.
@@ -450,9 +461,14 @@ impl Store {
     /// `/sim/reset-rv`: the upstream is replaced by one whose RV counter restarted at `rv`.
     /// Every object is re-stamped `rv+1`, `rv+2`, … in key order (so the new current RV is `rv`
     /// plus the object count, which must stay below the current RV), the history is cleared
-    /// (horizon = new current), every open watch ends (new epoch), and too-large answers are
-    /// turned on in `mode` (or the `--too-large` default).
-    pub fn reset_rv(&mut self, rv: u64, mode: Option<TooLarge>) -> OpResult<Reset> {
+    /// (horizon = new current), the open watches end (new epoch), are cut or stay as `watches`
+    /// says, and too-large answers are turned on in `mode` (or the `--too-large` default).
+    pub fn reset_rv(
+        &mut self,
+        rv: u64,
+        mode: Option<TooLarge>,
+        watches: OpenWatches,
+    ) -> OpResult<Reset> {
         let previous = self.rv;
         let count = self.objects.len();
         let current = u64::try_from(count)
@@ -475,7 +491,11 @@ impl Store {
         self.history.clear();
         self.evicted = self.rv;
         self.horizon = self.rv;
-        self.epoch += 1;
+        match watches {
+            OpenWatches::End => self.epoch += 1,
+            OpenWatches::Cut => self.cuts += 1,
+            OpenWatches::Keep => {}
+        }
         let mode = mode.unwrap_or(self.too_large_default);
         self.too_large = Some(mode);
         Ok(Reset {
@@ -484,6 +504,7 @@ impl Store {
             restamped: count,
             epoch: self.epoch,
             mode,
+            watches,
         })
     }
 
@@ -505,6 +526,8 @@ impl Store {
             },
             Some(s) => match (s.parse::<u64>(), self.too_large) {
                 (Ok(r), _) if r >= self.horizon && r <= self.rv => WatchStart::Resume { cursor: r },
+                // From the future, silently: nothing until the counter passes `r`.
+                (Ok(r), Some(TooLarge::Silent)) if r > self.rv => WatchStart::Resume { cursor: r },
                 (Ok(r), Some(mode)) if r > self.rv => WatchStart::TooLarge {
                     mode,
                     status: too_large_status(s, self.rv),

@@ -214,7 +214,9 @@ fn reset_rv_restamps_lowers_and_clears_history() {
     assert_eq!(s.rv(), 114);
     let before = s.get(Kind::Node, &ObjectKey::new("", "n0")).expect("n0");
     let epoch = s.epoch();
-    let r = s.reset_rv(20, Some(TooLarge::Event)).expect("reset");
+    let r = s
+        .reset_rv(20, Some(TooLarge::Event), OpenWatches::End)
+        .expect("reset");
     assert_eq!(
         r,
         Reset {
@@ -222,7 +224,8 @@ fn reset_rv_restamps_lowers_and_clears_history() {
             current: 24,
             restamped: 4,
             epoch: epoch + 1,
-            mode: TooLarge::Event
+            mode: TooLarge::Event,
+            watches: OpenWatches::End,
         }
     );
     assert_eq!((s.rv(), s.horizon(), s.history_len()), (24, 24, 0));
@@ -249,10 +252,16 @@ fn reset_rv_rejects_rvs_that_do_not_go_backwards() {
     }
     // Current 105 with 5 objects: rv + 5 must stay below 105.
     for bad in [0, 100, 105, 200, u64::MAX] {
-        assert_eq!(s.reset_rv(bad, None).expect_err("bad").code, 400, "{bad}");
+        assert_eq!(
+            s.reset_rv(bad, None, OpenWatches::End)
+                .expect_err("bad")
+                .code,
+            400,
+            "{bad}"
+        );
     }
     assert_eq!((s.rv(), s.too_large()), (105, None), "nothing changed");
-    let r = s.reset_rv(99, None).expect("reset");
+    let r = s.reset_rv(99, None, OpenWatches::End).expect("reset");
     assert_eq!((r.current, r.mode), (104, TooLarge::Http), "default form");
 }
 
@@ -310,4 +319,33 @@ fn too_large_answers_only_once_enabled() {
     ] {
         assert_eq!(s.too_large_status(rv).is_some(), too_large, "{rv:?}");
     }
+}
+
+#[test]
+fn a_silent_reset_accepts_watches_from_the_future_and_keeps_or_cuts_the_open_ones() {
+    let mut s = Store::new(100);
+    for i in 0..3 {
+        s.apply(node(&format!("n{i}"), "a")).expect("apply");
+    }
+    let (epoch, cuts) = (s.epoch(), s.cuts());
+    let r = s
+        .reset_rv(50, Some(TooLarge::Silent), OpenWatches::Keep)
+        .expect("reset");
+    assert_eq!((r.current, r.epoch, s.cuts()), (53, epoch, cuts), "kept");
+    // A watch from the old, higher RV starts and waits there (no 410, no 504).
+    assert!(matches!(
+        s.start_watch(Kind::Node, Some("103")),
+        WatchStart::Resume { cursor: 103 }
+    ));
+    assert_eq!(
+        s.too_large_status(Some("103")).map(|st| st["code"].clone()),
+        Some(json!(504)),
+        "a LIST still 504"
+    );
+    // A reset naming no form takes the default one (`--too-large`'s, else http).
+    let r = s.reset_rv(10, None, OpenWatches::Cut).expect("reset");
+    assert_eq!(
+        (r.epoch, s.cuts(), r.mode),
+        (epoch, cuts + 1, TooLarge::Http)
+    );
 }

@@ -124,13 +124,34 @@ impl Watch {
         }
     }
 
-    fn next_of(&mut self, ty: &str) -> Value {
+    pub(crate) fn next_of(&mut self, ty: &str) -> Value {
         loop {
             let ev = self.next().expect("stream open");
             if ev["type"] == ty {
                 return ev;
             }
         }
+    }
+
+    /// Whether nothing at all (no byte) comes for `d`.
+    pub(crate) fn silent_for(&mut self, d: Duration) -> bool {
+        let s = self.r.get_ref();
+        s.set_read_timeout(Some(d)).expect("timeout");
+        let quiet = self.pending.is_empty()
+            && self.r.buffer().is_empty()
+            && matches!(self.r.fill_buf(), Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
+        self.r
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        quiet
+    }
+
+    /// Reads to the end of the connection: whether it ended without the terminating chunk (cut).
+    pub(crate) fn cut(&mut self) -> bool {
+        let mut rest = Vec::new();
+        let _ = self.r.read_to_end(&mut rest);
+        !rest.ends_with(b"0\r\n\r\n")
     }
 }
 

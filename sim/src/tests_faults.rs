@@ -306,3 +306,61 @@ fn a_refusal_scheduled_before_serving_binds_later() {
     let mut w = Watch::open(addr, "/api/v1/nodes?watch=true&resourceVersion=100000");
     assert_eq!(w.next().expect("ERROR")["object"]["code"], 504);
 }
+
+/// Like a real apiserver restored from an older etcd state: a silent reset accepts a watch from
+/// the old, higher RVs with 200 and sends nothing on it (no event, no bookmark) until the
+/// counter passes that RV; the open watches stay (`keep`), silent too, or are cut (`cut`: no
+/// terminating chunk).
+#[test]
+fn a_silent_reset_keeps_watches_from_the_future_quiet_until_the_counter_passes_them() {
+    let addr = crate::tests::start_with(SliceVersions::V1, Some(Duration::from_millis(100)), None);
+    let old = state_rv(addr);
+    let target = format!("/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={old}");
+    let mut kept = Watch::open(addr, &target);
+    assert_eq!(
+        kept.next_of("BOOKMARK")["object"]["metadata"]["resourceVersion"],
+        old.to_string()
+    );
+    let r = sim(
+        addr,
+        "reset-rv",
+        json!({"rv": 10, "too_large": "silent", "watches": "keep"}),
+    );
+    assert_eq!(
+        (r["too_large"].as_str(), r["watches"].as_str()),
+        (Some("silent"), Some("keep"))
+    );
+    let mut fresh = Watch::open(addr, &target);
+    for w in [&mut kept, &mut fresh] {
+        assert!(
+            w.silent_for(Duration::from_millis(500)),
+            "no bookmark below the watcher's RV"
+        );
+    }
+    // A LIST "not older than" the old RV is still refused (504), as an apiserver's is.
+    assert_eq!(
+        get_json(addr, &format!("/api/v1/nodes?resourceVersion={old}")).0,
+        504
+    );
+    // The counter passes the old RV: events after it come, then bookmarks.
+    let mut n = 0;
+    while state_rv(addr) <= old {
+        n += 1;
+        sim(
+            addr,
+            "label-node",
+            json!({"name": "edge-a1", "labels": {"n": n.to_string()}}),
+        );
+    }
+    for w in [&mut kept, &mut fresh] {
+        let ev = w.next().expect("event");
+        assert_eq!(ev["type"], "MODIFIED");
+        assert_eq!(
+            ev["object"]["metadata"]["resourceVersion"],
+            (old + 1).to_string()
+        );
+    }
+    let r = sim(addr, "reset-rv", json!({"rv": 5, "watches": "cut"}));
+    assert_eq!(r["watches"], "cut");
+    assert!(kept.cut() && fresh.cut(), "cut, not ended");
+}

@@ -2,7 +2,8 @@
 //! one ERROR 410 event; a too-large RV, once enabled, gets HTTP 504 or one ERROR 504 event), then
 //! follow the store's history under the shared `Condvar`, translating each change through the
 //! watcher's filter (enter → ADDED, stay → MODIFIED, leave → DELETED with the old object), with
-//! periodic BOOKMARKs, the `timeoutSeconds` deadline, `/sim/close-watches`, `/sim/reset-rv`, a
+//! periodic BOOKMARKs (none while the watcher's RV is ahead of the store's, as after a silent
+//! `/sim/reset-rv`), the `timeoutSeconds` deadline, `/sim/close-watches`, `/sim/reset-rv`, a
 //! refusal of its listener (`/sim/refuse`), lagging (history evicted under the watcher) and client disconnects ending the stream
 //! cleanly. The framing helpers are pure; `run` owns the blocking I/O.
 
@@ -88,8 +89,9 @@ enum Step {
     Bookmark(u64),
     CheckPeer,
     End,
-    /// The listener went down (`/sim/refuse`): the connection is cut, not ended cleanly, even
-    /// when this thread notices before the socket is shut down.
+    /// The listener went down (`/sim/refuse`), or a reset cuts the open watches: the
+    /// connection is cut, not ended cleanly, even when this thread notices before the socket is
+    /// shut down.
     Cut,
 }
 
@@ -102,8 +104,8 @@ impl Drop for OpenGuard<'_> {
     }
 }
 
-/// Serves one watch on `conn`, accepted by listener `listener`, until it ends; `Err` only for
-/// socket errors. `close` is the request's `Connection: close` (only a non-streamed answer, the
+/// Serves one watch on `conn`, accepted by listener `listener`, until it ends; `Err` for socket
+/// errors and for a cut stream (the connection is then closed without the terminating chunk). `close` is the request's `Connection: close` (only a non-streamed answer, the
 /// HTTP 504, needs it).
 pub fn run(
     conn: &mut Conn,
@@ -119,9 +121,10 @@ pub fn run(
     listen.open_watches.fetch_add(1, Ordering::SeqCst);
     let _guard = OpenGuard(shared, listen);
     let kind = Kind::of(spec.res);
-    let (start, epoch) = {
+    let (start, epoch, cuts) = {
         let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
-        (store.start_watch(kind, spec.rv.as_deref()), store.epoch())
+        let start = store.start_watch(kind, spec.rv.as_deref());
+        (start, store.epoch(), store.cuts())
     };
     if let WatchStart::TooLarge {
         mode: TooLarge::Http,
@@ -165,7 +168,7 @@ pub fn run(
         let step = {
             let mut store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
             loop {
-                if listen.generation() != generation {
+                if listen.generation() != generation || store.cuts() != cuts {
                     break Step::Cut;
                 }
                 if store.epoch() != epoch {
@@ -185,7 +188,12 @@ pub fn run(
                     break Step::End;
                 }
                 if next_bookmark.is_some_and(|t| now >= t) {
-                    break Step::Bookmark(cursor);
+                    if cursor <= store.rv() {
+                        break Step::Bookmark(cursor);
+                    }
+                    // Ahead of the store (its counter went back): no bookmark, as an
+                    // apiserver sends none below a watcher's RV.
+                    next_bookmark = interval.map(|i| now + i);
                 }
                 if now >= next_peer_check {
                     break Step::CheckPeer;
@@ -204,7 +212,13 @@ pub fn run(
         };
         match step {
             Step::End => return end_chunked(conn),
-            Step::Cut => return Ok(()),
+            // An error, so that the connection is closed, not read for a next request.
+            Step::Cut => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "watch cut",
+                ));
+            }
             Step::Events(evs) => {
                 for ev in &evs {
                     if let Some(f) = translate(spec.res, &spec.filter, ev) {
