@@ -480,6 +480,7 @@ fn a_list_arriving_in_small_chunks_is_split_into_its_items() {
     let origin = Some(RvOrigin {
         server: 0,
         domain: 0,
+        role: crate::upstream::domain::Role::Cloud,
     });
     assert_eq!(l.origin, origin, "the one server answered");
     let plain = decode::decode_list(body.as_bytes()).unwrap();

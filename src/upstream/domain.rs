@@ -35,14 +35,16 @@ impl fmt::Display for Role {
     }
 }
 
-/// Where a resourceVersion came from: the server that issued it (its index in the server list)
-/// and that server's domain ([`domains`]).
+/// Where a resourceVersion came from: the server that issued it (its index in the server list),
+/// that server's domain ([`domains`]) and its role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RvOrigin {
     /// Index of the server in the list (relays first, then the cloud servers).
     pub server: usize,
     /// The resourceVersion space: equal for servers whose RVs may be used on each other.
     pub domain: usize,
+    /// What the server is: a relay's RVs are grid-wrapper's (its epoch above a counter).
+    pub role: Role,
 }
 
 /// The domain of each server of `roles`: a relay's is its own index, every cloud server's is the

@@ -8,7 +8,8 @@
 //! (`--master=A,B,…`, and the site relays before them) with its health probes ([`failover`]),
 //! each server's role and resourceVersion domain ([`domain`]), why a call failed ([`error`],
 //! shared by the client and its TLS settings) and the `Retry-After` rules ([`retry_after`], pure). Private: `episode` (the reflectors'
-//! failure bookkeeping), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
+//! failure bookkeeping), `rewatch` (whether a re-watch first reads the upstream's current
+//! resourceVersion, and whether it went back), `tls` (rustls/ureq TLS settings) and `throttle` (the `--kube-qps` token
 //! bucket).
 //! Nothing here touches the mio loop or the served view.
 
@@ -34,6 +35,8 @@ pub mod list_split;
 #[cfg(feature = "io")]
 pub mod reflector;
 pub mod retry_after;
+#[cfg(feature = "io")]
+mod rewatch;
 pub mod stats;
 #[cfg(feature = "io")]
 mod throttle;

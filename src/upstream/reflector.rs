@@ -16,8 +16,10 @@
 //! | watch start fails otherwise / ERROR other      | `Listed`                        | backoff |
 //! | ADDED/MODIFIED/DELETED/BOOKMARK                | `Watching` (RV advances)        | —       |
 //! | stream ends (EOF, or a truncated last line)    | `Listed` (rewatch at RV)        | —       |
-//! | the stream's server is no longer the selected one (`--master=A,B,…`, [`crate::upstream::failover`]): it ends at its next data | `Listed` (rewatch at RV on the selected server) | — |
+//! | the stream's server is no longer the selected one (`--master=A,B,…`, [`crate::upstream::failover`]): it ends at its next data, or within a tick when quiet | `Listed` (rewatch at RV on the selected server) | — |
 //! | watch start or relist at an RV issued by a server of another resourceVersion domain than the selected one (a relay, the cloud: [`crate::upstream::domain`]); nothing is sent | `Empty`, RV omitted (from scratch; INFO, counted as a `server_switch` relist for a watch) | — |
+//! | a watch start that is not a renewal (after a failed, silent, short or empty watch: [`crate::upstream::rewatch`]) reads the upstream's current RV first (`limit=1`, no RV); it is below the RV held | `Empty`, RV omitted (from scratch; WARN, counted as a `went_back` relist) | — (backoff if a relist from scratch was already decided since progress) |
+//! | that read fails                                | `Listed`                        | backoff |
 //! | stream ends < 1 s after start with no event    | `Listed`                        | backoff |
 //! | read error, or silence past the idle limit      | `Listed`                        | backoff |
 //! | silence past `--watch-progress-timeout` after a bookmark on the stream | `Listed` (counted as a stall) | backoff |
@@ -70,6 +72,7 @@ use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::SERVICE_PROXY_SELECTOR;
 pub use crate::upstream::list::{list_all, list_all_into};
 use crate::upstream::retry_after;
+use crate::upstream::rewatch::{self, Rewatch};
 use crate::upstream::stats::{self, KindStats, RelistReason};
 use serde_json::Value;
 use std::io::BufRead;
@@ -135,6 +138,18 @@ pub trait ListWatch {
     ) -> Result<WatchStream, UpstreamError>;
     /// A JSON GET (API discovery).
     fn get_json(&self, path: &str) -> Result<Value, UpstreamError>;
+    /// The upstream's current resourceVersion of `kind`'s collection, read fresh: a list of one
+    /// item (`limit=1`) without `resourceVersion`, a quorum read, sent only to a server of
+    /// `rv_from`'s domain (else [`UpstreamError::ForeignResourceVersion`], nothing sent). What
+    /// a re-watch reads first ([`crate::upstream::rewatch`]).
+    fn current_resource_version(
+        &self,
+        kind: Resource,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<String, UpstreamError> {
+        let q = with_query(kind.path(), &[("limit", "1")]);
+        self.list(&q, rv_from).map(|l| l.resource_version)
+    }
     /// The largest upstream object taken into the cache: a bigger one in a list or a watch is
     /// skipped. Fakes keep the watch line cap of [`decode::MAX_WATCH_LINE_BYTES`].
     fn max_object_bytes(&self) -> usize {
@@ -227,6 +242,8 @@ pub(crate) enum State {
 pub(crate) struct Stream {
     lines: Box<dyn BufRead + Send>,
     started: Instant,
+    /// The `timeoutSeconds` it asked for.
+    term: Duration,
     /// Lines applied (events and bookmarks).
     events: u64,
     /// When the last line came (or the stream started).
@@ -240,11 +257,12 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    fn new(lines: Box<dyn BufRead + Send>, deadline: bool) -> Stream {
+    fn new(lines: Box<dyn BufRead + Send>, deadline: bool, term: Duration) -> Stream {
         let now = Instant::now();
         Stream {
             lines,
             started: now,
+            term,
             events: 0,
             last_line: now,
             deadline,
@@ -301,6 +319,9 @@ pub(crate) struct Reflector<L> {
     /// The `Retry-After` of the last failed request: the next step waits at least that long
     /// (docs/SEMANTICS.md §7).
     retry_after: Option<Duration>,
+    /// Why the next watch starts from the RV held: whether it reads the upstream's current RV
+    /// first ([`rewatch::read_current_first`]).
+    rewatch: Rewatch,
 }
 
 /// A list's taker that keeps aside the items skipped for their size.
@@ -354,6 +375,7 @@ impl<L: ListWatch> Reflector<L> {
             warned_oversized: std::collections::HashSet::new(),
             rv_from: None,
             retry_after: None,
+            rewatch: Rewatch::Fresh,
         }
     }
 
@@ -494,6 +516,7 @@ impl<L: ListWatch> Reflector<L> {
                     self.stats.set_server(o.server);
                 }
                 self.list_from = ListFrom::NotOlderThan(list.resource_version.clone());
+                self.rewatch = Rewatch::Fresh;
                 let ended = self.episode.listed(Instant::now());
                 self.recovered(ended);
                 (
@@ -548,8 +571,14 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     fn step_watch_start(&mut self, rv: String) -> (State, Option<Duration>) {
+        if rewatch::read_current_first(self.rewatch, &rv, self.rv_from) {
+            if let Some(next) = self.read_current(&rv) {
+                return next;
+            }
+        }
         let (lo, hi) = WATCH_TIMEOUT_SECONDS;
-        let timeout = (lo + random_below(hi - lo)).to_string();
+        let term = lo + random_below(hi - lo);
+        let timeout = term.to_string();
         let sel = self.kind.label_selector().unwrap_or("");
         let q = with_query(
             self.kind.path(),
@@ -570,18 +599,14 @@ impl<L: ListWatch> Reflector<L> {
                 (
                     State::Watching {
                         rv,
-                        stream: Stream::new(w.lines, deadline),
+                        stream: Stream::new(w.lines, deadline, Duration::from_secs(term)),
                     },
                     None,
                 )
             }
-            Err(UpstreamError::ForeignResourceVersion { issued_by, now }) => self
-                .relist_from_scratch(
-                    RelistReason::ServerSwitch,
-                    &format!(
-                        "resourceVersion {rv:?} was issued by {issued_by}, now reading from {now}"
-                    ),
-                ),
+            Err(UpstreamError::ForeignResourceVersion { issued_by, now }) => {
+                self.server_switch(&rv, &issued_by, &now)
+            }
             Err(e) => {
                 self.note_refusal(&e);
                 self.watch_failed(rv, WatchFailure::of_error(&e))
@@ -589,8 +614,50 @@ impl<L: ListWatch> Reflector<L> {
         }
     }
 
+    /// Reads the upstream's current RV before watching from `rv` ([`crate::upstream::rewatch`]):
+    /// `None` to go on with the watch, or the next step: a relist from scratch when the
+    /// upstream's RVs went back (or the selected server is of another domain), a failure like
+    /// a watch's when the read fails (backoff; it counts toward the failures without progress).
+    fn read_current(&mut self, rv: &str) -> Option<(State, Option<Duration>)> {
+        match self.lw.current_resource_version(self.kind, self.rv_from) {
+            Ok(current) => {
+                self.stats.record_contact(unix_now());
+                if rewatch::went_back(rv, &current) {
+                    return Some(self.relist_from_scratch(
+                        RelistReason::WentBack,
+                        &format!(
+                            "the upstream's resourceVersion went back from {rv:?} to {current:?} (etcd restored or control plane replaced?)"
+                        ),
+                    ));
+                }
+                self.rewatch = Rewatch::Fresh;
+                None
+            }
+            Err(UpstreamError::ForeignResourceVersion { issued_by, now }) => {
+                Some(self.server_switch(rv, &issued_by, &now))
+            }
+            Err(e) => {
+                self.note_refusal(&e);
+                let text = format!(
+                    "reading the upstream's current resourceVersion before watching from {rv:?} failed: {e}"
+                );
+                Some(self.watch_failed(rv.to_string(), WatchFailure::Other(Cause::of(&e), text)))
+            }
+        }
+    }
+
+    /// The RV held was issued by a server of another domain than the selected one: relisted
+    /// from scratch at once (nothing was sent).
+    fn server_switch(&mut self, rv: &str, issued_by: &str, now: &str) -> (State, Option<Duration>) {
+        self.relist_from_scratch(
+            RelistReason::ServerSwitch,
+            &format!("resourceVersion {rv:?} was issued by {issued_by}, now reading from {now}"),
+        )
+    }
+
     /// Counts, logs and reacts to a failed watch at `rv` (see the module's tables).
     fn watch_failed(&mut self, rv: String, failure: WatchFailure) -> (State, Option<Duration>) {
+        self.rewatch = Rewatch::Interrupted;
         self.stats.record_watch_error();
         let stuck = self.episode.stuck();
         match &failure {
@@ -643,16 +710,21 @@ impl<L: ListWatch> Reflector<L> {
         why: &str,
     ) -> (State, Option<Duration>) {
         let first = self.episode.scratch();
-        log::info!(
+        let text = format!(
             "{:?}: relisting from scratch (without resourceVersion): {why}",
             self.kind
         );
+        if reason == RelistReason::WentBack {
+            log::warn!("{text}");
+        } else {
+            log::info!("{text}");
+        }
         self.stats.record_relist(reason);
         self.list_from = ListFrom::Latest;
         // A move to another resourceVersion domain is no failure: relisted at once.
         let wait = match reason {
             RelistReason::ServerSwitch => false,
-            RelistReason::TooLarge => !first,
+            RelistReason::TooLarge | RelistReason::WentBack => !first,
             _ => true,
         };
         (State::Empty, if wait { self.delay() } else { None })
@@ -681,6 +753,11 @@ impl<L: ListWatch> Reflector<L> {
                     self.kind,
                     stream.events
                 );
+                self.rewatch = Rewatch::Ended {
+                    lasted: stream.started.elapsed(),
+                    term: stream.term,
+                    lines: stream.events,
+                };
                 self.progressed();
                 return (State::Listed { rv }, None);
             }
@@ -883,6 +960,7 @@ impl<L: ListWatch> Reflector<L> {
                 silent.as_secs_f64(),
                 self.lw.idle_limit().as_secs()
             );
+            self.rewatch = Rewatch::Interrupted;
             return (State::Listed { rv }, None);
         }
         let why = if stream.deadline {

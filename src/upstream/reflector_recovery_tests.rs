@@ -502,3 +502,207 @@ fn a_watch_without_any_bookmark_is_renewed_quietly_and_later_ones_get_the_idle_l
     let (_, _) = steps(&mut r, state, 1);
     assert_eq!(deadlines(&fake), [true, false, false, true]);
 }
+
+const BOOKMARK_5001: &str =
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"5001\"}}}\n";
+
+/// Steps `r` from `state` until the fake has served `n` lists (at most 20 steps).
+fn until_lists(r: &mut Reflector<&Fake>, fake: &Fake, mut state: State, n: usize) -> State {
+    for _ in 0..20 {
+        if lists(fake).len() >= n {
+            break;
+        }
+        state = r.step(state).0;
+    }
+    state
+}
+
+/// An upstream whose RVs went back (etcd restored, control plane replaced) accepts a watch
+/// from its future and sends nothing on it: before watching again from its RV after a broken,
+/// short, empty or silent watch, the reflector reads the upstream's current RV, and relists from
+/// scratch (at once, WARN, counted `went_back`) when it is lower. An RV that is no number, or
+/// one not passed, is watched from as before.
+#[test]
+fn a_rewatch_reads_the_current_rv_first_and_relists_from_scratch_when_it_went_back() {
+    // (how the watch at RV 5000 ended: steps from Listed{5000}, then what it reads)
+    let cases: Vec<(&str, Vec<Reply>, usize)> = vec![
+        ("broken", vec![Reply::Watch(Ok(("", true)))], 1),
+        ("refused", vec![Reply::Watch(Err(down()))], 0),
+        // Ended at once with nothing: a failure too; ended early with a bookmark: no failure.
+        ("empty", vec![Reply::Watch(Ok(("", false)))], 1),
+        ("short", vec![Reply::Watch(Ok((BOOKMARK_5001, false)))], 2),
+        // Held to the progress deadline, silent: renewed without a failure.
+        ("silent", vec![Reply::Silent("")], 1),
+    ];
+    for (how, replies, n) in cases {
+        take_logs();
+        let mut all = vec![list("5000", &["a"])];
+        all.extend(replies);
+        all.push(list("40", &["b"]));
+        let fake = Fake::new(all);
+        fake.current_rvs(vec![Ok("37".into())]);
+        let sink = Arc::new(Rec::default());
+        let (mut r, stats) = nodes(&fake, &sink);
+        // list, watch start, then the stream's end.
+        let (state, _) = steps(&mut r, State::Empty, 2 + n);
+        assert_eq!(state.describe().0, "Listed", "{how}");
+        let held = state.describe().1.to_string();
+        assert!(fake.checks().is_empty(), "{how}: nothing read yet");
+        // The re-watch reads the current RV first: 37 < 5000, so no watch from 5000.
+        let (state, wait) = r.step(state);
+        assert_eq!(
+            (state.describe(), wait.is_none()),
+            (("Empty", ""), true),
+            "{how}"
+        );
+        assert_eq!(fake.checks().len(), 1, "{how}");
+        assert_eq!(stats.relists_for(RelistReason::WentBack), 1, "{how}");
+        let (state, _) = r.step(state);
+        assert_eq!(state.describe(), ("Listed", "40"), "{how}");
+        assert_eq!(lists(&fake)[1], "LIST /api/v1/nodes", "{how}: from scratch");
+        let watches = fake
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("WATCH"))
+            .count();
+        assert_eq!(watches, 1, "{how}: no watch from 5000 after the first");
+        let logs = take_logs();
+        let said: Vec<&(Level, String)> = logs
+            .iter()
+            .filter(|(_, m)| m.contains("went back"))
+            .collect();
+        assert_eq!(said.len(), 1, "{how}: {logs:?}");
+        assert_eq!(said[0].0, Level::Warn, "{how}");
+        assert!(
+            said[0].1.contains(&format!(
+                "the upstream's resourceVersion went back from \"{held}\" to \"37\" (etcd restored or control plane replaced?)"
+            )),
+            "{how}: {said:?}"
+        );
+        // Right after that list, the next watch reads nothing first.
+        let _ = r.step(state);
+        assert_eq!(
+            fake.checks().len(),
+            1,
+            "{how}: a fresh RV is not read again"
+        );
+    }
+
+    // Not gone back (the same RV, a later one, one that is no number): the watch goes on from
+    // the RV held; nothing relisted.
+    for current in ["5000", "5009", "opaque"] {
+        let fake = Fake::new(vec![
+            list("5000", &["a"]),
+            Reply::Watch(Ok(("", true))),
+            Reply::Watch(Ok((BOOKMARK_5001, false))),
+        ]);
+        fake.current_rvs(vec![Ok(current.into())]);
+        let sink = Arc::new(Rec::default());
+        let (mut r, stats) = nodes(&fake, &sink);
+        let (state, _) = steps(&mut r, State::Empty, 4);
+        assert_eq!(state.describe(), ("Watching", "5000"), "{current}");
+        assert_eq!(fake.checks().len(), 1, "{current}");
+        assert_eq!(stats.relists(), 0, "{current}");
+        assert!(
+            fake.calls()[2].contains("&resourceVersion=5000&"),
+            "{current}: {:?}",
+            fake.calls()
+        );
+    }
+}
+
+/// The read of the current RV failing is a failure like a watch's: backoff, read again at the
+/// next attempt, and the third failure in a row without progress relists from scratch (no
+/// storm of lists, no hot loop). A `Retry-After` on it is waited for.
+#[test]
+fn a_failed_read_of_the_current_rv_backs_off_and_counts_toward_the_failures() {
+    let fake = Fake::new(vec![
+        list("5000", &["a"]),
+        Reply::Watch(Ok(("", true))),
+        list("40", &["a"]),
+    ]);
+    let throttled = retry_after(429, 4);
+    fake.current_rvs(vec![Err(down()), Err(throttled)]);
+    let sink = Arc::new(Rec::default());
+    let (mut r, stats) = nodes(&fake, &sink);
+    // list, watch, broken (1st failure), read fails (2nd), read throttled (3rd: from scratch).
+    let (state, waits) = steps(&mut r, State::Empty, 5);
+    assert_eq!(state.describe(), ("Empty", ""));
+    let ms: Vec<Option<u128>> = waits.iter().map(|w| w.map(|d| d.as_millis())).collect();
+    assert_eq!(&ms[..4], [None, None, Some(800), Some(1600)]);
+    assert!(ms[4].is_some_and(|w| w >= 4000), "the Retry-After: {ms:?}");
+    assert_eq!(fake.checks().len(), 2);
+    assert_eq!(stats.relists_for(RelistReason::Repeated), 1);
+    assert_eq!(stats.throttled(), 1);
+    assert!(
+        stats.last_error().contains("current resourceVersion"),
+        "{}",
+        stats.last_error()
+    );
+    let watches = fake
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("WATCH"))
+        .count();
+    assert_eq!(
+        watches,
+        1,
+        "no watch while the read fails: {:?}",
+        fake.calls()
+    );
+    let state = until_lists(&mut r, &fake, state, 2);
+    assert_eq!(state.describe(), ("Listed", "40"));
+    assert_eq!(lists(&fake)[1], "LIST /api/v1/nodes");
+}
+
+/// A relay (another grid-wrapper) answers a watch from its future with 410, never silently,
+/// and serves whole lists whatever `limit` says: a follower's re-watch from a relay's RV reads
+/// nothing first, and the relay's 410 relists at the RV (the relay answers with its current
+/// state). The cloud's RVs are read first; a read that finds the selected server of another
+/// domain relists from scratch at once, as a watch start does.
+#[test]
+fn a_relays_rv_is_not_read_first_and_a_domain_move_found_by_the_read_relists_from_scratch() {
+    use crate::upstream::domain::Role;
+    let relay = RvOrigin {
+        server: 0,
+        domain: 0,
+        role: Role::Relay,
+    };
+    let fake = Fake::new(vec![
+        list("1099511627800", &["a"]),
+        Reply::Watch(Ok(("", true))),
+        error_stream(EXPIRED),
+        list("549755813900", &["a"]),
+    ]);
+    fake.serve(relay);
+    let sink = Arc::new(Rec::default());
+    let (mut r, stats) = nodes(&fake, &sink);
+    // list, watch, broken, watch again at once (no read), 410, relist at the RV.
+    let state = until_lists(&mut r, &fake, State::Empty, 2);
+    assert_eq!(state.describe(), ("Listed", "549755813900"));
+    assert!(fake.checks().is_empty(), "a relay's RV is never read first");
+    assert!(
+        lists(&fake)[1].contains("resourceVersion=1099511627800"),
+        "{:?}",
+        lists(&fake)
+    );
+    assert_eq!(stats.relists_for(RelistReason::Expired), 1);
+
+    // The cloud: a broken watch, and by the re-watch a relay (another domain) is selected.
+    let fake = Fake::new(vec![
+        list("5000", &["a"]),
+        Reply::Watch(Ok(("", true))),
+        list("1099511627800", &["a"]),
+    ]);
+    fake.serve_from(1, 1);
+    let sink = Arc::new(Rec::default());
+    let (mut r, stats) = nodes(&fake, &sink);
+    let (state, _) = steps(&mut r, State::Empty, 3);
+    fake.serve(relay);
+    let (state, wait) = r.step(state);
+    assert_eq!((state.describe(), wait), (("Empty", ""), None));
+    assert_eq!(stats.relists_for(RelistReason::ServerSwitch), 1);
+    assert!(fake.checks().is_empty(), "refused before it was sent");
+    let (state, _) = r.step(state);
+    assert_eq!(state.describe(), ("Listed", "1099511627800"));
+}

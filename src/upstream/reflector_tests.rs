@@ -27,6 +27,11 @@ struct Fake {
     /// an RV of another domain is refused as the client refuses it, without being sent (not
     /// recorded in `calls`).
     serving: Mutex<Option<RvOrigin>>,
+    /// What the reads of the current resourceVersion answer, in order; once empty, `""` (an RV
+    /// that is not a number, never compared).
+    current: Mutex<VecDeque<Result<String, UpstreamError>>>,
+    /// The reads of the current resourceVersion made: the RV issued by whom.
+    checks: Mutex<Vec<Option<RvOrigin>>>,
 }
 
 impl Fake {
@@ -36,11 +41,28 @@ impl Fake {
             calls: Mutex::default(),
             deadlines: Mutex::default(),
             serving: Mutex::default(),
+            current: Mutex::default(),
+            checks: Mutex::default(),
         }
     }
-    /// Server `server` of domain `domain` answers from now on.
+    /// Server `server` of domain `domain`, a cloud server, answers from now on.
     fn serve_from(&self, server: usize, domain: usize) {
-        *self.serving.lock().unwrap() = Some(RvOrigin { server, domain });
+        self.serve(RvOrigin {
+            server,
+            domain,
+            role: crate::upstream::domain::Role::Cloud,
+        });
+    }
+    /// `origin` answers from now on.
+    fn serve(&self, origin: RvOrigin) {
+        *self.serving.lock().unwrap() = Some(origin);
+    }
+    /// The next reads of the current resourceVersion answer these.
+    fn current_rvs(&self, answers: Vec<Result<String, UpstreamError>>) {
+        self.current.lock().unwrap().extend(answers);
+    }
+    fn checks(&self) -> Vec<Option<RvOrigin>> {
+        self.checks.lock().unwrap().clone()
     }
     /// The client's domain check ([`crate::upstream::failover`]'s `Failover::call`).
     fn foreign(&self, rv_from: Option<RvOrigin>) -> Result<Option<RvOrigin>, UpstreamError> {
@@ -105,6 +127,16 @@ impl ListWatch for &Fake {
             Some(Reply::Get(r)) => r,
             _ => Err(down()),
         }
+    }
+    fn current_resource_version(
+        &self,
+        _: Resource,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<String, UpstreamError> {
+        self.foreign(rv_from)?;
+        self.checks.lock().unwrap().push(rv_from);
+        let next = self.current.lock().unwrap().pop_front();
+        next.unwrap_or_else(|| Ok(String::new()))
     }
 }
 
@@ -481,7 +513,7 @@ fn over_long_line_relists() {
         Box::leak(vec![b'x'; decode::MAX_WATCH_LINE_BYTES + 1].into_boxed_slice());
     let state = State::Watching {
         rv: "3".into(),
-        stream: Stream::new(Box::new(Cursor::new(big)), true),
+        stream: Stream::new(Box::new(Cursor::new(big)), true, Duration::from_secs(300)),
     };
     let (state, wait) = r.step(state);
     assert_eq!(state.describe(), ("Empty", ""));
@@ -610,6 +642,13 @@ impl ListWatch for Owned {
     }
     fn get_json(&self, p: &str) -> Result<Value, UpstreamError> {
         (&*self.0).get_json(p)
+    }
+    fn current_resource_version(
+        &self,
+        kind: Resource,
+        rv_from: Option<RvOrigin>,
+    ) -> Result<String, UpstreamError> {
+        (&*self.0).current_resource_version(kind, rv_from)
     }
 }
 

@@ -34,16 +34,21 @@ pub enum RelistReason {
     /// The selected server is of another resourceVersion domain than the RV held (a relay, or
     /// the cloud, see [`crate::upstream::domain`]); relisted from scratch.
     ServerSwitch,
+    /// Read before a re-watch, the upstream's current resourceVersion was below the one held
+    /// (etcd restored, control plane replaced: the reflectors' `rewatch` rules); relisted from
+    /// scratch.
+    WentBack,
 }
 
 impl RelistReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [RelistReason; 5] = [
+    pub const ALL: [RelistReason; 6] = [
         RelistReason::Expired,
         RelistReason::TooLarge,
         RelistReason::Repeated,
         RelistReason::Undecodable,
         RelistReason::ServerSwitch,
+        RelistReason::WentBack,
     ];
 
     /// A short snake_case name (logs, labels).
@@ -54,6 +59,7 @@ impl RelistReason {
             RelistReason::Repeated => "repeated_failures",
             RelistReason::Undecodable => "undecodable",
             RelistReason::ServerSwitch => "server_switch",
+            RelistReason::WentBack => "went_back",
         }
     }
 
@@ -64,6 +70,7 @@ impl RelistReason {
             RelistReason::Repeated => 2,
             RelistReason::Undecodable => 3,
             RelistReason::ServerSwitch => 4,
+            RelistReason::WentBack => 5,
         }
     }
 }
@@ -73,7 +80,7 @@ impl RelistReason {
 #[derive(Debug, Default)]
 pub struct KindStats {
     active: AtomicBool,
-    relists: [AtomicU64; 5],
+    relists: [AtomicU64; RelistReason::ALL.len()],
     watch_errors: AtomicU64,
     last_contact: AtomicU64,
     failing: AtomicBool,
@@ -331,7 +338,7 @@ impl Stats {
             (
                 "grid_wrapper_upstream_relists_total",
                 "counter",
-                "Times a reflector that had listed went back to listing (410, resourceVersion too large, repeated failures, undecodable events).",
+                "Times a reflector that had listed went back to listing (410, resourceVersion too large, repeated failures, undecodable events, a move to another server's resourceVersions, the upstream's resourceVersion gone back).",
                 KindStats::relists,
             ),
             (
@@ -487,7 +494,8 @@ mod tests {
                 "too_large",
                 "repeated_failures",
                 "undecodable",
-                "server_switch"
+                "server_switch",
+                "went_back"
             ]
         );
     }

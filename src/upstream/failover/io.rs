@@ -196,6 +196,7 @@ impl Failover {
         RvOrigin {
             server: i,
             domain: self.domains.get(i).copied().unwrap_or(i),
+            role: self.role(i),
         }
     }
 
