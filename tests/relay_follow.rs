@@ -7,16 +7,17 @@
 //! the cloud (relisting from scratch, never resuming at the relay's RV); the relay comes back:
 //! it moves back. A client watch on the follower sees every change exactly once and no
 //! DELETED/ADDED of unchanged objects; /metrics says which server each reflector reads from.
-//! `grid-wrapper check` checks each relay by URL.
+//! `grid-wrapper check` checks each relay by URL. Issue 43: the fail-back moves every reflector
+//! within two probes and a tick of the relay answering again, however quiet the cloud's watches.
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::autonomy::metrics;
 use common::generations::{assert_every_change_once, converged, node_watch};
 use common::pki::Pki;
-use common::{wait_for, wait_for_long, Sim, Wrapper};
+use common::{wait_for, wait_for_long, LogSink, Sim, Wrapper};
 use serde_json::{json, Value};
 
 const NODES: [&str; 4] = ["edge-a1", "edge-a2", "edge-b1", "edge-c1"];
@@ -95,19 +96,9 @@ fn relay_is_up(relay: &Sim) -> bool {
     std::net::TcpStream::connect_timeout(&relay.addr, Duration::from_millis(200)).is_ok()
 }
 
-#[test]
-fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change_once() {
-    let Some(pki) = Pki::generate() else { return };
-    let relay = pki.sim(Some(RELAY_TOKEN));
-    let cloud = Sim::start(&["--token", CLOUD_TOKEN, "--bookmark-interval", "1"]);
-    // The relay's resourceVersions run ahead of the cloud's (a label added and removed: the
-    // objects stay the same).
-    for i in 0..30 {
-        for v in [json!(i.to_string()), Value::Null] {
-            let body = json!({"name": "edge-c1", "labels": {"pad": v}});
-            relay_control(&pki, &relay, "POST", "label-node", &body);
-        }
-    }
+/// A follower of `relay` (TLS, the relay token and client certificate) whose cloud is `cloud`
+/// (its own token), on node edge-a1, with every reflector on the relay.
+fn follower(pki: &Pki, relay: &Sim, cloud: &Sim) -> (Wrapper, LogSink) {
     let cluster = format!("    certificate-authority: {}\n", pki.path("ca.crt"));
     let creds = format!(
         "    token: {RELAY_TOKEN}\n    client-certificate: client.crt\n    client-key: client.key\n"
@@ -129,6 +120,23 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     ]);
     wait_for("the follower to be ready", || w.readyz() == Some(200));
     wait_for("every reflector on the relay", || all_on(&w, "relay"));
+    (w, log)
+}
+
+#[test]
+fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change_once() {
+    let Some(pki) = Pki::generate() else { return };
+    let relay = pki.sim(Some(RELAY_TOKEN));
+    let cloud = Sim::start(&["--token", CLOUD_TOKEN, "--bookmark-interval", "1"]);
+    // The relay's resourceVersions run ahead of the cloud's (a label added and removed: the
+    // objects stay the same).
+    for i in 0..30 {
+        for v in [json!(i.to_string()), Value::Null] {
+            let body = json!({"name": "edge-c1", "labels": {"pad": v}});
+            relay_control(&pki, &relay, "POST", "label-node", &body);
+        }
+    }
+    let (w, log) = follower(&pki, &relay, &cloud);
     let m = metrics(&w);
     let relay_server = format!(
         "grid_wrapper_upstream_current_server_info{{server=\"{}\",index=\"0\",role=\"relay\"}} 1",
@@ -201,6 +209,41 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     let m = metrics(&w);
     assert!(!m.contains("code=\"401\""), "{m}");
     assert!(!m.contains("code=\"403\""), "{m}");
+}
+
+/// How long every reflector may take to be back on a relay that answers again: its two
+/// passing probes, 2 s apart (docs/SEMANTICS.md §8.1), a watch read's tick, and the relist from
+/// scratch, with room for a loaded machine; far below the minute a quiet cloud watch takes to
+/// bring its next data (this cloud sends no bookmark at all: a watch on it is silent until its
+/// 120 s progress deadline).
+const FAILBACK_BOUND: Duration = Duration::from_secs(15);
+
+/// Issue 43: the reflectors' watches on the cloud block in reads; once the relay passes its
+/// probes, every one of them moves back within [`FAILBACK_BOUND`], not at its next bookmark.
+#[test]
+fn a_failback_to_the_relay_moves_every_reflector_within_two_probes_and_a_tick() {
+    let Some(pki) = Pki::generate() else { return };
+    let relay = pki.sim(Some(RELAY_TOKEN));
+    let cloud = Sim::start(&["--token", CLOUD_TOKEN, "--bookmark-interval", "0"]);
+    let (w, log) = follower(&pki, &relay, &cloud);
+    relay_control(&pki, &relay, "POST", "refuse", &json!({"seconds": 6}));
+    wait_for("every reflector on the cloud", || all_on(&w, "cloud"));
+    relay.wait_accepting();
+    let back = Instant::now();
+    while !all_on(&w, "relay") {
+        assert!(
+            back.elapsed() < FAILBACK_BOUND,
+            "not every reflector back on the relay {FAILBACK_BOUND:?} after it answered again: {:?}\n{}",
+            reflector_roles(&w),
+            log.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "every reflector back on the relay {:?} after it answered again",
+        back.elapsed()
+    );
+    assert!(log.text().contains("upstream failback:"), "{}", log.text());
 }
 
 /// `grid-wrapper check` with relays: each relay is checked alone with the relay kubeconfig's

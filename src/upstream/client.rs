@@ -402,7 +402,7 @@ impl Upstream {
     ) -> Result<Access, UpstreamError> {
         let tls = tls::tls_configs(cfg, https)?;
         let agent_with = |tls: ureq::tls::TlsConfig| -> Agent {
-            lean_buffers(Agent::config_builder())
+            let config = lean_buffers(Agent::config_builder())
                 .tls_config(tls)
                 .http_status_as_error(false)
                 .max_redirects(0)
@@ -411,8 +411,8 @@ impl Upstream {
                 .timeout_recv_response(Some(timeouts.response_head))
                 .timeout_per_read(Some(timeouts.idle))
                 .allow_non_standard_methods(true)
-                .build()
-                .new_agent()
+                .build();
+            failover::sliced_agent(config)
         };
         let agent = agent_with(tls.own);
         let proxy_agent = match role {
@@ -789,7 +789,7 @@ impl Upstream {
             let code = resp.status().as_u16();
             let lines = BufReader::with_capacity(WATCH_BUF_BYTES, resp.into_body().into_reader());
             let lines: Box<dyn BufRead + Send> =
-                Box::new(FollowSelection::new(lines, f.clone(), i));
+                Box::new(FollowSelection::new(lines, f.clone(), i, per_read));
             let origin = Some(f.origin(i));
             Ok((WatchStream { lines, origin }, code))
         })

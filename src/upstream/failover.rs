@@ -25,9 +25,10 @@
 //! too-large handling relist. A server of another domain (each relay is one of its own,
 //! [`crate::upstream::domain`]) is never sent that RV: the request fails before it is sent and
 //! the reflector relists from scratch. A watch stream open on a server that is no
-//! longer selected ends at the next data it receives (an event or BOOKMARK) — so after a
-//! failback the reflectors move back without waiting for their watch timeout — and is resumed
-//! at its RV on the selected server (`FollowSelection`). Proxied requests use the selected
+//! longer selected ends at the next data it receives, or within `FOLLOW_TICK` when it is quiet
+//! (its reads are sliced: `slice.rs`) — so after a failback the reflectors move back within a
+//! tick of the switch, not at their watch's next bookmark or its timeout — and is resumed at its
+//! RV on the selected server (`FollowSelection`), or relisted from scratch in another domain. Proxied requests use the selected
 //! server when they start; a proxied stream stays where it started.
 
 use std::time::Duration;
@@ -193,6 +194,10 @@ pub(crate) use io::{check_server, spawn_prober, Failed, Failover, FollowSelectio
 
 #[cfg(feature = "io")]
 mod io;
+#[cfg(feature = "io")]
+mod slice;
+#[cfg(feature = "io")]
+pub(crate) use slice::agent as sliced_agent;
 
 #[cfg(test)]
 #[path = "failover_tests.rs"]

@@ -301,7 +301,7 @@ mod io {
         let f = failover(2);
         // Small buffer: each fill reads at most 4 bytes, like data arriving in pieces.
         let data = Cursor::new(b"{\"a\"}\n{\"b\"}\n{\"c\"}\n".to_vec());
-        let mut r = FollowSelection::new(BufReader::with_capacity(4, data), f.clone(), 0);
+        let mut r = FollowSelection::new(BufReader::with_capacity(4, data), f.clone(), 0, LIMIT);
         assert_eq!(line(&mut r), "{\"a\"}\n");
         f.observe(0, Signal::Unreachable, "test");
         assert_eq!(f.selected(), 1);
@@ -315,15 +315,121 @@ mod io {
         // A stream from the selected server is untouched; one from another server still
         // delivers its first data (it may have started just before the switch).
         let data = Cursor::new(b"x\ny\n".to_vec());
-        let mut on_selected = FollowSelection::new(BufReader::new(data), f.clone(), 1);
+        let mut on_selected = FollowSelection::new(BufReader::new(data), f.clone(), 1, LIMIT);
         assert_eq!(
             (line(&mut on_selected), line(&mut on_selected)),
             ("x\n".into(), "y\n".into())
         );
         let data = Cursor::new(b"x\ny\n".to_vec());
-        let mut stale = FollowSelection::new(BufReader::with_capacity(2, data), f.clone(), 0);
+        let mut stale =
+            FollowSelection::new(BufReader::with_capacity(2, data), f.clone(), 0, LIMIT);
         assert_eq!(line(&mut stale), "x\n");
         assert!(line(&mut stale).is_empty());
+    }
+
+    /// A stream's read limit in these tests.
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// A network body: its bytes, then reads that time out (after `wait` each, as a socket's
+    /// read timeout does), counted.
+    struct Quiet {
+        data: Cursor<Vec<u8>>,
+        wait: std::time::Duration,
+        timeouts: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Read for Quiet {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.data.read(buf)? {
+                0 => {
+                    std::thread::sleep(self.wait);
+                    self.timeouts
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "read timed out",
+                    ))
+                }
+                n => Ok(n),
+            }
+        }
+    }
+
+    /// Runs `then` on a thread once `timeouts` reached 3 (or after 5 s).
+    fn after_three(
+        timeouts: &Arc<std::sync::atomic::AtomicUsize>,
+        then: impl FnOnce() + Send + 'static,
+    ) -> std::thread::JoinHandle<()> {
+        let timeouts = timeouts.clone();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + std::time::Duration::from_secs(5);
+            while timeouts.load(std::sync::atomic::Ordering::SeqCst) < 3
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            then();
+        })
+    }
+
+    fn quiet(data: &[u8]) -> (Quiet, Arc<std::sync::atomic::AtomicUsize>) {
+        let timeouts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let q = Quiet {
+            data: Cursor::new(data.to_vec()),
+            wait: std::time::Duration::from_millis(5),
+            timeouts: timeouts.clone(),
+        };
+        (q, timeouts)
+    }
+
+    /// A quiet stream (its reads time out, as sliced reads do) follows the selection too:
+    /// the timeouts within its limit are tried again, and once another server is selected the
+    /// stream ends at the next timeout, data or none; past its limit since its last data, the
+    /// timeout is the stream's (a stall).
+    #[test]
+    fn a_quiet_watch_stream_ends_once_another_server_is_selected_and_stalls_past_its_limit() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let f = failover(2);
+        let (body, timeouts) = quiet(b"a\n");
+        let mut r = FollowSelection::new(BufReader::new(body), f.clone(), 0, LIMIT);
+        assert_eq!(line(&mut r), "a\n");
+        let moved = f.clone();
+        let switcher = after_three(&timeouts, move || {
+            moved.observe(0, Signal::Unreachable, "test");
+        });
+        assert!(line(&mut r).is_empty(), "ended once the selection moved");
+        switcher.join().unwrap();
+        assert!(
+            timeouts.load(SeqCst) >= 3,
+            "the timeouts before were tried again"
+        );
+
+        // Opened on a server that was not the selected one (every server down), with nothing
+        // received: it stays until the selection moves again.
+        let f = failover(2);
+        f.observe(0, Signal::Unreachable, "test");
+        let (body, timeouts) = quiet(b"");
+        let mut r = FollowSelection::new(BufReader::new(body), f.clone(), 0, LIMIT);
+        let moved = f.clone();
+        let switcher = after_three(&timeouts, move || {
+            // Back to server 0, then away again: two switches, the stream's server not selected.
+            moved.observe(0, Signal::Answered, "");
+            moved.observe(0, Signal::Unreachable, "test");
+        });
+        assert!(line(&mut r).is_empty(), "ended once the selection moved");
+        switcher.join().unwrap();
+        assert!(timeouts.load(SeqCst) >= 3);
+
+        // Past the limit since its last data: the timeout is returned, a stall.
+        let (body, _) = quiet(b"a\n");
+        let limit = std::time::Duration::from_millis(50);
+        let mut r = FollowSelection::new(BufReader::new(body), failover(2), 0, limit);
+        assert_eq!(line(&mut r), "a\n");
+        let started = Instant::now();
+        let mut s = String::new();
+        let e = r.read_line(&mut s).unwrap_err();
+        assert!(crate::upstream::client::is_stall(&e), "{e}");
+        assert!(started.elapsed() >= limit - std::time::Duration::from_millis(10));
     }
 
     #[test]

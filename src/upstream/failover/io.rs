@@ -1,19 +1,25 @@
 //! The I/O side of `upstream::failover`: the shared [`Failover`] (the [`Selection`] behind a
 //! mutex, the servers' URLs, logging and stats), the per-request attempt loop
 //! ([`Failover::call`]), the classification of a failed attempt, the watch reader that ends when
-//! the selection moves ([`FollowSelection`]) and the probe thread ([`spawn_prober`]).
+//! the selection moves ([`FollowSelection`], woken every [`FOLLOW_TICK`] while its stream is
+//! quiet) and the probe thread ([`spawn_prober`]).
 
 use super::{
     probe_passed, redact_userinfo, Outcome, Selection, Signal, PROBE_INTERVAL, PROBE_PATH, RISE,
 };
 use crate::sync;
-use crate::upstream::client::{Upstream, UpstreamError};
+use crate::upstream::client::{is_stall, Upstream, UpstreamError};
 use crate::upstream::domain::{self, Role, RvOrigin};
 use crate::upstream::stats::{RequestStats, ServerStats, Verb};
 use std::io::{self, BufRead, BufReader, Read};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// With several servers, the longest a watch stream's read waits before it looks at the
+/// selection again: a stream whose server is no longer the selected one ends within this of the
+/// switch, however quiet the stream (a watch gets a bookmark about once a minute).
+pub(crate) const FOLLOW_TICK: Duration = Duration::from_secs(1);
 
 /// Checks one server URL; returns it without trailing `/` and whether it is https.
 pub(crate) fn check_server(server: &str) -> Result<(String, bool), UpstreamError> {
@@ -130,6 +136,9 @@ pub(crate) struct Failover {
     selection: Mutex<Selection>,
     /// `selection.selected()`, readable without the lock (watch streams check it per read).
     selected: AtomicUsize,
+    /// Switches of the selection so far: a stream opened on a server that was not selected
+    /// (every server down) ends only once the selection moves again.
+    switches: AtomicU64,
     stats: Arc<ServerStats>,
 }
 
@@ -159,6 +168,7 @@ impl Failover {
             bases,
             shown,
             selected: AtomicUsize::new(0),
+            switches: AtomicU64::new(0),
             stats,
         }
     }
@@ -205,6 +215,11 @@ impl Failover {
         self.selected.load(Ordering::SeqCst)
     }
 
+    /// Switches of the selection so far.
+    fn switches(&self) -> u64 {
+        self.switches.load(Ordering::SeqCst)
+    }
+
     /// The servers the probe thread checks now.
     pub(crate) fn to_probe(&self) -> Vec<usize> {
         self.lock().to_probe()
@@ -221,6 +236,7 @@ impl Failover {
                 self.stats.set_healthy(i, healthy);
             }
             if let Some((from, to)) = outcome.switched {
+                self.switches.fetch_add(1, Ordering::SeqCst);
                 self.stats.record_switch(to, to < from);
             }
             outcome
@@ -312,24 +328,45 @@ impl Failover {
 }
 
 /// A watch body that ends (EOF) once the selected server is no longer the one it streams from:
-/// checked before each read from the network, after the first data, so nothing received is
-/// dropped and the reflector resumes at its last RV on the selected server (a partial last line
-/// is a truncated stream: rewatched from the RV before it).
+/// checked before each read from the network, once the stream received data or the selection
+/// moved since it opened, so nothing received is dropped and the reflector resumes at its last
+/// RV on the selected server (a partial last line is a truncated stream: rewatched from the RV
+/// before it). With several servers its network reads wait at most [`FOLLOW_TICK`]
+/// ([`super::slice`]): a read cut short before the stream's own `limit` since its last data is
+/// tried again after that check, so a quiet stream follows a switch within [`FOLLOW_TICK`];
+/// past `limit` the timeout is the stream's (a stall, [`is_stall`]).
 pub(crate) struct FollowSelection<R> {
     inner: BufReader<R>,
     failover: Arc<Failover>,
     server: usize,
+    /// The selection's switches when the stream opened.
+    opened_at: u64,
+    /// The stream's read limit (its progress deadline or idle limit).
+    limit: Duration,
+    /// The longest one network read waits ([`FOLLOW_TICK`] with several servers).
+    slice: Option<Duration>,
+    /// When data last came (or the stream opened).
+    last_data: Instant,
     received: bool,
     moved: bool,
 }
 
 impl<R: Read> FollowSelection<R> {
-    /// Follows the selection for a stream from server `server`.
-    pub(crate) fn new(inner: BufReader<R>, failover: Arc<Failover>, server: usize) -> Self {
+    /// Follows the selection for a stream from server `server`, held to `limit` between data.
+    pub(crate) fn new(
+        inner: BufReader<R>,
+        failover: Arc<Failover>,
+        server: usize,
+        limit: Duration,
+    ) -> Self {
         FollowSelection {
+            opened_at: failover.switches(),
+            slice: (failover.len() > 1).then_some(FOLLOW_TICK),
             inner,
             failover,
             server,
+            limit,
+            last_data: Instant::now(),
             received: false,
             moved: false,
         }
@@ -337,7 +374,7 @@ impl<R: Read> FollowSelection<R> {
 
     fn leaving(&mut self) -> bool {
         if !self.moved
-            && self.received
+            && (self.received || self.failover.switches() != self.opened_at)
             && self.inner.buffer().is_empty()
             && self.failover.selected() != self.server
         {
@@ -354,12 +391,22 @@ impl<R: Read> FollowSelection<R> {
 
 impl<R: Read> BufRead for FollowSelection<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        if self.leaving() {
-            return Ok(&[]);
+        loop {
+            if self.leaving() {
+                return Ok(&[]);
+            }
+            let inner = &mut self.inner;
+            match super::slice::sliced(self.slice, || inner.fill_buf().map(<[u8]>::len)) {
+                Ok(_) => break,
+                Err(e) if is_stall(&e) && self.last_data.elapsed() < self.limit => {}
+                Err(e) => return Err(e),
+            }
         }
+        // Buffered now (or the end): no second read from the network.
         let buf = self.inner.fill_buf()?;
         if !buf.is_empty() {
             self.received = true;
+            self.last_data = Instant::now();
         }
         Ok(buf)
     }
