@@ -162,12 +162,15 @@ K() { ip netns exec "$NC" "$BIN/kubectl" --server="$API" --certificate-authority
   --token="$ADMIN_TOKEN" --cache-dir="$T/kubectl-cache" --request-timeout=10s "$@"; }
 
 # --- control plane --------------------------------------------------------------------------
+start_etcd() { # name data-dir client-port peer-port
+  start "$1" "$NC" "$BIN/etcd" --name e2e --data-dir "$2" \
+    --listen-client-urls "http://127.0.0.1:$3" --advertise-client-urls "http://127.0.0.1:$3" \
+    --listen-peer-urls "http://127.0.0.1:$4" --initial-advertise-peer-urls "http://127.0.0.1:$4" \
+    --initial-cluster "e2e=http://127.0.0.1:$4" --unsafe-no-fsync --log-level warn
+  wait_for 30 "etcd healthy ($1)" ip netns exec "$NC" curl -fsS "http://127.0.0.1:$3/health"
+}
 step "etcd in $NC (127.0.0.1:2379)"
-start etcd "$NC" "$BIN/etcd" --name e2e --data-dir "$T/etcd" \
-  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-  --initial-cluster e2e=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
-wait_for 30 "etcd healthy" ip netns exec "$NC" curl -fsS http://127.0.0.1:2379/health
+start_etcd etcd "$T/etcd" 2379 2380
 step "etcd ready"
 
 APISERVER_ARGS=(--etcd-servers=http://127.0.0.1:2379 --bind-address="$CLOUD_IP" --secure-port=6443
@@ -554,6 +557,88 @@ if [ "$n" != 0 ]; then
 else
   step "  no unknown protobuf field (apiserver stored runningInUserNamespace='$stored')"
   PASSED=$((PASSED + 1))
+fi
+
+# --- a control plane restored from an older etcd state ------------------------------------------
+# As after an etcd restore from a backup, or a control plane rebuilt at the same address: the new
+# apiserver's resourceVersions are lower than those grid-wrapper holds, and a real apiserver
+# accepts a watch from its future without an error and sends nothing on it (no event, no
+# bookmark). grid-wrapper reads the upstream's current resourceVersion before it watches again,
+# and relists from scratch when it went back (docs/SEMANTICS.md §7).
+relists() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk '/^grid_wrapper_upstream_relists_total[{ ]/ {s+=$NF} END {print s+0}'; }
+gw_get() { ip netns exec "$NN" curl -fsS "${GW_CURL[@]}" "$GW_URL$1"; }
+step "control plane restarted, etcd's data dir copied while it was stopped (the backup)"
+stop_pid kube-apiserver
+stop_pid etcd
+cp -a "$T/etcd" "$T/etcd-backup"
+start_etcd etcd "$T/etcd" 2379 2380
+start_apiserver
+step "changes after the backup: 400 ConfigMaps (resourceVersions move on), then pa2 out of topo, pa3 into plain, and a label, an annotation or an object of each other kind grid-wrapper mirrors"
+for i in $(seq 400); do printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: e2e-after-%s\n  namespace: default\n---\n' "$i"; done | K create -f - >/dev/null
+slice_apply topo pa1 pa3 pb1 pb2
+slice_apply plain pa1 pa2 pa3 pb1 pb2
+K label node edge-a2 e2e-restore=after >/dev/null
+K annotate svc plain e2e-restore=after >/dev/null
+printf 'apiVersion: v1\nkind: Endpoints\nmetadata:\n  name: e2e-restore\n  namespace: default\n' | K apply -f - >/dev/null
+K annotate servicecidr kubernetes e2e-restore=after >/dev/null
+# grid-wrapper's reflectors come back after the restart at their backoff's pace (up to 30 s
+# between attempts after the earlier outages).
+expect topo 120 pa1 pa3
+expect plain "$B" pa1 pa2 pa3 pb1 pb2
+after_served() {
+  gw_get /api/v1/nodes/edge-a2 | grep -q '"e2e-restore":"after"' && gw_get /api/v1/namespaces/default/endpoints/e2e-restore >/dev/null \
+    && gw_get /api/v1/services | grep -q '"e2e-restore":"after"' && gw_get /apis/networking.k8s.io/v1/servicecidrs | grep -q '"e2e-restore":"after"'
+}
+wait_for 120 "the changes after the backup served by grid-wrapper" after_served
+step "the restored control plane started beside it: etcd from the backup on 127.0.0.1:2479, kube-apiserver on $CLOUD_IP:6444"
+cp -a "$T/etcd-backup" "$T/etcd-restored"
+start_etcd etcd-restored "$T/etcd-restored" 2479 2480
+RESTORED_ARGS=() # --etcd-servers is a list flag: a second one would add to the first
+for a in "${APISERVER_ARGS[@]}"; do
+  case "$a" in --etcd-servers=*|--secure-port=*) ;; *) RESTORED_ARGS+=("$a") ;; esac
+done
+start kube-apiserver-restored "$NC" "$BIN/kube-apiserver" "${RESTORED_ARGS[@]}" --etcd-servers=http://127.0.0.1:2479 --secure-port=6444
+wait_for 90 "restored kube-apiserver /readyz" ip netns exec "$NC" curl -fsS --cacert "$T/pki/ca.crt" \
+  -H "Authorization: Bearer $ADMIN_TOKEN" "https://$CLOUD_IP:6444/readyz"
+# grid-wrapper's own watch of its Node: it must never say DELETED (kube-proxy exits on that).
+start node-watch "$NN" curl -sSN "${GW_CURL[@]}" --max-time 600 "$GW_URL/api/v1/nodes?watch=true&fieldSelector=metadata.name%3Dedge-a1"
+relists_before=$(relists)
+went_back_before=$(grep -c "resourceVersion went back from" "$T/grid-wrapper.log" || true)
+step "  the old control plane replaced at the same address: $API now reaches the restored one (nftables DNAT in $NC), the old kube-apiserver and etcd stopped"
+ip netns exec "$NC" nft -f - <<NFT
+table ip gwe2e-restore {
+  chain pre { type nat hook prerouting priority dstnat; ip daddr $CLOUD_IP tcp dport 6443 dnat to $CLOUD_IP:6444; }
+  chain out { type nat hook output priority -100; ip daddr $CLOUD_IP tcp dport 6443 dnat to $CLOUD_IP:6444; }
+}
+NFT
+T_RESTORED=$EPOCHREALTIME
+stop_pid kube-apiserver
+stop_pid etcd
+step "  kube-proxy converges to the restored state (pa2 back in topo, pa3 out of plain), within 60 s"
+expect topo 60 pa1 pa2 pa3
+expect plain 60 pa1 pa2 pb1 pb2
+restored_served() {
+  ! gw_get /api/v1/nodes/edge-a2 | grep -q e2e-restore && ! gw_get /api/v1/namespaces/default/endpoints/e2e-restore >/dev/null 2>&1 \
+    && ! gw_get /api/v1/services | grep -q e2e-restore && ! gw_get /apis/networking.k8s.io/v1/servicecidrs | grep -q e2e-restore
+}
+wait_for 60 "the restored Node, Service, Endpoints and ServiceCIDR served by grid-wrapper" restored_served
+step "  grid-wrapper serves the restored state $(since "$T_RESTORED") s after the replacement"
+kp_alive
+relists_after=$(relists)
+went_back=$(( $(grep -c "resourceVersion went back from" "$T/grid-wrapper.log" || true) - went_back_before ))
+if [ "$relists_after" -gt "$relists_before" ] && [ "$went_back" -ge 1 ]; then
+  step "  grid_wrapper_upstream_relists_total $relists_before -> $relists_after; $went_back reflector(s) said: $(grep -m1 "resourceVersion went back from" "$T/grid-wrapper.log" | sed 's/.*relisting/relisting/' | cut -c1-200)"
+  PASSED=$((PASSED + 1))
+else
+  finding "after the restore: grid_wrapper_upstream_relists_total $relists_before -> $relists_after, $went_back 'went back' line(s) in grid-wrapper's log (want a rise and at least one)"
+fi
+if grep -q '"type":"DELETED"' "$T/node-watch.log"; then
+  finding "grid-wrapper served a DELETED of its Node edge-a1 during the restore: $(grep -m1 DELETED "$T/node-watch.log" | cut -c1-200)"
+elif grep -q '"name":"edge-a1"' "$T/node-watch.log"; then
+  step "  grid-wrapper's watch of Node edge-a1: no DELETED through the replacement"
+  PASSED=$((PASSED + 1))
+else
+  finding "grid-wrapper's watch of Node edge-a1 received nothing: $(head -c 200 "$T/node-watch.log")"
 fi
 
 step "grid-wrapper's request counts (kube-proxy's requests):"
