@@ -141,14 +141,25 @@ pub trait ListWatch {
     /// The upstream's current resourceVersion of `kind`'s collection, read fresh: a list of one
     /// item (`limit=1`) without `resourceVersion`, a quorum read, sent only to a server of
     /// `rv_from`'s domain (else [`UpstreamError::ForeignResourceVersion`], nothing sent). What
-    /// a re-watch reads first ([`crate::upstream::rewatch`]).
+    /// a re-watch reads first ([`crate::upstream::rewatch`]). Its items are counted, not kept:
+    /// an upstream that ignores `limit` costs its list's bytes, within the list bounds
+    /// (`--max-list-items` passed fails it as it would fail a list).
     fn current_resource_version(
         &self,
         kind: Resource,
         rv_from: Option<RvOrigin>,
     ) -> Result<String, UpstreamError> {
         let q = with_query(kind.path(), &[("limit", "1")]);
-        self.list(&q, rv_from).map(|l| l.resource_version)
+        let mut items = Counted {
+            taken: 0,
+            limit: self.max_list_items(),
+        };
+        let listed = self.list_into(&q, &mut items, rv_from);
+        // Passing the bound stops the read, which then fails for a body cut short.
+        if items.full() {
+            return Err(UpstreamError::TooManyItems { limit: items.limit });
+        }
+        listed.map(|l| l.resource_version)
     }
     /// The largest upstream object taken into the cache: a bigger one in a list or a watch is
     /// skipped. Fakes keep the watch line cap of [`decode::MAX_WATCH_LINE_BYTES`].
@@ -322,6 +333,27 @@ pub(crate) struct Reflector<L> {
     /// Why the next watch starts from the RV held: whether it reads the upstream's current RV
     /// first ([`rewatch::read_current_first`]).
     rewatch: Rewatch,
+}
+
+/// A list's taker that counts the items and keeps none, up to one past `limit`.
+struct Counted {
+    taken: usize,
+    limit: usize,
+}
+
+impl ListItems for Counted {
+    fn push(&mut self, _: Box<str>) {
+        self.taken = self.taken.saturating_add(1);
+    }
+    fn clear(&mut self) {
+        self.taken = 0;
+    }
+    fn len(&self) -> usize {
+        self.taken
+    }
+    fn full(&self) -> bool {
+        self.taken > self.limit
+    }
 }
 
 /// A list's taker that keeps aside the items skipped for their size.
