@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::fault_proxy::{Fault, FaultProxy, Misbehaviour};
-use common::{header, request, run_bounded, wait_for_long, LogSink, Sim, Wrapper};
+use common::{header, request, run_bounded, wait_for, wait_for_long, LogSink, Sim, Wrapper};
 use serde_json::json;
 
 /// The `Retry-After` the hostile answers carry, in seconds.
@@ -184,6 +184,11 @@ fn check_reports_a_throttled_upstream() {
 fn a_proxied_request_gets_the_apiservers_429_as_it_is() {
     let sim = Sim::start(&[]);
     let w = Wrapper::start(&sim.url, "edge-a1", &[]);
+    // Ready means listed: each reflector's watch follows its list, and on a loaded machine may
+    // not be open yet. The 429 is for the proxied request, not for a late watch.
+    wait_for("the five reflectors' watches open on the simulator", || {
+        sim.state()["openWatches"].as_u64() >= Some(5)
+    });
     sim.control("load", &json!({"next": 1, "retryAfter": 7}));
     // Not mirrored: proxied to the upstream.
     let (code, headers, body) = w.get("/api/v1/namespaces/default/pods");
