@@ -13,7 +13,7 @@
 //! export in progress on this thread makes none of them wait.
 //!
 //! After each change the writer wakes the event loop and tells the snapshot writer (two
-//! callbacks given at [`Unstarted::start`]), then packs the upstream bytes that change left to
+//! callbacks given at [`Unstarted::start`], in `src/app.rs`), then packs the upstream bytes that change left to
 //! pack, a batch at a time, handling any message that comes in meanwhile first.
 //!
 //! The writer alone changes the view, ageing its logs included: every

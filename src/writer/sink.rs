@@ -1,6 +1,7 @@
 //! The reflectors' side of the writer: [`CacheSink`] takes each upstream change on its
-//! reflector's thread, prepares it there (decoding, a list item by item as it is read) and
-//! hands it to the one writer ([`Writer`]), which applies it in the order it comes.
+//! reflector's thread, prepares a list there (item by item as it is read; a watch event, which
+//! the reflector decoded, goes on as it is) and hands it to the one writer ([`Writer`]), which
+//! applies it in the order it comes. The reflectors are given this sink in `src/app.rs`.
 
 use std::time::Instant;
 
@@ -45,8 +46,8 @@ impl Sink for CacheSink {
             Change::Replace(ref items) => Some(items.len()),
             _ => None,
         };
-        // Decoding happens here, on the reflector's thread: the writer only compares and
-        // publishes what really changed.
+        // A list is prepared here, on the reflector's thread; a watch event passes through
+        // (the writer cleans and serializes it).
         let prepared = prepare(kind, change, Hold::Whole);
         match list {
             Some(n) => self.writer.apply_list(kind, prepared, n, t0),

@@ -1,6 +1,8 @@
 //! Upstream changes prepared before they reach the writer: a relist's items decoded, cleaned
 //! and re-serialized by the reflector thread, so that the writer only compares bytes and
-//! recomputes what changed.
+//! recomputes what changed. A watch event is handed on as it is ([`Prepared::One`]: the
+//! reflector decoded it, the writer cleans and serializes it); this is the seam where a change
+//! of the object's form would move that work.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,9 +17,9 @@ use crate::handoff::{Change, Oversized};
 use crate::k8s::ObjectKey;
 use crate::k8s::Resource;
 
-/// An upstream change reduced to what the cache compares, done by the reflector thread before
-/// it hands the change to the writer ([`prepare`]): a list's items decoded, cleaned and
-/// re-serialized, so that applying a relist only compares bytes and recomputes what changed.
+/// An upstream change as the reflector thread hands it to the writer ([`prepare`]): a list's
+/// items decoded, cleaned and re-serialized, so that applying a relist only compares bytes and
+/// recomputes what changed; any other change as it came.
 #[derive(Debug)]
 pub enum Prepared {
     /// A full list (initial or relist) as compact bytes by key, excluded objects dropped.
