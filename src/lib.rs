@@ -23,7 +23,7 @@
 //! | [`server`] | the mio event loop, connections (kube-proxy's and, with `--relay-bind-address`, the relay port's), watches, proxy workers, signals, health |
 //! | [`persist`] | `--cache-dir`: the snapshot and epoch files and the snapshot writer thread |
 //! | [`writer`] | the one writer: the thread that owns the cache's state and applies every change; the sink that hands it reflector changes |
-//! | [`app`] | startup wiring, graceful shutdown |
+//! | [`app`] | startup wiring (the sink the reflectors feed, whom the writer wakes, the reflector supervisor), graceful shutdown |
 //! | [`preflight`] | `grid-wrapper check`: one pass against the upstream, and a report |
 //!
 //! Below every layer, for all of them: [`bytes`] (byte comparisons), [`histogram`] (the latency
@@ -37,33 +37,45 @@
 //! # Two flows
 //!
 //! ```text
-//!  kube-proxy ─TCP─▶ server::event_loop ─▶ server::conn ─▶ http::request (parse)
-//!                         ▲                                 │
-//!                         │ Waker                           ▼
-//!                         │                        api::route ─▶ api::handlers ─▶ cache::published (read, view lock)
-//!                         │                                 │                     server::watch (streams)
-//!                         │                                 └▶ server::proxy ─▶ upstream::client (worker thread)
-//!  apiserver ─ureq─▶ upstream::reflector ─▶ cache::store::prepare / ListPreparer (off every lock)
-//!                                              ─▶ writer (one thread, a channel) ─▶ cache::store::State::apply_prepared
-//!                                              ├─ cache::topology (pure pruning) + k8s::convert
-//!                                              └─ cache::published + cache::view (new RV, shared
-//!                                                 bytes, event log; view lock per record) ─▶ wake the loop
+//!  ── event loop thread (main) ─────────────────────────────────────────────────────────────
+//!  kube-proxy ─TCP─▶ server::event_loop ─▶ server::conn ◀─▶ server::transport ─▶ http::request
+//!                      ▲                     │ View::read ─▶ api::decide (api::route, api::negotiate)
+//!                      │ Waker               ├─▶ api::handlers ─▶ api::wire ─▶ http::response
+//!                      │                     ├─▶ server::watch ─▶ api::transition ─▶ api::wire
+//!                      │                     ├─▶ server::outbound ─▶ server::transport (writev)
+//!                      │                     └─▶ server::proxy ─channel─▶ proxy thread: upstream::client
+//!  ── cache-writer ────┴───────────────────────────────────────────────────────────────────
+//!    writer ─▶ cache::store::State::apply_prepared ─▶ cache::topology ─▶ store::publisher
+//!           ─▶ cache::published + cache::view (one record at a time) ─▶ writer::Callbacks
+//!      ▲ bounded channel
+//!  ── reflect-<Kind>, one thread per resource ──────────────────────────────────────────────
+//!  apiserver ─ureq─▶ upstream::client ─▶ upstream::reflector ─▶ writer::CacheSink
+//!    a list:  upstream::list_split ─▶ cache::store::ListPreparer (canonical bytes per item)
+//!    a watch: upstream::decode (a serde_json Value) ─▶ cache::store::prepare (unchanged)
 //! ```
 //!
-//! **A request:** [`server::event_loop::Server`] polls, [`server::conn::Conn`] feeds
-//! [`http::request::RequestReader`], [`api::decide::decide`] decides its fate (fed by
-//! [`api::route::route`] and [`api::negotiate::negotiate`]), and [`api::handlers::handle`]
-//! answers from the [`cache::published::Published`] view (read through the read-only
-//! [`cache::published::View`]) or plans a
-//! watch that [`server::watch::Watcher`] streams from the event log. Anything else goes upstream
-//! through [`server::proxy`], on a worker thread.
+//! **A LIST**, on the event loop thread: [`server::event_loop`] → [`server::conn`] →
+//! [`server::transport`] → [`http::request`] → [`cache::published::View::read`] →
+//! [`api::facts`] → [`api::decide`] ([`api::route`], [`api::negotiate`]) → [`api::handlers`] →
+//! [`api::wire`] ([`api::wire::json`]; a protobuf list is framed once the view's lock is
+//! released) → [`http::response`] → [`server::outbound`] → [`server::transport`] (`writev`).
+//! **A WATCH** goes from [`api::handlers`] to [`server::watch`], whose
+//! [`api::transition::InitialCursor`] produces the initial events a batch at a time; the loop
+//! pumps the stream every round.
 //!
-//! **An upstream change:** an [`upstream::reflector`] thread lists (item by item,
-//! [`upstream::list_split`]) and watches; each change is prepared off every lock
-//! ([`cache::store::ListPreparer`]), sent to the one [`writer`] thread, which owns the cache's
-//! state and applies it with [`cache::store::State::apply_prepared`], pruned by [`cache::topology`], and recorded with a new
-//! resourceVersion in the [`cache::published::Published`] view, one record at a time under the
-//! view's own lock. Then the loop is woken and every watcher pulls the entries after its cursor.
+//! **An upstream change**, on its resource's `reflect-<Kind>` thread: [`upstream::reflector`]
+//! reads through [`upstream::client`] (failover, sliced reads). A watch line is decoded by
+//! [`upstream::decode`] and handed on unchanged ([`cache::store::prepare`]); a list's items are
+//! split by [`upstream::list_split`] and made canonical bytes as they come
+//! ([`cache::store::ListPreparer`]). The sink, [`writer::CacheSink`], is chosen in `app`. On the
+//! `cache-writer` thread, [`writer`] calls [`cache::store::State::apply_prepared`]: a watch
+//! event is cleaned and serialized there, compared, pruned by [`cache::topology`], and its
+//! served bytes are made once with a new resourceVersion and recorded in the
+//! [`cache::published::Published`] view, one record at a time under the view's lock. Then
+//! [`writer::Callbacks`] (also set in `app`) wake the loop, whose watchers pull the new entries:
+//! [`server::watch`] → [`api::transition`] → [`api::wire`] → [`server::outbound`] →
+//! [`server::transport`]. Every file of both flows, step by step, with its thread:
+//! `docs/ARCHITECTURE.md` §3.
 
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
