@@ -159,12 +159,17 @@ impl Admission {
     }
 
     /// Connection `id` completed a request or an authenticated TLS handshake: it is never
-    /// evicted from now on.
+    /// evicted from now on, and its source gets back the rate's token it spent (the rate holds
+    /// back connections that never show a certificate; a follower reconnecting its watches, as
+    /// often as the relay ends them, is bounded by the count limits alone).
     pub fn settled(&mut self, id: ConnId) {
         if let Some(e) = self.conns.get_mut(&id) {
             if e.evictable {
                 e.evictable = false;
                 self.evictable.remove(&id);
+                if self.budgets.relay_rate > 0 {
+                    self.rate.give_back(e.source);
+                }
             }
         }
     }
@@ -280,6 +285,13 @@ impl RateTable {
             true
         } else {
             false
+        }
+    }
+
+    /// Returns one token to `source` (up to the burst), if it is still remembered.
+    pub fn give_back(&mut self, source: IpAddr) {
+        if let Some(b) = self.buckets.get_mut(&source) {
+            b.tokens = (b.tokens + 1.0).min(self.burst);
         }
     }
 
@@ -409,6 +421,42 @@ mod tests {
             a.admit(Side::Relay, ip(1), t + Duration::from_millis(500)),
             Verdict::Evict(10)
         );
+    }
+
+    #[test]
+    fn a_settled_connection_gives_its_token_back_and_an_unsettled_one_does_not() {
+        let t = Instant::now();
+        let mut a = Admission::new(Budgets {
+            relay_rate: 1,
+            ..budgets(100, 2)
+        });
+        // A follower with a certificate reconnects far more often than the burst (4) and the
+        // rate allow: every connection settles before it closes.
+        for id in 0..20 {
+            assert_eq!(a.admit(Side::Relay, ip(1), t), Verdict::Admit, "{id}");
+            a.opened(id, Side::Relay, ip(1));
+            a.settled(id);
+            a.settled(id);
+            a.closed(id);
+        }
+        // Connections that never settle spend the burst, then are refused.
+        for id in 20..24 {
+            assert_eq!(a.admit(Side::Relay, ip(1), t), Verdict::Admit, "{id}");
+            a.opened(id, Side::Relay, ip(1));
+            a.closed(id);
+        }
+        assert_eq!(
+            a.admit(Side::Relay, ip(1), t),
+            Verdict::Refuse(Refusal::Rate)
+        );
+        // A token given back never lifts a bucket above its burst.
+        let mut r = RateTable::new(1, 2, 8);
+        r.give_back(ip(3));
+        assert!(r.is_empty(), "a source not remembered gets nothing");
+        assert!(r.take(ip(3), t));
+        r.give_back(ip(3));
+        r.give_back(ip(3));
+        assert_eq!((0..4).filter(|_| r.take(ip(3), t)).count(), 2);
     }
 
     #[test]
