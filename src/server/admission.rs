@@ -391,6 +391,20 @@ mod tests {
         assert_eq!(a.open(Side::Relay), 3);
     }
 
+    /// Connections `ids` from `ip(1)`, one at a time: each admitted at `t`, opened, settled
+    /// (twice: the second does nothing) if `settle`, and closed.
+    fn admit_and_close(a: &mut Admission, ids: std::ops::Range<ConnId>, t: Instant, settle: bool) {
+        for id in ids {
+            assert_eq!(a.admit(Side::Relay, ip(1), t), Verdict::Admit, "{id}");
+            a.opened(id, Side::Relay, ip(1));
+            if settle {
+                a.settled(id);
+                a.settled(id);
+            }
+            a.closed(id);
+        }
+    }
+
     #[test]
     fn a_source_out_of_tokens_is_refused_and_evicts_nothing() {
         let t = Instant::now();
@@ -399,11 +413,7 @@ mod tests {
             ..budgets(2, 3)
         });
         // The burst is twice the per-source limit: six at once.
-        for id in 0..6 {
-            assert_eq!(a.admit(Side::Relay, ip(1), t), Verdict::Admit, "{id}");
-            a.opened(id, Side::Relay, ip(1));
-            a.closed(id);
-        }
+        admit_and_close(&mut a, 0..6, t, false);
         assert_eq!(
             a.admit(Side::Relay, ip(1), t),
             Verdict::Refuse(Refusal::Rate)
@@ -432,19 +442,9 @@ mod tests {
         });
         // A follower with a certificate reconnects far more often than the burst (4) and the
         // rate allow: every connection settles before it closes.
-        for id in 0..20 {
-            assert_eq!(a.admit(Side::Relay, ip(1), t), Verdict::Admit, "{id}");
-            a.opened(id, Side::Relay, ip(1));
-            a.settled(id);
-            a.settled(id);
-            a.closed(id);
-        }
+        admit_and_close(&mut a, 0..20, t, true);
         // Connections that never settle spend the burst, then are refused.
-        for id in 20..24 {
-            assert_eq!(a.admit(Side::Relay, ip(1), t), Verdict::Admit, "{id}");
-            a.opened(id, Side::Relay, ip(1));
-            a.closed(id);
-        }
+        admit_and_close(&mut a, 20..24, t, false);
         assert_eq!(
             a.admit(Side::Relay, ip(1), t),
             Verdict::Refuse(Refusal::Rate)
