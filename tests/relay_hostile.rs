@@ -110,6 +110,20 @@ fn tls_connect(cfg: &Arc<rustls::ClientConfig>, addr: SocketAddr) -> Tls {
     tls
 }
 
+/// Like [`tls_connect`], then waits until the server has verified the client certificate: in
+/// TLS 1.3 the client's handshake ends when it has *sent* its certificate, and the server sends
+/// its session tickets only once it has read and verified it. `None` if the server closed the
+/// connection first (it may, while it had not seen the certificate).
+fn tls_connect_verified(cfg: &Arc<rustls::ClientConfig>, addr: SocketAddr) -> Option<Tls> {
+    let mut tls = tls_connect(cfg, addr);
+    match tls.conn.read_tls(&mut tls.sock) {
+        Ok(n) if n > 0 => {}
+        _ => return None,
+    }
+    tls.conn.process_new_packets().ok()?;
+    Some(tls)
+}
+
 /// One keep-alive GET on an open connection: the status.
 fn get_on<S: Read + Write>(r: &mut BufReader<S>, path: &str) -> u16 {
     let req = format!("GET {path} HTTP/1.1\r\nHost: relay\r\n\r\n");
@@ -388,10 +402,14 @@ fn a_certificate_holder_is_never_evicted_and_a_follower_starts_during_a_reconnec
     let Some(child) = flood_with(r.relay, 8, 12, &RECONNECTING) else {
         return;
     };
-    // A certificate holder has completed its handshake and sent no request yet: the newest
-    // connection, at the back of the eviction order.
+    // A certificate holder whose certificate the server has verified, with no request sent
+    // yet: the newest connection, at the back of the eviction order. (One the flood evicted
+    // before the server had read its certificate is fair game: try again, a few times.)
     let cfg = tls_config(&pki);
-    let mut holder = BufReader::new(tls_connect(&cfg, r.relay));
+    let holder = (0..5).find_map(|_| tls_connect_verified(&cfg, r.relay));
+    let mut holder = BufReader::new(
+        holder.expect("5 certificate holders evicted before the relay verified their certificate"),
+    );
     let opened = Instant::now();
     let evicted = refused(&r.w, "relay", "evicted");
     // A budget's worth of evictions since (and a few more): every connection evictable when it
