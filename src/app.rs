@@ -1,6 +1,7 @@
-//! Startup wiring (I/O shell): configuration → upstream client → cache → reflector threads →
-//! health listener → event loop. Everything here runs once; the work happens in the threads and
-//! the loop it starts.
+//! Startup wiring (I/O shell): configuration → upstream client → cache (a snapshot restored) →
+//! serving options → listeners (loop, relay port, health) → writer thread → reflector
+//! supervisor ([`crate::upstream::supervisor`]) → event loop. Everything here runs once; the
+//! work happens in the threads and the loop it starts.
 
 use std::fmt;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
@@ -21,48 +22,24 @@ use crate::k8s::Resource;
 use crate::persist::{self, CacheDir, SnapshotWriter};
 use crate::server::conn::{ServerOptions, TlsSlot};
 use crate::server::event_loop::Server;
+use crate::server::extras::Extras;
 use crate::server::health;
 use crate::server::relay::RelayPort;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport::{self, TlsFlags};
 use crate::upstream::client::{ListSettings, Timeouts, Upstream};
 use crate::upstream::edge_health;
-use crate::upstream::kubeconfig;
-use crate::upstream::reflector;
+use crate::upstream::kubeconfig::{self, UpstreamConfig};
+use crate::upstream::supervisor::{self, Assumed, Expectations};
 use crate::writer::{CacheSink, Callbacks, Writer};
 
-/// How often an offline start re-checks the upstream's EndpointSlice version and ServiceCIDRs.
-const VERSION_RECHECK: Duration = Duration::from_secs(5);
-/// How often a running process asks whether the upstream gained or lost ServiceCIDRs (an
-/// upgrade or a downgrade of the control plane).
-const CIDR_RECHECK: Duration = Duration::from_secs(60);
-
-/// The ServiceCIDR reflector, while the upstream has them (docs/SEMANTICS.md §5.1).
-struct CidrReflector {
-    /// The version mirrored.
-    kind: Option<Resource>,
-    stop: Arc<AtomicBool>,
-}
-
-impl CidrReflector {
-    /// Mirrors `found` from now on: the writer is told first, then the reflector of the version
-    /// mirrored until now is stopped and `found`'s started.
-    fn switch(
-        &mut self,
-        found: Option<Resource>,
-        writer: &Writer,
-        start: &dyn Fn(Resource, Arc<AtomicBool>),
-    ) {
-        if found == self.kind {
-            return;
-        }
-        writer.expect_cidrs(found);
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.kind = found;
-        self.stop = Arc::new(AtomicBool::new(false));
-        if let Some(kind) = found {
-            start(kind, self.stop.clone());
-        }
+/// The cache hears the versions the reflector supervisor mirrors.
+impl Expectations for Writer {
+    fn expect_slices(&self, kind: Resource) {
+        Writer::expect_slices(self, kind);
+    }
+    fn expect_cidrs(&self, kind: Option<Resource>) {
+        Writer::expect_cidrs(self, kind);
     }
 }
 
@@ -113,7 +90,6 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, AppError> {
         })
 }
 
-/// Opens `--cache-dir` and loads its snapshot; returns the RV seed for this process. Without
 /// Whether the upstream cannot be reached: some reflector is in a failure episode (the
 /// snapshot writer then writes without waiting for `--cache-write-interval`).
 fn upstream_lost() -> bool {
@@ -122,6 +98,8 @@ fn upstream_lost() -> bool {
         .iter()
         .any(|&kind| stats.kind(kind).failing())
 }
+
+/// Opens `--cache-dir` and loads its snapshot; returns the RV seed for this process. Without
 /// `--cache-dir` (or when the directory is unusable) the epoch is random.
 fn open_cache(
     cfg: &Config,
@@ -219,13 +197,9 @@ fn serve_relay(
     }))
 }
 
-/// Runs grid-wrapper until SIGTERM/SIGINT, then shuts down gracefully: the loop ends every
-/// stream and drains (at most [`crate::server::event_loop::SHUTDOWN_GRACE`]), the final
-/// snapshot is written, and `run` returns `Ok` (exit code 0).
-pub fn run(cfg: Config) -> Result<(), AppError> {
-    if cfg.support_endpointslice_given {
-        warn!("--support-endpointslice is accepted for compatibility and ignored: both EndpointSlice versions are always served");
-    }
+/// Loads the upstream's configuration (kubeconfig or in-cluster, and the site relays before it)
+/// and builds the client every reflector and proxy worker clones.
+fn connect_upstream(cfg: &Config) -> Result<(UpstreamConfig, Upstream), AppError> {
     let ucfg = kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref())
         .map_err(|e| AppError::Upstream(e.to_string()))?;
     info!("upstream apiserver: {}", ucfg.server);
@@ -254,20 +228,26 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let upstream =
         Upstream::with_relays(&ucfg, relays.as_ref(), cfg.kube_qps, cfg.kube_burst, limits)
             .map_err(|e| AppError::Upstream(e.to_string()))?;
+    Ok((ucfg, upstream))
+}
 
+/// Opens `--cache-dir` and restores its snapshot into a new cache state, served offline until
+/// the upstream answers. Returns the state, the health endpoint's extras so far and the
+/// versions the snapshot assumed (the reflector supervisor's guesses while the upstream is silent).
+fn restore(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<CacheDir>, State, Extras, Assumed) {
     let settings = Settings {
         hostname: cfg.hostname.clone(),
         wrapper_in_cluster: cfg.wrapper_in_cluster,
         retention: Retention::for_queue(cfg.notify_channel_size),
     };
-    let (cache, snapshot, seed) = open_cache(&cfg, &ucfg);
+    let (cache, snapshot, seed) = open_cache(cfg, ucfg);
     let mut state = State::new(settings, seed);
     state.set_object_bound(cfg.max_object_bytes);
     if cfg.relay_bind_address.is_some() {
         // Before anything is applied, a snapshot's restore included (docs/SEMANTICS.md §12).
         state.keep_relay_view();
     }
-    let mut extras = crate::server::extras::Extras::default();
+    let mut extras = Extras::default();
     let snapshot_slices = snapshot.as_ref().map(|s| s.meta.slice_kind);
     let snapshot_cidrs = snapshot.as_ref().and_then(|s| s.meta.cidr_kind);
     if let Some(snap) = snapshot {
@@ -285,24 +265,18 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             );
         }
     }
-    let started = Instant::now();
-    let (cache_writer, unstarted) = Writer::new(state);
-    let snapshots = match &cache {
-        Some(c) => Some(
-            SnapshotWriter::spawn(
-                c.clone(),
-                cache_writer.clone(),
-                Duration::from_secs(cfg.cache_write_interval_secs),
-                Box::new(upstream_lost),
-            )
-            .map_err(AppError::Thread)?,
-        ),
-        None => None,
+    let assumed = Assumed {
+        slices: snapshot_slices,
+        cidrs: snapshot_cidrs,
     };
-    extras.writer = snapshots.as_ref().map(|w| w.stats.clone());
-    extras.debug = cfg.debug;
+    (cache, state, extras, assumed)
+}
 
-    let bind = resolve(&cfg.bind_address)?;
+/// The serving options: TLS when `--cert-file`/`--key-file` are given (and the files to reload
+/// on SIGHUP), the queue, hold and relay limits. Returns the scheme served too.
+fn serving_options(
+    cfg: &Config,
+) -> Result<(ServerOptions, Option<TlsFiles>, &'static str), AppError> {
     let tls = match (&cfg.insecure, &cfg.cert_file, &cfg.key_file) {
         (false, Some(cert), Some(key)) => Some(
             transport::server_config(TlsFlags::SERVING, cert, key, cfg.ca_file.as_deref())
@@ -333,6 +307,37 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         watch_stall: Duration::from_secs(cfg.watch_stall_timeout_secs),
         ..ServerOptions::default()
     };
+    Ok((opts, tls_files, scheme))
+}
+
+/// Runs grid-wrapper until SIGTERM/SIGINT, then shuts down gracefully: the loop ends every
+/// stream and drains (at most [`crate::server::event_loop::SHUTDOWN_GRACE`]), the final
+/// snapshot is written, and `run` returns `Ok` (exit code 0).
+pub fn run(cfg: Config) -> Result<(), AppError> {
+    if cfg.support_endpointslice_given {
+        warn!("--support-endpointslice is accepted for compatibility and ignored: both EndpointSlice versions are always served");
+    }
+    let (ucfg, upstream) = connect_upstream(&cfg)?;
+    let (cache, state, mut extras, assumed) = restore(&cfg, &ucfg);
+    let started = Instant::now();
+    let (cache_writer, unstarted) = Writer::new(state);
+    let snapshots = match &cache {
+        Some(c) => Some(
+            SnapshotWriter::spawn(
+                c.clone(),
+                cache_writer.clone(),
+                Duration::from_secs(cfg.cache_write_interval_secs),
+                Box::new(upstream_lost),
+            )
+            .map_err(AppError::Thread)?,
+        ),
+        None => None,
+    };
+    extras.writer = snapshots.as_ref().map(|w| w.stats.clone());
+    extras.debug = cfg.debug;
+
+    let bind = resolve(&cfg.bind_address)?;
+    let (opts, tls_files, scheme) = serving_options(&cfg)?;
     let mut server = Server::bind(bind, cache_writer.clone(), Some(upstream.clone()), opts)
         .map_err(|e| AppError::Bind(cfg.bind_address.clone(), e))?;
     let tls_files: Vec<TlsFiles> = tls_files
@@ -373,98 +378,8 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     if cfg.autonomy.enabled {
         start_edge_health(&cfg, &cache_writer, &stop)?;
     }
-    // Version discovery talks to the upstream and may wait for its timeouts: it runs on its own
-    // thread so the loop answers (holds, then 503) from the first moment.
-    let starter_stop = stop.clone();
-    let starter_writer = cache_writer.clone();
-    std::thread::Builder::new()
-        .name("start-reflectors".into())
-        .spawn(move || {
-            let start = |kind: Resource, stop: Arc<AtomicBool>| {
-                if let Err(e) = reflector::spawn(upstream.clone(), kind, sink.clone(), stop) {
-                    // Without every reflector the cache never becomes ready: fail loudly.
-                    log::error!("cannot start the {kind:?} reflector: {e}; exiting");
-                    std::process::exit(1);
-                }
-            };
-            let (mut slices, answered) = reflector::discover_slice_kind_checked(&upstream);
-            // Offline with a snapshot: its slice version is the better guess.
-            if let (false, Some(kind)) = (answered, snapshot_slices) {
-                slices = kind;
-            }
-            info!("upstream EndpointSlice version: {slices:?}");
-            starter_writer.expect_slices(slices);
-            // ServiceCIDRs: mirrored only when the upstream has them (told to the writer before
-            // any reflector starts, so the sync waits for them only then); offline, the
-            // snapshot's say until the upstream answers.
-            let found_cidrs = reflector::discover_cidr_kind(&upstream);
-            let mut cidrs_known = found_cidrs.is_ok();
-            let cidrs = found_cidrs.unwrap_or_else(|e| {
-                info!("ServiceCIDRs: the upstream cannot be asked ({e}); {} until it answers",
-                    match snapshot_cidrs {
-                        Some(kind) => format!("serving the snapshot's {kind:?}"),
-                        None => "requests for them are proxied".into(),
-                    });
-                snapshot_cidrs
-            });
-            starter_writer.expect_cidrs(cidrs);
-            for kind in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
-                start(kind, starter_stop.clone());
-            }
-            let mut slice_stop = Arc::new(AtomicBool::new(false));
-            start(slices, slice_stop.clone());
-            let mut cidr = CidrReflector {
-                kind: None,
-                stop: Arc::new(AtomicBool::new(false)),
-            };
-            if let Some(kind) = cidrs {
-                cidr.kind = cidrs;
-                start(kind, cidr.stop.clone());
-            }
-            // Offline start: the versions were guesses. Re-check until the upstream answers
-            // (docs/SEMANTICS.md §5); switch reflectors if a guess was wrong.
-            let mut slices_known = answered;
-            while !(slices_known && cidrs_known) {
-                std::thread::sleep(VERSION_RECHECK);
-                if !slices_known {
-                    if let Some(found) = reflector::discovered_slice_kind(&upstream) {
-                        if found != slices {
-                            warn!("upstream serves {found:?}, not the guessed {slices:?}: switching");
-                            slice_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                            starter_writer.expect_slices(found);
-                            slices = found;
-                            slice_stop = Arc::new(AtomicBool::new(false));
-                            start(slices, slice_stop.clone());
-                        }
-                        slices_known = true;
-                    }
-                }
-                if !cidrs_known {
-                    if let Ok(found) = reflector::discover_cidr_kind(&upstream) {
-                        if found != cidr.kind {
-                            warn!("ServiceCIDRs upstream: {found:?}, not {:?} as assumed while it did not answer: switching (ServiceCIDRs served so far stay served)", cidr.kind);
-                            cidr.switch(found, &starter_writer, &start);
-                        }
-                        cidrs_known = true;
-                    }
-                }
-            }
-            // From then on, a slow re-check follows an upstream that gains or loses them.
-            while !starter_stop.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(CIDR_RECHECK);
-                let Ok(found) = reflector::recheck_cidr_kind(&upstream) else {
-                    continue;
-                };
-                match (cidr.kind, found) {
-                    (was, now) if was == now => continue,
-                    (None, Some(kind)) => info!("the upstream has ServiceCIDRs now: mirroring {kind:?}"),
-                    (Some(was), None) => warn!("the upstream no longer has ServiceCIDRs ({was:?}): serving the ones it last listed"),
-                    (was, now) => info!("the upstream's ServiceCIDRs are now {now:?}, not {was:?}: switching"),
-                }
-                cidr.switch(found, &starter_writer, &start);
-            }
-        })
-        .map_err(AppError::Thread)?;
+    let told = Box::new(cache_writer.clone());
+    supervisor::spawn(upstream, sink, told, assumed, stop.clone()).map_err(AppError::Thread)?;
     server.run(&stop).map_err(AppError::Loop)?;
     if let (Some(w), Some(c)) = (&snapshots, &cache) {
         w.finish(c, &cache_writer, false);

@@ -39,6 +39,8 @@ pub mod retry_after;
 mod rewatch;
 pub mod stats;
 #[cfg(feature = "io")]
+pub mod supervisor;
+#[cfg(feature = "io")]
 mod throttle;
 #[cfg(feature = "io")]
 mod tls;
