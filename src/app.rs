@@ -27,7 +27,7 @@ use crate::server::health;
 use crate::server::relay::RelayPort;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport::{self, TlsFlags};
-use crate::upstream::client::{ListSettings, Timeouts, Upstream};
+use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamOptions};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
 use crate::upstream::supervisor::{self, Assumed, Expectations};
@@ -224,10 +224,14 @@ fn connect_upstream(cfg: &Config) -> Result<(UpstreamConfig, Upstream), AppError
         gzip: cfg.upstream_gzip,
         max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),
     };
-    let limits = (timeouts, lists);
-    let upstream =
-        Upstream::with_relays(&ucfg, relays.as_ref(), cfg.kube_qps, cfg.kube_burst, limits)
-            .map_err(|e| AppError::Upstream(e.to_string()))?;
+    let opts = UpstreamOptions {
+        relays: relays.as_ref(),
+        qps: cfg.kube_qps,
+        burst: cfg.kube_burst,
+        timeouts,
+        lists,
+    };
+    let upstream = Upstream::new(&ucfg, opts).map_err(|e| AppError::Upstream(e.to_string()))?;
     Ok((ucfg, upstream))
 }
 

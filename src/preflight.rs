@@ -98,7 +98,7 @@ use serde_json::Value;
 
 use crate::config::{Config, OutputFormat};
 use crate::k8s::Resource;
-use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamError};
+use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamError, UpstreamOptions};
 use crate::upstream::discovery;
 use crate::upstream::kind::with_query;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
@@ -204,8 +204,14 @@ fn reach(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<Upstream>, Result<Value
         max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),
         ..ListSettings::default()
     };
-    let (qps, burst) = (cfg.kube_qps, cfg.kube_burst);
-    let upstream = match Upstream::with_limits(ucfg, qps, burst, CHECK_TIMEOUTS, lists) {
+    let opts = UpstreamOptions {
+        relays: None,
+        qps: cfg.kube_qps,
+        burst: cfg.kube_burst,
+        timeouts: CHECK_TIMEOUTS,
+        lists,
+    };
+    let upstream = match Upstream::new(ucfg, opts) {
         Ok(u) => u,
         Err(e) => return (None, Err(e)),
     };

@@ -14,7 +14,8 @@ use mio::Waker;
 use crate::http::request::Request;
 use crate::k8s::status::ApiError;
 use crate::sync::lock;
-use crate::upstream::client::{ForwardRequest, Upstream, UpstreamError};
+use crate::upstream::client::{Upstream, UpstreamError};
+use crate::upstream::forward::ForwardRequest;
 
 /// Most proxied requests in flight (proxied watches hold a worker for their lifetime).
 pub const MAX_IN_FLIGHT: usize = 64;

@@ -1,5 +1,6 @@
-//! The upstream HTTP client: one ureq 3 [`Agent`] per side built once from an
-//! [`UpstreamConfig`] (rustls with the ring provider, kubeconfig CA / insecure flag, client
+//! The upstream HTTP client for grid-wrapper's own API calls (lists, watches, discovery,
+//! probes): one ureq 3 [`Agent`] per side built once from an [`UpstreamConfig`] and
+//! [`UpstreamOptions`] (rustls with the ring provider, kubeconfig CA / insecure flag, client
 //! certificate, bearer token) — the cloud upstream's, and the site relays' when
 //! `--relay-kubeconfig` is given — and cloned into every reflector and proxy worker. Owns the
 //! timeouts, the list size limit, the `--kube-qps`/`--kube-burst` token bucket and the
@@ -8,9 +9,10 @@
 //! request goes through [`crate::upstream::failover`], which picks the server; each attempt is
 //! counted in [`crate::upstream::stats::RequestStats`].
 //!
-//! Proxied requests ([`Upstream::forward`]) go on agents of their own that present no client
-//! certificate to a cloud server and add no token: grid-wrapper's identity is for its own
-//! requests (reflectors, discovery, probes, `grid-wrapper check`) only.
+//! It builds the agents of proxied requests too (one per side, see `Upstream::access`): they
+//! present no client certificate to a cloud server and add no token, grid-wrapper's identity
+//! being for its own requests (reflectors, discovery, probes, `grid-wrapper check`) only. The
+//! forwarding itself ([`Upstream::forward`]) is [`crate::upstream::forward`]'s.
 //!
 //! Credentials are per server: each attempt takes the `Access` (agent and token) of the server
 //! it goes to, by index, inside the failover's attempt, so the relays' client certificate and
@@ -40,7 +42,6 @@ use ureq::http;
 use ureq::Agent;
 
 mod encoding;
-use crate::upstream::error;
 pub use crate::upstream::error::UpstreamError;
 use encoding::Decoded;
 
@@ -97,33 +98,6 @@ pub fn lean_buffers(
         .output_buffer_size(OUTPUT_BUF_BYTES)
         .max_response_header_size(MAX_RESPONSE_HEAD_BYTES)
 }
-/// Request headers never forwarded: hop-by-hop (RFC 9110 §7.6.1) plus the framing ureq sets.
-const DROP_REQUEST_HEADERS: [&str; 12] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    "expect",
-];
-/// Response headers never relayed (the server re-frames the body).
-const DROP_RESPONSE_HEADERS: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
 /// The client's time limits. [`Timeouts::default`] is what the server uses (the constants
 /// above); `grid-wrapper check` uses shorter ones so that it never waits long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,6 +156,37 @@ impl Default for ListSettings {
     }
 }
 
+/// How to build an [`Upstream`] besides its cloud servers: the site relays before them, the
+/// pacing of grid-wrapper's own requests, the time and list limits. [`UpstreamOptions::default`]:
+/// no relays, unpaced, the server's time and list limits.
+#[derive(Clone, Copy, Debug)]
+pub struct UpstreamOptions<'a> {
+    /// The site relays (`--relay-kubeconfig`, `--relay-servers`): their servers come before the
+    /// cloud's, each reached with the relays' credentials.
+    pub relays: Option<&'a UpstreamConfig>,
+    /// `--kube-qps`: paces LIST, WATCH and discovery requests (not forwarded ones); `<= 0`
+    /// means unlimited.
+    pub qps: f64,
+    /// `--kube-burst`.
+    pub burst: u32,
+    /// The time limits.
+    pub timeouts: Timeouts,
+    /// The list limits (`--max-object-bytes`, `--upstream-gzip`, `--max-list-items`).
+    pub lists: ListSettings,
+}
+
+impl Default for UpstreamOptions<'_> {
+    fn default() -> Self {
+        UpstreamOptions {
+            relays: None,
+            qps: 0.0,
+            burst: 1,
+            timeouts: Timeouts::default(),
+            lists: ListSettings::default(),
+        }
+    }
+}
+
 /// The limits of one GET of [`Upstream`]'s own (a list, discovery).
 #[derive(Clone, Copy, Debug)]
 struct GetBounds {
@@ -193,38 +198,6 @@ struct GetBounds {
     limit: u64,
     /// Ask for a gzip'd body.
     gzip: bool,
-}
-
-/// One client request to relay upstream (docs/SEMANTICS.md §8).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ForwardRequest {
-    /// Method as sent by the client.
-    pub method: String,
-    /// Path and query, starting with `/`.
-    pub path_and_query: String,
-    /// Client headers in order (hop-by-hop ones are dropped here).
-    pub headers: Vec<(String, Vec<u8>)>,
-    /// Body, relayed byte for byte.
-    pub body: Vec<u8>,
-}
-
-/// The upstream's answer to a forwarded request; the body streams without a response timeout.
-pub struct ForwardResponse {
-    /// HTTP status.
-    pub status: u16,
-    /// Response headers minus hop-by-hop ones (`Content-Length` kept when the upstream sent it).
-    pub headers: Vec<(String, Vec<u8>)>,
-    /// The body as it arrives (de-chunked, not decompressed).
-    pub body: Box<dyn Read + Send>,
-}
-
-impl fmt::Debug for ForwardResponse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ForwardResponse")
-            .field("status", &self.status)
-            .field("headers", &self.headers)
-            .finish()
-    }
 }
 
 /// How one side's servers are reached: the agent (its TLS roots and client certificate) and
@@ -285,72 +258,16 @@ impl fmt::Debug for Upstream {
     }
 }
 
-fn drop_header(name: &str, drop: &[&str], connection_tokens: &[String]) -> bool {
-    drop.iter().any(|d| name.eq_ignore_ascii_case(d))
-        || connection_tokens
-            .iter()
-            .any(|t| name.eq_ignore_ascii_case(t))
-}
-
-/// Header names listed in `Connection` values (also hop-by-hop).
-fn connection_tokens<'a>(headers: impl Iterator<Item = (&'a str, &'a [u8])>) -> Vec<String> {
-    headers
-        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-        .flat_map(|(_, v)| {
-            String::from_utf8_lossy(v)
-                .split(',')
-                .map(|t| t.trim().to_string())
-                .collect::<Vec<_>>()
-        })
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
 impl Upstream {
-    /// Builds the agent once. `qps`/`burst` pace LIST, WATCH and discovery requests (not
-    /// forwarded ones); `qps <= 0` means unlimited. Every server of
-    /// [`UpstreamConfig::server_list`] is checked; with several, a probe thread starts (see
-    /// [`crate::upstream::failover`]). Records into [`stats::global`].
-    pub fn new(cfg: &UpstreamConfig, qps: f64, burst: u32) -> Result<Self, UpstreamError> {
-        Self::with_timeouts(cfg, qps, burst, Timeouts::default())
+    /// Builds the agents once from `cloud` and `opts` (the site relays, the pacing, the time
+    /// and list limits). Every server of [`UpstreamConfig::server_list`] (the relays' first) is
+    /// checked; with several, a probe thread starts (see [`crate::upstream::failover`]).
+    /// Records into [`stats::global`].
+    pub fn new(cloud: &UpstreamConfig, opts: UpstreamOptions<'_>) -> Result<Self, UpstreamError> {
+        Self::with_stats(cloud, opts, stats::global())
     }
 
-    /// [`Upstream::new`] with other time limits.
-    pub fn with_timeouts(
-        cfg: &UpstreamConfig,
-        qps: f64,
-        burst: u32,
-        timeouts: Timeouts,
-    ) -> Result<Self, UpstreamError> {
-        Self::with_limits(cfg, qps, burst, timeouts, ListSettings::default())
-    }
-
-    /// [`Upstream::new`] with other time limits and other [`ListSettings`] (`--max-object-bytes`,
-    /// `--upstream-gzip`).
-    pub fn with_limits(
-        cfg: &UpstreamConfig,
-        qps: f64,
-        burst: u32,
-        timeouts: Timeouts,
-        lists: ListSettings,
-    ) -> Result<Self, UpstreamError> {
-        Self::with_relays(cfg, None, qps, burst, (timeouts, lists))
-    }
-
-    /// [`Upstream::with_limits`] following site relays: the servers of `relays`
-    /// (`--relay-kubeconfig`, `--relay-servers`), each reached with `relays`' credentials,
-    /// come before the cloud servers of `cloud`, reached with `cloud`'s.
-    pub fn with_relays(
-        cloud: &UpstreamConfig,
-        relays: Option<&UpstreamConfig>,
-        qps: f64,
-        burst: u32,
-        limits: (Timeouts, ListSettings),
-    ) -> Result<Self, UpstreamError> {
-        Self::build(cloud, relays, qps, burst, limits, stats::global())
-    }
-
-    /// The largest list item taken ([`Upstream::with_limits`]).
+    /// The largest list item taken ([`ListSettings::max_object_bytes`]).
     pub fn max_object_bytes(&self) -> usize {
         self.inner.max_object_bytes
     }
@@ -363,29 +280,6 @@ impl Upstream {
     /// The client's time limits.
     pub fn timeouts(&self) -> &Timeouts {
         &self.inner.timeouts
-    }
-
-    /// [`Upstream::new`] recording into `stats` (tests).
-    #[cfg(test)]
-    pub(crate) fn with_stats(
-        cfg: &UpstreamConfig,
-        qps: f64,
-        burst: u32,
-        stats: &Stats,
-    ) -> Result<Self, UpstreamError> {
-        let limits = (Timeouts::default(), ListSettings::default());
-        Self::build(cfg, None, qps, burst, limits, stats)
-    }
-
-    /// [`Upstream::with_relays`] recording into `stats` (tests).
-    #[cfg(test)]
-    pub(crate) fn with_relays_stats(
-        cloud: &UpstreamConfig,
-        relays: &UpstreamConfig,
-        stats: &Stats,
-    ) -> Result<Self, UpstreamError> {
-        let limits = (Timeouts::default(), ListSettings::default());
-        Self::build(cloud, Some(relays), 0.0, 1, limits, stats)
     }
 
     /// One side's access: agents with `cfg`'s TLS settings and `cfg`'s token. Proxied requests
@@ -431,14 +325,19 @@ impl Upstream {
         })
     }
 
-    fn build(
+    /// [`Upstream::new`] recording into `stats` (tests give each their own).
+    pub(crate) fn with_stats(
         cloud: &UpstreamConfig,
-        relays: Option<&UpstreamConfig>,
-        qps: f64,
-        burst: u32,
-        (timeouts, lists): (Timeouts, ListSettings),
+        opts: UpstreamOptions<'_>,
         stats: &Stats,
     ) -> Result<Self, UpstreamError> {
+        let UpstreamOptions {
+            relays,
+            qps,
+            burst,
+            timeouts,
+            lists,
+        } = opts;
         let mut bases = Vec::new();
         let mut roles = Vec::new();
         let mut access = Vec::new();
@@ -511,6 +410,17 @@ impl Upstream {
 
     pub(crate) fn failover(&self) -> &Arc<Failover> {
         &self.inner.failover
+    }
+
+    /// Where each attempt of this client is counted.
+    pub(crate) fn requests(&self) -> &RequestStats {
+        &self.inner.requests
+    }
+
+    /// Server `i`'s agent for proxied requests ([`crate::upstream::forward`]): no client
+    /// certificate of grid-wrapper's to a cloud server, never a token.
+    pub(crate) fn proxy_agent(&self, i: usize) -> Result<&Agent, Failed> {
+        Ok(&self.access_of(i)?.proxy_agent)
     }
 
     /// One probe of server `i` (`GET` [`failover::PROBE_PATH`], bounded by
@@ -793,98 +703,6 @@ impl Upstream {
             let origin = Some(f.origin(i));
             Ok((WatchStream { lines, origin }, code))
         })
-    }
-
-    /// Proxy one client request (docs/SEMANTICS.md §8): the client's own headers (its
-    /// `Authorization` only if it sent one — the server's token is never added), minus hop-by-hop
-    /// ones; `Host` is the upstream's; body and `Content-Type` byte for byte; redirects are
-    /// relayed, not followed; no read timeout on the response body. Connect failure or timeout →
-    /// [`UpstreamError::Unreachable`]. Sent to the selected server (a relay or the cloud, with
-    /// that server's proxy agent: its CA, no client certificate of grid-wrapper's for a cloud
-    /// server, never a token); retried on the next one only when no connection could be made
-    /// (nothing was sent).
-    pub fn forward(&self, req: ForwardRequest) -> Result<ForwardResponse, UpstreamError> {
-        if !req.path_and_query.starts_with('/') {
-            return Err(UpstreamError::InvalidRequest(format!(
-                "path {:?} must start with /",
-                req.path_and_query
-            )));
-        }
-        let method = http::Method::from_bytes(req.method.as_bytes())
-            .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-        let tokens = connection_tokens(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
-        let mut headers = Vec::with_capacity(req.headers.len());
-        for (name, value) in &req.headers {
-            if drop_header(name, &DROP_REQUEST_HEADERS, &tokens) {
-                continue;
-            }
-            let name = http::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-            let value = http::HeaderValue::from_bytes(value)
-                .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-            headers.push((name, value));
-        }
-        let bodiless = req.body.is_empty()
-            && matches!(
-                method,
-                http::Method::GET
-                    | http::Method::HEAD
-                    | http::Method::DELETE
-                    | http::Method::OPTIONS
-            );
-        let f = &self.inner.failover;
-        let resp = f.call(Verb::Forward, &self.inner.requests, None, |i, base| {
-            let agent = &self.access_of(i)?.proxy_agent;
-            let mut builder = http::Request::builder()
-                .method(method.clone())
-                .uri(format!("{base}{}", req.path_and_query));
-            for (name, value) in &headers {
-                builder = builder.header(name, value);
-            }
-            let invalid = |e: http::Error| UpstreamError::InvalidRequest(e.to_string());
-            let resp = if bodiless {
-                let r = builder.body(()).map_err(invalid)?;
-                agent
-                    .run(agent.configure_request(r).timeout_per_read(None).build())
-                    .map_err(certificate_demanded)?
-            } else {
-                let r = builder.body(req.body.as_slice()).map_err(invalid)?;
-                agent
-                    .run(agent.configure_request(r).timeout_per_read(None).build())
-                    .map_err(certificate_demanded)?
-            };
-            let code = resp.status().as_u16();
-            Ok::<_, Failed>((resp, code))
-        })?;
-        let status = resp.status().as_u16();
-        let rtokens = connection_tokens(
-            resp.headers()
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_bytes())),
-        );
-        let headers = resp
-            .headers()
-            .iter()
-            .filter(|(n, _)| !drop_header(n.as_str(), &DROP_RESPONSE_HEADERS, &rtokens))
-            .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
-            .collect();
-        Ok(ForwardResponse {
-            status,
-            headers,
-            body: Box::new(resp.into_body().into_reader()),
-        })
-    }
-}
-
-/// A proxied request's failure, for the failover: a server that refuses the handshake because
-/// it demands a client certificate (proxied requests present none to a cloud server) is alive,
-/// so that is not taken for a server down (nor retried elsewhere); any other failure is judged
-/// as usual.
-fn certificate_demanded(e: ureq::Error) -> Failed {
-    if error::certificate_demanded(&e.to_string()) {
-        Failed::Upstream(e.into())
-    } else {
-        Failed::Ureq(e)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Tests of `client.rs` against a tiny plain-HTTP server on 127.0.0.1.
 
 use super::*;
+use crate::upstream::forward::ForwardRequest;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::thread::JoinHandle;
@@ -79,151 +80,19 @@ pub(crate) fn serve(responses: Vec<Vec<u8>>) -> (String, JoinHandle<Vec<Seen>>) 
     (url, h)
 }
 
-fn upstream(server: &str, token: Option<&str>) -> Upstream {
+pub(crate) fn upstream(server: &str, token: Option<&str>) -> Upstream {
     let cfg = UpstreamConfig {
         server: server.into(),
         token: token.map(str::to_string),
         ..Default::default()
     };
-    Upstream::new(&cfg, 0.0, 1).unwrap()
+    Upstream::new(&cfg, UpstreamOptions::default()).unwrap()
 }
 
-fn body_of(mut r: Box<dyn Read + Send>) -> Vec<u8> {
+pub(crate) fn body_of(mut r: Box<dyn Read + Send>) -> Vec<u8> {
     let mut out = Vec::new();
     r.read_to_end(&mut out).unwrap();
     out
-}
-
-#[test]
-fn forward_keeps_method_body_and_content_type_and_the_clients_authorization() {
-    let (url, server) = serve(vec![
-        b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nX-Resp: r\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
-        b"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".to_vec(),
-    ]);
-    let up = upstream(&url, Some("server-token"));
-    let body = vec![0x6b, 0x38, 0x73, 0x00, 0xff, 0x0a, 0x0d, 0x0a, 0x80];
-    let h = |n: &str, v: &str| (n.to_string(), v.as_bytes().to_vec());
-    let resp = up
-        .forward(ForwardRequest {
-            method: "POST".into(),
-            path_and_query: "/api/v1/namespaces/default/events?x=1".into(),
-            headers: vec![
-                h("Content-Type", "application/vnd.kubernetes.protobuf"),
-                h("Authorization", "Bearer client-token"),
-                h("Connection", "keep-alive, X-Hop"),
-                h("X-Hop", "1"),
-                h("Host", "evil.example"),
-                h("Content-Length", "999"),
-                h("X-Keep", "yes"),
-            ],
-            body: body.clone(),
-        })
-        .unwrap();
-    assert_eq!(resp.status, 201);
-    assert!(resp.headers.iter().any(|(n, v)| n == "x-resp" && v == b"r"));
-    assert!(!resp
-        .headers
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("connection")));
-    assert_eq!(body_of(resp.body), b"{}");
-
-    // Second request: no Authorization from the client → none upstream, despite the server token.
-    let resp = up
-        .forward(ForwardRequest {
-            method: "PATCH".into(),
-            path_and_query: "/apis/events.k8s.io/v1/namespaces/default/events/e1".into(),
-            headers: vec![h("Content-Type", "application/strategic-merge-patch+json")],
-            body: b"{\"series\":{}}".to_vec(),
-        })
-        .unwrap();
-    assert!(!resp
-        .headers
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")));
-    assert_eq!(body_of(resp.body), b"abc");
-
-    let seen = server.join().unwrap();
-    let first = &seen[0];
-    assert_eq!(
-        first.request_line,
-        "POST /api/v1/namespaces/default/events?x=1 HTTP/1.1"
-    );
-    assert_eq!(first.body, body);
-    assert_eq!(
-        first.header("content-type"),
-        Some(&b"application/vnd.kubernetes.protobuf"[..])
-    );
-    assert_eq!(
-        first.header("authorization"),
-        Some(&b"Bearer client-token"[..])
-    );
-    assert_eq!(first.header("x-keep"), Some(&b"yes"[..]));
-    assert_eq!(first.header("x-hop"), None);
-    assert_eq!(first.header("content-length"), Some(&b"9"[..]));
-    let host = String::from_utf8(first.header("host").unwrap().to_vec()).unwrap();
-    assert_eq!(format!("http://{host}"), url);
-
-    let second = &seen[1];
-    assert_eq!(
-        second.request_line,
-        "PATCH /apis/events.k8s.io/v1/namespaces/default/events/e1 HTTP/1.1"
-    );
-    assert_eq!(second.header("authorization"), None);
-    assert_eq!(
-        second.header("content-type"),
-        Some(&b"application/strategic-merge-patch+json"[..])
-    );
-    assert_eq!(second.body, b"{\"series\":{}}");
-}
-
-#[test]
-fn forward_to_a_closed_port_is_unreachable() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let up = upstream(&format!("http://127.0.0.1:{port}"), None);
-    let err = up
-        .forward(ForwardRequest {
-            method: "GET".into(),
-            path_and_query: "/version".into(),
-            ..Default::default()
-        })
-        .unwrap_err();
-    assert!(matches!(err, UpstreamError::Unreachable(_)), "{err:?}");
-    assert!(matches!(
-        up.list("/api/v1/nodes"),
-        Err(UpstreamError::Unreachable(_))
-    ));
-}
-
-#[test]
-fn forward_rejects_unsendable_requests() {
-    let up = upstream("http://127.0.0.1:9", None);
-    for req in [
-        ForwardRequest {
-            method: "GET".into(),
-            path_and_query: "nope".into(),
-            ..Default::default()
-        },
-        ForwardRequest {
-            method: "G T".into(),
-            path_and_query: "/".into(),
-            ..Default::default()
-        },
-        ForwardRequest {
-            method: "GET".into(),
-            path_and_query: "/".into(),
-            headers: vec![("X-Bad".into(), b"a\nb".to_vec())],
-            ..Default::default()
-        },
-    ] {
-        assert!(matches!(
-            up.forward(req),
-            Err(UpstreamError::InvalidRequest(_))
-        ));
-    }
 }
 
 #[test]
@@ -342,12 +211,17 @@ fn token_bucket_paces_after_the_burst() {
 
 #[test]
 fn bad_settings_are_config_errors() {
+    let paced = UpstreamOptions {
+        qps: 5.0,
+        burst: 10,
+        ..UpstreamOptions::default()
+    };
     let base = UpstreamConfig {
         server: "https://10.0.0.1:6443".into(),
         insecure_skip_tls_verify: true,
         ..Default::default()
     };
-    assert!(Upstream::new(&base, 5.0, 10).is_ok());
+    assert!(Upstream::new(&base, paced).is_ok());
     let cases = [
         UpstreamConfig {
             server: "ftp://x".into(),
@@ -383,7 +257,7 @@ fn bad_settings_are_config_errors() {
     ];
     for cfg in cases {
         assert!(
-            matches!(Upstream::new(&cfg, 5.0, 10), Err(UpstreamError::Config(_))),
+            matches!(Upstream::new(&cfg, paced), Err(UpstreamError::Config(_))),
             "{cfg:?}"
         );
     }
@@ -677,7 +551,14 @@ fn lists_ask_for_gzip_and_split_it_as_plain_while_watches_and_proxied_requests_d
         gzip: false,
         ..ListSettings::default()
     };
-    let off = Upstream::with_limits(&cfg, 0.0, 1, Timeouts::default(), lists).unwrap();
+    let off = Upstream::new(
+        &cfg,
+        UpstreamOptions {
+            lists,
+            ..UpstreamOptions::default()
+        },
+    )
+    .unwrap();
     assert_eq!(off.list("/api/v1/services").unwrap().items.len(), 2);
     assert_eq!(server.join().unwrap()[0].header("accept-encoding"), None);
 }

@@ -101,8 +101,9 @@ fn probe_verdicts_and_redacted_urls() {
 mod io {
     use super::super::*;
     use crate::upstream::client::tests::{canned, serve};
-    use crate::upstream::client::{ForwardRequest, Upstream, UpstreamError};
+    use crate::upstream::client::{Upstream, UpstreamError, UpstreamOptions};
     use crate::upstream::domain::Role;
+    use crate::upstream::forward::ForwardRequest;
     use crate::upstream::kubeconfig::UpstreamConfig;
     use crate::upstream::stats::{Stats, Verb};
     use std::io::{BufRead, BufReader, Cursor, Read};
@@ -122,7 +123,7 @@ mod io {
             servers: servers.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        Upstream::with_stats(&cfg, 0.0, 1, stats).unwrap()
+        Upstream::with_stats(&cfg, UpstreamOptions::default(), stats).unwrap()
     }
 
     /// Proxies an event POST (no credentials of the client's); its status.
@@ -230,7 +231,15 @@ mod io {
             ..Default::default()
         };
         let stats = Stats::new();
-        let up = Upstream::with_relays_stats(&cloud_cfg, &relays, &stats).unwrap();
+        let up = Upstream::with_stats(
+            &cloud_cfg,
+            UpstreamOptions {
+                relays: Some(&relays),
+                ..UpstreamOptions::default()
+            },
+            &stats,
+        )
+        .unwrap();
         let servers = stats.servers().servers();
         let roles: Vec<_> = servers.iter().map(|s| (s.url.as_str(), s.role)).collect();
         assert_eq!(

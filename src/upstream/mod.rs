@@ -1,8 +1,11 @@
 //! Upstream apiserver access: kubeconfig / in-cluster settings ([`kubeconfig`]), the one ureq
-//! agent every thread clones ([`client`]), pure decoding of list bodies and watch lines
+//! agent every thread clones, for grid-wrapper's own API calls ([`client`]), the forwarding of
+//! clients' requests, the proxy's upstream side ([`forward`]), pure decoding of list bodies and watch lines
 //! ([`decode`]; a list body split into its items as it arrives: [`list_split`]), retry pacing ([`backoff`]), the mirrored resources ([`kind`]), EndpointSlice
 //! version choice ([`discovery`]), the list+watch threads that feed the cache ([`reflector`]) and
-//! their health counters ([`stats`], pure), and the optional edge-health poller
+//! their health counters ([`stats`], pure), the thread that discovers the versions to mirror,
+//! starts the reflectors and re-checks those versions ([`supervisor`]; what it decides reaches
+//! the cache through its `Expectations` trait), and the optional edge-health poller
 //! ([`edge_health`], `--service-autonomy-enhancement`), whose answer's parser is a hand-off
 //! type ([`crate::handoff::edge_health`]), and the choice among several apiservers
 //! (`--master=A,B,…`, and the site relays before them) with its health probes ([`failover`]),
@@ -27,6 +30,8 @@ mod episode;
 #[cfg(feature = "io")]
 pub mod error;
 pub mod failover;
+#[cfg(feature = "io")]
+pub mod forward;
 pub mod kind;
 pub mod kubeconfig;
 #[cfg(feature = "io")]
@@ -48,10 +53,10 @@ mod tls;
 mod token;
 
 #[cfg(feature = "io")]
-pub use client::{
-    ForwardRequest, ForwardResponse, ListSettings, Timeouts, Upstream, UpstreamError,
-};
+pub use client::{ListSettings, Timeouts, Upstream, UpstreamError, UpstreamOptions};
 pub use decode::ListResult;
+#[cfg(feature = "io")]
+pub use forward::{ForwardRequest, ForwardResponse};
 pub use kubeconfig::{KubeconfigError, UpstreamConfig};
 #[cfg(feature = "io")]
 pub use reflector::{discover_slice_kind, spawn, ListWatch};
