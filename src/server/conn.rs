@@ -1,10 +1,11 @@
 //! One client connection: a state machine driven by socket readiness, the `Waker` and timers.
 //!
 //! `Idle` (reading the next request) → `Held` (cache not ready yet) → a reply goes out and the
-//! connection returns to `Idle`; or `Streaming` (a watch) / `Proxying` (a forwarded request)
-//! until the stream ends; `Closing` flushes what is queued and closes.
+//! connection returns to `Idle`; or `Streaming` (a watch, pumped by
+//! [`crate::server::watch::Watcher`]) / `Proxying` (a forwarded request, its answer framed by
+//! [`crate::server::proxy::Proxied`]) until the stream ends; `Closing` flushes what is queued
+//! and closes.
 
-use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Instant;
 
 use log::{debug, info, warn};
@@ -25,7 +26,7 @@ use crate::k8s::Resource;
 pub use crate::server::counters::Side;
 use crate::server::counters::{self, EndReason, Refusal, RouteKind};
 use crate::server::outbound::Outbound;
-use crate::server::proxy::{Proxy, ProxyMsg};
+use crate::server::proxy::{Proxied, Proxy, Pumped};
 use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, StreamOptions, Watcher, HIGH_WATER, STALLS, STALL_EPISODE_GAP};
 use crate::server::watchers;
@@ -59,16 +60,9 @@ pub fn host_of(peer: &str) -> &str {
 #[derive(Debug)]
 enum Phase {
     Idle,
-    Held {
-        req: Request,
-        until: Instant,
-    },
+    Held { req: Request, until: Instant },
     Streaming(Box<Watcher>),
-    Proxying {
-        rx: Receiver<ProxyMsg>,
-        head_sent: bool,
-        body: bool,
-    },
+    Proxying(Proxied),
     Closing,
 }
 
@@ -86,7 +80,7 @@ pub struct Conn {
     out: Outbound,
     phase: Phase,
     keep_alive: bool,
-    /// The request being answered is HTTP/1.0: a streamed body (a watch, a relayed answer) is
+    /// The request being answered is HTTP/1.0: a streamed body (a watch, a proxied answer) is
     /// close-delimited, never chunked (RFC 9112 §6.1).
     http10: bool,
     last_active: Instant,
@@ -229,7 +223,7 @@ impl Conn {
     pub fn is_active(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Held { .. } | Phase::Streaming(_) | Phase::Proxying { .. }
+            Phase::Held { .. } | Phase::Streaming(_) | Phase::Proxying(_)
         )
     }
 
@@ -323,7 +317,7 @@ impl Conn {
     /// connection is finished.
     pub fn drive(&mut self, ctx: &Ctx<'_>) -> bool {
         // The client is gone (or sends no more): free a watcher or proxy worker at once.
-        if self.eof && matches!(self.phase, Phase::Streaming(_) | Phase::Proxying { .. }) {
+        if self.eof && matches!(self.phase, Phase::Streaming(_) | Phase::Proxying(_)) {
             return false;
         }
         self.backlog = false;
@@ -359,12 +353,8 @@ impl Conn {
                     }
                     false
                 }
-                Phase::Proxying {
-                    rx,
-                    head_sent,
-                    body,
-                } => {
-                    let ended = self.relay(rx, head_sent, body);
+                Phase::Proxying(answer) => {
+                    let ended = self.pump_proxied(answer);
                     full = !ended && self.out.len() >= HIGH_WATER;
                     ended
                 }
@@ -382,7 +372,7 @@ impl Conn {
             // request is still answered when the hold ends).
             match self.phase {
                 Phase::Held { .. } => {}
-                Phase::Streaming(_) | Phase::Proxying { .. } => return false,
+                Phase::Streaming(_) | Phase::Proxying(_) => return false,
                 _ if self.out.is_empty() => return false,
                 _ => {}
             }
@@ -599,13 +589,7 @@ impl Conn {
         debug!("{}: {} {} → proxy", self.peer, req.method, req.path);
         let body = req.method != "HEAD";
         match ctx.proxy.start(req) {
-            Ok(rx) => {
-                self.phase = Phase::Proxying {
-                    rx,
-                    head_sent: false,
-                    body,
-                };
-            }
+            Ok(rx) => self.phase = Phase::Proxying(Proxied::new(rx, body, self.http10)),
             Err(e) => self.reply(Reply::error(&e)),
         }
     }
@@ -624,7 +608,7 @@ impl Conn {
                 "grid-wrapper is shutting down",
                 Some(1),
             ))),
-            proxying @ Phase::Proxying { .. } => self.phase = proxying,
+            proxying @ Phase::Proxying(_) => self.phase = proxying,
             Phase::Idle | Phase::Closing => {}
         }
         !(matches!(self.phase, Phase::Closing)
@@ -634,10 +618,10 @@ impl Conn {
 
     /// Whether a proxied request is still in flight.
     pub fn is_proxying(&self) -> bool {
-        matches!(self.phase, Phase::Proxying { .. })
+        matches!(self.phase, Phase::Proxying(_))
     }
 
-    /// How a streamed body (a watch, a relayed answer) is framed for the request's version.
+    /// How a watch's body is framed for the request's version.
     fn streamed_body(&self) -> Body {
         if self.http10 {
             Body::Close
@@ -736,76 +720,31 @@ impl Conn {
         }
     }
 
-    fn relay(&mut self, rx: Receiver<ProxyMsg>, mut head_sent: bool, body: bool) -> bool {
-        while self.out.len() < HIGH_WATER {
-            match rx.try_recv() {
-                Ok(ProxyMsg::Head { status, headers }) => {
-                    counters::global().request(RouteKind::Proxy, None, status);
-                    let has_body = body && status >= 200 && status != 204 && status != 304;
-                    let framing = if has_body {
-                        self.streamed_body()
-                    } else {
-                        response::Body::Length(0)
-                    };
-                    // A close-delimited body ends the connection.
-                    self.keep_alive &= framing != Body::Close;
-                    let out = response::relayed_head(status, &headers, framing, self.keep_alive);
-                    self.out.push_owned(out);
-                    head_sent = true;
-                    if !has_body {
-                        self.phase = Phase::Proxying {
-                            rx,
-                            head_sent,
-                            body: false,
-                        };
-                        // Drain the rest (End) without framing a body.
-                        return true;
-                    }
-                }
-                Ok(ProxyMsg::Data(bytes)) => {
-                    if body && self.http10 {
-                        self.out.push_owned(bytes);
-                    } else if body {
-                        let mut chunk = Vec::with_capacity(bytes.len() + 16);
-                        response::push_chunk(&mut chunk, &bytes);
-                        self.out.push_owned(chunk);
-                    }
-                }
-                Ok(ProxyMsg::End) => {
-                    if body && !self.http10 {
-                        let mut last = Vec::new();
-                        response::push_last_chunk(&mut last);
-                        self.out.push_owned(last);
-                    }
-                    self.phase = if self.keep_alive {
-                        Phase::Idle
-                    } else {
-                        Phase::Closing
-                    };
-                    return true;
-                }
-                Ok(ProxyMsg::Failed(err)) => {
-                    if head_sent {
-                        // Mid-body failure: the client sees a truncated chunked body.
-                        self.phase = Phase::Closing;
-                    } else {
-                        self.reply(Reply::error(&err));
-                    }
-                    return true;
-                }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    self.phase = Phase::Closing;
-                    return true;
-                }
+    /// Frames what the proxy worker sent ([`Proxied::pump`]) and moves on as it says. Returns
+    /// whether something was done that lets the connection go on at once.
+    fn pump_proxied(&mut self, mut answer: Proxied) -> bool {
+        match answer.pump(&mut self.out, &mut self.keep_alive) {
+            Pumped::Pending { progressed } => {
+                self.phase = Phase::Proxying(answer);
+                progressed
+            }
+            Pumped::Done => {
+                self.phase = if self.keep_alive {
+                    Phase::Idle
+                } else {
+                    Phase::Closing
+                };
+                true
+            }
+            Pumped::Failed(err) => {
+                self.reply(Reply::error(&err));
+                true
+            }
+            Pumped::Broken => {
+                self.phase = Phase::Closing;
+                true
             }
         }
-        self.phase = Phase::Proxying {
-            rx,
-            head_sent,
-            body,
-        };
-        false
     }
 }
 

@@ -1,10 +1,11 @@
 //! Proxied requests (docs/SEMANTICS.md §8): a worker thread per request forwards it upstream with
 //! the shared ureq client and hands the response back to the event loop in pieces, through a
-//! bounded channel and the loop's `Waker`. The loop never blocks on the upstream.
+//! bounded channel and the loop's `Waker`; on the loop's side, [`Proxied::pump`] frames those
+//! pieces for the client's connection. The loop never blocks on the upstream.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,11 @@ use log::{debug, warn};
 use mio::Waker;
 
 use crate::http::request::Request;
+use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
+use crate::server::counters::{self, RouteKind};
+use crate::server::outbound::Outbound;
+use crate::server::watch::HIGH_WATER;
 use crate::sync::lock;
 use crate::upstream::client::{Upstream, UpstreamError};
 use crate::upstream::forward::ForwardRequest;
@@ -247,6 +252,103 @@ fn work(
     }
 }
 
+/// A proxied request's answer on its way to the client: the worker's pieces
+/// ([`ProxyMsg`]) framed for the client's HTTP version — the upstream's head with the framing
+/// the client can read (chunked for HTTP/1.1, close-delimited for HTTP/1.0, none when the answer
+/// has no body), each piece as a chunk, then the last chunk.
+#[derive(Debug)]
+pub struct Proxied {
+    rx: Receiver<ProxyMsg>,
+    head_sent: bool,
+    /// The answer may carry a body (not a HEAD request's; cleared by a bodiless status).
+    body: bool,
+    /// The request is HTTP/1.0: the body is close-delimited, never chunked.
+    http10: bool,
+}
+
+/// What one [`Proxied::pump`] left to the connection.
+#[derive(Debug)]
+pub enum Pumped {
+    /// Still in flight: the worker has nothing more for now, or the output reached its high
+    /// water (`progressed`: something was done that may let the connection go on at once).
+    Pending { progressed: bool },
+    /// The answer is complete: the connection takes its next request if it is kept alive.
+    Done,
+    /// The request failed before any head: the connection answers with this error.
+    Failed(ApiError),
+    /// The answer cannot be completed (a failure mid-body, the worker gone): the connection
+    /// closes, the client sees a truncated body.
+    Broken,
+}
+
+impl Proxied {
+    /// The answer `rx` brings, to a request that may (`body`) have a body in its answer and is
+    /// HTTP/1.0 (`http10`) or not.
+    pub fn new(rx: Receiver<ProxyMsg>, body: bool, http10: bool) -> Self {
+        Proxied {
+            rx,
+            head_sent: false,
+            body,
+            http10,
+        }
+    }
+
+    /// Frames into `out` what the worker has sent, up to [`HIGH_WATER`] unsent bytes. The head
+    /// clears `keep_alive` when the body is close-delimited.
+    pub fn pump(&mut self, out: &mut Outbound, keep_alive: &mut bool) -> Pumped {
+        while out.len() < HIGH_WATER {
+            match self.rx.try_recv() {
+                Ok(ProxyMsg::Head { status, headers }) => {
+                    counters::global().request(RouteKind::Proxy, None, status);
+                    let has_body = self.body && status >= 200 && status != 204 && status != 304;
+                    let framing = match (has_body, self.http10) {
+                        (false, _) => Body::Length(0),
+                        (true, true) => Body::Close,
+                        (true, false) => Body::Chunked,
+                    };
+                    // A close-delimited body ends the connection.
+                    *keep_alive &= framing != Body::Close;
+                    out.push_owned(response::relayed_head(
+                        status,
+                        &headers,
+                        framing,
+                        *keep_alive,
+                    ));
+                    self.head_sent = true;
+                    if !has_body {
+                        // Drain the rest (End) without framing a body.
+                        self.body = false;
+                        return Pumped::Pending { progressed: true };
+                    }
+                }
+                Ok(ProxyMsg::Data(bytes)) => {
+                    if self.body && self.http10 {
+                        out.push_owned(bytes);
+                    } else if self.body {
+                        let mut chunk = Vec::with_capacity(bytes.len() + 16);
+                        response::push_chunk(&mut chunk, &bytes);
+                        out.push_owned(chunk);
+                    }
+                }
+                Ok(ProxyMsg::End) => {
+                    if self.body && !self.http10 {
+                        let mut last = Vec::new();
+                        response::push_last_chunk(&mut last);
+                        out.push_owned(last);
+                    }
+                    return Pumped::Done;
+                }
+                // Mid-body failure: the client sees a truncated chunked body.
+                Ok(ProxyMsg::Failed(_)) if self.head_sent => return Pumped::Broken,
+                Ok(ProxyMsg::Failed(err)) => return Pumped::Failed(err),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Pumped::Broken,
+            }
+        }
+        Pumped::Pending { progressed: false }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,5 +388,111 @@ mod tests {
         assert!(r.note(false, 403, t0));
         assert!(!r.note(false, 404, t0 + Duration::from_secs(1)));
         assert!(!r.note(false, 403, t0 + Duration::from_secs(2)));
+    }
+
+    /// The pieces `msgs` pumped into a connection's output for a request that may have a body
+    /// (`body`) over HTTP/1.0 or not: what the pump said each time, the bytes framed and
+    /// `keep_alive` afterwards. The channel stays open unless `close`.
+    fn pumped(
+        msgs: Vec<ProxyMsg>,
+        body: bool,
+        http10: bool,
+        close: bool,
+    ) -> (Vec<Pumped>, String, bool) {
+        let (tx, rx) = sync_channel(msgs.len().max(1));
+        for m in msgs {
+            tx.send(m).unwrap();
+        }
+        // The worker stays (its sender alive) until the pumps are done, unless it is gone.
+        let _worker = (!close).then_some(tx);
+        let mut answer = Proxied::new(rx, body, http10);
+        let (mut out, mut keep_alive) = (Outbound::default(), true);
+        let mut said = Vec::new();
+        // Bounded: each pending pump with progress consumed a head.
+        for _ in 0..4 {
+            let p = answer.pump(&mut out, &mut keep_alive);
+            let again = matches!(p, Pumped::Pending { progressed: true });
+            said.push(p);
+            if !again {
+                break;
+            }
+        }
+        let mut bytes = Vec::new();
+        out.write_to(&mut bytes).unwrap();
+        (said, String::from_utf8(bytes).unwrap(), keep_alive)
+    }
+
+    fn head(status: u16) -> ProxyMsg {
+        ProxyMsg::Head {
+            status,
+            headers: vec![("Content-Type".into(), b"application/json".to_vec())],
+        }
+    }
+
+    #[test]
+    fn an_http11_answer_is_chunked_and_keeps_the_connection() {
+        let msgs = vec![head(200), ProxyMsg::Data(b"{}".to_vec()), ProxyMsg::End];
+        let (said, bytes, keep_alive) = pumped(msgs, true, false, false);
+        assert!(matches!(said[..], [Pumped::Done]), "{said:?}");
+        assert!(bytes.starts_with("HTTP/1.1 200 OK\r\n"), "{bytes}");
+        assert!(bytes.contains("Transfer-Encoding: chunked\r\n"), "{bytes}");
+        assert!(bytes.ends_with("\r\n\r\n2\r\n{}\r\n0\r\n\r\n"), "{bytes}");
+        assert!(keep_alive);
+    }
+
+    #[test]
+    fn an_http10_answer_is_close_delimited() {
+        let msgs = vec![head(200), ProxyMsg::Data(b"{}".to_vec()), ProxyMsg::End];
+        let (said, bytes, keep_alive) = pumped(msgs, true, true, false);
+        assert!(matches!(said[..], [Pumped::Done]), "{said:?}");
+        assert!(!bytes.contains("chunked"), "{bytes}");
+        assert!(bytes.contains("Connection: close\r\n"), "{bytes}");
+        assert!(bytes.ends_with("\r\n\r\n{}"), "{bytes}");
+        assert!(!keep_alive, "a close-delimited body ends the connection");
+    }
+
+    #[test]
+    fn a_bodiless_answer_frames_no_body() {
+        for (status, body) in [(204, true), (304, true), (200, false)] {
+            let msgs = vec![head(status), ProxyMsg::Data(b"x".to_vec()), ProxyMsg::End];
+            let (said, bytes, keep_alive) = pumped(msgs, body, false, false);
+            assert!(
+                matches!(
+                    said[..],
+                    [Pumped::Pending { progressed: true }, Pumped::Done]
+                ),
+                "{status}: {said:?}"
+            );
+            assert!(bytes.ends_with("\r\n\r\n"), "{status}: {bytes}");
+            assert!(
+                !bytes.contains("chunked") && !bytes.contains("\r\nx"),
+                "{bytes}"
+            );
+            assert!(keep_alive);
+        }
+    }
+
+    #[test]
+    fn a_failure_is_a_status_before_the_head_and_a_cut_after_it() {
+        let err = || ProxyMsg::Failed(ApiError::unavailable("upstream gone", None));
+        let (said, bytes, _) = pumped(vec![err()], true, false, false);
+        assert!(
+            matches!(&said[..], [Pumped::Failed(e)] if e.code == 503),
+            "{said:?}"
+        );
+        assert!(bytes.is_empty(), "the connection answers the Status itself");
+        let msgs = vec![head(200), ProxyMsg::Data(b"{".to_vec()), err()];
+        let (said, bytes, _) = pumped(msgs, true, false, false);
+        assert!(matches!(said[..], [Pumped::Broken]), "{said:?}");
+        assert!(!bytes.ends_with("0\r\n\r\n"), "no clean end: {bytes}");
+        // A worker gone without a word: the answer cannot be completed.
+        let (said, _, _) = pumped(vec![head(200)], true, false, true);
+        assert!(matches!(said[..], [Pumped::Broken]), "{said:?}");
+        // Nothing yet: wait for the worker.
+        let (said, _, _) = pumped(vec![], true, false, false);
+        assert!(
+            matches!(said[..], [Pumped::Pending { progressed: false }]),
+            "{said:?}"
+        );
     }
 }
