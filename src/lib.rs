@@ -19,11 +19,11 @@
 //! | [`config`] | command-line flags into a validated `Config` |
 //! | [`bytes`] | byte-string comparison that does not go through the C library's `memcmp` |
 //! | [`handoff`] | what the upstream hands the cache: changes, lists item by item, the receiver, the first-list order, the edge-health map |
-//! | [`upstream`] | the apiserver side: kubeconfig, ureq client, decoding, reflectors, failover |
-//! | [`server`] | the mio event loop, connections (kube-proxy's and, with `--relay-bind-address`, the relay port's), watches, proxy workers, signals, health |
+//! | [`upstream`] | the apiserver side: kubeconfig, ureq client, forwarding of proxied requests, decoding, reflectors and their supervisor, failover |
+//! | [`server`] | the mio event loop, connections (kube-proxy's and, with `--relay-bind-address`, the relay port's), watches, proxy workers and the framing of their answers, signals, health |
 //! | [`persist`] | `--cache-dir`: the snapshot and epoch files and the snapshot writer thread |
 //! | [`writer`] | the one writer: the thread that owns the cache's state and applies every change; the sink that hands it reflector changes |
-//! | [`app`] | startup wiring (the sink the reflectors feed, whom the writer wakes, the reflector supervisor), graceful shutdown |
+//! | [`app`] | startup wiring (the sink the reflectors feed, whom the writer wakes, the writer hearing the versions the reflector supervisor mirrors), graceful shutdown |
 //! | [`preflight`] | `grid-wrapper check`: one pass against the upstream, and a report |
 //!
 //! Below every layer, for all of them: [`bytes`] (byte comparisons), [`histogram`] (the latency
@@ -43,7 +43,7 @@
 //!                      │ Waker               ├─▶ api::handlers ─▶ api::wire ─▶ http::response
 //!                      │                     ├─▶ server::watch ─▶ api::transition ─▶ api::wire
 //!                      │                     ├─▶ server::outbound ─▶ server::transport (writev)
-//!                      │                     └─▶ server::proxy ─channel─▶ proxy thread: upstream::client
+//!                      │                     └─▶ server::proxy (Proxied::pump) ◀─channel─ proxy thread: upstream::forward
 //!  ── cache-writer ────┴───────────────────────────────────────────────────────────────────
 //!    writer ─▶ cache::store::State::apply_prepared ─▶ cache::topology ─▶ store::publisher
 //!           ─▶ cache::published + cache::view (one record at a time) ─▶ writer::Callbacks
@@ -61,13 +61,16 @@
 //! released) → [`http::response`] → [`server::outbound`] → [`server::transport`] (`writev`).
 //! **A WATCH** goes from [`api::handlers`] to [`server::watch`], whose
 //! [`api::transition::InitialCursor`] produces the initial events a batch at a time; the loop
-//! pumps the stream every round.
+//! pumps the stream every round. **A proxied request** goes from [`api::decide`] to
+//! [`server::proxy`], whose worker sends it through [`upstream::forward`]; on the loop,
+//! [`server::proxy::Proxied::pump`] frames the answer's pieces for the client.
 //!
 //! **An upstream change**, on its resource's `reflect-<Kind>` thread: [`upstream::reflector`]
 //! reads through [`upstream::client`] (failover, sliced reads). A watch line is decoded by
 //! [`upstream::decode`] and handed on unchanged ([`cache::store::prepare`]); a list's items are
 //! split by [`upstream::list_split`] and made canonical bytes as they come
-//! ([`cache::store::ListPreparer`]). The sink, [`writer::CacheSink`], is chosen in `app`. On the
+//! ([`cache::store::ListPreparer`]). The sink, [`writer::CacheSink`], is chosen in `app` and
+//! handed to each reflector by [`upstream::supervisor`], which starts them. On the
 //! `cache-writer` thread, [`writer`] calls [`cache::store::State::apply_prepared`]: a watch
 //! event is cleaned and serialized there, compared, pruned by [`cache::topology`], and its
 //! served bytes are made once with a new resourceVersion and recorded in the
