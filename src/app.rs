@@ -236,8 +236,9 @@ fn connect_upstream(cfg: &Config) -> Result<(UpstreamConfig, Upstream), AppError
 }
 
 /// Opens `--cache-dir` and restores its snapshot into a new cache state, served offline until
-/// the upstream answers. Returns the state, the health endpoint's extras so far and the
-/// versions the snapshot assumed (the reflector supervisor's guesses while the upstream is silent).
+/// the upstream answers. Returns the directory, the state, the health endpoint's extras so far
+/// and the versions the snapshot assumed (the reflector supervisor's guesses while the upstream
+/// is silent).
 fn restore(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<CacheDir>, State, Extras, Assumed) {
     let settings = Settings {
         hostname: cfg.hostname.clone(),
@@ -252,8 +253,10 @@ fn restore(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<CacheDir>, State, Ext
         state.keep_relay_view();
     }
     let mut extras = Extras::default();
-    let snapshot_slices = snapshot.as_ref().map(|s| s.meta.slice_kind);
-    let snapshot_cidrs = snapshot.as_ref().and_then(|s| s.meta.cidr_kind);
+    let assumed = Assumed {
+        slices: snapshot.as_ref().map(|s| s.meta.slice_kind),
+        cidrs: snapshot.as_ref().and_then(|s| s.meta.cidr_kind),
+    };
     if let Some(snap) = snapshot {
         let age = clock::unix_now().saturating_sub(snap.meta.written_unix_secs);
         let (objects, written) = (snap.objects.len(), snap.meta.written_unix_secs);
@@ -269,11 +272,23 @@ fn restore(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<CacheDir>, State, Ext
             );
         }
     }
-    let assumed = Assumed {
-        slices: snapshot_slices,
-        cidrs: snapshot_cidrs,
-    };
     (cache, state, extras, assumed)
+}
+
+/// With `--cache-dir`: the `snapshot-writer` thread, which writes the snapshot of what
+/// `writer` holds, debounced by `--cache-write-interval` (at once while the upstream is lost).
+fn spawn_snapshots(
+    cfg: &Config,
+    cache: Option<&CacheDir>,
+    writer: &Writer,
+) -> Result<Option<Arc<SnapshotWriter>>, AppError> {
+    let Some(c) = cache else {
+        return Ok(None);
+    };
+    let min_gap = Duration::from_secs(cfg.cache_write_interval_secs);
+    SnapshotWriter::spawn(c.clone(), writer.clone(), min_gap, Box::new(upstream_lost))
+        .map(Some)
+        .map_err(AppError::Thread)
 }
 
 /// The serving options: TLS when `--cert-file`/`--key-file` are given (and the files to reload
@@ -325,18 +340,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let (cache, state, mut extras, assumed) = restore(&cfg, &ucfg);
     let started = Instant::now();
     let (cache_writer, unstarted) = Writer::new(state);
-    let snapshots = match &cache {
-        Some(c) => Some(
-            SnapshotWriter::spawn(
-                c.clone(),
-                cache_writer.clone(),
-                Duration::from_secs(cfg.cache_write_interval_secs),
-                Box::new(upstream_lost),
-            )
-            .map_err(AppError::Thread)?,
-        ),
-        None => None,
-    };
+    let snapshots = spawn_snapshots(&cfg, cache.as_ref(), &cache_writer)?;
     extras.writer = snapshots.as_ref().map(|w| w.stats.clone());
     extras.debug = cfg.debug;
 
