@@ -15,7 +15,7 @@ use grid_wrapper::api::negotiate::Format;
 use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
 use grid_wrapper::cache::pack::{pack, Packed};
-use grid_wrapper::cache::store::{prepare, Hold, Settings, State};
+use grid_wrapper::cache::store::{Hold, ListPreparer, Settings, State};
 use grid_wrapper::cache::topology::{self, Class, Decision, Locality, TopologyKeys};
 use grid_wrapper::cache::view::Retention;
 use grid_wrapper::handoff::Change;
@@ -72,22 +72,14 @@ fn scale_state() -> State {
         },
         1,
     );
-    st.apply(
+    for kind in [
         Resource::Nodes,
-        Change::Replace((0..NODES).map(|i| node(i, i % ZONES)).collect()),
-        0,
-    );
-    st.apply(
         Resource::Services,
-        Change::Replace((0..SERVICES).map(service).collect()),
-        0,
-    );
-    st.apply(Resource::Endpoints, Change::Replace(vec![]), 0);
-    st.apply(
+        Resource::Endpoints,
         Resource::SlicesV1,
-        Change::Replace((0..SERVICES).map(|i| slice(i, EPS)).collect()),
-        0,
-    );
+    ] {
+        st.apply_list(kind, list_texts(kind), 0);
+    }
     assert!(st.is_ready());
     st
 }
@@ -335,13 +327,20 @@ fn publish(c: &mut Criterion) {
     });
 }
 
-/// The upstream lists of scale S as a reflector hands them over: each item its JSON text.
-fn list_texts(items: impl Iterator<Item = Value>) -> Change {
-    Change::List(items.map(|v| v.to_string().into()).collect())
+/// `kind`'s upstream list of scale S as a reflector reads it: each item its JSON text (no
+/// Endpoints).
+fn list_texts(kind: Resource) -> Vec<String> {
+    let items: Vec<Value> = match kind {
+        Resource::Nodes => (0..NODES).map(|i| node(i, i % ZONES)).collect(),
+        Resource::Services => (0..SERVICES).map(service).collect(),
+        Resource::Endpoints => Vec::new(),
+        _ => (0..SERVICES).map(|i| slice(i, EPS)).collect(),
+    };
+    items.iter().map(Value::to_string).collect()
 }
 
 /// A state with every list of scale S applied but `last`'s, and `last`'s list as texts.
-fn all_but(last: Resource) -> (State, Change) {
+fn all_but(last: Resource) -> (State, Vec<String>) {
     let mut st = State::new(
         Settings {
             hostname: "node-00000".into(),
@@ -350,12 +349,6 @@ fn all_but(last: Resource) -> (State, Change) {
         },
         1,
     );
-    let list = |kind| match kind {
-        Resource::Nodes => list_texts((0..NODES).map(|i| node(i, i % ZONES))),
-        Resource::Services => list_texts((0..SERVICES).map(service)),
-        Resource::Endpoints => Change::List(vec![]),
-        _ => list_texts((0..SERVICES).map(|i| slice(i, EPS))),
-    };
     for kind in [
         Resource::Nodes,
         Resource::Services,
@@ -363,14 +356,15 @@ fn all_but(last: Resource) -> (State, Change) {
         Resource::SlicesV1,
     ] {
         if kind != last {
-            st.apply(kind, list(kind), 0);
+            st.apply_list(kind, list_texts(kind), 0);
         }
     }
-    (st, list(last))
+    (st, list_texts(last))
 }
 
-/// Last upstream list → ready: the reflector's prepare (decode off the lock) and the writer's
-/// apply of the list that completes the sync, for each kind arriving last.
+/// Last upstream list → ready: the reflector's taking of the list (each item made canonical
+/// bytes off the lock, by the `ListPreparer` the cache chooses) and the writer's apply of the
+/// list that completes the sync, for each kind arriving last.
 fn sync(c: &mut Criterion) {
     let mut g = c.benchmark_group("sync");
     g.sample_size(10);
@@ -382,9 +376,8 @@ fn sync(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter_batched(
                 || all_but(kind),
-                |(mut st, list)| {
-                    let hold = st.hold_for(kind);
-                    let applied = st.apply_prepared(kind, prepare(kind, list, hold), 0);
+                |(mut st, texts)| {
+                    let applied = st.apply_list(kind, texts, 0);
                     assert!(applied.became_ready);
                     (st, applied)
                 },
@@ -417,8 +410,8 @@ fn slice_go_order(i: usize, eps: usize) -> Box<str> {
     .into()
 }
 
-/// A list's items made canonical bytes off the lock (the reflector's `prepare`), from text in
-/// sorted key order (as the simulator and `serde_json::Value` write it) and in an apiserver's
+/// A list's items made canonical bytes off the lock (a `ListPreparer` holding them whole, as a
+/// first list's are), from text in sorted key order (as the simulator and `serde_json::Value` write it) and in an apiserver's
 /// Go struct field order.
 fn prepare_lists(c: &mut Criterion) {
     let sorted: Vec<Box<str>> = (0..SERVICES)
@@ -439,8 +432,12 @@ fn prepare_lists(c: &mut Criterion) {
     ] {
         c.bench_function(name, |b| {
             b.iter_batched(
-                || Change::List(texts.clone()),
-                |list| prepare(kind, list, Hold::Whole),
+                || texts.clone(),
+                |texts| {
+                    let mut list = ListPreparer::new(kind, Hold::Whole);
+                    texts.into_iter().for_each(|text| list.push(&text));
+                    list.finish()
+                },
                 BatchSize::LargeInput,
             )
         });

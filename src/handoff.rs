@@ -1,5 +1,6 @@
-//! The hand-off from the upstream to the cache: what a reflector gives the cache (a [`Change`],
-//! or a list item by item through [`ListItems`] and [`ListApply`]), who takes it (a [`Sink`]),
+//! The hand-off from the upstream to the cache: what a reflector gives the cache (a watch
+//! event's [`Change`], or a list item by item through [`ListItems`] and [`ListApply`]: the one
+//! shape a list has), who takes it (a [`Sink`]),
 //! an item left out for its size ([`Oversized`]), the order the first lists come in
 //! ([`list_order`]), the rule and counts of objects refused because they do not fit what was
 //! asked ([`refused`]), and edge-health's answer, parsed ([`edge_health`]: the map the poller
@@ -28,7 +29,8 @@ pub struct Oversized {
     pub bytes: u64,
 }
 
-/// A change for the cache.
+/// A single change for the cache (a watch event's). A list is never a `Change`: it is taken item
+/// by item ([`Sink::list_items`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
     /// Object added or modified.
@@ -39,12 +41,6 @@ pub enum Change {
     /// taken: the cache keeps serving the version it holds, marked stale, or leaves a new
     /// object out (docs/SEMANTICS.md §7, "Objects over `--max-object-bytes`").
     Oversized(Oversized),
-    /// The full list (initial or relist); the cache diffs it against what it holds.
-    Replace(Vec<Value>),
-    /// The same as [`Change::Replace`], each item still its JSON text as the apiserver sent it
-    /// (what the default [`Sink::list_items`] taker applies; the cache's own taker prepares
-    /// each item as it is read instead, and never holds the list as texts).
-    List(Vec<Box<str>>),
 }
 
 /// Where a LIST's items go as they are split from the body, one at a time (so that a list
@@ -90,49 +86,19 @@ impl ListItems for Texts {
 /// then applied once the list is complete (dropped if it is not).
 pub trait ListApply: ListItems {
     /// Applies the complete list: replaces the kind's objects.
-    fn apply(self: Box<Self>, sink: &dyn Sink);
-}
-
-/// The default taker: the texts, applied as [`Change::List`].
-struct TextsFor {
-    kind: Resource,
-    texts: Texts,
-}
-
-impl ListItems for TextsFor {
-    fn push(&mut self, text: Box<str>) {
-        self.texts.push(text);
-    }
-    fn clear(&mut self) {
-        self.texts.clear();
-    }
-    fn len(&self) -> usize {
-        self.texts.len()
-    }
-}
-
-impl ListApply for TextsFor {
-    fn apply(self: Box<Self>, sink: &dyn Sink) {
-        sink.apply(self.kind, Change::List(self.texts.0));
-    }
+    fn apply(self: Box<Self>);
 }
 
 /// Receiver of a reflector's changes. Watched objects carry `kind`, `apiVersion` and a
 /// `metadata.name` (filled in; nameless objects are dropped); list items stay JSON texts,
 /// which the cache cleans and types itself.
 pub trait Sink: Send + Sync + 'static {
-    /// Applies one change for `kind`.
+    /// Applies one watch event's change for `kind`.
     fn apply(&self, kind: Resource, change: Change);
 
-    /// Takes a full list of `kind` item by item while it is read. The default collects the
-    /// texts and applies them as one [`Change::List`]; the cache prepares each item as it
-    /// comes, so that a list is held only in its prepared form.
-    fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
-        Box::new(TextsFor {
-            kind,
-            texts: Texts::default(),
-        })
-    }
+    /// Takes a full list of `kind` item by item while it is read (the cache's taker prepares
+    /// each item as it comes, so that a list is held only in its prepared form).
+    fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_>;
 
     /// The order the first lists should come in, if the sink has one (the cache's does:
     /// [`ListOrder`]); `None` lists in any order.

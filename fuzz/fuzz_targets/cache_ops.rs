@@ -119,7 +119,7 @@ fuzz_target!(|data: &[u8]| {
     st.keep_relay_view();
     let mut model: BTreeMap<usize, BTreeMap<String, Value>> = BTreeMap::new();
     for (i, kind) in KINDS.iter().enumerate() {
-        st.apply(*kind, Change::Replace(Vec::new()), 0);
+        st.apply_list(*kind, std::iter::empty::<&str>(), 0);
         model.insert(i, BTreeMap::new());
     }
     let mut last_rv = st.current_rv();
@@ -152,9 +152,7 @@ fuzz_target!(|data: &[u8]| {
                 let k = usize::from(op[1]) % 4;
                 let before = st.current_rv();
                 // As reflectors hand it over: each item as JSON text, prepared as it comes.
-                let mut list = st.list_preparer(KINDS[k]);
-                model[&k].values().for_each(|v| list.push(&v.to_string()));
-                st.apply_prepared(KINDS[k], list.finish(), step as u64);
+                st.apply_list(KINDS[k], model[&k].values().map(Value::to_string), step as u64);
                 assert_eq!(st.current_rv(), before, "an identical relist produced events");
                 continue;
             }
@@ -167,7 +165,7 @@ fuzz_target!(|data: &[u8]| {
             Change::Delete(v) => {
                 m.remove(&key(v));
             }
-            Change::Replace(_) | Change::List(_) | Change::Oversized(_) => {}
+            Change::Oversized(_) => {}
         }
         st.apply(KINDS[kind_i], change, step as u64);
         assert!(st.current_rv() >= last_rv);
@@ -198,7 +196,7 @@ fuzz_target!(|data: &[u8]| {
     // From-scratch rebuild of the same upstream objects serves the same content.
     let mut fresh = State::new(settings(), 10);
     for (i, kind) in KINDS.iter().enumerate() {
-        fresh.apply(*kind, Change::Replace(model[&i].values().cloned().collect()), 0);
+        fresh.apply_list(*kind, model[&i].values().map(Value::to_string), 0);
     }
     fresh.set_edge_health(health.clone(), 0);
     for res in Resource::ALL {

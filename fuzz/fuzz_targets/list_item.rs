@@ -1,11 +1,10 @@
-//! Arbitrary bytes as one upstream list item: the fast path (`Change::List`, no `Value`) must
-//! give exactly what decoding the item into a `serde_json::Value` gives (`Change::Replace`),
+//! Arbitrary bytes as one upstream list item: the list path (a `ListPreparer`, no `Value`) must
+//! give exactly what decoding the item into a `serde_json::Value` gives (`values_oracle`),
 //! for every kind: the same admitted key, the same canonical bytes, the same drops; and the
 //! facts read for publishing an endpoint object as it came are the `Value` path's.
 #![no_main]
-use grid_wrapper::cache::store::{prepare, Hold, Prepared};
+use grid_wrapper::cache::store::{values_oracle, Hold, ListPreparer, Prepared};
 use grid_wrapper::upstream::kind::REFLECTED;
-use grid_wrapper::handoff::Change;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,9 +12,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(rest) else { return };
     let kind = REFLECTED[usize::from(k) % REFLECTED.len()];
     let hold = if k & 0x80 == 0 { Hold::Whole } else { Hold::PackedOnly };
-    let fast = prepare(kind, Change::List(vec![text.into()]), hold);
-    let values = serde_json::from_str(text).into_iter().collect();
-    let slow = prepare(kind, Change::Replace(values), Hold::Whole);
+    let mut list = ListPreparer::new(kind, hold);
+    list.push(text);
+    let fast = list.finish();
+    let slow = values_oracle(kind, serde_json::from_str(text));
     let bytes = |p: Prepared| match p {
         Prepared::Listed(m) => m
             .into_iter()

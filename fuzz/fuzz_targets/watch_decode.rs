@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         1,
     );
     for kind in KINDS {
-        st.apply(kind, Change::Replace(Vec::new()), 0);
+        st.apply_list(kind, std::iter::empty::<&str>(), 0);
     }
     let _ = decode::decode_list(rest);
     let mut reader = BufReader::with_capacity(64, rest);

@@ -220,11 +220,11 @@ fuzz_target!(|data: &[u8]| {
     let settings = Settings { hostname: "h".into(), wrapper_in_cluster: true, retention: Retention::for_queue(100) };
     let mut st = State::new(settings, 1);
     for kind in [Resource::Nodes, Resource::Services, Resource::Endpoints, Resource::SlicesV1] {
-        st.apply(kind, Change::Replace(Vec::new()), 0);
+        st.apply_list(kind, std::iter::empty::<&str>(), 0);
     }
     // A first state from the header's last byte: each of the eight objects present or not.
     let initial: Vec<Value> = (0..8u8).filter(|i| head[3] & (1 << i) != 0).map(|i| object(res, i, i.wrapping_mul(37))).collect();
-    st.apply(res, Change::Replace(initial), 0);
+    st.apply_list(res, initial.iter().map(Value::to_string), 0);
 
     let mut held = selected(&st, res, &filter);
     let mut cursor = st.current_rv();

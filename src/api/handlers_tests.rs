@@ -10,7 +10,8 @@ use super::*;
 use crate::api::selector::FieldSelector;
 use crate::api::transition::{InitialCursor, Item};
 use crate::api::wire::tests::concat;
-use crate::cache::store::{test_support, Settings, State};
+use crate::cache::store::test_support::{self, texts};
+use crate::cache::store::{Settings, State};
 use crate::cache::topology::fixtures;
 use crate::cache::view::Retention;
 use crate::handoff::Change;
@@ -63,7 +64,7 @@ fn state() -> State {
             "metadata":{"name":"extra","labels":{"service.kubernetes.io/headless":""}},
             "spec":{"cidrs":["10.100.0.0/16"]}}),
     ];
-    st.apply(Resource::CidrsV1, Change::Replace(cidrs), 0);
+    st.apply_list(Resource::CidrsV1, texts(&cidrs), 0);
     let nodes = vec![
         node("edge-1", json!({"zone":"a"})),
         node("edge-2", json!({"service.kubernetes.io/headless":""})),
@@ -72,7 +73,7 @@ fn state() -> State {
             json!({"service.kubernetes.io/service-proxy-name":"x"}),
         ),
     ];
-    st.apply(Resource::Nodes, Change::Replace(nodes), 0);
+    st.apply_list(Resource::Nodes, texts(&nodes), 0);
     let services = vec![
         service("default", "web", json!({"app":"web"})),
         service("kube-system", "dns", json!({})),
@@ -82,9 +83,9 @@ fn state() -> State {
             json!({"service.kubernetes.io/headless":""}),
         ),
     ];
-    st.apply(Resource::Services, Change::Replace(services), 0);
+    st.apply_list(Resource::Services, texts(&services), 0);
     let eps = vec![endpoints("default", "web"), endpoints("kube-system", "dns")];
-    st.apply(Resource::Endpoints, Change::Replace(eps), 0);
+    st.apply_list(Resource::Endpoints, texts(&eps), 0);
     let mut other = slice("default", "other", 0);
     other["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("x");
     let slices = vec![
@@ -92,7 +93,7 @@ fn state() -> State {
         slice("default", "web-b", 0),
         other,
     ];
-    st.apply(Resource::SlicesV1, Change::Replace(slices), 0);
+    st.apply_list(Resource::SlicesV1, texts(&slices), 0);
     assert!(st.is_ready());
     st
 }

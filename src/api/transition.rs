@@ -155,7 +155,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::api::filter::Scope;
     use crate::api::query;
-    use crate::cache::store::test_support;
+    use crate::cache::store::test_support::{self, texts};
     use crate::handoff::Change;
     use crate::k8s::Resource;
 
@@ -186,9 +186,9 @@ pub(crate) mod tests {
         let mut st = test_support::state("edge-1", 1);
         let res = Resource::SlicesV1;
         for k in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
-            st.apply(k, Change::Replace(vec![]), 0);
+            st.apply_list(k, texts(&[]), 0);
         }
-        st.apply(res, Change::Replace(vec![slice("a", 0, None)]), 0);
+        st.apply_list(res, texts(&[slice("a", 0, None)]), 0);
         let ready_at = st.current_rv();
         let n = changes.len();
         for change in changes {

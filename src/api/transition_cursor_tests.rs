@@ -13,7 +13,8 @@ use super::*;
 use crate::api::filter::Scope;
 use crate::api::handlers::select;
 use crate::cache::published::Published;
-use crate::cache::store::{test_support, State};
+use crate::cache::store::test_support::{self, texts};
+use crate::cache::store::State;
 use crate::handoff::Change;
 use crate::k8s::Resource;
 
@@ -31,10 +32,10 @@ fn slice(i: usize, gen: u64, tag: u64) -> Value {
 fn cache() -> State {
     let mut st = test_support::state("edge-1", 1);
     for k in [Resource::Nodes, Resource::Services, Resource::Endpoints] {
-        st.apply(k, Change::Replace(vec![]), 0);
+        st.apply_list(k, texts(&[]), 0);
     }
     let slices = (0..KEYS).step_by(2).map(|i| slice(i, i as u64 % 4 / 2, 0));
-    st.apply(RES, Change::Replace(slices.collect()), 0);
+    st.apply_list(RES, slices.map(|s| s.to_string()), 0);
     assert!(st.is_ready());
     st
 }

@@ -63,7 +63,7 @@ use explain::{ExplainInput, Overview, ServiceExplanation};
 use index::{Index, Target};
 #[cfg(test)]
 use prepare::fresh;
-pub use prepare::{prepare, Hold, ListPreparer, Listed, Prepared};
+pub use prepare::{prepare, values_oracle, Hold, ListPreparer, Listed, Prepared};
 #[cfg(test)]
 pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
@@ -364,22 +364,29 @@ impl State {
         self.publisher.age(now);
     }
 
-    /// Applies one upstream change, recomputes what it affects, and logs every change of served
-    /// content with a new RV. `now` is monotonic seconds (for the log's time window).
+    /// Applies one watch event's change, recomputes what it affects, and logs every change of
+    /// served content with a new RV. `now` is monotonic seconds (for the log's time window).
     pub fn apply(&mut self, kind: Resource, change: Change, now: u64) -> Applied {
-        let prepared = match change {
-            // As a reflector's list is taken ([`State::list_preparer`]).
-            Change::List(texts) => {
-                let mut list = self.list_preparer(kind);
-                texts.iter().for_each(|text| list.push(text));
-                list.finish()
-            }
-            other => prepare(kind, other, Hold::Whole),
-        };
-        self.apply_prepared(kind, prepared, now)
+        self.apply_prepared(kind, prepare(change), now)
     }
 
-    /// [`State::apply`] of a change already [`prepare`]d (on the reflector's thread).
+    /// Applies a full list of `kind` given as its items' JSON texts, taken as the server takes a
+    /// reflector's list: each text pushed through [`State::list_preparer`]'s [`ListPreparer`],
+    /// the prepared list applied ([`State::apply_prepared`]), here on the caller's thread. What
+    /// `grid-wrapper check`, the tests and the benches apply.
+    pub fn apply_list<T: AsRef<str>>(
+        &mut self,
+        kind: Resource,
+        texts: impl IntoIterator<Item = T>,
+        now: u64,
+    ) -> Applied {
+        let mut list = self.list_preparer(kind);
+        texts.into_iter().for_each(|text| list.push(text.as_ref()));
+        self.apply_prepared(kind, list.finish(), now)
+    }
+
+    /// Applies a change already prepared on the reflector's thread: a list
+    /// ([`ListPreparer::finish`]) or a watch event ([`prepare`]).
     pub fn apply_prepared(&mut self, kind: Resource, change: Prepared, now: u64) -> Applied {
         let before = self.current_rv();
         if matches!(kind, Resource::SlicesV1 | Resource::SlicesV1beta1) && kind != self.slice_kind {
@@ -418,8 +425,6 @@ impl State {
                 }
             }
             Prepared::One(Change::Oversized(item)) => self.oversized(kind, &item),
-            // `prepare` turns every list into `Listed`.
-            Prepared::One(Change::Replace(_) | Change::List(_)) => {}
             Prepared::Listed(fresh) => self.replace(kind, fresh, now),
         }
         self.flush_derived(now);

@@ -1,6 +1,7 @@
 //! What grid-wrapper would serve on this node, computed by the cache itself: the fetched lists
-//! go into a [`State`] exactly as the reflectors' first lists do (`Change::Replace` per
-//! resource, EndpointSlice version pinned), and the served collections are read back. Pure.
+//! go into a [`State`] exactly as the reflectors' first lists do (each item's JSON text through
+//! the cache's list taker, [`State::apply_list`], per resource; EndpointSlice version pinned),
+//! and the served collections are read back. Pure.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,6 @@ use serde_json::Value;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology;
 use crate::cache::view::Retention;
-use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
 
 use super::model::{Count, ServedCounts};
@@ -83,7 +83,7 @@ pub(super) fn compute<'k>(
         (Resource::Endpoints, endpoints),
         (slice_kind, slices),
     ] {
-        state.apply(kind, Change::Replace(items.clone()), 0);
+        state.apply_list(kind, items.iter().map(Value::to_string), 0);
     }
     let slice_res = slice_kind;
     let view = state.view();

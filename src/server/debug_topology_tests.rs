@@ -3,10 +3,10 @@
 use serde_json::Value;
 
 use super::*;
+use crate::cache::store::test_support::texts;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology::fixtures::*;
 use crate::cache::view::Retention;
-use crate::handoff::Change;
 use crate::k8s::Resource;
 
 fn shared() -> Writer {
@@ -19,10 +19,10 @@ fn shared() -> Writer {
         },
         1,
     );
-    st.apply(Resource::Nodes, Change::Replace(f.node_objects()), 0);
-    st.apply(Resource::Services, Change::Replace(f.services.clone()), 0);
-    st.apply(Resource::Endpoints, Change::Replace(f.endpoints.clone()), 0);
-    st.apply(Resource::SlicesV1, Change::Replace(vec![]), 0);
+    st.apply_list(Resource::Nodes, texts(&f.node_objects()), 0);
+    st.apply_list(Resource::Services, texts(&f.services), 0);
+    st.apply_list(Resource::Endpoints, texts(&f.endpoints), 0);
+    st.apply_list(Resource::SlicesV1, texts(&[]), 0);
     Writer::started(st)
 }
 

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::cache::store::{prepare, test_support, Hold};
-use crate::handoff::Change;
+use crate::cache::store::test_support;
+use crate::handoff::{Change, Sink};
 use crate::k8s::Resource;
 use crate::server::conn::ServerOptions;
 use crate::server::event_loop::Server;
 use crate::server::extras::Extras;
 use crate::server::health;
-use crate::writer::{self, Callbacks, Writer};
+use crate::writer::{self, CacheSink, Callbacks, Writer};
 
 /// How long an answer may take before it counts as waiting for the writer.
 const WITHIN: Duration = Duration::from_secs(3);
@@ -108,18 +108,21 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
     let looping = std::thread::spawn(move || server.run(&loop_stop));
 
     // An earlier change, applied and served.
-    let up = prepare(Resource::Nodes, Change::Upsert(node("early")), Hold::Whole);
-    cache.apply(Resource::Nodes, up);
+    // The reflectors' sink, as the server gives it them.
+    let sink = Arc::new(CacheSink::new(cache.clone()));
+    sink.apply(Resource::Nodes, Change::Upsert(node("early")));
     let rv1 = cache.ask(|s| s.current_rv()).expect("the writer answers");
     assert_eq!(rv1, rv0 + 1, "the early change applied");
 
     // A relist the writer parks in the middle of (after its first published object).
     let parked = cache.park_mid_apply(1);
-    let list = Change::Replace(vec![node("early"), node("m1"), node("m2"), node("m3")]);
-    let relist_writer = cache.clone();
+    let relist_sink = sink.clone();
     let relist = std::thread::spawn(move || {
-        let list = prepare(Resource::Nodes, list, Hold::Whole);
-        relist_writer.apply_list(Resource::Nodes, list, 4, Instant::now());
+        let mut list = relist_sink.list_items(Resource::Nodes);
+        for name in ["early", "m1", "m2", "m3"] {
+            list.push(node(name).to_string().into());
+        }
+        list.apply();
     });
     parked.wait_parked();
 

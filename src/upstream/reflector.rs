@@ -542,7 +542,7 @@ impl<L: ListWatch> Reflector<L> {
                     items.len(),
                     list.resource_version
                 );
-                items.apply(&*sink);
+                items.apply();
                 self.rv_from = list.origin;
                 if let Some(o) = list.origin {
                     self.stats.set_server(o.server);

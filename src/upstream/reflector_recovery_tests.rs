@@ -120,8 +120,8 @@ fn rv_too_large_at_watch_start_or_in_the_stream_relists_from_scratch() {
         assert_eq!(
             sink.take(),
             vec![
-                Change::List(vec![item("a")]),
-                Change::List(vec![item("a"), item("b")])
+                Got::List(vec![item("a")]),
+                Got::List(vec![item("a"), item("b")])
             ],
             "{what}: the cache gets the new list to diff"
         );

@@ -1,6 +1,7 @@
 //! State-machine tests of `reflector.rs` against a fake upstream that replays canned answers.
 
 use super::*;
+use crate::handoff::{ListApply, Texts};
 use crate::upstream::discovery::discover_with;
 use std::collections::VecDeque;
 use std::io::{self, Cursor, Read};
@@ -165,16 +166,57 @@ impl Fake {
     }
 }
 
+/// What a reflector handed the recording sink.
+#[derive(Debug, PartialEq)]
+enum Got {
+    /// A watch event's change.
+    One(Change),
+    /// A complete list: its items' texts, in the order read.
+    List(Vec<Box<str>>),
+}
+
+/// A sink that records what it is handed.
 #[derive(Default)]
-struct Rec(Mutex<Vec<(Resource, Change)>>);
+struct Rec(Mutex<Vec<(Resource, Got)>>);
 impl Sink for Rec {
     fn apply(&self, kind: Resource, change: Change) {
-        self.0.lock().unwrap().push((kind, change));
+        self.0.lock().unwrap().push((kind, Got::One(change)));
+    }
+    fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
+        Box::new(RecList {
+            rec: self,
+            kind,
+            texts: Texts::default(),
+        })
     }
 }
 impl Rec {
-    fn take(&self) -> Vec<Change> {
+    fn take(&self) -> Vec<Got> {
         self.0.lock().unwrap().drain(..).map(|(_, c)| c).collect()
+    }
+}
+
+/// The recording sink's list taker: a list is recorded once it is applied, as one [`Got::List`].
+struct RecList<'a> {
+    rec: &'a Rec,
+    kind: Resource,
+    texts: Texts,
+}
+impl ListItems for RecList<'_> {
+    fn push(&mut self, text: Box<str>) {
+        self.texts.push(text);
+    }
+    fn clear(&mut self) {
+        self.texts.clear();
+    }
+    fn len(&self) -> usize {
+        self.texts.len()
+    }
+}
+impl ListApply for RecList<'_> {
+    fn apply(self: Box<Self>) {
+        let list = Got::List(self.texts.0);
+        self.rec.0.lock().unwrap().push((self.kind, list));
     }
 }
 
@@ -270,10 +312,10 @@ fn list_watch_events_bookmark_and_rewatch_after_stream_end() {
     assert_eq!(
         sink.take(),
         vec![
-            Change::List(vec![item("a"), item("b")]),
-            Change::Upsert(svc("c", "11")),
-            Change::Upsert(svc("a", "12")),
-            Change::Delete(svc("b", "16")),
+            Got::List(vec![item("a"), item("b")]),
+            Got::One(Change::Upsert(svc("c", "11"))),
+            Got::One(Change::Upsert(svc("a", "12"))),
+            Got::One(Change::Delete(svc("b", "16"))),
         ]
     );
     let calls = fake.calls();
@@ -324,9 +366,9 @@ fn error_410_relists_at_last_rv_then_without_rv_when_that_is_gone_too() {
     assert_eq!(
         sink.take(),
         vec![
-            Change::List(vec![]),
-            Change::List(vec![item("x")]),
-            Change::List(vec![item("x"), item("y")])
+            Got::List(vec![]),
+            Got::List(vec![item("x")]),
+            Got::List(vec![item("x"), item("y")])
         ]
     );
     let calls = fake.calls();
@@ -369,7 +411,7 @@ fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
     );
     let changes = sink.take();
     assert_eq!(changes.len(), 1);
-    assert!(matches!(&changes[0], Change::List(items) if items.len() == 1));
+    assert!(matches!(&changes[0], Got::List(items) if items.len() == 1));
     assert_eq!(
         fake.calls()[2],
         format!("LIST /api/v1/endpoints?{SEL}&resourceVersion=0")
@@ -498,7 +540,7 @@ fn garbage_and_truncated_lines() {
         let upserts = sink
             .take()
             .into_iter()
-            .filter(|c| matches!(c, Change::Upsert(_)))
+            .filter(|c| matches!(c, Got::One(Change::Upsert(_))))
             .count();
         assert_eq!(upserts, usize::from(stream.starts_with(added)), "{stream}");
     }
@@ -540,10 +582,7 @@ fn paginated_lists_are_followed_and_replace_once() {
     );
     assert_eq!(
         sink.take(),
-        vec![Change::List(vec![
-            svc("a", "1").to_string().into(),
-            item("b")
-        ])]
+        vec![Got::List(vec![svc("a", "1").to_string().into(), item("b")])]
     );
 
     // A failing second page: no Replace at all.
@@ -681,7 +720,7 @@ fn spawned_thread_applies_and_stops() {
         t.elapsed() < Duration::from_secs(2),
         "stop must interrupt the backoff sleep"
     );
-    assert_eq!(sink.take(), vec![Change::List(vec![item("a")])]);
+    assert_eq!(sink.take(), vec![Got::List(vec![item("a")])]);
 }
 
 #[path = "reflector_recovery_tests.rs"]
@@ -812,7 +851,7 @@ fn a_list_over_the_item_bound_changes_nothing_and_backs_off() {
     assert_eq!(ms, [None, None, None, Some(800), Some(1600), Some(3200)]);
     let changes = sink.take();
     assert_eq!(changes.len(), 1, "only the first list was applied");
-    assert!(matches!(&changes[0], Change::List(items) if items.len() == 1));
+    assert!(matches!(&changes[0], Got::List(items) if items.len() == 1));
     let last = r.stats.last_error();
     assert!(
         last.contains("more than 40000 items (--max-list-items=40000)"),

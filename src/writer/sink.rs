@@ -1,11 +1,12 @@
 //! The reflectors' side of the writer: [`CacheSink`] takes each upstream change on its
-//! reflector's thread, prepares a list there (item by item as it is read; a watch event, which
-//! the reflector decoded, goes on as it is) and hands it to the one writer ([`Writer`]), which
-//! applies it in the order it comes. The reflectors are given this sink in `src/app.rs`.
+//! reflector's thread, prepares a list there (item by item as it is read: the one way a list
+//! reaches the cache) and hands it to the one writer ([`Writer`]), which applies it in the order
+//! it comes. A watch event, which the reflector decoded, goes through [`prepare`] unchanged: the
+//! writer cleans and serializes it. The reflectors are given this sink in `src/app.rs`.
 
 use std::time::Instant;
 
-use crate::cache::store::{prepare, Hold, ListPreparer};
+use crate::cache::store::{prepare, ListPreparer};
 use crate::handoff::list_order::{self, ListOrder};
 use crate::handoff::{Change, ListApply, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
@@ -35,24 +36,8 @@ impl Sink for CacheSink {
     }
 
     fn apply(&self, kind: Resource, change: Change) {
-        let t0 = Instant::now();
-        let list = match change {
-            // The one list path: the same taker as a list read from the upstream.
-            Change::List(texts) => {
-                let mut list = self.list_items(kind);
-                texts.into_iter().for_each(|text| list.push(text));
-                return list.apply(self);
-            }
-            Change::Replace(ref items) => Some(items.len()),
-            _ => None,
-        };
-        // A list is prepared here, on the reflector's thread; a watch event passes through
-        // (the writer cleans and serializes it).
-        let prepared = prepare(kind, change, Hold::Whole);
-        match list {
-            Some(n) => self.writer.apply_list(kind, prepared, n, t0),
-            None => self.writer.apply(kind, prepared),
-        }
+        // On the reflector's thread; today `prepare` passes the event on as it came.
+        self.writer.apply(kind, prepare(change));
     }
 
     fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {
@@ -91,7 +76,7 @@ impl ListItems for Listing<'_> {
 }
 
 impl ListApply for Listing<'_> {
-    fn apply(self: Box<Self>, _: &dyn Sink) {
+    fn apply(self: Box<Self>) {
         let n = self.list.pushed();
         let kind = self.list.kind();
         self.sink

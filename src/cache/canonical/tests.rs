@@ -1,13 +1,13 @@
-//! The fast path against its oracle: a list item as text must give exactly what decoding it
-//! into a `Value` gives ([`prepare`] of `Change::Replace`), for every kind, whatever the text.
+//! The fast path against its oracle: a list item as text, taken by a [`ListPreparer`], must give
+//! exactly what decoding it into a `Value` gives ([`values_oracle`]), for every kind, whatever
+//! the text.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
 use super::*;
-use crate::cache::store::{prepare, Hold, Prepared};
-use crate::handoff::Change;
+use crate::cache::store::{values_oracle, Hold, ListPreparer, Prepared};
 use crate::k8s::Resource;
 use crate::upstream::kind::REFLECTED;
 
@@ -29,18 +29,19 @@ fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
 
 /// Asserts that `texts` as a list give what their `Value`s give; returns the result.
 fn same_as_value_path(kind: Resource, texts: &[&str]) -> BTreeMap<ObjectKey, Vec<u8>> {
-    let list = || Change::List(texts.iter().map(|t| (*t).into()).collect());
-    let fast = listed(prepare(kind, list(), Hold::Whole));
-    let values: Vec<Value> = texts
-        .iter()
-        .filter_map(|t| serde_json::from_str(t).ok())
-        .collect();
-    let slow = listed(prepare(kind, Change::Replace(values), Hold::Whole));
+    let list = |hold| {
+        let mut list = ListPreparer::new(kind, hold);
+        texts.iter().for_each(|text| list.push(text));
+        list.finish()
+    };
+    let fast = listed(list(Hold::Whole));
+    let values = texts.iter().filter_map(|t| serde_json::from_str(t).ok());
+    let slow = listed(values_oracle(kind, values));
     assert_eq!(
         fast, slow,
         "{kind:?}: the fast path differs from the Value path for {texts:?}"
     );
-    let packed_only = listed(prepare(kind, list(), Hold::PackedOnly));
+    let packed_only = listed(list(Hold::PackedOnly));
     assert_eq!(
         packed_only, slow,
         "{kind:?}: held packed only, for {texts:?}"

@@ -1,8 +1,10 @@
-//! Upstream changes prepared before they reach the writer: a relist's items decoded, cleaned
-//! and re-serialized by the reflector thread, so that the writer only compares bytes and
-//! recomputes what changed. A watch event is handed on as it is ([`Prepared::One`]: the
-//! reflector decoded it, the writer cleans and serializes it); this is the seam where a change
-//! of the object's form would move that work.
+//! Upstream changes prepared before they reach the writer. A list, the one shape a list has
+//! ([`ListPreparer`]), is taken item by item on the reflector's thread as it is read: each item
+//! decoded, cleaned and made canonical compact bytes there, so that the writer only compares
+//! bytes and recomputes what changed. A watch event is not: [`prepare`] hands it on as it came
+//! ([`Prepared::One`]: the reflector decoded it into a `serde_json::Value`; the writer cleans it
+//! and serializes it). [`prepare`] is the seam where a change of the object's form would move
+//! that work onto the reflector's thread.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,14 +19,14 @@ use crate::handoff::{Change, Oversized};
 use crate::k8s::ObjectKey;
 use crate::k8s::Resource;
 
-/// An upstream change as the reflector thread hands it to the writer ([`prepare`]): a list's
-/// items decoded, cleaned and re-serialized, so that applying a relist only compares bytes and
-/// recomputes what changed; any other change as it came.
+/// An upstream change as the reflector thread hands it to the writer: a list's items decoded,
+/// cleaned and re-serialized ([`ListPreparer::finish`]), so that applying a relist only compares
+/// bytes and recomputes what changed; a watch event as it came ([`prepare`]).
 #[derive(Debug)]
 pub enum Prepared {
     /// A full list (initial or relist) as compact bytes by key, excluded objects dropped.
     Listed(BTreeMap<ObjectKey, Listed>),
-    /// A single upsert or deletion, applied as it is.
+    /// A watch event's change, applied (cleaned, serialized) by the writer.
     One(Change),
 }
 
@@ -116,15 +118,15 @@ pub(super) fn fresh(
         .collect()
 }
 
-/// [`fresh`] as the prepared list of decoded objects (which take the `Value` path).
-pub(super) fn fresh_values(
-    kind: Resource,
-    items: impl Iterator<Item = Value>,
-) -> BTreeMap<ObjectKey, Listed> {
-    fresh(kind, items)
+/// The oracle a list's path is checked against (by the tests and the `list_item` fuzz target):
+/// the items decoded into `Value`s first, then admitted, cleaned and serialized one by one (as a
+/// watch event is), as a prepared list. The running server never takes a list so: it takes
+/// every list through a [`ListPreparer`].
+pub fn values_oracle(kind: Resource, items: impl IntoIterator<Item = Value>) -> Prepared {
+    let listed = fresh(kind, items.into_iter())
         .into_iter()
-        .map(|(key, bytes)| (key, Listed::new(bytes, None)))
-        .collect()
+        .map(|(key, bytes)| (key, Listed::new(bytes, None)));
+    Prepared::Listed(listed.collect())
 }
 
 /// An object of a list, cleaned, as compact bytes, unless it is dropped (excluded, nameless)
@@ -157,8 +159,9 @@ fn refuse_item(kind: Resource, key: &ObjectKey, reason: Reason, warned: &mut boo
 }
 
 /// A list prepared item by item as its texts come (by the reflector while it reads the list:
-/// each item's text is let go of as soon as it is prepared). [`prepare`] of a
-/// [`Change::List`] of the same texts gives the same [`Prepared`].
+/// each item's text is let go of as soon as it is prepared): the one way a list reaches the
+/// cache, in the server ([`crate::writer::CacheSink`]), in `grid-wrapper check`, the tests and
+/// the benches ([`super::State::apply_list`]). It gives what [`values_oracle`] gives.
 #[derive(Debug)]
 pub struct ListPreparer {
     kind: Resource,
@@ -276,17 +279,10 @@ impl ListPreparer {
     }
 }
 
-/// Prepares `change` for [`super::State::apply_prepared`]. Pure and lock-free. Items are reduced to
-/// compact bytes one at a time, so the whole list never exists decoded at once; a list's endpoint
-/// objects are held as `hold` says.
-pub fn prepare(kind: Resource, change: Change, hold: Hold) -> Prepared {
-    match change {
-        Change::Replace(items) => Prepared::Listed(fresh_values(kind, items.into_iter())),
-        Change::List(texts) => {
-            let mut list = ListPreparer::new(kind, hold);
-            texts.iter().for_each(|text| list.push(text));
-            list.finish()
-        }
-        other => Prepared::One(other),
-    }
+/// Prepares a watch event's `change` for [`super::State::apply_prepared`], on the reflector's
+/// thread. Today it hands the change on as it came: the reflector decoded it into a `Value`, and
+/// the writer cleans it and serializes it (`clean`, `raw`, then the publisher's `finish`). This
+/// is the one place where that work would move off the writer thread.
+pub fn prepare(change: Change) -> Prepared {
+    Prepared::One(change)
 }

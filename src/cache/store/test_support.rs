@@ -21,6 +21,12 @@ pub(crate) fn state(host: &str, seed: u64) -> State {
     )
 }
 
+/// Each object's JSON text, as an apiserver's list item is read ([`State::apply_list`] takes
+/// them as the server takes a reflector's list).
+pub(crate) fn texts(objects: &[Value]) -> Vec<String> {
+    objects.iter().map(Value::to_string).collect()
+}
+
 /// Lists every resource empty: the cache becomes ready with nothing in it.
 pub(crate) fn list_all_empty(st: &mut State) {
     for kind in [
@@ -29,23 +35,42 @@ pub(crate) fn list_all_empty(st: &mut State) {
         Resource::Endpoints,
         Resource::SlicesV1,
     ] {
-        st.apply(kind, Change::Replace(vec![]), 0);
+        st.apply_list(kind, texts(&[]), 0);
     }
 }
 
 /// A ready cache: the fixture's nodes, Services and Endpoints listed, then `slices` as the
 /// `kind` slice list (not pinned: a later list of the other version switches, as upstream).
 pub(crate) fn loaded(fx: &Fixture, seed: u64, kind: Resource, slices: Vec<Value>) -> State {
-    let mut st = state(&fx.hostname, seed);
-    st.apply(Resource::Nodes, Change::Replace(fx.node_objects()), 0);
-    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 0);
-    st.apply(
-        Resource::Endpoints,
-        Change::Replace(fx.endpoints.clone()),
-        0,
-    );
-    let done = st.apply(kind, Change::Replace(slices), 0);
+    let mut st = nodes_and_services(fx, seed);
+    st.apply_list(Resource::Endpoints, texts(&fx.endpoints), 0);
+    let done = st.apply_list(kind, texts(&slices), 0);
     assert!(done.became_ready && st.is_ready());
+    st
+}
+
+/// The same cache, but its endpoint objects (the fixture's Endpoints, then `slices`) came as
+/// watch events after empty lists: the upstream bytes of those served pruned are kept whole
+/// until the writer packs them ([`State::pack_pending`]), where a list's are packed as read.
+pub(crate) fn watched(fx: &Fixture, seed: u64, kind: Resource, slices: Vec<Value>) -> State {
+    let mut st = nodes_and_services(fx, seed);
+    st.apply_list(Resource::Endpoints, texts(&[]), 0);
+    let done = st.apply_list(kind, texts(&[]), 0);
+    assert!(done.became_ready && st.is_ready());
+    for ep in &fx.endpoints {
+        st.apply(Resource::Endpoints, Change::Upsert(ep.clone()), 0);
+    }
+    for slice in slices {
+        st.apply(kind, Change::Upsert(slice), 0);
+    }
+    st
+}
+
+/// A cache for the fixture's host with its nodes and Services listed.
+fn nodes_and_services(fx: &Fixture, seed: u64) -> State {
+    let mut st = state(&fx.hostname, seed);
+    st.apply_list(Resource::Nodes, texts(&fx.node_objects()), 0);
+    st.apply_list(Resource::Services, texts(&fx.services), 0);
     st
 }
 

@@ -7,6 +7,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::cache::store::test_support::texts;
 use crate::cache::topology::fixtures::*;
 use crate::cache::view::Served;
 
@@ -242,8 +243,8 @@ fn case_07_upserts_deletes_and_unknown_keys() {
         1,
     );
     assert_eq!(st.current_rv(), cur);
-    st.apply(Resource::Services, Change::Replace(vec![]), 1);
-    st.apply(Resource::Endpoints, Change::Replace(vec![]), 1);
+    st.apply_list(Resource::Services, texts(&[]), 1);
+    st.apply_list(Resource::Endpoints, texts(&[]), 1);
     assert!(st.collection(Resource::Services).is_empty());
     assert!(st.collection(Resource::Endpoints).is_empty());
 }
@@ -384,13 +385,9 @@ fn case_23_identical_redelivery_is_silent() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
-    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 1);
-    st.apply(
-        Resource::Endpoints,
-        Change::Replace(fx.endpoints.clone()),
-        1,
-    );
-    st.apply(Resource::Nodes, Change::Replace(fx.node_objects()), 1);
+    st.apply_list(Resource::Services, texts(&fx.services), 1);
+    st.apply_list(Resource::Endpoints, texts(&fx.endpoints), 1);
+    st.apply_list(Resource::Nodes, texts(&fx.node_objects()), 1);
     // A different upstream RV alone is no change either.
     let mut svc = fx.services[0].clone();
     svc["metadata"]["resourceVersion"] = json!("999");
@@ -440,7 +437,7 @@ fn case_39_every_slice_of_the_service_gets_a_new_rv() {
         Some("s"),
         vec![slice_endpoint_v1("10.0.0.3", Some("n2"), None)],
     );
-    st.apply(Resource::SlicesV1, Change::Replace(vec![a, b]), 1);
+    st.apply_list(Resource::SlicesV1, texts(&[a, b]), 1);
     assert_eq!(
         slice_ips(&served(&st, Resource::SlicesV1, "default", "s-aaaaa")),
         strs(&["10.0.0.2"])

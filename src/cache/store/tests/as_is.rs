@@ -4,7 +4,6 @@ use serde_json::{json, Value};
 
 use super::super::{test_support, Target};
 use super::*;
-use crate::handoff::Change;
 use crate::k8s::Resource;
 
 /// `v` as a list item of `kind` becomes: its canonical bytes and facts.
@@ -129,9 +128,9 @@ fn taken_only_for_objects_served_as_they_came() {
     st.serve_v1beta1();
     assert!(!as_is(&mut st, kind, &plain, 4));
     // Through a list, the result is the same as the Value path's whichever way it went.
-    st.apply(
+    st.apply_list(
         kind,
-        Change::Replace(vec![plain, topo, topo_mixed, topo_null, dangling]),
+        texts(&[plain, topo, topo_mixed, topo_null, dangling]),
         5,
     );
     assert!(st.is_ready());

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::super::State;
-use crate::cache::store::test_support::{list_all_empty, state, Whole};
+use crate::cache::store::test_support::{list_all_empty, state, texts, Whole};
 use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
 
@@ -33,7 +33,7 @@ fn synced(kind: Resource, items: Vec<Value>) -> State {
     list_all_empty(&mut st);
     assert!(!st.is_ready(), "the sync waits for the ServiceCIDRs");
     assert!(!st.serves_cidrs());
-    let done = st.apply(kind, Change::Replace(items), 0);
+    let done = st.apply_list(kind, texts(&items), 0);
     assert!(done.became_ready && st.is_ready() && st.serves_cidrs());
     st
 }
@@ -162,11 +162,7 @@ fn the_snapshot_keeps_them_and_a_restart_serves_them() {
     // Synced with the upstream only once the ServiceCIDRs listed too.
     list_all_empty(&mut restored);
     assert!(restored.serving_snapshot());
-    let done = restored.apply(
-        Resource::CidrsV1,
-        Change::Replace(vec![kubernetes("v1")]),
-        1,
-    );
+    let done = restored.apply_list(Resource::CidrsV1, texts(&[kubernetes("v1")]), 1);
     assert!(done.upstream_synced && !restored.serving_snapshot());
     assert_eq!(done.events, 0, "the same ServiceCIDR: no event");
     // A process whose upstream has none (or a snapshot that does not say) does not serve them.

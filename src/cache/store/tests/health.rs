@@ -61,7 +61,7 @@ fn world() -> State {
         node_ips("n2", &[("zone", "b")], &["192.168.0.12"]),
         node_ips("n3", &[], &["192.168.0.13"]),
     ];
-    st.apply(Resource::Nodes, Change::Replace(nodes), 0);
+    st.apply_list(Resource::Nodes, texts(&nodes), 0);
     let slices = vec![
         slice_v1(
             "default",
@@ -79,7 +79,7 @@ fn world() -> State {
             vec![slice_endpoint_v1("10.1.0.4", Some("n3"), None)],
         ),
     ];
-    st.apply(Resource::SlicesV1, Change::Replace(slices), 0);
+    st.apply_list(Resource::SlicesV1, texts(&slices), 0);
     st
 }
 
@@ -390,7 +390,7 @@ fn incremental_health_view_equals_rebuild() {
             (Resource::Endpoints, eps.values()),
             (Resource::SlicesV1, slices.values()),
         ] {
-            fresh.apply(kind, Change::Replace(items.cloned().collect()), step);
+            fresh.apply_list(kind, items.map(Value::to_string), step);
         }
         assert_eq!(fresh.abnormal_nodes(), st.abnormal_nodes(), "step {step}");
         checked_abnormal += usize::from(!st.abnormal_nodes().is_empty());

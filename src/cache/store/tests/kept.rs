@@ -32,8 +32,9 @@ fn upstream_bytes_are_kept_only_where_served_content_differs() {
             vec![ep("10.0.0.3", "n2")],
         ),
     ];
-    let mut st = test_support::loaded(&fx, 1, Resource::SlicesV1, slices.clone());
-    // Kept whole until the writer packs them, after the change (in batches).
+    let mut st = test_support::watched(&fx, 1, Resource::SlicesV1, slices.clone());
+    // Watch events' objects are kept whole until the writer packs them, after the change (in
+    // batches).
     let s_a = ObjectKey::new("default", "s-a");
     let own = |st: &State| {
         matches!(
@@ -90,7 +91,7 @@ fn upstream_bytes_are_kept_only_where_served_content_differs() {
     check(&st);
     // An identical relist changes nothing; a real change is seen.
     let rv = st.current_rv();
-    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 3);
+    st.apply_list(Resource::Services, texts(&fx.services), 3);
     assert_eq!(st.current_rv(), rv);
     let mut changed = service("default", "plain", None);
     changed["spec"]["clusterIP"] = json!("10.96.9.9");
@@ -115,13 +116,12 @@ fn a_relabel_keeps_the_packed_copy_of_an_unchanged_pruned_object() {
             ep("10.0.0.3", "n2"),
         ],
     )];
-    let listed =
-        |objs: Vec<Value>| Change::List(objs.iter().map(|o| o.to_string().into()).collect());
+    let listed = |objs: &[Value]| test_support::texts(objs);
     let mut st = test_support::state(&fx.hostname, 1);
-    st.apply(Resource::Nodes, listed(fx.node_objects()), 0);
-    st.apply(Resource::Services, listed(fx.services.clone()), 0);
-    st.apply(Resource::Endpoints, listed(fx.endpoints.clone()), 0);
-    st.apply(Resource::SlicesV1, listed(slices.clone()), 0);
+    st.apply_list(Resource::Nodes, listed(&fx.node_objects()), 0);
+    st.apply_list(Resource::Services, listed(&fx.services), 0);
+    st.apply_list(Resource::Endpoints, listed(&fx.endpoints), 0);
+    st.apply_list(Resource::SlicesV1, listed(&slices), 0);
     assert!(st.is_ready());
     let key = ObjectKey::new("default", "s-a");
     let packed = |st: &State| match st.upstream.get(Resource::SlicesV1, &key) {
@@ -176,23 +176,21 @@ fn a_relabel_keeps_the_packed_copy_of_an_unchanged_pruned_object() {
 #[test]
 fn list_items_without_type_meta_are_not_kept_twice() {
     let fx = fixture_f();
-    let bare = |objs: Vec<Value>| -> Change {
-        Change::List(
-            objs.into_iter()
-                .map(|mut o| {
-                    let map = o.as_object_mut().expect("fixture objects are objects");
-                    map.remove("kind");
-                    map.remove("apiVersion");
-                    o.to_string().into()
-                })
-                .collect(),
-        )
+    let bare = |objs: Vec<Value>| -> Vec<String> {
+        objs.into_iter()
+            .map(|mut o| {
+                let map = o.as_object_mut().expect("fixture objects are objects");
+                map.remove("kind");
+                map.remove("apiVersion");
+                o.to_string()
+            })
+            .collect()
     };
     let mut st = test_support::state(&fx.hostname, 1);
-    st.apply(Resource::Nodes, bare(fx.node_objects()), 0);
-    st.apply(Resource::Services, bare(fx.services.clone()), 0);
-    st.apply(Resource::Endpoints, bare(fx.endpoints.clone()), 0);
-    st.apply(Resource::SlicesV1, Change::List(vec![]), 0);
+    st.apply_list(Resource::Nodes, bare(fx.node_objects()), 0);
+    st.apply_list(Resource::Services, bare(fx.services.clone()), 0);
+    st.apply_list(Resource::Endpoints, bare(fx.endpoints.clone()), 0);
+    st.apply_list(Resource::SlicesV1, test_support::texts(&[]), 0);
     assert!(st.is_ready());
     for node in fx.node_objects() {
         let key = ObjectKey::of(&node).expect("named");

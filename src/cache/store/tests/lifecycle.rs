@@ -17,7 +17,7 @@ fn v1beta1_upstream_serves_both_versions() {
             {"addresses": ["10.0.0.3"], "nodeName": "n2"}
         ]
     });
-    st.apply(Resource::SlicesV1beta1, Change::Replace(vec![b]), 1);
+    st.apply_list(Resource::SlicesV1beta1, texts(&[b]), 1);
     assert_eq!(st.slice_kind(), Resource::SlicesV1beta1);
     assert_eq!(
         slice_ips(&served(&st, Resource::SlicesV1beta1, "default", "s-x")),
@@ -32,20 +32,16 @@ fn v1beta1_upstream_serves_both_versions() {
 fn not_ready_until_every_kind_listed_and_history_starts_at_ready() {
     let fx = fixture_f();
     let mut st = state_for("h");
-    st.apply(Resource::Nodes, Change::Replace(fx.node_objects()), 0);
+    st.apply_list(Resource::Nodes, texts(&fx.node_objects()), 0);
     st.apply(
         Resource::Services,
         Change::Upsert(fx.services[0].clone()),
         0,
     );
-    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 0);
-    st.apply(
-        Resource::Endpoints,
-        Change::Replace(fx.endpoints.clone()),
-        0,
-    );
+    st.apply_list(Resource::Services, texts(&fx.services), 0);
+    st.apply_list(Resource::Endpoints, texts(&fx.endpoints), 0);
     assert!(!st.is_ready(), "slices have not listed yet");
-    let a = st.apply(Resource::SlicesV1, Change::Replace(vec![]), 0);
+    let a = st.apply_list(Resource::SlicesV1, texts(&[]), 0);
     assert!(a.became_ready && st.is_ready());
     let c = st.collection(Resource::Endpoints);
     assert_eq!(c.horizon(), st.current_rv());
@@ -141,9 +137,9 @@ fn case_37_headless_endpoints_never_served() {
     let mut hl_eps = endpoints("default", "hl", f_addresses());
     hl_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
     st.apply(Resource::Services, Change::Upsert(hl), 1);
-    st.apply(
+    st.apply_list(
         Resource::Endpoints,
-        Change::Replace(vec![fx.endpoints[0].clone(), hl_eps.clone()]),
+        texts(&[fx.endpoints[0].clone(), hl_eps.clone()]),
         1,
     );
     assert!(st
@@ -174,7 +170,7 @@ fn case_38_service_proxy_name_objects_never_served() {
     sl["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("foo");
     let cur = st.current_rv();
     st.apply(Resource::Services, Change::Upsert(svc), 1);
-    st.apply(Resource::SlicesV1, Change::Replace(vec![sl]), 1);
+    st.apply_list(Resource::SlicesV1, texts(&[sl]), 1);
     assert_eq!(st.current_rv(), cur, "nothing entered the view");
     assert!(st
         .collection(Resource::Services)
@@ -190,11 +186,7 @@ fn list_texts_are_decoded_one_by_one_and_garbage_items_are_skipped() {
     let mut st = load(&fx);
     let good = fx.services[0].to_string().into_boxed_str();
     let other = service("default", "t", None).to_string().into_boxed_str();
-    st.apply(
-        Resource::Services,
-        Change::List(vec![good, "{not json".into(), other]),
-        1,
-    );
+    st.apply_list(Resource::Services, [good, "{not json".into(), other], 1);
     let names: Vec<String> = st
         .collection(Resource::Services)
         .objects()
@@ -213,7 +205,7 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
         Some("s"),
         vec![slice_endpoint_v1("10.0.0.2", Some("n1"), None)],
     );
-    st.apply(Resource::SlicesV1, Change::Replace(vec![v1.clone()]), 1);
+    st.apply_list(Resource::SlicesV1, texts(std::slice::from_ref(&v1)), 1);
     st.expect_slices(Resource::SlicesV1beta1);
     let cur = st.current_rv();
     // A late change from the replaced v1 reflector: ignored.
@@ -227,7 +219,7 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
     let b = json!({"apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
         "metadata": {"namespace": "default", "name": "s-x", "labels": {"kubernetes.io/service-name": "s"}},
         "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"], "nodeName": "h"}]});
-    st.apply(Resource::SlicesV1beta1, Change::Replace(vec![b]), 1);
+    st.apply_list(Resource::SlicesV1beta1, texts(&[b]), 1);
     let names: Vec<String> = st
         .collection(Resource::SlicesV1)
         .objects()
@@ -266,17 +258,17 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
             Some("t"),
             vec![slice_endpoint_v1(plain, Some("n2"), None)],
         );
-        Change::List(vec![
-            pruned.to_string().into_boxed_str(),
-            whole.to_string().into_boxed_str(),
-        ])
+        [pruned.to_string(), whole.to_string()]
     };
     // Prepared off the lock, a relist's endpoint objects are held once: packed. A first list
     // keeps them whole too (every object of it is published).
     assert_eq!(st.hold_for(Resource::SlicesV1), Hold::Whole);
     for hold in [Hold::Whole, Hold::PackedOnly] {
-        let Prepared::Listed(m) = prepare(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), hold)
-        else {
+        let mut taker = ListPreparer::new(Resource::SlicesV1, hold);
+        for text in list("10.0.0.3", "10.0.1.1") {
+            taker.push(&text);
+        }
+        let Prepared::Listed(m) = taker.finish() else {
             panic!("a list prepares to Listed");
         };
         assert_eq!(m.len(), 2);
@@ -285,21 +277,21 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
             assert!(l.whole().is_some_and(|b| b.starts_with(b"{")));
         }
     }
-    st.apply(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
+    st.apply_list(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
     assert_eq!(st.hold_for(Resource::SlicesV1), Hold::PackedOnly);
     let ips = |st: &State, name: &str| slice_ips(&served(st, Resource::SlicesV1, "default", name));
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
     assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.1"]));
-    let same = st.apply(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
+    let same = st.apply_list(Resource::SlicesV1, list("10.0.0.3", "10.0.1.1"), 1);
     assert_eq!(same.events, 0, "an unchanged relist publishes nothing");
     // Only the pruned-away endpoint changed: the served object is the same, but the stored
     // upstream object is the new one (n2 joining h's zone shows it).
-    st.apply(Resource::SlicesV1, list("10.0.0.9", "10.0.1.1"), 1);
+    st.apply_list(Resource::SlicesV1, list("10.0.0.9", "10.0.1.1"), 1);
     let n2 = node("n2", &labels(&[("zone", "a")]));
     st.apply(Resource::Nodes, Change::Upsert(n2), 1);
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1", "10.0.0.9"]));
     // An object served whole changes: one event.
-    let changed = st.apply(Resource::SlicesV1, list("10.0.0.9", "10.0.1.2"), 1);
+    let changed = st.apply_list(Resource::SlicesV1, list("10.0.0.9", "10.0.1.2"), 1);
     assert_eq!(changed.events, 1);
     assert_eq!(ips(&st, "t-a"), strs(&["10.0.1.2"]));
 }
@@ -335,7 +327,7 @@ fn a_list_taken_item_by_item_then_read_again_holds_only_the_second_reading() {
     taken.apply_prepared(Resource::SlicesV1, list.finish(), 1);
     // The same as the second reading applied as one list of texts.
     let mut whole = load(&fx);
-    whole.apply(Resource::SlicesV1, Change::List(second.to_vec()), 1);
+    whole.apply_list(Resource::SlicesV1, second, 1);
     let objects = |st: &State| -> Vec<(String, Value)> {
         let names: Vec<String> = st
             .collection(Resource::SlicesV1)

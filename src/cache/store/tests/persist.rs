@@ -9,10 +9,9 @@ use serde_json::{json, Value};
 
 use super::super::State;
 use crate::cache::topology::fixtures::*;
-use crate::handoff::Change;
 use crate::k8s::Resource;
 
-use crate::cache::store::test_support::state;
+use crate::cache::store::test_support::{self, state, texts};
 
 /// Fixture T plus slices for both Services (one of them on nodes of both regions).
 fn world() -> (Fixture, Vec<Value>) {
@@ -38,8 +37,14 @@ fn world() -> (Fixture, Vec<Value>) {
 }
 
 fn listed(fx: &Fixture, slices: &[Value], seed: u64) -> State {
-    let st =
-        crate::cache::store::test_support::loaded(fx, seed, Resource::SlicesV1, slices.to_vec());
+    let st = test_support::loaded(fx, seed, Resource::SlicesV1, slices.to_vec());
+    assert!(!st.serving_snapshot());
+    st
+}
+
+/// The same objects, the endpoint objects as watch events ([`test_support::watched`]).
+fn watched(fx: &Fixture, slices: &[Value], seed: u64) -> State {
+    let st = test_support::watched(fx, seed, Resource::SlicesV1, slices.to_vec());
     assert!(!st.serving_snapshot());
     st
 }
@@ -62,7 +67,7 @@ fn view(st: &State) -> BTreeMap<String, Value> {
 #[test]
 fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
     let (fx, slices) = world();
-    let mut online = listed(&fx, &slices, 1_000);
+    let mut online = watched(&fx, &slices, 1_000);
     let mut restored = state(&fx.hostname, 5_000);
     assert!(restored.restore(
         online.export().whole().expect("whole"),
@@ -73,8 +78,8 @@ fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
     let facts = restored.shared_facts().load();
     assert!(facts.ready && facts.serving_snapshot, "{facts:?}");
     assert_eq!(facts, restored.facts(), "the health listener's figures");
-    // Objects applied as `Value`s (the fixture's Replace) leave their pruned upstream bytes to
-    // pack afterwards; a restore reads them as a list's items, packed as they are read.
+    // Objects that came as watch events leave their pruned upstream bytes to pack afterwards; a
+    // restore reads them as a list's items, packed as they are read.
     assert!(online.pack_pending(0) > 0, "the fixture prunes something");
     assert_eq!(restored.pack_pending(0), 0, "packed as they were read");
     assert_eq!(view(&restored), view(&online), "same served content");
@@ -137,21 +142,21 @@ fn upstream_lists_after_a_restore_emit_exactly_the_real_changes() {
             .cloned()
             .collect()
     };
-    let a = st.apply(Resource::Nodes, Change::Replace(nodes), 1);
+    let a = st.apply_list(Resource::Nodes, texts(&nodes), 1);
     assert!(!a.became_ready && !a.upstream_synced && st.serving_snapshot());
-    st.apply(
+    st.apply_list(
         Resource::Services,
-        Change::Replace(same(&fx.services, "no-region")),
+        texts(&same(&fx.services, "no-region")),
         1,
     );
-    st.apply(
+    st.apply_list(
         Resource::Endpoints,
-        Change::Replace(same(&fx.endpoints, "no-region")),
+        texts(&same(&fx.endpoints, "no-region")),
         1,
     );
-    let last = st.apply(
+    let last = st.apply_list(
         Resource::SlicesV1,
-        Change::Replace(same(&slices, "no-region-xyz")),
+        texts(&same(&slices, "no-region-xyz")),
         1,
     );
     assert!(last.upstream_synced && !last.became_ready && !st.serving_snapshot());
@@ -206,7 +211,7 @@ fn an_export_writes_the_file_its_whole_objects_write() {
     use crate::cache::snapshot::{self, Identity, Meta, Snapshot};
     use crate::cache::store::Exported;
     let (fx, slices) = world();
-    let mut online = listed(&fx, &slices, 1_000);
+    let mut online = watched(&fx, &slices, 1_000);
     // One object packed, the others not yet.
     assert!(online.pack_pending(1) > 0);
     let export = online.export();

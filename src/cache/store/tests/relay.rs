@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::{test_support, State};
+use super::super::test_support::{self, texts};
+use super::super::State;
 use crate::cache::published::View;
 use crate::cache::topology::fixtures::*;
 use crate::handoff::Change;
@@ -31,15 +32,11 @@ fn relaying() -> (State, View) {
     let fx = fixture_t();
     let mut st = test_support::state(&fx.hostname, 1_000);
     st.keep_relay_view();
-    st.apply(Resource::Nodes, Change::Replace(fx.node_objects()), 0);
-    st.apply(Resource::Services, Change::Replace(fx.services.clone()), 0);
-    st.apply(
-        Resource::Endpoints,
-        Change::Replace(fx.endpoints.clone()),
-        0,
-    );
+    st.apply_list(Resource::Nodes, texts(&fx.node_objects()), 0);
+    st.apply_list(Resource::Services, texts(&fx.services), 0);
+    st.apply_list(Resource::Endpoints, texts(&fx.endpoints), 0);
     assert!(
-        st.apply(Resource::SlicesV1, Change::Replace(slices()), 0)
+        st.apply_list(Resource::SlicesV1, texts(&slices()), 0)
             .became_ready
     );
     let relay = st.relay_view().expect("a relay view is kept");
@@ -200,7 +197,7 @@ fn the_relay_view_names_the_slice_version_the_upstream_has_even_before_any_slice
         relay.read().serves_v1beta1(),
         "an upstream with v1beta1 only"
     );
-    st.apply(Resource::SlicesV1beta1, Change::Replace(vec![]), 0);
+    st.apply_list(Resource::SlicesV1beta1, texts(&[]), 0);
     assert!(relay.read().serves_v1beta1());
     st.expect_slices(Resource::SlicesV1);
     assert!(!relay.read().serves_v1beta1(), "back to v1");

@@ -76,13 +76,13 @@ fn v1beta1_built_on_demand_equals_v1beta1_served_all_along() {
     fx.services.push(service("default", "other", None));
     let mut eager = test_support::state("h", 1_000);
     eager.serve_v1beta1();
-    for (kind, change) in [
-        (Resource::Nodes, Change::Replace(fx.node_objects())),
-        (Resource::Services, Change::Replace(fx.services.clone())),
-        (Resource::Endpoints, Change::Replace(fx.endpoints.clone())),
-        (Resource::SlicesV1, Change::Replace(slices())),
+    for (kind, items) in [
+        (Resource::Nodes, fx.node_objects()),
+        (Resource::Services, fx.services.clone()),
+        (Resource::Endpoints, fx.endpoints.clone()),
+        (Resource::SlicesV1, slices()),
     ] {
-        eager.apply(kind, change, 0);
+        eager.apply_list(kind, test_support::texts(&items), 0);
     }
     let mut lazy = loaded();
     relabel_local(&mut lazy, "b");
