@@ -91,6 +91,8 @@ pub mod cache;
 #[cfg(feature = "io")]
 pub mod clock;
 pub mod config;
+/// The container runtime's CRI over a unary gRPC client of our own (HTTP/2, HPACK, gRPC framing).
+pub mod cri;
 pub mod handoff;
 pub mod histogram;
 pub mod http;

@@ -1,0 +1,288 @@
+//! The CRI client, the thin I/O shell around [`super::session`]: a blocking unix socket with a
+//! deadline per call (a server that stalls is an error once the deadline passes, never a hang),
+//! one connection reused for the calls of one poll and opened again after an error or GOAWAY,
+//! and only the two read-only calls, `ListPodSandbox` (READY sandboxes) and
+//! `PodSandboxStatus`, with [`Client::list_ready_sandboxes`] combining them.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use super::endpoint::{self, Endpoint};
+use super::grpc::GrpcError;
+use super::messages::{self, MessageError, PodSandbox, SandboxState, SandboxStatus};
+use super::session::{Session, SessionError};
+
+/// `:authority`, as grpc-go clients (the kubelet, crictl) send it for a unix socket.
+const AUTHORITY: &str = "localhost";
+/// gRPC's NOT_FOUND: a sandbox removed between the list and its status call.
+const NOT_FOUND: u32 = 5;
+/// How much is read from the socket at a time.
+const READ_CHUNK: usize = 64 << 10;
+
+/// Which call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    ListPodSandbox,
+    PodSandboxStatus,
+}
+
+impl Call {
+    fn path(self) -> &'static str {
+        match self {
+            Call::ListPodSandbox => messages::LIST_POD_SANDBOX,
+            Call::PodSandboxStatus => messages::POD_SANDBOX_STATUS,
+        }
+    }
+
+    /// The method's short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::ListPodSandbox => "ListPodSandbox",
+            Call::PodSandboxStatus => "PodSandboxStatus",
+        }
+    }
+}
+
+/// What went wrong in a call.
+#[derive(Debug)]
+pub enum ErrorKind {
+    /// The socket could not be connected to.
+    Connect(std::io::Error),
+    /// Reading or writing the socket failed.
+    Io(std::io::Error),
+    /// The deadline passed before the answer was complete.
+    Timeout(Duration),
+    /// The runtime closed the connection before answering.
+    Closed,
+    /// The runtime broke HTTP/2, HPACK or gRPC, or answered with an error status.
+    Protocol(SessionError),
+    /// The answer message is not the expected CRI message.
+    Message(MessageError),
+}
+
+/// A failed call: which endpoint, which call, what went wrong.
+#[derive(Debug)]
+pub struct Error {
+    pub endpoint: String,
+    pub call: Call,
+    pub kind: ErrorKind,
+}
+
+impl Error {
+    /// The gRPC status code, when the runtime answered with one.
+    pub fn grpc_code(&self) -> Option<u32> {
+        match &self.kind {
+            ErrorKind::Protocol(SessionError::Grpc(GrpcError::Status { code, .. })) => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "container runtime {}: {}: ",
+            self.endpoint,
+            self.call.name()
+        )?;
+        match &self.kind {
+            ErrorKind::Connect(e) => write!(f, "cannot connect: {e}"),
+            ErrorKind::Io(e) => write!(f, "socket error: {e}"),
+            ErrorKind::Timeout(d) => write!(f, "no complete answer within {} ms", d.as_millis()),
+            ErrorKind::Closed => f.write_str("the runtime closed the connection before answering"),
+            ErrorKind::Protocol(e) => e.fmt(f),
+            ErrorKind::Message(e) => write!(f, "bad answer: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A READY sandbox with its Pod's identity and its addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadySandbox {
+    pub namespace: String,
+    pub name: String,
+    /// The sandbox metadata's uid: the Pod's, except for static pods (the kubelet's hash).
+    pub uid: String,
+    pub attempt: u32,
+    /// Nanoseconds since the Unix epoch.
+    pub created_at: i64,
+    /// `ip` then `additional_ips`, empty ones left out (a host-network pod has none).
+    pub ips: Vec<String>,
+}
+
+/// A connection and its HTTP/2 state.
+struct Conn {
+    socket: UnixStream,
+    session: Session,
+}
+
+/// A client of one runtime endpoint.
+pub struct Client {
+    endpoint: Endpoint,
+    deadline: Duration,
+    conn: Option<Conn>,
+}
+
+impl Client {
+    /// A client of `endpoint` (`unix:///path` or a bare path) whose calls each end within
+    /// `deadline`. No connection is made until the first call.
+    pub fn new(endpoint: &str, deadline: Duration) -> Result<Client, endpoint::EndpointError> {
+        Ok(Client {
+            endpoint: endpoint::parse(endpoint)?,
+            deadline,
+            conn: None,
+        })
+    }
+
+    /// The endpoint as given.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint.text
+    }
+
+    /// `ListPodSandbox` with the READY filter.
+    pub fn list_pod_sandbox_ready(&mut self) -> Result<Vec<PodSandbox>, Error> {
+        let answer = self.call(Call::ListPodSandbox, &messages::list_ready_request())?;
+        messages::decode_list(&answer)
+            .map_err(|e| self.error(Call::ListPodSandbox, ErrorKind::Message(e)))
+    }
+
+    /// `PodSandboxStatus` of one sandbox.
+    pub fn pod_sandbox_status(&mut self, id: &str) -> Result<SandboxStatus, Error> {
+        let answer = self.call(Call::PodSandboxStatus, &messages::status_request(id))?;
+        messages::decode_status(&answer)
+            .map_err(|e| self.error(Call::PodSandboxStatus, ErrorKind::Message(e)))
+    }
+
+    /// One poll: every READY sandbox with its addresses, on one connection closed at the end.
+    /// A sandbox gone between the list and its status (NOT_FOUND), or no longer ready, is left
+    /// out; any other failure fails the poll.
+    pub fn list_ready_sandboxes(&mut self) -> Result<Vec<ReadySandbox>, Error> {
+        let result = self.poll();
+        self.conn = None;
+        result
+    }
+
+    fn poll(&mut self) -> Result<Vec<ReadySandbox>, Error> {
+        let mut ready = Vec::new();
+        for sandbox in self.list_pod_sandbox_ready()? {
+            if sandbox.state != SandboxState::Ready || sandbox.id.len() > messages::MAX_SANDBOX_ID {
+                continue;
+            }
+            let status = match self.pod_sandbox_status(&sandbox.id) {
+                Ok(status) => status,
+                Err(e) if e.grpc_code() == Some(NOT_FOUND) => continue,
+                Err(e) => return Err(e),
+            };
+            if status.sandbox.state != SandboxState::Ready {
+                continue;
+            }
+            let ips = std::iter::once(status.ip)
+                .chain(status.additional_ips)
+                .filter(|ip| !ip.is_empty())
+                .collect();
+            let m = sandbox.metadata;
+            ready.push(ReadySandbox {
+                namespace: m.namespace,
+                name: m.name,
+                uid: m.uid,
+                attempt: m.attempt,
+                created_at: sandbox.created_at,
+                ips,
+            });
+        }
+        Ok(ready)
+    }
+
+    fn error(&self, call: Call, kind: ErrorKind) -> Error {
+        Error {
+            endpoint: self.endpoint.text.clone(),
+            call,
+            kind,
+        }
+    }
+
+    /// One unary call; any error drops the connection.
+    fn call(&mut self, call: Call, message: &[u8]) -> Result<Vec<u8>, Error> {
+        let end = Instant::now() + self.deadline;
+        let result = self.exchange(call, message, end);
+        if result.is_err() || !self.conn.as_ref().is_some_and(|c| c.session.reusable()) {
+            self.conn = None;
+        }
+        result.map_err(|kind| self.error(call, kind))
+    }
+
+    fn exchange(&mut self, call: Call, message: &[u8], end: Instant) -> Result<Vec<u8>, ErrorKind> {
+        let conn = match &mut self.conn {
+            Some(conn) => conn,
+            None => {
+                let socket =
+                    UnixStream::connect(&self.endpoint.path).map_err(ErrorKind::Connect)?;
+                self.conn.insert(Conn {
+                    socket,
+                    session: Session::new(),
+                })
+            }
+        };
+        let timeout_ms = u64::try_from(self.deadline.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, 99_999_999);
+        conn.session
+            .start_call(call.path(), AUTHORITY, timeout_ms, message)
+            .map_err(ErrorKind::Protocol)?;
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            let out = conn.session.take_output();
+            if !out.is_empty() {
+                conn.socket
+                    .set_write_timeout(Some(remaining(end, self.deadline)?))
+                    .map_err(ErrorKind::Io)?;
+                conn.socket
+                    .write_all(&out)
+                    .map_err(|e| io_error(e, self.deadline))?;
+            }
+            conn.socket
+                .set_read_timeout(Some(remaining(end, self.deadline)?))
+                .map_err(ErrorKind::Io)?;
+            let n = match conn.socket.read(&mut buf) {
+                Ok(0) => return Err(ErrorKind::Closed),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_error(e, self.deadline)),
+            };
+            if let Some(answer) = conn
+                .session
+                .receive(&buf[..n])
+                .map_err(ErrorKind::Protocol)?
+            {
+                // Acknowledgements owed for the last frames (best effort: the call is done).
+                let out = conn.session.take_output();
+                if !out.is_empty() && conn.socket.write_all(&out).is_err() {
+                    self.conn = None;
+                }
+                return Ok(answer);
+            }
+        }
+    }
+}
+
+/// The time left before `end`, or the timeout error once none is.
+fn remaining(end: Instant, deadline: Duration) -> Result<Duration, ErrorKind> {
+    let left = end.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(ErrorKind::Timeout(deadline));
+    }
+    Ok(left)
+}
+
+fn io_error(e: std::io::Error, deadline: Duration) -> ErrorKind {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            ErrorKind::Timeout(deadline)
+        }
+        _ => ErrorKind::Io(e),
+    }
+}

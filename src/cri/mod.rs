@@ -1,0 +1,19 @@
+//! A unary gRPC client of the node's container runtime (CRI), without an async runtime: HTTP/2
+//! with prior knowledge over a unix socket, only the two read-only calls `ListPodSandbox` and
+//! `PodSandboxStatus`. Pure where it can be — [`frame`], [`huffman`], [`hpack`], [`grpc`],
+//! [`pbread`], [`messages`], [`endpoint`] and the connection state machine [`session`] do no
+//! I/O — with [`client`] the thin shell that owns the socket and the deadlines (feature `io`).
+
+#[cfg(feature = "io")]
+pub mod client;
+pub mod endpoint;
+pub mod frame;
+pub mod grpc;
+pub mod hpack;
+pub mod huffman;
+pub mod messages;
+pub mod pbread;
+pub mod session;
+
+#[cfg(feature = "io")]
+pub use client::{Client, ReadySandbox};
