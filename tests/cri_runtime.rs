@@ -1,0 +1,451 @@
+//! The CRI client against a real grpc-go CRI server (`e2e/cri-fake`, built by
+//! `scripts/cri-fake-build.sh` into out/e2e/bin/): READY sandboxes listed with their addresses
+//! (dual stack too), NOTREADY ones left out, an address change seen on the next poll, an answer
+//! over 64 KiB (flow control), and only the two read-only RPCs sent. Then scripted unix servers
+//! in the test: one that stalls, one that closes, one that sends GOAWAY or RST_STREAM mid-call.
+//! Self-contained (no `mod common`). Without the server binary the server tests print one line
+//! and pass.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use grid_wrapper::cri::client::{Client, ErrorKind};
+use grid_wrapper::cri::session::SessionError;
+use grid_wrapper::cri::ReadySandbox;
+
+const DEADLINE: Duration = Duration::from_secs(5);
+
+/// A fresh directory for one test's socket and files.
+fn scratch(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "gw-cri-{}-{}-{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// One sandbox of the fake runtime's JSON file.
+struct Sb<'a> {
+    id: &'a str,
+    name: &'a str,
+    attempt: u32,
+    ready: bool,
+    ips: &'a [&'a str],
+}
+
+/// One ready pod, `web`, at 10.244.1.7.
+const WEB: Sb<'static> = Sb {
+    id: "sb-1",
+    name: "web",
+    attempt: 0,
+    ready: true,
+    ips: &["10.244.1.7"],
+};
+
+fn sandboxes_json(list: &[Sb<'_>]) -> String {
+    let items: Vec<serde_json::Value> = list
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "id": s.id, "name": s.name, "namespace": "default", "uid": format!("uid-{}", s.name),
+                "attempt": s.attempt, "state": if s.ready { "READY" } else { "NOTREADY" },
+                "created_at": 1_700_000_000_000_000_000i64 + i64::from(s.attempt),
+                "ip": s.ips.first().copied().unwrap_or(""),
+                "additional_ips": s.ips.get(1..).unwrap_or(&[]),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items).to_string()
+}
+
+/// The real CRI server, killed on drop.
+struct Fake {
+    child: Child,
+    dir: PathBuf,
+    endpoint: String,
+}
+
+impl Fake {
+    /// Starts the server with `list`, or `None` (after one printed line) when it is not built.
+    fn start(tag: &str, list: &[Sb<'_>]) -> Option<Fake> {
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("out/e2e/bin/cri-fake");
+        if !bin.exists() {
+            println!(
+                "skipped: {} is missing (build it with scripts/cri-fake-build.sh)",
+                bin.display()
+            );
+            return None;
+        }
+        let dir = scratch(tag);
+        let socket = dir.join("cri.sock");
+        let endpoint = format!("unix://{}", socket.display());
+        std::fs::write(dir.join("sandboxes.json"), sandboxes_json(list)).expect("write sandboxes");
+        let child = Command::new(&bin)
+            .arg("-listen")
+            .arg(&socket)
+            .arg("-sandboxes")
+            .arg(dir.join("sandboxes.json"))
+            .arg("-calls")
+            .arg(dir.join("calls.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn cri-fake");
+        let mut f = Fake {
+            child,
+            dir,
+            endpoint,
+        };
+        // The positive marker: "ready <socket>" once it serves.
+        let stdout = f.child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("cri-fake did not start in 30 s");
+        assert!(line.starts_with("ready "), "cri-fake: {line:?}");
+        Some(f)
+    }
+
+    /// Replaces the sandboxes (a new file renamed over the old: the server sees it changed).
+    fn set(&self, list: &[Sb<'_>]) {
+        let tmp = self.dir.join("sandboxes.json.tmp");
+        std::fs::write(&tmp, sandboxes_json(list)).expect("write sandboxes");
+        std::fs::rename(&tmp, self.dir.join("sandboxes.json")).expect("rename sandboxes");
+    }
+
+    /// Every RPC the server received, in order.
+    fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("calls.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn client(&self) -> Client {
+        Client::new(&self.endpoint, DEADLINE).expect("endpoint")
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn by_name(mut v: Vec<ReadySandbox>) -> Vec<ReadySandbox> {
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
+}
+
+#[test]
+fn ready_sandboxes_are_listed_with_their_addresses_and_notready_ones_left_out() {
+    let list = [
+        Sb {
+            id: "sb-web",
+            name: "web",
+            attempt: 1,
+            ready: true,
+            ips: &["10.244.1.7", "fd00:10:244:1::7"],
+        },
+        Sb {
+            id: "sb-db",
+            name: "db",
+            attempt: 0,
+            ready: true,
+            ips: &["10.244.1.8"],
+        },
+        Sb {
+            id: "sb-old",
+            name: "old",
+            attempt: 3,
+            ready: false,
+            ips: &["10.244.1.9"],
+        },
+    ];
+    let Some(fake) = Fake::start("list", &list) else {
+        return;
+    };
+    let got = by_name(fake.client().list_ready_sandboxes().expect("poll"));
+    let want = [
+        ReadySandbox {
+            namespace: "default".into(),
+            name: "db".into(),
+            uid: "uid-db".into(),
+            attempt: 0,
+            created_at: 1_700_000_000_000_000_000,
+            ips: vec!["10.244.1.8".into()],
+        },
+        ReadySandbox {
+            namespace: "default".into(),
+            name: "web".into(),
+            uid: "uid-web".into(),
+            attempt: 1,
+            created_at: 1_700_000_000_000_000_001,
+            ips: vec!["10.244.1.7".into(), "fd00:10:244:1::7".into()],
+        },
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn an_address_change_is_seen_on_the_next_poll() {
+    let Some(fake) = Fake::start("move", &[WEB]) else {
+        return;
+    };
+    let mut client = fake.client();
+    let first = client.list_ready_sandboxes().expect("first poll");
+    assert_eq!(first[0].ips, ["10.244.1.7"]);
+    // The node "rebooted": the old sandbox is gone, a new one has the next address.
+    fake.set(&[
+        Sb {
+            id: "sb-1",
+            name: "web",
+            attempt: 0,
+            ready: false,
+            ips: &["10.244.1.7"],
+        },
+        Sb {
+            id: "sb-2",
+            name: "web",
+            attempt: 1,
+            ready: true,
+            ips: &["10.244.1.12"],
+        },
+    ]);
+    let second = client.list_ready_sandboxes().expect("second poll");
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        (second[0].attempt, second[0].ips.clone()),
+        (1, vec!["10.244.1.12".to_string()])
+    );
+}
+
+#[test]
+fn an_answer_over_64_kib_is_read_with_flow_control() {
+    let names: Vec<String> = (0..700)
+        .map(|i| format!("pod-{i:04}-{}", "x".repeat(120)))
+        .collect();
+    let ids: Vec<String> = (0..700).map(|i| format!("{i:064x}")).collect();
+    let ips: Vec<String> = (0..700)
+        .map(|i| format!("10.244.{}.{}", i / 250, i % 250 + 1))
+        .collect();
+    let ip_refs: Vec<[&str; 1]> = ips.iter().map(|ip| [ip.as_str()]).collect();
+    let list: Vec<Sb<'_>> = (0..700)
+        .map(|i| Sb {
+            id: &ids[i],
+            name: &names[i],
+            attempt: 0,
+            ready: true,
+            ips: &ip_refs[i],
+        })
+        .collect();
+    let Some(fake) = Fake::start("big", &list) else {
+        return;
+    };
+    let mut client = fake.client();
+    // The list answer alone is over 64 KiB: the default stream window.
+    let listed = client.list_pod_sandbox_ready().expect("list");
+    let size: usize = listed
+        .iter()
+        .map(|s| s.id.len() + s.metadata.name.len() + s.metadata.uid.len())
+        .sum();
+    assert!(
+        size > 65_535,
+        "the answer is too small to need a WINDOW_UPDATE ({size} octets)"
+    );
+    let got = by_name(client.list_ready_sandboxes().expect("poll"));
+    assert_eq!(got.len(), 700);
+    assert_eq!(got[699].ips, [ips[699].clone()]);
+}
+
+#[test]
+fn only_the_two_read_only_rpcs_are_sent() {
+    let Some(fake) = Fake::start("rpcs", &[WEB]) else {
+        return;
+    };
+    let mut client = fake.client();
+    for _ in 0..3 {
+        client.list_ready_sandboxes().expect("poll");
+    }
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    for call in &calls {
+        assert!(
+            call == "/runtime.v1.RuntimeService/ListPodSandbox"
+                || call == "/runtime.v1.RuntimeService/PodSandboxStatus",
+            "an RPC other than the two read-only ones: {call}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_socket_is_a_clear_connect_error() {
+    let dir = scratch("missing");
+    let endpoint = format!("unix://{}/nothing.sock", dir.display());
+    let err = Client::new(&endpoint, DEADLINE)
+        .unwrap()
+        .list_ready_sandboxes()
+        .unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Connect(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&endpoint)
+            && text.contains("ListPodSandbox")
+            && text.contains("cannot connect"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A scripted server on a unix socket: `script` runs once per accepted connection, in order.
+fn scripted(
+    tag: &str,
+    scripts: Vec<Box<dyn FnOnce(std::os::unix::net::UnixStream) + Send>>,
+) -> (String, PathBuf) {
+    let dir = scratch(tag);
+    let socket = dir.join("s.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    std::thread::spawn(move || {
+        for script in scripts {
+            let Ok((conn, _)) = listener.accept() else {
+                return;
+            };
+            script(conn);
+        }
+    });
+    (format!("unix://{}", socket.display()), dir)
+}
+
+#[test]
+fn a_server_that_says_nothing_is_an_error_after_the_deadline() {
+    let (tx, rx) = mpsc::channel::<()>();
+    let (endpoint, dir) = scripted(
+        "stall",
+        vec![Box::new(move |conn| {
+            // Accept, read nothing, answer nothing; hold the connection until the test ends.
+            let _ = rx.recv();
+            drop(conn);
+        })],
+    );
+    let deadline = Duration::from_millis(300);
+    let start = Instant::now();
+    let err = Client::new(&endpoint, deadline)
+        .unwrap()
+        .list_ready_sandboxes()
+        .unwrap_err();
+    let took = start.elapsed();
+    let _ = tx.send(());
+    assert!(matches!(err.kind, ErrorKind::Timeout(_)), "{err}");
+    assert!(
+        took >= deadline && took < Duration::from_secs(10),
+        "took {took:?}"
+    );
+    assert!(
+        err.to_string().contains("no complete answer within 300 ms"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Reads until the client's first request (preface, SETTINGS, ..., DATA with END_STREAM) has
+/// arrived: at least `n` octets.
+fn read_some(conn: &mut std::os::unix::net::UnixStream, n: usize) {
+    let mut got = 0;
+    let mut buf = [0u8; 4096];
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    while got < n {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(k) => got += k,
+        }
+    }
+}
+
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    out.push(kind);
+    out.push(flags);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// `:status 200` (static index 8) and `content-type: application/grpc` (literal, indexed name).
+const RESPONSE_HEADERS: &[u8] = b"\x88\x0f\x10\x10application/grpc";
+
+#[test]
+fn goaway_and_rst_stream_mid_call_are_errors_and_the_next_call_reconnects() {
+    let answer_then = |last: Vec<u8>| -> Box<dyn FnOnce(std::os::unix::net::UnixStream) + Send> {
+        Box::new(move |mut conn| {
+            read_some(&mut conn, 24 + 9);
+            let mut out = h2_frame(4, 0, 0, &[]);
+            out.extend(h2_frame(1, 4, 1, RESPONSE_HEADERS));
+            out.extend(h2_frame(0, 0, 1, b"\0\0\0\0\x10partial"));
+            out.extend(last);
+            let _ = conn.write_all(&out);
+            // Keep the connection open: the client must act on the frame, not on EOF.
+            let mut sink = [0u8; 1024];
+            while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
+        })
+    };
+    let goaway = h2_frame(7, 0, 0, &[0, 0, 0, 0, 0, 0, 0, 2, b'b', b'y', b'e']);
+    let rst = h2_frame(3, 0, 1, &[0, 0, 0, 2]);
+    let (endpoint, dir) = scripted("reset", vec![answer_then(goaway), answer_then(rst)]);
+    let mut client = Client::new(&endpoint, DEADLINE).unwrap();
+    let err = client.list_pod_sandbox_ready().unwrap_err();
+    match &err.kind {
+        ErrorKind::Protocol(SessionError::GoAway {
+            last_stream: 0,
+            code: 2,
+            debug,
+        }) => assert_eq!(debug, "bye"),
+        _ => panic!("not a GOAWAY error: {err}"),
+    }
+    assert!(err.to_string().contains("GOAWAY (INTERNAL_ERROR"), "{err}");
+    // The second call is on a new connection (the scripted server's second one).
+    let err = client.list_pod_sandbox_ready().unwrap_err();
+    assert!(
+        matches!(
+            err.kind,
+            ErrorKind::Protocol(SessionError::Reset { code: 2 })
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_server_that_closes_is_a_clear_error() {
+    let (endpoint, dir) = scripted(
+        "close",
+        vec![Box::new(|mut conn| {
+            read_some(&mut conn, 24);
+        })],
+    );
+    let err = Client::new(&endpoint, DEADLINE)
+        .unwrap()
+        .list_ready_sandboxes()
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, ErrorKind::Closed | ErrorKind::Io(_)),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
