@@ -80,7 +80,7 @@ impl Fake {
         let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("out/e2e/bin/cri-fake");
         if !bin.exists() {
             println!(
-                "skipped: {} is missing (build it with scripts/cri-fake-build.sh)",
+                "skipping: {} is missing (build it with bash scripts/cri-fake-build.sh)",
                 bin.display()
             );
             return None;
