@@ -585,7 +585,7 @@ fn paginated_lists_are_followed_and_replace_once() {
         vec![Got::List(vec![svc("a", "1").to_string().into(), item("b")])]
     );
 
-    // A failing second page: no Replace at all.
+    // A failing second page: no list applied at all.
     let page1 = Reply::List(Ok(ListResult {
         items: vec![],
         resource_version: "9".into(),
