@@ -160,7 +160,7 @@ fn refuse_item(kind: Resource, key: &ObjectKey, reason: Reason, warned: &mut boo
 
 /// A list prepared item by item as its texts come (by the reflector while it reads the list:
 /// each item's text is let go of as soon as it is prepared): the one way a list reaches the
-/// cache, in the server ([`crate::writer::CacheSink`]), in `grid-wrapper check`, the tests and
+/// cache, in the server (`writer::CacheSink`), in `grid-wrapper check`, the tests and
 /// the benches ([`super::State::apply_list`]). It gives what [`values_oracle`] gives.
 #[derive(Debug)]
 pub struct ListPreparer {
