@@ -329,18 +329,18 @@ fn publish(c: &mut Criterion) {
 
 /// `kind`'s upstream list of scale S as a reflector reads it: each item its JSON text (no
 /// Endpoints).
-fn list_texts(kind: Resource) -> Vec<String> {
+fn list_texts(kind: Resource) -> Vec<Box<str>> {
     let items: Vec<Value> = match kind {
         Resource::Nodes => (0..NODES).map(|i| node(i, i % ZONES)).collect(),
         Resource::Services => (0..SERVICES).map(service).collect(),
         Resource::Endpoints => Vec::new(),
         _ => (0..SERVICES).map(|i| slice(i, EPS)).collect(),
     };
-    items.iter().map(Value::to_string).collect()
+    items.iter().map(|v| v.to_string().into()).collect()
 }
 
 /// A state with every list of scale S applied but `last`'s, and `last`'s list as texts.
-fn all_but(last: Resource) -> (State, Vec<String>) {
+fn all_but(last: Resource) -> (State, Vec<Box<str>>) {
     let mut st = State::new(
         Settings {
             hostname: "node-00000".into(),
