@@ -1,0 +1,50 @@
+//! The integration tests, one module per area, in one test binary: one link of the crate, and
+//! `cargo test` schedules them together (`--test-threads`).
+
+mod common;
+
+mod autonomy_cache_dir;
+mod autonomy_disk_full;
+mod autonomy_edge_health;
+mod autonomy_faults;
+mod autonomy_rv_epoch;
+mod autonomy_rv_reset;
+mod autonomy_shutdown;
+mod cache_dir_hostile;
+mod cache_dir_masters;
+mod debug_state;
+mod debug_topology;
+mod deploy_relay;
+mod failover;
+mod health_probes;
+mod http10;
+mod kube_proxy_node;
+mod kubectl;
+mod offline_start;
+mod oversized_update;
+mod preflight;
+mod protobuf;
+mod protocol;
+mod protocol_errors;
+mod protocol_proxy;
+mod protocol_query;
+mod protocol_slow;
+mod protocol_stream;
+mod protocol_sync;
+mod protocol_watch;
+mod proxy_anonymous;
+mod proxy_identity;
+mod relay_follow;
+mod relay_hostile;
+mod relay_serve;
+mod relay_site;
+mod retry_after;
+mod servicecidrs;
+mod tls_serving;
+mod tls_upstream;
+mod topology_fallback;
+mod upstream_faults;
+mod upstream_gzip;
+mod upstream_intake;
+mod upstream_list_bounds;
+mod watch_stuck;
