@@ -352,9 +352,11 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         .into_iter()
         .chain(serve_relay(&cfg, &mut server, &cache_writer)?)
         .collect();
-    let metrics = resolve(&cfg.metrics_bind_address)?;
-    let health_listener = TcpListener::bind(metrics)
-        .map_err(|e| AppError::Bind(cfg.metrics_bind_address.clone(), e))?;
+    let health_bind_error = |e| AppError::Bind(cfg.metrics_bind_address.clone(), e);
+    let health_listener =
+        TcpListener::bind(resolve(&cfg.metrics_bind_address)?).map_err(health_bind_error)?;
+    // The address bound, which names the port when the flag's is 0.
+    let metrics = health_listener.local_addr().map_err(health_bind_error)?;
     health::spawn(health_listener, cache_writer.clone(), extras).map_err(AppError::Thread)?;
     info!(
         "serving kube-proxy on {scheme}://{} (health on http://{}), local node {:?}",

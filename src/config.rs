@@ -500,10 +500,15 @@ fn validate(cfg: &Config) -> Result<(), ConfigError> {
         );
     }
     // End of following site relays.
-    if cfg.bind_address == cfg.metrics_bind_address {
+    if same_listener(&cfg.bind_address, &cfg.metrics_bind_address) {
         return required("--metrics-bind-address", "must differ from --bind-address");
     }
     validate_relay(cfg)
+}
+
+/// Whether two listening `host:port` flags name one socket: port 0 is a port of each one's own.
+fn same_listener(a: &str, b: &str) -> bool {
+    a == b && !a.ends_with(":0")
 }
 
 /// The relay port's flags (docs/SEMANTICS.md §12): all three files with the address, none
@@ -543,7 +548,7 @@ fn validate_relay(cfg: &Config) -> Result<(), ConfigError> {
              certificate chains to this CA",
         );
     }
-    if *addr == cfg.bind_address || *addr == cfg.metrics_bind_address {
+    if same_listener(addr, &cfg.bind_address) || same_listener(addr, &cfg.metrics_bind_address) {
         return required(
             "--relay-bind-address",
             "must differ from --bind-address and --metrics-bind-address",

@@ -17,7 +17,17 @@ pub(super) fn check_port(port: &str) -> Result<(), &'static str> {
     }
 }
 
-/// `host:port` with a non-empty host (`[v6]:port` for IPv6), like Go `net.SplitHostPort`.
+/// A listening address's port: decimal 0–65535, 0 letting the system pick one (the startup log
+/// names the address bound).
+fn check_listen_port(port: &str) -> Result<(), &'static str> {
+    match port.parse::<u16>() {
+        Ok(_) if port.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
+        _ => Err("the port must be a number from 0 to 65535"),
+    }
+}
+
+/// A listening `host:port` with a non-empty host (`[v6]:port` for IPv6), like Go
+/// `net.SplitHostPort`.
 pub(super) fn check_host_port(s: &str) -> Result<(), &'static str> {
     const SHAPE: &str = "must be host:port (e.g. 127.0.0.1:51006 or [::1]:51006)";
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
@@ -33,7 +43,7 @@ pub(super) fn check_host_port(s: &str) -> Result<(), &'static str> {
     if host.is_empty() || host.contains(|c: char| c.is_whitespace() || "[]/@".contains(c)) {
         return Err(SHAPE);
     }
-    check_port(port)
+    check_listen_port(port)
 }
 
 /// An `http://` or `https://` URL with a host and, if given, a valid port.

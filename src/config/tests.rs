@@ -385,7 +385,7 @@ fn errors_name_the_flag() {
         (&[h, "--bind-address=51006"], "invalid", "--bind-address"),
         (&[h, "--bind-address=:51006"], "invalid", "--bind-address"),
         (
-            &[h, "--bind-address=localhost:0"],
+            &[h, "--bind-address=localhost:-1"],
             "invalid",
             "--bind-address",
         ),
@@ -540,6 +540,21 @@ fn autonomy_is_strict() {
         ]);
         assert!(e.to_string().contains(AUTONOMY_FLAG), "{e}");
     }
+}
+
+#[test]
+fn listening_addresses_take_port_0_each_its_own() {
+    let c = run(&[
+        "--bind-address=127.0.0.1:0",
+        "--metrics-bind-address=127.0.0.1:0",
+        "--relay-bind-address=127.0.0.1:0",
+        "--relay-cert-file=/r.crt",
+        "--relay-key-file=/r.key",
+        "--relay-client-ca-file=/site-ca.crt",
+    ]);
+    assert_eq!(c.bind_address, "127.0.0.1:0");
+    assert_eq!(c.metrics_bind_address, "127.0.0.1:0");
+    assert_eq!(c.relay_bind_address.as_deref(), Some("127.0.0.1:0"));
 }
 
 // ---- the site relay's serving side (docs/SEMANTICS.md §12) ----

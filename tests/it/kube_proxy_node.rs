@@ -14,9 +14,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::autonomy::{self, cache_flags, metric, wait_snapshot_writes};
-use common::{
-    free_port, spawn_captured, wait_for, wait_for_long, LogSink, Sim, TempDir, Watch, Wrapper,
-};
+use common::{free_port, wait_for, wait_for_long, LogSink, Sim, TempDir, Watch, Wrapper};
 use serde_json::{json, Value};
 
 const HOST: &str = "edge-a1";
@@ -303,25 +301,14 @@ fn local_node_survives_a_failover_switch_and_back() {
 
 /// grid-wrapper on a fixed port (kube-proxy's kubeconfig names one address) with a cache dir.
 fn start_fixed(master: &str, port: u16, dir: &TempDir) -> (Wrapper, LogSink) {
-    let health = free_port();
-    let (proc, log) = spawn_captured(
+    let w = Wrapper::spawn_at(
         std::process::Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
             .arg(format!("--master={master}"))
             .arg(format!("--hostname={HOST}"))
-            .arg(format!("--bind-address=127.0.0.1:{port}"))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{health}"))
             .args(cache_flags(&dir.path.display().to_string())),
+        &format!("127.0.0.1:{port}"),
     );
-    let mut w = Wrapper {
-        proc,
-        addr: format!("127.0.0.1:{port}").parse().expect("address"),
-        health: format!("127.0.0.1:{health}").parse().expect("address"),
-    };
-    assert!(
-        common::wait_listening(&mut w.proc, w.addr),
-        "grid-wrapper exited:\n{}",
-        log.text()
-    );
+    let log = w.log.clone();
     (w, log)
 }
 

@@ -10,6 +10,7 @@ mod autonomy_faults;
 mod autonomy_rv_epoch;
 mod autonomy_rv_reset;
 mod autonomy_shutdown;
+mod bound_ports;
 mod cache_dir_hostile;
 mod cache_dir_masters;
 mod debug_state;

@@ -250,23 +250,16 @@ pub fn start_with_fake_clock(
         println!("skipping: libfaketime not installed (Debian package faketime)");
         return None;
     };
-    let (port, health) = (super::free_port(), super::free_port());
-    let (proc, log) = super::spawn_captured(
+    let w = Wrapper::spawn(
         Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
             .env("LD_PRELOAD", lib)
             .env("FAKETIME", spec)
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
             .arg(format!("--master={master}"))
             .arg("--hostname=edge-a1")
-            .args(extra)
-            .arg(format!("--bind-address=127.0.0.1:{port}"))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{health}")),
+            .args(extra),
     );
-    let w = Wrapper {
-        proc,
-        addr: format!("127.0.0.1:{port}").parse().expect("addr"),
-        health: format!("127.0.0.1:{health}").parse().expect("addr"),
-    };
+    let log = w.log.clone();
     w.wait_ready();
     Some((w, log))
 }

@@ -179,50 +179,107 @@ impl Sim {
     }
 }
 
-/// A running grid-wrapper.
+/// A running grid-wrapper, its output captured (printed when the test panics).
 pub struct Wrapper {
     pub proc: Proc,
     pub addr: SocketAddr,
     pub health: SocketAddr,
+    pub log: LogSink,
+}
+
+impl Drop for Wrapper {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "---- grid-wrapper on {} (health {}) logged:\n{}",
+                self.addr,
+                self.health,
+                self.log.text()
+            );
+        }
+    }
+}
+
+/// The marker of grid-wrapper's startup line that names the kube-proxy port.
+const SERVING: &str = "serving kube-proxy on ";
+
+/// The kube-proxy and health addresses grid-wrapper's startup line names (`serving kube-proxy
+/// on http://A (health on http://B), ...`), the first such line of `log`.
+pub fn bound_addresses(log: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let line = log.lines().find(|l| l.contains(SERVING))?;
+    let rest = &line[line.find(SERVING)? + SERVING.len()..];
+    let api = rest.split_once("://")?.1.split_whitespace().next()?;
+    let health = rest.split_once("(health on http://")?.1.split_once(')')?.0;
+    Some((api.parse().ok()?, health.parse().ok()?))
+}
+
+/// The relay port's address grid-wrapper's startup line names (`serving the site relay on
+/// https://A: ...`).
+pub fn relay_address(log: &str) -> Option<SocketAddr> {
+    const RELAY: &str = "serving the site relay on https://";
+    let line = log.lines().find(|l| l.contains(RELAY))?;
+    let rest = &line[line.find(RELAY)? + RELAY.len()..];
+    rest.split_once(": ")?.0.parse().ok()
 }
 
 impl Wrapper {
-    /// Starts grid-wrapper against `master` as node `hostname`, with extra flags. Ports come
-    /// from [`free_port`], which can race with a parallel test: a child that exits before it
-    /// listens is retried with fresh ports (bounded).
+    /// Starts grid-wrapper against `master` as node `hostname`, with extra flags, on ports the
+    /// system picks; waits for both listeners, not for readiness.
     pub fn start_unready(master: &str, hostname: &str, extra: &[&str]) -> Wrapper {
-        for _attempt in 0..5 {
-            let port = free_port();
-            let health = free_port();
-            if port == health {
-                continue;
-            }
-            let child = Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
+        Wrapper::spawn(
+            Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
                 .arg(format!("--master={master}"))
                 .arg(format!("--hostname={hostname}"))
-                .arg(format!("--bind-address=127.0.0.1:{port}"))
-                .arg(format!("--metrics-bind-address=127.0.0.1:{health}"))
-                .args(extra)
-                .stdout(Stdio::inherit())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("start grid-wrapper");
-            let mut w = Wrapper {
-                proc: Proc { child },
-                addr: format!("127.0.0.1:{port}").parse().unwrap(),
-                health: format!("127.0.0.1:{health}").parse().unwrap(),
-            };
-            if w.listening() {
-                return w;
-            }
-        }
-        panic!("grid-wrapper did not start listening (5 attempts)");
+                .args(extra),
+        )
     }
 
-    /// Waits (bounded) until both the API and the health listener accept connections; false
-    /// if the process exited first (a port taken by a parallel test).
-    fn listening(&mut self) -> bool {
-        wait_listening(&mut self.proc, self.addr) && wait_listening(&mut self.proc, self.health)
+    /// Spawns `cmd` (grid-wrapper and its flags) with `--bind-address` and
+    /// `--metrics-bind-address` on port 0, its output captured; returns once its startup line
+    /// names the addresses it bound (both listening then).
+    pub fn spawn(cmd: &mut Command) -> Wrapper {
+        Wrapper::spawn_at(cmd, "127.0.0.1:0")
+    }
+
+    /// [`Wrapper::spawn`] with the kube-proxy port at `bind` (a restart at the same address).
+    pub fn spawn_at(cmd: &mut Command, bind: &str) -> Wrapper {
+        let (mut proc, log) = spawn_captured(
+            cmd.arg(format!("--bind-address={bind}"))
+                .arg("--metrics-bind-address=127.0.0.1:0"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some((addr, health)) = bound_addresses(&log.text()) {
+                return Wrapper {
+                    proc,
+                    addr,
+                    health,
+                    log,
+                };
+            }
+            if let Ok(Some(status)) = proc.child.try_wait() {
+                // What it logged last may still be in the pipe.
+                std::thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "grid-wrapper exited ({status}) before listening:\n{}",
+                    log.text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "grid-wrapper did not log its addresses within 20 s:\n{}",
+                log.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The relay port's address, from the startup log (bounded wait).
+    pub fn relay_addr(&self) -> SocketAddr {
+        let text = self
+            .log
+            .wait_for_text("serving the site relay on", Duration::from_secs(20));
+        relay_address(&text).expect("the relay line names an address")
     }
 
     /// Starts grid-wrapper and waits for `/readyz` 200.
@@ -415,38 +472,12 @@ impl Sim {
 }
 
 impl Wrapper {
-    /// Starts grid-wrapper with exactly `args` plus free `--bind-address`/`--metrics-bind-address`
-    /// ports, capturing its output; waits (bounded) for both listeners, not for readiness.
+    /// Starts grid-wrapper with exactly `args` plus `--bind-address`/`--metrics-bind-address`
+    /// on port 0, capturing its output; waits for both listeners, not for readiness.
     pub fn start_captured(args: &[&str]) -> (Wrapper, LogSink) {
-        for _attempt in 0..5 {
-            let port = free_port();
-            let health = free_port();
-            if port == health {
-                continue;
-            }
-            let (proc, log) = spawn_captured(
-                Command::new(env!("CARGO_BIN_EXE_grid-wrapper"))
-                    .args(args)
-                    .arg(format!("--bind-address=127.0.0.1:{port}"))
-                    .arg(format!("--metrics-bind-address=127.0.0.1:{health}")),
-            );
-            let mut w = Wrapper {
-                proc,
-                addr: format!("127.0.0.1:{port}").parse().unwrap(),
-                health: format!("127.0.0.1:{health}").parse().unwrap(),
-            };
-            if !w.listening() {
-                // A port taken by a parallel test: retry; anything else is a real failure.
-                assert!(
-                    log.text().contains("cannot listen"),
-                    "grid-wrapper exited before listening:\n{}",
-                    log.text()
-                );
-                continue;
-            }
-            return (w, log);
-        }
-        panic!("grid-wrapper did not start listening (5 attempts)");
+        let w = Wrapper::spawn(Command::new(env!("CARGO_BIN_EXE_grid-wrapper")).args(args));
+        let log = w.log.clone();
+        (w, log)
     }
 
     /// The current `/readyz` status code (`None` if the health port does not answer).
