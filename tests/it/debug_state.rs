@@ -284,6 +284,7 @@ fn metrics_count_requests_watches_traffic_and_the_process() {
 
 #[test]
 fn a_watch_ended_for_being_too_slow_is_counted() {
+    let _heavy = common::heavy();
     // As in protocol_slow.rs: a watcher that does not read while large changes pile up.
     let sim = Sim::start(&["--history", "100000"]);
     let w = Wrapper::start(&sim.url, "edge-a1", &["--notify-channel-size=5", "--debug"]);

@@ -64,6 +64,7 @@ fn drip(addr: SocketAddr, stop: Arc<AtomicBool>) -> JoinHandle<()> {
 
 #[test]
 fn probes_answer_while_silent_and_dripping_clients_are_connected() {
+    let _heavy = common::heavy();
     let sim = Sim::start(&[]);
     let w = Wrapper::start(&sim.url, "edge-a1", &[]);
     let silent: Vec<TcpStream> = (0..SILENT)

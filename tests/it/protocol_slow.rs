@@ -17,6 +17,7 @@ const MAX_PUSH_BYTES: usize = 12 << 20;
 
 #[test]
 fn c24_slow_watcher_is_ended_never_thinned_and_fast_watcher_keeps_working() {
+    let _heavy = common::heavy();
     let sim = Sim::start(&["--history", "100000"]);
     let w = Wrapper::start(&sim.url, "edge-a1", &["--notify-channel-size=5"]);
     sim.apply(&json!({"kind": "Service", "apiVersion": "v1",

@@ -241,6 +241,7 @@ fn flood_with(
 
 #[test]
 fn idle_connections_flooding_the_relay_port_leave_the_kube_proxy_port_answering() {
+    let _heavy = common::heavy();
     let Some((pki, _sim, r)) = started_for_a_flood() else {
         return;
     };
@@ -340,6 +341,7 @@ fn stop(mut child: Child) -> String {
 
 #[test]
 fn a_reconnect_flood_of_the_relay_port_leaves_the_kube_proxy_ports_lists_fast() {
+    let _heavy = common::heavy();
     let Some((_pki, _sim, r)) = started_for_a_flood() else {
         return;
     };
@@ -383,6 +385,7 @@ fn a_reconnect_flood_of_the_relay_port_leaves_the_kube_proxy_ports_lists_fast() 
 
 #[test]
 fn a_certificate_holder_is_never_evicted_and_a_follower_starts_during_a_reconnect_flood() {
+    let _heavy = common::heavy();
     let Some(pki) = Pki::generate() else {
         return;
     };
@@ -498,6 +501,7 @@ fn assert_cut_at_head_deadline(cut: Option<Duration>, port: &str) {
 
 #[test]
 fn a_certificate_holder_trickling_its_request_head_is_cut_at_the_head_deadline() {
+    let _heavy = common::heavy();
     let Some((pki, _sim, r)) = started() else {
         return;
     };
@@ -549,6 +553,7 @@ fn fill_one_source(r: &Relay, limit: usize) -> Vec<TcpStream> {
 
 #[test]
 fn one_source_holds_at_most_its_share_of_the_relay_port() {
+    let _heavy = common::heavy();
     let Some((_pki, _sim, r)) = started() else {
         return;
     };
@@ -563,6 +568,7 @@ fn one_source_holds_at_most_its_share_of_the_relay_port() {
 
 #[test]
 fn the_relay_ports_budgets_are_the_operators() {
+    let _heavy = common::heavy();
     let Some(pki) = Pki::generate() else {
         return;
     };
@@ -589,6 +595,7 @@ fn the_relay_ports_budgets_are_the_operators() {
 
 #[test]
 fn refused_handshakes_are_counted_and_logged_once_per_episode() {
+    let _heavy = common::heavy();
     let Some((_pki, _sim, r)) = started() else {
         return;
     };

@@ -156,6 +156,7 @@ fn refused_on_relist(answer: fn(&mut TcpStream), marker: &str, parts: &[&str]) {
 
 #[test]
 fn a_seven_million_item_list_is_refused_with_one_warn_the_last_view_kept_and_backoff() {
+    let _heavy = common::heavy();
     refused_on_relist(
         hostile_list,
         "--max-list-items",
@@ -183,6 +184,7 @@ fn whitespace_flood(client: &mut TcpStream) {
 
 #[test]
 fn whitespace_before_a_list_is_refused_at_the_envelope_bound() {
+    let _heavy = common::heavy();
     refused_on_relist(
         whitespace_flood,
         "outside its items",

@@ -64,6 +64,7 @@ fn open_slice_watches(w: &Wrapper) -> f64 {
 
 #[test]
 fn stuck_watches_cost_o1_memory_and_are_ended_when_nothing_is_read() {
+    let _heavy = common::heavy();
     let sim = Sim::start(&SCALE);
     let stall = format!("--watch-stall-timeout={STALL}");
     let w = Wrapper::start_unready(&sim.url, HOSTNAME, &[&stall, "--debug"]);
@@ -107,6 +108,19 @@ fn stuck_watches_cost_o1_memory_and_are_ended_when_nothing_is_read() {
     wait_for("every stuck watch to be open", || {
         open_slice_watches(&w) == count as f64
     });
+    // Each one is blocked on its socket once it holds bytes the client has not read: until
+    // then the loop may still be producing its next events (a loaded machine).
+    let watchers = || {
+        let state = w.debug_json("/debug/state");
+        state["watchers"]["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    wait_for("every stuck watch to hold unsent bytes", || {
+        let items = watchers();
+        items.len() == count && items.iter().all(|i| i["unsent_bytes"].as_u64() > Some(0))
+    });
     // Whatever each one queues, it queues while the loop serves it: by now, and until they
     // are ended, their memory is held. Take the largest of a few readings.
     let mut during = 0;
@@ -115,12 +129,8 @@ fn stuck_watches_cost_o1_memory_and_are_ended_when_nothing_is_read() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // /debug/state shows each of them still sending its initial events.
-    let state = w.debug_json("/debug/state");
-    let items = state["watchers"]["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(!items.is_empty(), "{state:#}");
+    let items = watchers();
+    assert_eq!(items.len(), count, "{items:#?}");
     for i in &items {
         assert_eq!(i["initial_events"], true, "{i}");
         assert!(i["unsent_bytes"].as_u64() > Some(0), "{i}");

@@ -36,6 +36,15 @@ impl Drop for Proc {
     }
 }
 
+/// The process-wide lock of the tests that load the machine (floods, load loops, stuck
+/// readers, thousands of changes, tight timing): they run one at a time, beside the light tests
+/// only. Take it first: `let _heavy = common::heavy();`. A heavy test that panicked leaves it
+/// poisoned; the next one takes it all the same.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A free loopback port (bound and released: a small race the tests accept).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
