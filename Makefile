@@ -1,4 +1,5 @@
-# grid-wrapper — make targets. `make demo` shows it working; `make test` runs every test.
+# grid-wrapper — make targets. `make demo` shows it working; `make test` runs every test,
+# `make lint` the format check and clippy.
 CARGO ?= cargo
 SHELL := /bin/bash
 
@@ -9,20 +10,25 @@ all: build
 build:
 	$(CARGO) build --release --bins
 
-## test: format check, clippy (warnings are errors), unit + integration tests of both packages,
-## then the doc tests (`--all-targets` skips them; the read-only view's `compile_fail` check is one).
-## The integration tests start target/debug/grid-wrapper-sim, the binary of the sim/ package (no
-## CARGO_BIN_EXE_ path for another package's binary): `cargo build --bins` builds it first.
+## test: the builds and every test: unit tests of both packages, the integration tests (tests/it,
+## one binary) run TEST_THREADS wide (most of them wait on child processes; the ones that load
+## the machine take a lock and run one at a time; RUST_TEST_THREADS, not `--test-threads`, which
+## the criterion bench's harness refuses), then the doc tests (`--all-targets` skips
+## them; the read-only view's `compile_fail` check is one). The integration tests start
+## target/debug/grid-wrapper-sim, the binary of the sim/ package (no CARGO_BIN_EXE_ path for
+## another package's binary): `cargo build --bins` builds it first.
+TEST_THREADS ?= 8
 test:
+	$(CARGO) build --bins
+	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --all-targets
+	$(CARGO) test --doc
+
+## lint: format check, then clippy (warnings are errors) on every target and on the library
+## without default features.
+lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --no-default-features --lib -- -D warnings
-	$(CARGO) build --bins
-	$(CARGO) test --all-targets
-	$(CARGO) test --doc
-
-lint:
-	$(CARGO) clippy --all-targets -- -D warnings
 
 ## demo: a simulated 3-zone cluster, grid-wrapper in front of it, pruning and a live relabel.
 demo:
