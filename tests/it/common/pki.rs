@@ -1,15 +1,19 @@
 //! A throwaway test PKI made with the `openssl` CLI: a CA, a server certificate for
 //! 127.0.0.1, a client certificate, and an unrelated CA with a client certificate of its own;
 //! plus a ureq client that trusts the CA and presents the client certificate. Shared by the
-//! HTTPS tests.
+//! HTTPS tests: generated once per test binary, copied into each test's own directory.
 
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
 
 use super::{find_in_path, run_bounded, Sim, TempDir};
+
+/// One file of the certificate set: its name and contents.
+type SetFile = (std::ffi::OsString, Vec<u8>);
 
 /// Limit for one openssl run.
 pub const OPENSSL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -29,9 +33,41 @@ impl Pki {
         std::fs::read(self.path(name)).expect("read generated file")
     }
 
+    /// A copy of the test binary's certificate set in a directory of this test's own (which it
+    /// may add files to or overwrite): the set is generated once per test binary with the
+    /// `openssl` CLI, its files kept in memory. `None` (reason printed) when openssl is missing
+    /// or fails.
+    pub fn generate() -> Option<Pki> {
+        static SET: OnceLock<Option<Vec<SetFile>>> = OnceLock::new();
+        let Some(files) = SET.get_or_init(Pki::generate_files) else {
+            println!("skipping: no test certificates (openssl missing or failing, printed once)");
+            return None;
+        };
+        let pki = Pki {
+            dir: TempDir::new("tls"),
+        };
+        for (name, bytes) in files {
+            std::fs::write(pki.dir.path.join(name), bytes).expect("write a certificate file");
+        }
+        Some(pki)
+    }
+
+    /// Every file of a fresh set, read back (its directory is removed).
+    fn generate_files() -> Option<Vec<SetFile>> {
+        let pki = Pki::generate_with_openssl()?;
+        let dir = std::fs::read_dir(&pki.dir.path).expect("read the certificate directory");
+        let files = dir
+            .map(|e| {
+                let e = e.expect("a directory entry");
+                (e.file_name(), std::fs::read(e.path()).expect("read a file"))
+            })
+            .collect();
+        Some(files)
+    }
+
     /// Generates everything with the `openssl` CLI; `None` (reason printed) when openssl is
     /// missing or fails.
-    pub fn generate() -> Option<Pki> {
+    fn generate_with_openssl() -> Option<Pki> {
         let Some(openssl) = find_in_path("openssl") else {
             println!("skipping: openssl not found on PATH");
             return None;
