@@ -97,11 +97,10 @@ fn proxied_requests_carry_no_client_certificate_of_grid_wrappers_on_either_port(
     // A relay authenticated to the upstream by its client certificate only: its reflectors sync
     // with it (the upstream refuses a list without a certificate or the token).
     let kc = kubeconfig(&pki, "cert.kubeconfig", &sim.url, cert_creds());
-    let relay_port = common::free_port();
     let (relay, log) = Wrapper::start_captured(&[
         &format!("--kubeconfig={kc}"),
         "--hostname=edge-a1",
-        &format!("--relay-bind-address=127.0.0.1:{relay_port}"),
+        "--relay-bind-address=127.0.0.1:0",
         &format!("--relay-cert-file={}", pki.path("server.crt")),
         &format!("--relay-key-file={}", pki.path("server.key")),
         &format!("--relay-client-ca-file={}", pki.path("ca.crt")),
@@ -116,7 +115,7 @@ fn proxied_requests_carry_no_client_certificate_of_grid_wrappers_on_either_port(
 
     // The relay port: a follower's request, on a connection with the follower's certificate.
     let agent = pki.agent();
-    let relay_url = format!("https://127.0.0.1:{relay_port}");
+    let relay_url = format!("https://{}", relay.relay_addr());
     let via_relay_port = |method: &str, path: &str, with_token: bool| {
         let uri = format!("{relay_url}{path}");
         let mut req = ureq::http::Request::builder()

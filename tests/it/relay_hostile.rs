@@ -37,11 +37,10 @@ fn start(pki: &Pki, sim: &Sim) -> Relay {
 
 /// [`start`] with more flags.
 fn start_with(pki: &Pki, sim: &Sim, extra: &[&str]) -> Relay {
-    let port = common::free_port();
     let mut args = vec![
         format!("--master={}", sim.url),
         "--hostname=edge-a1".to_string(),
-        format!("--relay-bind-address=127.0.0.1:{port}"),
+        "--relay-bind-address=127.0.0.1:0".to_string(),
         format!("--relay-cert-file={}", pki.path("server.crt")),
         format!("--relay-key-file={}", pki.path("server.key")),
         format!("--relay-client-ca-file={}", pki.path("ca.crt")),
@@ -50,10 +49,7 @@ fn start_with(pki: &Pki, sim: &Sim, extra: &[&str]) -> Relay {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (w, log) = Wrapper::start_captured(&args);
     w.wait_ready();
-    let relay: SocketAddr = format!("127.0.0.1:{port}").parse().expect("relay address");
-    wait_for("the relay port to listen", || {
-        TcpStream::connect(relay).is_ok()
-    });
+    let relay = w.relay_addr();
     let r = Relay { w, log, relay };
     wait_for("the probe connection closed", || {
         metric(&r.w, "grid_wrapper_relay_connections", &[]) == 0

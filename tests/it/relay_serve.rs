@@ -19,7 +19,7 @@ const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslice
 const ENDPOINTS: &str = "/api/v1/namespaces/default/endpoints/web";
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 
-/// A relay: grid-wrapper as node `edge-a1` in front of `sim`, its relay port on a free port,
+/// A relay: grid-wrapper as node `edge-a1` in front of `sim`, its relay port on port 0,
 /// with its own upstream credentials (`Bearer relay-token`), which no follower request may carry.
 /// Its client CA is the file `relay-client-ca.crt`, a copy of the test CA.
 struct Relay {
@@ -33,14 +33,13 @@ fn relay(pki: &Pki, sim: &Sim) -> Relay {
 
 /// [`relay`] in front of the upstream at `url`, with `extra` flags.
 fn relay_of(pki: &Pki, url: &str, extra: &[String]) -> Relay {
-    let port = free_port();
     let kc = pki.kubeconfig("relay.kubeconfig", url, "", "    token: relay-token\n");
     // A copy, which a test may replace (reload).
     let ca = pki.path("relay-client-ca.crt");
     std::fs::copy(pki.path("ca.crt"), &ca).expect("copy the client CA");
     let mut flags = vec![
         format!("--kubeconfig={kc}"),
-        format!("--relay-bind-address=127.0.0.1:{port}"),
+        "--relay-bind-address=127.0.0.1:0".to_string(),
         format!("--relay-cert-file={}", pki.path("server.crt")),
         format!("--relay-key-file={}", pki.path("server.key")),
         format!("--relay-client-ca-file={ca}"),
@@ -48,10 +47,8 @@ fn relay_of(pki: &Pki, url: &str, extra: &[String]) -> Relay {
     flags.extend_from_slice(extra);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let w = Wrapper::start(url, "edge-a1", &flags);
-    Relay {
-        w,
-        url: format!("https://127.0.0.1:{port}"),
-    }
+    let url = format!("https://{}", w.relay_addr());
+    Relay { w, url }
 }
 
 /// A test PKI, the simulator (demo fixture) and a relay in front of it; `None` without openssl.
@@ -242,20 +239,19 @@ fn sighup_reloads_the_relay_ports_client_ca() {
 fn relay_port_is_not_ready_before_its_first_sync_and_404s_absent_servicecidrs() {
     let Some(pki) = Pki::generate() else { return };
     // Never synced: an upstream that does not listen.
-    let port = free_port();
     let dead = format!("http://127.0.0.1:{}", free_port());
     let cold = Wrapper::start_unready(
         &dead,
         "edge-a1",
         &[
-            &format!("--relay-bind-address=127.0.0.1:{port}"),
+            "--relay-bind-address=127.0.0.1:0",
             &format!("--relay-cert-file={}", pki.path("server.crt")),
             &format!("--relay-key-file={}", pki.path("server.key")),
             &format!("--relay-client-ca-file={}", pki.path("ca.crt")),
         ],
     );
     let agent = pki.agent();
-    let url = format!("https://127.0.0.1:{port}");
+    let url = format!("https://{}", cold.relay_addr());
     wait_for("the relay port answers", || {
         agent.get(format!("{url}/livez")).call().is_ok()
     });
