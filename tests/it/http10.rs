@@ -52,7 +52,8 @@ fn assert_close_delimited(head: &[String]) {
 
 #[test]
 fn an_http10_watch_is_a_close_delimited_stream_of_events() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let nodes = names(&w.get_json("/api/v1/nodes"));
     assert!(!nodes.is_empty());
     let (head, body) = exchange(
@@ -86,7 +87,8 @@ fn an_http10_watch_is_a_close_delimited_stream_of_events() {
 
 #[test]
 fn an_http10_proxied_answer_is_close_delimited_even_when_keep_alive_is_asked() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let (head, body) = exchange(
         w.addr,
         "GET /api/v1/nodes/edge-a1/status HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n",

@@ -210,7 +210,8 @@ fn decoder_round_trips_every_object_grid_wrapper_serves_in_json() {
     // What grid-wrapper serves as JSON today, encoded by prost-reflect from the official
     // schema (every member must have a field), decoded again: equal under the comparison the
     // tests use. Checks the decoder (and the comparison) on real objects, not only on samples.
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let mut bodies: Vec<(String, Value)> = COLLECTIONS
         .iter()
         .map(|c| (c.0.to_string(), w.get_json(c.0)))
@@ -379,17 +380,18 @@ fn both(w: &Wrapper, path: &str) -> (Watch, ProtoWatch) {
 
 #[test]
 fn kube_proxy_lists_and_node_get_are_protobuf_equal_to_json() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     // v1beta1 EndpointSlices are built at the first request (held until built): before.
-    json_get(&w, V1B1);
+    json_get(w, V1B1);
     for (path, list_kind, _, api) in COLLECTIONS {
         assert_list_same(
-            &w,
+            w,
             &format!("{path}?limit=500&resourceVersion=0"),
             list_kind,
             api,
         );
-        assert_list_same(&w, path, list_kind, api);
+        assert_list_same(w, path, list_kind, api);
     }
     // kube-proxy's selectors: services and slices without headless/proxy-name; its node.
     for path in [SVC, V1] {
@@ -404,25 +406,26 @@ fn kube_proxy_lists_and_node_get_are_protobuf_equal_to_json() {
         } else {
             "discovery.k8s.io/v1"
         };
-        assert_list_same(&w, &q, kind, api);
+        assert_list_same(w, &q, kind, api);
     }
     let q = format!("{NODES}?{NODE_BY_NAME}&limit=500&resourceVersion=0");
-    assert_list_same(&w, &q, "NodeList", "v1");
-    let d = kp_get_ok(&w, &q);
+    assert_list_same(w, &q, "NodeList", "v1");
+    let d = kp_get_ok(w, &q);
     assert_eq!(names(&d.object), ["edge-a1"]);
     // The single node GET.
     let path = "/api/v1/nodes/edge-a1";
-    let d = kp_get_ok(&w, path);
+    let d = kp_get_ok(w, path);
     assert_eq!((d.api_version.as_str(), d.kind.as_str()), ("v1", "Node"));
-    assert_same(&json_get(&w, path), &d.object, path);
+    assert_same(&json_get(w, path), &d.object, path);
 }
 
 #[test]
 fn kube_proxy_watches_are_protobuf_frames_equal_to_json_events() {
-    let (_sim, w) = demo(&[]);
-    json_get(&w, V1B1);
+    let shared = shared_demo();
+    let w = &shared.w;
+    json_get(w, V1B1);
     for (path, _, kind, api) in COLLECTIONS {
-        let list = json_get(&w, path);
+        let list = json_get(w, path);
         let n = list["items"].as_array().map_or(0, Vec::len);
         let list_rv = &list["metadata"]["resourceVersion"];
 
@@ -430,7 +433,7 @@ fn kube_proxy_watches_are_protobuf_frames_equal_to_json_events() {
         let q = format!(
             "{path}?allowWatchBookmarks=true&resourceVersion=0&timeoutSeconds=30&watch=true"
         );
-        let (mut j, mut p) = both(&w, &q);
+        let (mut j, mut p) = both(w, &q);
         let evs = assert_events_same(&q, &mut j, &mut p, n + 1);
         for (i, (ty, d)) in evs[..n].iter().enumerate() {
             assert_eq!(ty, "ADDED", "{q}");
@@ -453,7 +456,7 @@ fn kube_proxy_watches_are_protobuf_frames_equal_to_json_events() {
         // WatchList (kube-proxy with WatchListClient): ADDED, then the initial-events-end
         // BOOKMARK; the stream stays open.
         let q = format!("{path}?allowWatchBookmarks=true&resourceVersion=&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=30&watch=true");
-        let (mut j, mut p) = both(&w, &q);
+        let (mut j, mut p) = both(w, &q);
         let evs = assert_events_same(&q, &mut j, &mut p, n + 1);
         assert!(evs[..n].iter().all(|(t, _)| t == "ADDED"), "{q}");
         let (ty, b) = &evs[n];
@@ -475,7 +478,7 @@ fn kube_proxy_watches_are_protobuf_frames_equal_to_json_events() {
     }
     // kube-proxy's node informer: by name, from RV 0.
     let q = format!("{NODES}?allowWatchBookmarks=true&{NODE_BY_NAME}&resourceVersion=0&timeoutSeconds=30&watch=true");
-    let (mut j, mut p) = both(&w, &q);
+    let (mut j, mut p) = both(w, &q);
     let evs = assert_events_same(&q, &mut j, &mut p, 2);
     assert_eq!(evs[0].0, "ADDED");
     assert_eq!(evs[0].1.object["metadata"]["name"], "edge-a1");
@@ -585,8 +588,9 @@ fn assert_proto_status(d: &Decoded, code: u16, reason: &str, what: &str) {
 
 #[test]
 fn errors_are_protobuf_statuses_when_protobuf_was_negotiated() {
-    let (_sim, w) = demo(&[]);
-    json_get(&w, V1B1);
+    let shared = shared_demo();
+    let w = &shared.w;
+    json_get(w, V1B1);
     // A list with resourceVersionMatch=Exact and another RV: 410 Expired; a missing node: 404.
     for (path, code, reason) in [
         (
@@ -596,7 +600,7 @@ fn errors_are_protobuf_statuses_when_protobuf_was_negotiated() {
         ),
         ("/api/v1/nodes/nope", 404, "NotFound"),
     ] {
-        let (got, headers, body) = kp_get(&w, path);
+        let (got, headers, body) = kp_get(w, path);
         assert_eq!(got, code, "{path}: {}", preview(&body));
         assert_eq!(
             header(&headers, "content-type"),
@@ -615,7 +619,7 @@ fn errors_are_protobuf_statuses_when_protobuf_was_negotiated() {
             format!("{path}?allowWatchBookmarks=true&resourceVersion=abc&timeoutSeconds=10&watch=true"),
             format!("{path}?allowWatchBookmarks=true&resourceVersion=abc&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=10&watch=true"),
         ] {
-            let (mut j, mut p) = both(&w, &q);
+            let (mut j, mut p) = both(w, &q);
             let evs = assert_events_same(&q, &mut j, &mut p, 1);
             assert_eq!(evs[0].0, "ERROR", "{q}");
             assert_proto_status(&evs[0].1, 410, "Expired", &q);
@@ -626,7 +630,8 @@ fn errors_are_protobuf_statuses_when_protobuf_was_negotiated() {
 
 #[test]
 fn content_negotiation_honours_q_values_and_406s_the_rest() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let path = "/api/v1/services";
     let watch = "/api/v1/services?watch=true&timeoutSeconds=2";
     // JSON as before: no Accept, JSON, JSON preferred by q-values, anything.
@@ -736,7 +741,9 @@ fn a_field_newer_than_the_schema_reaches_json_not_protobuf_and_is_counted_and_lo
 /// initial-events-end bookmark, and the stream stays open.
 #[test]
 fn kube_proxy_1_37_watchlists_in_protobuf_equal_json() {
+    // Its own: it counts answers in /metrics.
     let (_sim, w) = demo(&[]);
+    let w = &w;
     let wl = "allowWatchBookmarks=true&resourceVersion=&resourceVersionMatch=NotOlderThan\
               &sendInitialEvents=true&timeoutSeconds=30&watch=true";
     let svc_sel = "labelSelector=%21service.kubernetes.io%2Fservice-proxy-name\
@@ -747,7 +754,7 @@ fn kube_proxy_1_37_watchlists_in_protobuf_equal_json() {
         (V1, slice_sel, "EndpointSlice", "discovery.k8s.io/v1", "db"),
         (NODES, NODE_BY_NAME, "Node", "v1", "edge-a2"),
     ] {
-        let list = json_get(&w, &format!("{path}?{sel}"));
+        let list = json_get(w, &format!("{path}?{sel}"));
         let want = names(&list);
         assert!(!want.is_empty(), "{path}?{sel}: {list}");
         assert!(
@@ -755,7 +762,7 @@ fn kube_proxy_1_37_watchlists_in_protobuf_equal_json() {
             "{path}?{sel}: {absent} selected: {want:?}"
         );
         let q = format!("{path}?{sel}&{wl}");
-        let (mut j, mut p) = both(&w, &q);
+        let (mut j, mut p) = both(w, &q);
         let evs = assert_events_same(&q, &mut j, &mut p, want.len() + 1);
         for (i, (ty, d)) in evs[..want.len()].iter().enumerate() {
             assert_eq!(ty, "ADDED", "{q}");
@@ -778,7 +785,7 @@ fn kube_proxy_1_37_watchlists_in_protobuf_equal_json() {
     // Counted by format in /metrics: three protobuf watch starts (and the JSON ones).
     let count = |f: &str| {
         common::autonomy::metric(
-            &w,
+            w,
             &format!("grid_wrapper_cache_answers_total{{format=\"{f}\"}}"),
         )
     };

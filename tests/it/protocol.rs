@@ -210,7 +210,8 @@ fn c02_serves_single_node_get_from_cache_and_404_status_if_unknown() {
 
 #[test]
 fn c05_content_type_is_negotiated_json_or_protobuf_and_406_otherwise() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     const PB: &str = "application/vnd.kubernetes.protobuf";
     const JSON: &str = "application/json";
     let cases: &[(Option<&str>, u16, &str)] = &[
@@ -363,7 +364,8 @@ fn c09_list_body_shape_empty_items_limit_ignored_no_continue() {
 
 #[test]
 fn c10_list_ignores_requested_resource_version() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let base = w.get_json("/api/v1/endpoints");
     let current = rv(&base);
     let future = (current + 1000).to_string();

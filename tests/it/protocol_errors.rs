@@ -33,11 +33,12 @@ fn parse(raw_answer: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
 
 /// Sends `bytes`, expects a `Status` answer with `code`, then checks the server still serves.
 fn bad_raw(bytes: &[u8], code: u16, message: &str) {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let (got, headers, body) = parse(&raw(w.addr, bytes));
     let st = assert_status(got, &headers, &body, code);
     assert_eq!(st["message"], message);
-    still_serving(&w);
+    still_serving(w);
 }
 
 /// GETs `path`, expects a `Status` with `code` and `reason`; returns it.
@@ -99,25 +100,27 @@ fn bad_input_bad_chunked_body_gets_400() {
 
 #[test]
 fn bad_input_invalid_label_selector_gets_400() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     for sel in [
         "a in (", "==x", "a b", "a=(b)", "a,,b", "!", "a in (b", "-bad-=x",
     ] {
         for q in ["", "&watch=true"] {
             bad_get(
-                &w,
+                w,
                 &format!("{SVC}?labelSelector={}{q}", enc(sel)),
                 400,
                 "BadRequest",
             );
         }
     }
-    still_serving(&w);
+    still_serving(w);
 }
 
 #[test]
 fn bad_input_invalid_field_selector_gets_400() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     for sel in [
         "metadata.name",
         "metadata.name>3",
@@ -126,28 +129,29 @@ fn bad_input_invalid_field_selector_gets_400() {
     ] {
         for q in ["", "&watch=true"] {
             bad_get(
-                &w,
+                w,
                 &format!("{SVC}?fieldSelector={}{q}", enc(sel)),
                 400,
                 "BadRequest",
             );
         }
     }
-    still_serving(&w);
+    still_serving(w);
 }
 
 #[test]
 fn bad_input_unsupported_field_label_gets_400_with_its_name() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let st = bad_get(
-        &w,
+        w,
         &format!("{SVC}?fieldSelector={}", enc("status.phase=Running")),
         400,
         "BadRequest",
     );
     assert_eq!(st["message"], "field label not supported: status.phase");
     let st = bad_get(
-        &w,
+        w,
         &format!(
             "/api/v1/endpoints?fieldSelector={}",
             enc("spec.clusterIP!=None")
@@ -156,12 +160,13 @@ fn bad_input_unsupported_field_label_gets_400_with_its_name() {
         "BadRequest",
     );
     assert_eq!(st["message"], "field label not supported: spec.clusterIP");
-    still_serving(&w);
+    still_serving(w);
 }
 
 #[test]
 fn bad_input_accept_yaml_gets_406() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     for path in [
         SVC.to_string(),
         format!("{SVC}?watch=true"),
@@ -172,12 +177,13 @@ fn bad_input_accept_yaml_gets_406() {
         let st = assert_status(code, &headers, &body, 406);
         assert_eq!(st["reason"], "NotAcceptable");
     }
-    still_serving(&w);
+    still_serving(w);
 }
 
 #[test]
 fn bad_input_continue_token_on_list_gets_400() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     for path in [
         "/api/v1/services",
         "/api/v1/endpoints",
@@ -185,7 +191,7 @@ fn bad_input_continue_token_on_list_gets_400() {
         "/api/v1/nodes",
     ] {
         let st = bad_get(
-            &w,
+            w,
             &format!("{path}?continue=abc&limit=500"),
             400,
             "BadRequest",
@@ -196,12 +202,13 @@ fn bad_input_continue_token_on_list_gets_400() {
     let mut watch = w.watch(&format!("{SVC}?watch=true&continue=abc&timeoutSeconds=5"));
     assert_eq!(watch.code, 200);
     assert_eq!(watch.expect()["type"], "ADDED");
-    still_serving(&w);
+    still_serving(w);
 }
 
 #[test]
 fn c26_send_initial_events_on_list_and_rv_match_on_plain_watch_get_422() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let cases: &[(&str, &str)] = &[
         (
             "sendInitialEvents=true",
@@ -235,14 +242,14 @@ fn c26_send_initial_events_on_list_and_rv_match_on_plain_watch_get_422() {
         "/api/v1/nodes",
     ] {
         for (q, msg) in cases {
-            let st = bad_get(&w, &format!("{path}?{q}"), 422, "Invalid");
+            let st = bad_get(w, &format!("{path}?{q}"), 422, "Invalid");
             assert!(
                 st["message"].as_str().unwrap().contains(msg),
                 "{path}?{q}: {st}"
             );
         }
         let st = bad_get(
-            &w,
+            w,
             &format!("{path}?resourceVersionMatch=Bogus"),
             422,
             "Invalid",
@@ -255,12 +262,13 @@ fn c26_send_initial_events_on_list_and_rv_match_on_plain_watch_get_422() {
             "{st}"
         );
     }
-    still_serving(&w);
+    still_serving(w);
 }
 
 #[test]
 fn c28_all_errors_are_full_status_objects_with_code_equal_to_http_status() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let gets: &[(&str, u16)] = &[
         ("/api/v1/nodes/nope", 404),
         ("/api/v1/namespaces/default/endpoints/nope", 404),
@@ -326,14 +334,15 @@ fn c28_all_errors_are_full_status_objects_with_code_equal_to_http_status() {
     assert_eq!(st["code"], 410);
     assert!(st["metadata"].is_object());
     assert!(watch.ended_within(Duration::from_secs(2)));
-    still_serving(&w);
+    still_serving(w);
 }
 
 #[test]
 fn half_closed_client_still_gets_its_answer() {
     // A client may send its request and shut down its sending side at once; the answer must
     // still come (this used to be dropped with the connection).
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     for _ in 0..20 {
         let (code, _, body) = parse(&raw(
             w.addr,
@@ -351,5 +360,5 @@ fn half_closed_client_still_gets_its_answer() {
     let mut r = BufReader::new(Cursor::new(answer));
     assert_eq!(read_response(&mut r).unwrap().0, 200);
     assert_eq!(read_response(&mut r).unwrap().0, 404);
-    still_serving(&w);
+    still_serving(w);
 }

@@ -31,7 +31,8 @@ fn list_names(w: &Wrapper, path: &str) -> Vec<String> {
 
 #[test]
 fn c06_watch_is_true_unless_absent_zero_or_false() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let lists = ["", "watch=false", "watch=0", "watch=FALSE", "watch=False"];
     let watches = [
         "watch=true",
@@ -147,7 +148,8 @@ fn c07_label_selector_is_parsed_and_applied_exactly() {
 
 #[test]
 fn c08_field_selector_name_namespace_cluster_ip_and_400_otherwise() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let svc = "/api/v1/services";
     let cases: &[(&str, &str, &[&str])] = &[
         (svc, "metadata.name=web", &["web"]),
@@ -188,12 +190,12 @@ fn c08_field_selector_name_namespace_cluster_ip_and_400_otherwise() {
         ),
     ];
     for (path, sel, want) in cases {
-        let got = list_names(&w, &format!("{path}?fieldSelector={}", enc(sel)));
+        let got = list_names(w, &format!("{path}?fieldSelector={}", enc(sel)));
         assert_eq!(got, *want, "{path} fieldSelector {sel:?}");
     }
     // kube-proxy 1.32+ services query, exactly as sent.
     let got = list_names(
-        &w,
+        w,
         &format!("{svc}?fieldSelector=spec.clusterIP%21%3DNone&labelSelector={SELECTOR_L}&limit=500&resourceVersion=0"),
     );
     assert_eq!(got, ["api", "kubernetes", "web"]);
@@ -230,7 +232,8 @@ fn c08_field_selector_name_namespace_cluster_ip_and_400_otherwise() {
 /// with a Status; what it accepts is accepted.
 #[test]
 fn c06b_limit_and_boolean_parameters_are_checked_as_the_apiserver_checks_them() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     for q in [
         "limit=abc",
         "limit=1.5",
@@ -243,6 +246,6 @@ fn c06b_limit_and_boolean_parameters_are_checked_as_the_apiserver_checks_them() 
         assert_eq!(st["reason"], "BadRequest", "{q}");
     }
     // A negative limit means no limit, as for the apiserver.
-    assert_eq!(list_names(&w, "/api/v1/nodes?limit=-1").len(), 4);
-    assert_eq!(list_names(&w, "/api/v1/nodes?limit=500").len(), 4);
+    assert_eq!(list_names(w, "/api/v1/nodes?limit=-1").len(), 4);
+    assert_eq!(list_names(w, "/api/v1/nodes?limit=500").len(), 4);
 }

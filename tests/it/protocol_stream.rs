@@ -139,7 +139,8 @@ fn whole(w: &Wrapper, path_query: &str) -> Vec<Value> {
 
 #[test]
 fn c22_bookmarks_have_the_watched_kind_only_an_rv_and_need_allow_watch_bookmarks() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let current = rv(&w.get_json(NODES));
     let kinds = [
         (EPS, "Endpoints", "v1"),
@@ -210,11 +211,12 @@ fn raw_watch(w: &Wrapper, path_query: &str) -> (Duration, Vec<u8>) {
 
 #[test]
 fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let current = rv(&w.get_json(NODES));
     // A quiet watch with timeoutSeconds=2: headers, no events, a clean end of the chunked body.
     let (took, out) = raw_watch(
-        &w,
+        w,
         &format!("{NODES}?watch=true&timeoutSeconds=2&resourceVersion={current}"),
     );
     let text = String::from_utf8_lossy(&out);
@@ -228,7 +230,7 @@ fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
         "ended after {took:?}"
     );
     // With events, the end is as clean (no ERROR event at the deadline).
-    let evs = whole(&w, &format!("{SVC}?watch=true&timeoutSeconds=1"));
+    let evs = whole(w, &format!("{SVC}?watch=true&timeoutSeconds=1"));
     assert_eq!(evs.len(), 4);
     assert!(evs.iter().all(|e| e["type"] == "ADDED"));
     // A negative timeoutSeconds: the apiserver's watch timer has already fired, so the watch

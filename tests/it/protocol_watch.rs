@@ -148,7 +148,8 @@ fn take(watch: &mut Watch, n: usize) -> Vec<Value> {
 
 #[test]
 fn c14_watch_from_absent_empty_or_zero_rv_starts_with_added_for_every_match() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     for path in [SVC, EPS, V1, V1B1, NODES] {
         let list = w.get_json(path);
         let items = list["items"].as_array().unwrap().clone();
@@ -314,7 +315,8 @@ fn assert_expired(w: &Wrapper, path: &str, rv_param: &str) {
 
 #[test]
 fn c16_unbuffered_future_nonnumeric_rv_get_error_410() {
-    let (_sim, w) = demo(&[]);
+    let shared = shared_demo();
+    let w = &shared.w;
     let current = rv(&w.get_json(NODES));
     let future = (current + 1000).to_string();
     let below = (current - 1).to_string(); // below the startup horizon
@@ -328,11 +330,11 @@ fn c16_unbuffered_future_nonnumeric_rv_get_error_410() {
             "1.5",
             "18446744073709551616",
         ] {
-            assert_expired(&w, path, &enc(r));
+            assert_expired(w, path, &enc(r));
         }
     }
     // The current RV itself is fine: the stream stays open.
-    let mut ok = watch_from(&w, NODES, current);
+    let mut ok = watch_from(w, NODES, current);
     assert!(ok.next(Duration::from_millis(500)).is_none());
     assert!(!ok.is_ended());
 }

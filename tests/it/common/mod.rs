@@ -521,6 +521,28 @@ pub fn demo(extra: &[&str]) -> (Sim, Wrapper) {
     (sim, w)
 }
 
+/// The demo simulator and a grid-wrapper in front of it (as [`demo`] starts them), shared by the
+/// tests that change neither: the upstream's objects, the wrapper's flags, counters or logs.
+pub struct SharedDemo {
+    pub sim: Sim,
+    pub w: Wrapper,
+}
+
+/// The [`SharedDemo`] the tests running now hold, started for the first of them; the processes
+/// end when the last holder drops it (never left behind when the test binary exits).
+pub fn shared_demo() -> std::sync::Arc<SharedDemo> {
+    use std::sync::{Arc, Mutex, Weak};
+    static SLOT: Mutex<Weak<SharedDemo>> = Mutex::new(Weak::new());
+    let mut slot = SLOT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(shared) = slot.upgrade() {
+        return shared;
+    }
+    let (sim, w) = demo(&[]);
+    let shared = Arc::new(SharedDemo { sim, w });
+    *slot = Arc::downgrade(&shared);
+    shared
+}
+
 /// Asserts that `body` is a full Kubernetes `Status` failure with `code` (and returns it).
 pub fn assert_status(code: u16, headers: &[(String, String)], body: &[u8], want: u16) -> Value {
     assert_eq!(
