@@ -15,8 +15,13 @@ fn offline_start_rechecks_the_slice_version_once_the_upstream_answers() {
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let w = Wrapper::start_unready(&url, "edge-a1", &["--not-ready-hold-seconds=0"]);
-    // Let discovery and both probes fail against the closed port.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Discovery and both probes fail against the closed port (each logs it).
+    for failed in [
+        "re-checking the EndpointSlice version until it answers",
+        "ServiceCIDRs: the upstream cannot be asked",
+    ] {
+        w.log.wait_for_text(failed, Duration::from_secs(20));
+    }
     let (code, _, _) = w.get("/apis/discovery.k8s.io/v1/endpointslices");
     assert_eq!(code, 503, "not ready while the upstream is down");
     let listen = format!("127.0.0.1:{port}");
