@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A flood of the relay port, the hostile LAN of docs/SEMANTICS.md §12.1 (tests/relay_hostile.rs
+"""A flood of the relay port, the hostile LAN of docs/SEMANTICS.md §12.1 (tests/it/relay_hostile.rs
 and scripts/relayflood.sh use it), on loopback only.
 
   relayflood.py flood HOST PORT SOURCES PER SECS HEX REOPEN

@@ -1,7 +1,7 @@
 //! Request routing for the simulator: (method, path) → [`Route`], plus query-string decoding.
 //! Exact path matching only; which EndpointSlice versions exist is decided by `--slice-version`.
 //! Pure. Not the product's `api::route` / `api::query`: the sim takes path segments literally (a
-//! namespace `a%2Fb` is served, tests/protocol_proxy.rs relies on it) and keeps a bad `%` escape
+//! namespace `a%2Fb` is served, tests/it/protocol_proxy.rs relies on it) and keeps a bad `%` escape
 //! in the query as it is, where the product proxies such a path and answers such a query 400.
 
 use grid_wrapper::k8s::Resource;

@@ -1,5 +1,5 @@
 //! Protobuf answers (`application/vnd.kubernetes.protobuf`), checked with the independent
-//! decoder of tests/common/protobuf.rs (official .proto files, prost-reflect): its own tests
+//! decoder of tests/it/common/protobuf.rs (official .proto files, prost-reflect): its own tests
 //! first (`decoder_*`), then the real binaries over loopback sockets, each protobuf answer
 //! compared with the JSON answer to the same request.
 

@@ -484,7 +484,7 @@ fn c12_rv_counter_strictly_increases_and_a_new_process_never_reissues_an_rv() {
 
     // A new process on the same upstream draws another epoch: none of its RVs is one the first
     // handed out (without --cache-dir the epoch is random, so "above" is not promised; with it,
-    // tests/autonomy_*.rs check that RVs are above), and it refuses the old RVs with 410.
+    // tests/it/autonomy_*.rs check that RVs are above), and it refuses the old RVs with 410.
     let first_epoch = max_w1 >> 40;
     let w2 = Wrapper::start(&sim.url, "edge-a1", &[]);
     for (path, _, _, _, _, _) in COLLECTIONS {

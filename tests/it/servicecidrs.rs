@@ -3,7 +3,7 @@
 //! and every answer carrying grid-wrapper's own resourceVersions is the cache's), with kube-proxy's
 //! own request shapes, after an offline restart from the snapshot, and proxied when the upstream
 //! has none. The generic guarantees (list shape, watches, 410, protobuf) are checked for them
-//! with every other resource in tests/protocol.rs and tests/protobuf.rs.
+//! with every other resource in tests/it/protocol.rs and tests/it/protobuf.rs.
 
 use crate::common;
 

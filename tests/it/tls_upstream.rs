@@ -4,7 +4,7 @@
 //! an error naming the certificate, no crash), and proxied requests keeping the client's own
 //! `Authorization` (or none) — the wrapper's token and client certificate are never attached
 //! (there the sim takes a client certificate as an apiserver does: verified when given, not
-//! required; `tests/proxy_identity.rs` has the rest). The sim's `/sim/` control
+//! required; `tests/it/proxy_identity.rs` has the rest). The sim's `/sim/` control
 //! API is read over TLS with a small ureq client holding the test client certificate.
 //! Without `openssl` each test prints "skipping" and passes.
 

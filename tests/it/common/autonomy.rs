@@ -1,4 +1,4 @@
-//! Helpers for the edge-autonomy tests (tests/autonomy_*.rs): starting grid-wrapper with a
+//! Helpers for the edge-autonomy tests (tests/it/autonomy_*.rs): starting grid-wrapper with a
 //! captured log, signals, exit codes, `/metrics` and `/readyz`, the served state compared
 //! without resourceVersions, and raw watch bodies.
 

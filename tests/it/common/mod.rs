@@ -394,7 +394,7 @@ pub fn slice_ips(slice: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-// ---- Helpers added for the protocol conformance tests (tests/protocol*.rs). ----
+// ---- Helpers added for the protocol conformance tests (tests/it/protocol*.rs). ----
 
 impl Sim {
     /// Deletes an object (`kind` as in `Node`, `Service`, `Endpoints`, `EndpointSlice`).

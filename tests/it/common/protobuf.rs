@@ -12,7 +12,7 @@
 //! Decoded messages are converted to the Kubernetes JSON form by walking their descriptors
 //! (the message type of each field, never the shape of a value): field names are the proto
 //! field names, which are the Kubernetes JSON names in these files (checked by a test in
-//! tests/protobuf.rs); the types whose JSON differs from their message (`metav1.Time`,
+//! tests/it/protobuf.rs); the types whose JSON differs from their message (`metav1.Time`,
 //! `MicroTime`, `resource.Quantity`, `intstr.IntOrString`, `FieldsV1`, `RawExtension`) get
 //! their Kubernetes JSON; 64-bit integers are JSON numbers.
 
