@@ -17,7 +17,7 @@ build:
 ## them; the read-only view's `compile_fail` check is one). The integration tests start
 ## target/debug/grid-wrapper-sim, the binary of the sim/ package (no CARGO_BIN_EXE_ path for
 ## another package's binary): `cargo build --bins` builds it first.
-TEST_THREADS ?= 8
+TEST_THREADS ?= 16
 test:
 	$(CARGO) build --bins
 	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --all-targets

@@ -268,7 +268,6 @@ fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
 
 #[test]
 fn c24_watchers_are_freed_on_disconnect() {
-    let _heavy = common::heavy();
     let (_sim, w) = demo(&[]);
     // More watches than the server's connection cap (1024), opened and dropped one by one: if a
     // disconnected watcher were kept, the later ones would be refused.

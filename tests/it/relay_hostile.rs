@@ -403,11 +403,12 @@ fn a_certificate_holder_is_never_evicted_and_a_follower_starts_during_a_reconnec
     };
     // A certificate holder whose certificate the server has verified, with no request sent
     // yet: the newest connection, at the back of the eviction order. (One the flood evicted
-    // before the server had read its certificate is fair game: try again, a few times.)
+    // before the server had read its certificate is fair game: try again. On a loaded machine
+    // the flood's reconnects can outpace a handshake several times in a row.)
     let cfg = tls_config(&pki);
-    let holder = (0..5).find_map(|_| tls_connect_verified(&cfg, r.relay));
+    let holder = (0..20).find_map(|_| tls_connect_verified(&cfg, r.relay));
     let mut holder = BufReader::new(
-        holder.expect("5 certificate holders evicted before the relay verified their certificate"),
+        holder.expect("20 certificate holders evicted before the relay verified their certificate"),
     );
     let opened = Instant::now();
     let evicted = refused(&r.w, "relay", "evicted");
@@ -497,7 +498,6 @@ fn assert_cut_at_head_deadline(cut: Option<Duration>, port: &str) {
 
 #[test]
 fn a_certificate_holder_trickling_its_request_head_is_cut_at_the_head_deadline() {
-    let _heavy = common::heavy();
     let Some((pki, _sim, r)) = started() else {
         return;
     };
@@ -549,7 +549,6 @@ fn fill_one_source(r: &Relay, limit: usize) -> Vec<TcpStream> {
 
 #[test]
 fn one_source_holds_at_most_its_share_of_the_relay_port() {
-    let _heavy = common::heavy();
     let Some((_pki, _sim, r)) = started() else {
         return;
     };
@@ -564,7 +563,6 @@ fn one_source_holds_at_most_its_share_of_the_relay_port() {
 
 #[test]
 fn the_relay_ports_budgets_are_the_operators() {
-    let _heavy = common::heavy();
     let Some(pki) = Pki::generate() else {
         return;
     };
