@@ -45,7 +45,9 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A free loopback port (bound and released: a small race the tests accept).
+/// A free loopback port (bound and released: a small race the tests accept), for an address
+/// that must be known before its process starts: an upstream started, stopped and started again
+/// at the same address, or one where nothing listens. Anything else listens on port 0.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -335,22 +337,6 @@ impl Wrapper {
     pub fn watch(&self, path: &str) -> Watch {
         Watch::open(self.addr, path, &[])
     }
-}
-
-/// Waits (bounded) until `addr` accepts connections; false if the child exited first.
-pub fn wait_listening(proc: &mut Proc, addr: SocketAddr) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(addr).is_err() {
-        if let Ok(Some(_)) = proc.child.try_wait() {
-            return false;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "grid-wrapper did not listen on {addr}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 /// `metadata.resourceVersion` as a number.
