@@ -16,10 +16,13 @@ build:
 ## the criterion bench's harness refuses), then the doc tests (`--all-targets` skips
 ## them; the read-only view's `compile_fail` check is one). The integration tests start
 ## target/debug/grid-wrapper-sim, the binary of the sim/ package (no CARGO_BIN_EXE_ path for
-## another package's binary): `cargo build --bins` builds it first.
+## another package's binary): `cargo build --bins` builds it first. The CRI client's tests talk
+## to a real grpc-go CRI server built from e2e/'s pinned Go module (scripts/cri-fake-build.sh,
+## reused while unchanged); without Go they say they skip.
 TEST_THREADS ?= 16
 test:
 	$(CARGO) build --bins
+	if command -v go >/dev/null; then bash scripts/cri-fake-build.sh >/dev/null; else echo "go not on PATH: the CRI client's tests against a real server will skip"; fi
 	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --all-targets
 	$(CARGO) test --doc
 

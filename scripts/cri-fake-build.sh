@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real gRPC CRI server of the CRI client's tests (tests/cri_runtime.rs): e2e/cri-fake, a
+# The real gRPC CRI server of the CRI client's tests (tests/it/cri_runtime.rs): e2e/cri-fake, a
 # grpc-go RuntimeService from k8s.io/cri-client's fake runtime, built from the pinned Go module
 # of e2e/ into out/e2e/bin/cri-fake. Reused while e2e/'s go.mod, go.sum, the cri-fake main and
 # this script are unchanged (a stamp file holds their hash). Prints the binary's path.
