@@ -31,15 +31,15 @@ use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamOptions}
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
 use crate::upstream::supervisor::{self, Assumed, Expectations};
-use crate::writer::{CacheSink, Callbacks, Writer};
+use crate::writer::{CacheSink, Callbacks, WriterHandle};
 
 /// The cache hears the versions the reflector supervisor mirrors.
-impl Expectations for Writer {
+impl Expectations for WriterHandle {
     fn expect_slices(&self, kind: Resource) {
-        Writer::expect_slices(self, kind);
+        WriterHandle::expect_slices(self, kind);
     }
     fn expect_cidrs(&self, kind: Option<Resource>) {
-        Writer::expect_cidrs(self, kind);
+        WriterHandle::expect_cidrs(self, kind);
     }
 }
 
@@ -131,7 +131,7 @@ fn open_cache(
 /// cache (which logs when the set of abnormal nodes changes) and wakes the loop on a change.
 fn start_edge_health(
     cfg: &Config,
-    writer: &Writer,
+    writer: &WriterHandle,
     stop: &Arc<AtomicBool>,
 ) -> Result<(), AppError> {
     let writer = writer.clone();
@@ -164,7 +164,7 @@ fn start_edge_health(
 fn serve_relay(
     cfg: &Config,
     server: &mut Server,
-    writer: &Writer,
+    writer: &WriterHandle,
 ) -> Result<Option<TlsFiles>, AppError> {
     let (Some(addr), Some(cert), Some(key), Some(ca)) = (
         &cfg.relay_bind_address,
@@ -280,7 +280,7 @@ fn restore(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<CacheDir>, State, Ext
 fn spawn_snapshots(
     cfg: &Config,
     cache: Option<&CacheDir>,
-    writer: &Writer,
+    writer: &WriterHandle,
 ) -> Result<Option<Arc<SnapshotWriter>>, AppError> {
     let Some(c) = cache else {
         return Ok(None);
@@ -339,25 +339,25 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     let (ucfg, upstream) = connect_upstream(&cfg)?;
     let (cache, state, mut extras, assumed) = restore(&cfg, &ucfg);
     let started = Instant::now();
-    let (cache_writer, unstarted) = Writer::new(state);
-    let snapshots = spawn_snapshots(&cfg, cache.as_ref(), &cache_writer)?;
+    let (writer, unstarted) = WriterHandle::new(state);
+    let snapshots = spawn_snapshots(&cfg, cache.as_ref(), &writer)?;
     extras.writer = snapshots.as_ref().map(|w| w.stats.clone());
     extras.debug = cfg.debug;
 
     let bind = resolve(&cfg.bind_address)?;
     let (opts, tls_files, scheme) = serving_options(&cfg)?;
-    let mut server = Server::bind(bind, cache_writer.clone(), Some(upstream.clone()), opts)
+    let mut server = Server::bind(bind, writer.clone(), Some(upstream.clone()), opts)
         .map_err(|e| AppError::Bind(cfg.bind_address.clone(), e))?;
     let tls_files: Vec<TlsFiles> = tls_files
         .into_iter()
-        .chain(serve_relay(&cfg, &mut server, &cache_writer)?)
+        .chain(serve_relay(&cfg, &mut server, &writer)?)
         .collect();
     let health_bind_error = |e| AppError::Bind(cfg.metrics_bind_address.clone(), e);
     let health_listener =
         TcpListener::bind(resolve(&cfg.metrics_bind_address)?).map_err(health_bind_error)?;
     // The address bound, which names the port when the flag's is 0.
     let metrics = health_listener.local_addr().map_err(health_bind_error)?;
-    health::spawn(health_listener, cache_writer.clone(), extras).map_err(AppError::Thread)?;
+    health::spawn(health_listener, writer.clone(), extras).map_err(AppError::Thread)?;
     info!(
         "serving kube-proxy on {scheme}://{} (health on http://{}), local node {:?}",
         server.local_addr().map_err(AppError::Loop)?,
@@ -382,17 +382,17 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
             ),
         )
         .map_err(AppError::Thread)?;
-    let sink: Arc<dyn Sink> = Arc::new(CacheSink::new(cache_writer.clone()));
+    let sink: Arc<dyn Sink> = Arc::new(CacheSink::new(writer.clone()));
     let stop = Arc::new(AtomicBool::new(false));
     signals::spawn(stop.clone(), server.waker(), tls_files).map_err(AppError::Thread)?;
     if cfg.autonomy.enabled {
-        start_edge_health(&cfg, &cache_writer, &stop)?;
+        start_edge_health(&cfg, &writer, &stop)?;
     }
-    let told = Box::new(cache_writer.clone());
+    let told = Box::new(writer.clone());
     supervisor::spawn(upstream, sink, told, assumed, stop.clone()).map_err(AppError::Thread)?;
     server.run(&stop).map_err(AppError::Loop)?;
     if let (Some(w), Some(c)) = (&snapshots, &cache) {
-        w.finish(c, &cache_writer, false);
+        w.finish(c, &writer, false);
     }
     info!("stopped");
     Ok(())

@@ -51,7 +51,7 @@ use crate::cache::epoch;
 use crate::cache::snapshot::{self, Identity, Meta, Snapshot, SnapshotError};
 use crate::clock::unix_now;
 use crate::sync::lock;
-use crate::writer::{Busy, Writer as CacheWriter};
+use crate::writer::{Busy, WriterHandle};
 
 mod failures;
 use failures::{Failures, Previous};
@@ -465,10 +465,10 @@ impl CacheDir {
 
     /// Asks the cache's writer for its objects (pointer copies, taken between two changes) and
     /// writes them on this thread. `Ok(None)`: the cache is not ready (nothing worth keeping).
-    pub fn save(&self, cache: &CacheWriter) -> io::Result<Option<Written>> {
+    pub fn save(&self, writer: &WriterHandle) -> io::Result<Option<Written>> {
         let start = Instant::now();
         let identity = self.identity.clone();
-        let taken = cache.ask(move |state| {
+        let taken = writer.ask(move |state| {
             state.is_ready().then(|| Snapshot {
                 meta: Meta {
                     identity,
@@ -604,7 +604,7 @@ impl SnapshotWriter {
     /// (docs/SEMANTICS.md §10).
     pub fn spawn(
         cache: CacheDir,
-        shared: CacheWriter,
+        writer: WriterHandle,
         min_gap: Duration,
         upstream_lost: Box<dyn Fn() -> bool + Send>,
     ) -> io::Result<Arc<SnapshotWriter>> {
@@ -616,7 +616,7 @@ impl SnapshotWriter {
         let (p, s) = (pending.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("snapshot-writer".into())
-            .spawn(move || writer_loop(&cache, &shared, &p, &s, min_gap, &*upstream_lost))?;
+            .spawn(move || writer_loop(&cache, &writer, &p, &s, min_gap, &*upstream_lost))?;
         Ok(Arc::new(SnapshotWriter {
             pending,
             thread: Mutex::new(Some(thread)),
@@ -642,7 +642,7 @@ impl SnapshotWriter {
     /// anything changed since the last one, or the last write failed (or always, with `force`).
     /// A failure is logged (WARN, or INFO within a failure episode already warned about) and
     /// otherwise ignored: the shutdown goes on.
-    pub fn finish(&self, cache: &CacheDir, shared: &CacheWriter, force: bool) {
+    pub fn finish(&self, cache: &CacheDir, writer: &WriterHandle, force: bool) {
         let dirty = {
             let (m, cv) = &*self.pending;
             let mut p = lock(m);
@@ -654,7 +654,7 @@ impl SnapshotWriter {
         let mut failures = handle.and_then(|h| h.join().ok()).unwrap_or_default();
         if dirty || force {
             let taken = self.stats.take_unsaved();
-            if write_once(cache, shared, &self.stats, &mut failures, "final") != Attempt::Written {
+            if write_once(cache, writer, &self.stats, &mut failures, "final") != Attempt::Written {
                 self.stats.untake(taken);
             }
         }
@@ -674,12 +674,12 @@ enum Attempt {
 
 fn write_once(
     cache: &CacheDir,
-    shared: &CacheWriter,
+    writer: &WriterHandle,
     stats: &WriterStats,
     failures: &mut Failures,
     why: &str,
 ) -> Attempt {
-    match cache.save(shared) {
+    match cache.save(writer) {
         Ok(None) => {
             debug!("not writing a snapshot: the cache is not ready");
             Attempt::NotReady
@@ -739,7 +739,7 @@ fn write_once(
 
 fn writer_loop(
     cache: &CacheDir,
-    shared: &CacheWriter,
+    writer: &WriterHandle,
     pending: &(Mutex<Pending>, Condvar),
     stats: &WriterStats,
     min_gap: Duration,
@@ -804,7 +804,7 @@ fn writer_loop(
             early_said = true;
         }
         let why = if early { "early" } else { "debounced" };
-        match write_once(cache, shared, stats, &mut failures, why) {
+        match write_once(cache, writer, stats, &mut failures, why) {
             Attempt::Written => last_attempt = Some(Instant::now()),
             Attempt::Failed => {
                 stats.untake(taken);

@@ -1,11 +1,11 @@
 //! The one writer: a thread that owns the cache's [`State`] and applies every change to it, one
 //! message at a time (I/O shell; the state machine it drives is pure).
 //!
-//! Everyone else holds a [`Writer`] handle and sends it messages over a channel: the reflectors
+//! Everyone else holds a [`WriterHandle`] handle and sends it messages over a channel: the reflectors
 //! their prepared changes and lists (through [`CacheSink`], `writer/sink.rs`), the edge-health
 //! poller its map, the reflector starter the EndpointSlice version, the event loop its wish for
 //! v1beta1 EndpointSlices, the snapshot writer and the debug pages their questions
-//! ([`Writer::ask`]). Nobody locks the state: it has no lock.
+//! ([`WriterHandle::ask`]). Nobody locks the state: it has no lock.
 //!
 //! Readers read what the writer publishes: the served view ([`crate::cache::published`]), which
 //! the writer records into one object at a time under the view's own short lock, and the facts
@@ -122,7 +122,7 @@ impl Busy {
 
 /// A handle on the one writer; cheap to clone, one per thread that sends it changes.
 #[derive(Clone)]
-pub struct Writer {
+pub struct WriterHandle {
     tx: SyncSender<Message>,
     view: View,
     /// The relay view (`--relay-bind-address`), when the state keeps one.
@@ -132,19 +132,19 @@ pub struct Writer {
     v1beta1_asked: Arc<AtomicBool>,
 }
 
-impl std::fmt::Debug for Writer {
+impl std::fmt::Debug for WriterHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").finish_non_exhaustive()
+        f.debug_struct("WriterHandle").finish_non_exhaustive()
     }
 }
 
-impl Writer {
+impl WriterHandle {
     /// A handle on `state`'s writer, and the writer itself, not started yet: messages sent
     /// before [`Unstarted::start`] wait in the channel (the handle is needed to wire the event
     /// loop and the snapshot writer whose callbacks the writer takes).
-    pub fn new(state: State) -> (Writer, Unstarted) {
+    pub fn new(state: State) -> (WriterHandle, Unstarted) {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
-        let handle = Writer {
+        let handle = WriterHandle {
             tx,
             view: state.view(),
             relay_view: state.relay_view(),
@@ -250,7 +250,7 @@ impl Writer {
         answer.recv().map_err(|_| Busy)
     }
 
-    /// [`Writer::ask`], waiting at most `within` (the question is still answered later, and the
+    /// [`WriterHandle::ask`], waiting at most `within` (the question is still answered later, and the
     /// answer dropped).
     pub fn ask_within<R: Send + 'static>(
         &self,
@@ -303,8 +303,8 @@ impl Writer {
 
     /// A running writer on `state` that tells nobody of its changes (tests).
     #[cfg(test)]
-    pub(crate) fn started(state: State) -> Writer {
-        let (writer, unstarted) = Writer::new(state);
+    pub(crate) fn started(state: State) -> WriterHandle {
+        let (writer, unstarted) = WriterHandle::new(state);
         let _ = unstarted.start(Instant::now(), Callbacks::none());
         writer
     }
@@ -327,11 +327,11 @@ impl Writer {
     }
 }
 
-/// Keeps the writer busy while it lives (see `Writer::hold`).
+/// Keeps the writer busy while it lives (see `WriterHandle::hold`).
 #[cfg(test)]
 pub(crate) struct Held(#[allow(dead_code)] mpsc::Sender<()>);
 
-/// A writer parked mid-apply (see `Writer::park_mid_apply`).
+/// A writer parked mid-apply (see `WriterHandle::park_mid_apply`).
 #[cfg(test)]
 pub(crate) struct Park {
     parked: Receiver<()>,
@@ -351,7 +351,7 @@ impl Park {
     }
 }
 
-/// The writer before its thread runs (see [`Writer::new`]).
+/// The writer before its thread runs (see [`WriterHandle::new`]).
 pub struct Unstarted {
     state: State,
     rx: Receiver<Message>,
@@ -359,7 +359,7 @@ pub struct Unstarted {
 
 impl Unstarted {
     /// Starts the writer thread. `started` is the time base of the event logs' window
-    /// (monotonic seconds since it). The thread ends when every [`Writer`] handle is dropped.
+    /// (monotonic seconds since it). The thread ends when every [`WriterHandle`] handle is dropped.
     pub fn start(self, started: Instant, callbacks: Callbacks) -> std::io::Result<JoinHandle<()>> {
         let Unstarted { state, rx } = self;
         std::thread::Builder::new()

@@ -30,7 +30,7 @@ use crate::server::proxy::{Proxied, Proxy, Pumped};
 use crate::server::transport::{ReadEnd, Transport};
 use crate::server::watch::{End, StreamOptions, Watcher, HIGH_WATER, STALLS, STALL_EPISODE_GAP};
 use crate::server::watchers;
-use crate::writer::Writer;
+use crate::writer::WriterHandle;
 
 mod options;
 pub use options::{ServerOptions, TlsSlot};
@@ -40,7 +40,7 @@ pub use options::{ServerOptions, TlsSlot};
 pub struct Ctx<'a> {
     /// The cache's writer: told (without waiting) to build v1beta1 EndpointSlices at the first
     /// request for them.
-    pub cache: &'a Writer,
+    pub writer: &'a WriterHandle,
     /// Proxy workers.
     pub proxy: &'a Proxy,
     /// Settings.
@@ -467,7 +467,7 @@ impl Conn {
         let decision = decide(&req, self.side, &ViewFacts::of(&state), turn);
         self.label = RouteKind::of(&decision.label, &req.query);
         if decision.ask_v1beta1 {
-            ctx.cache.want_v1beta1();
+            ctx.writer.want_v1beta1();
         }
         match decision.fate {
             Fate::Serve { route, format } => self.serve(req, &route, format, state, ctx),

@@ -26,7 +26,7 @@ use crate::server::watchers::{self, WatcherStatus};
 use crate::upstream::domain::Role;
 use crate::upstream::kind::REFLECTED;
 use crate::upstream::stats::{self, Stats};
-use crate::writer::{Writer, DEBUG_WAIT};
+use crate::writer::{WriterHandle, DEBUG_WAIT};
 
 /// Watch streams listed unless `?watchers=N` asks otherwise.
 pub const DEFAULT_WATCHERS: usize = 100;
@@ -122,11 +122,11 @@ fn watcher_cap(query: &str) -> usize {
 }
 
 /// (status, Content-Type, body) for `/debug/state`.
-pub fn answer(query: &str, shared: &Writer, extras: &Extras) -> (u16, &'static str, String) {
+pub fn answer(query: &str, writer: &WriterHandle, extras: &Extras) -> (u16, &'static str, String) {
     let now = crate::clock::unix_now();
     let (open, streams) = watchers::global().snapshot(watcher_cap(query));
     let asked = streams.clone();
-    let facts = match shared.ask_within(DEBUG_WAIT, move |s| CacheFacts::of(s, &asked)) {
+    let facts = match writer.ask_within(DEBUG_WAIT, move |s| CacheFacts::of(s, &asked)) {
         Ok(facts) => facts,
         Err(busy) => {
             let e = busy.to_api_error();

@@ -25,7 +25,7 @@ use crate::api::route::segment;
 use crate::cache::store::explain::{Overview, ServiceExplanation};
 use crate::k8s::status::ApiError;
 use crate::k8s::ObjectKey;
-use crate::writer::{Busy, Writer, DEBUG_WAIT};
+use crate::writer::{Busy, WriterHandle, DEBUG_WAIT};
 
 /// Rows (Services, or endpoints of one Service) listed unless `limit` says otherwise.
 pub const DEFAULT_LIMIT: usize = 500;
@@ -124,8 +124,8 @@ fn target(path: &str) -> Result<Option<ObjectKey>, ApiError> {
 }
 
 /// (status, Content-Type, body) for `/debug/topology[/<namespace>/<service>]`.
-pub fn answer(path: &str, query: &str, shared: &Writer) -> (u16, &'static str, String) {
-    match respond(path, query, shared) {
+pub fn answer(path: &str, query: &str, writer: &WriterHandle) -> (u16, &'static str, String) {
+    match respond(path, query, writer) {
         Ok(ok) => ok,
         Err(e) => (
             e.code,
@@ -138,13 +138,13 @@ pub fn answer(path: &str, query: &str, shared: &Writer) -> (u16, &'static str, S
 fn respond(
     path: &str,
     query: &str,
-    shared: &Writer,
+    writer: &WriterHandle,
 ) -> Result<(u16, &'static str, String), ApiError> {
     let opts = Options::parse(query)?;
     match target(path)? {
         None => {
             let limit = opts.limit;
-            let input = shared
+            let input = writer
                 .ask_within(DEBUG_WAIT, move |s| s.overview_input(limit))
                 .map_err(Busy::to_api_error)?;
             let overview = input.overview();
@@ -152,7 +152,7 @@ fn respond(
         }
         Some(key) => {
             let asked = key.clone();
-            let input = shared
+            let input = writer
                 .ask_within(DEBUG_WAIT, move |s| s.explain_input(&asked))
                 .map_err(Busy::to_api_error)?;
             let Some(input) = input else {

@@ -9,7 +9,7 @@ use crate::cache::topology::fixtures::*;
 use crate::cache::view::Retention;
 use crate::k8s::Resource;
 
-fn shared() -> Writer {
+fn loaded_writer() -> WriterHandle {
     let f = fixture_f();
     let mut st = State::new(
         Settings {
@@ -23,7 +23,7 @@ fn shared() -> Writer {
     st.apply_list(Resource::Services, texts(&f.services), 0);
     st.apply_list(Resource::Endpoints, texts(&f.endpoints), 0);
     st.apply_list(Resource::SlicesV1, texts(&[]), 0);
-    Writer::started(st)
+    WriterHandle::started(st)
 }
 
 fn status(answer: (u16, &'static str, String), code: u16) -> Value {
@@ -104,32 +104,35 @@ fn paths_are_checked() {
 
 #[test]
 fn json_answers() {
-    let st = shared();
-    let (code, ct, body) = answer("/debug/topology", "", &st);
+    let writer = loaded_writer();
+    let (code, ct, body) = answer("/debug/topology", "", &writer);
     assert_eq!((code, ct), (200, JSON));
     let v: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(v["services"][0]["name"], "s");
     assert_eq!(v["services"][0]["endpoints"]["kept"], 2);
     assert_eq!(v["services"][0]["localValues"]["zone"], "a");
-    let (code, _, body) = answer("/debug/topology/default/s", "", &st);
+    let (code, _, body) = answer("/debug/topology/default/s", "", &writer);
     assert_eq!(code, 200);
     let v: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(v["objects"][0]["endpoints"][2]["reason"], "NoKeyMatches");
     assert_eq!(v["objects"][0]["endpoints"][2]["nodeValues"]["zone"], "b");
-    let v = status(answer("/debug/topology/default/nope", "", &st), 404);
+    let v = status(answer("/debug/topology/default/nope", "", &writer), 404);
     assert_eq!(v["reason"], "NotFound");
     assert!(
         v["message"].as_str().unwrap_or("").contains("default/nope"),
         "{v}"
     );
-    status(answer("/debug/topology/default/s", "format=xml", &st), 400);
-    status(answer("/debug/topology/a/b/c", "format=text", &st), 404);
+    status(
+        answer("/debug/topology/default/s", "format=xml", &writer),
+        400,
+    );
+    status(answer("/debug/topology/a/b/c", "format=text", &writer), 404);
 }
 
 #[test]
 fn text_answers_are_aligned_tables() {
-    let st = shared();
-    let (code, ct, body) = answer("/debug/topology/default/s", "format=text", &st);
+    let writer = loaded_writer();
+    let (code, ct, body) = answer("/debug/topology/default/s", "format=text", &writer);
     assert_eq!((code, ct), (200, TEXT));
     assert!(
         body.starts_with("Service default/s: topology Service, keys zone (from topologyKeys)\n"),
@@ -149,12 +152,12 @@ fn text_answers_are_aligned_tables() {
         );
     }
     assert_eq!(lines.len() - head - 1, 6);
-    let (_, _, body) = answer("/debug/topology/default/s", "format=text&limit=2", &st);
+    let (_, _, body) = answer("/debug/topology/default/s", "format=text&limit=2", &writer);
     assert!(
         body.contains("(truncated: 2 endpoint rows listed, 4 more not shown"),
         "{body}"
     );
-    let (_, _, body) = answer("/debug/topology", "format=text", &st);
+    let (_, _, body) = answer("/debug/topology", "format=text", &writer);
     assert!(body.contains("NAMESPACE  SERVICE"), "{body}");
     assert!(
         body.lines()
@@ -181,9 +184,9 @@ fn table_cells_are_cleaned_and_cut() {
 /// saying so, instead of holding its client.
 #[test]
 fn a_busy_writer_gets_a_503_status_not_a_wait() {
-    let st = shared();
-    let busy = st.hold();
-    let v = status(answer("/debug/topology/default/s", "", &st), 503);
+    let writer = loaded_writer();
+    let busy = writer.hold();
+    let v = status(answer("/debug/topology/default/s", "", &writer), 503);
     drop(busy);
     assert_eq!(v["kind"], "Status");
     assert!(
@@ -194,5 +197,5 @@ fn a_busy_writer_gets_a_503_status_not_a_wait() {
         "{v}"
     );
     // Released, the same page answers.
-    assert_eq!(answer("/debug/topology/default/s", "", &st).0, 200);
+    assert_eq!(answer("/debug/topology/default/s", "", &writer).0, 200);
 }

@@ -31,7 +31,7 @@ use crate::server::schedule::{Due, Schedule};
 use crate::server::transport::Transport;
 use crate::sync::lock;
 use crate::upstream::client::Upstream;
-use crate::writer::Writer;
+use crate::writer::WriterHandle;
 
 /// The listening socket.
 const LISTENER: Token = Token(0);
@@ -67,7 +67,7 @@ pub struct Server {
     conns: HashMap<Token, Conn>,
     next_token: usize,
     /// The cache's writer (told to build v1beta1 EndpointSlices when first asked for).
-    cache: Writer,
+    writer: WriterHandle,
     /// The served view the writer publishes into: what the loop reads.
     view: View,
     proxy: Proxy,
@@ -90,7 +90,7 @@ impl Server {
     /// Binds the listener and prepares the loop.
     pub fn bind(
         addr: SocketAddr,
-        cache: Writer,
+        writer: WriterHandle,
         upstream: Option<Upstream>,
         opts: ServerOptions,
     ) -> io::Result<Server> {
@@ -100,7 +100,7 @@ impl Server {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let proxy = Proxy::new(upstream, waker.clone());
-        let view = cache.view();
+        let view = writer.view();
         let admission = Admission::new(Budgets {
             kube_proxy: MAX_CONNECTIONS,
             relay: opts.relay_max_connections,
@@ -118,7 +118,7 @@ impl Server {
             waker,
             conns: HashMap::new(),
             next_token: FIRST_CONN,
-            cache,
+            writer,
             view,
             proxy,
             opts,
@@ -306,7 +306,7 @@ impl Server {
         to_drive.sort_unstable();
         to_drive.dedup();
         let ctx = Ctx {
-            cache: &self.cache,
+            writer: &self.writer,
             proxy: &self.proxy,
             opts: &self.opts,
             now,

@@ -29,7 +29,7 @@ use crate::cache::facts::{Facts, SharedFacts};
 use crate::http::response::{self, Body};
 use crate::server::extras::Extras;
 use crate::server::{debug_state, debug_topology, metrics};
-use crate::writer::Writer;
+use crate::writer::WriterHandle;
 
 /// Most connections open at once; one more closes the oldest.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -133,15 +133,15 @@ fn route(
 /// asks the cache's writer).
 fn route_debug(
     path_and_query: &str,
-    shared: &Writer,
+    writer: &WriterHandle,
     extras: &Extras,
 ) -> (u16, &'static str, String) {
     let (path, query) = path_and_query
         .split_once('?')
         .unwrap_or((path_and_query, ""));
     match path {
-        "/debug/state" if extras.debug => debug_state::answer(query, shared, extras),
-        p if is_topology(p) => debug_topology::answer(p, query, shared),
+        "/debug/state" if extras.debug => debug_state::answer(query, writer, extras),
+        p if is_topology(p) => debug_topology::answer(p, query, writer),
         _ => (404, TEXT, "not found".into()),
     }
 }
@@ -169,11 +169,11 @@ fn request_path(head: &[u8]) -> String {
 /// writer's facts; only the debug pages ask the writer (on a worker thread of their own).
 pub fn spawn(
     listener: std::net::TcpListener,
-    shared: Writer,
+    writer: WriterHandle,
     extras: Extras,
 ) -> std::io::Result<()> {
-    let facts = shared.facts();
-    let health = serve::HealthLoop::new(listener, facts, shared, Arc::new(extras))?;
+    let facts = writer.facts();
+    let health = serve::HealthLoop::new(listener, facts, writer, Arc::new(extras))?;
     std::thread::Builder::new()
         .name("health".into())
         .spawn(move || health.run())

@@ -1,7 +1,7 @@
 //! The health listener: its answers, and (over loopback sockets) that no client and no holder
 //! of the cache's lock keeps a probe waiting.
 
-use crate::writer::Writer;
+use crate::writer::WriterHandle;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
@@ -44,14 +44,14 @@ fn metrics_report_readiness_and_counts() {
 }
 
 /// A ready (empty) cache and a health listener on it.
-fn listening(extras: Extras) -> (Writer, SocketAddr) {
+fn listening(extras: Extras) -> (WriterHandle, SocketAddr) {
     let mut st = test_support::state("h", 1);
     test_support::list_all_empty(&mut st);
-    let shared = Writer::started(st);
+    let writer = WriterHandle::started(st);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("bound address");
-    spawn(listener, shared.clone(), extras).expect("spawn");
-    (shared, addr)
+    spawn(listener, writer.clone(), extras).expect("spawn");
+    (writer, addr)
 }
 
 /// Sends `head` on a fresh connection and reads the answer until the server closes;
@@ -82,9 +82,9 @@ fn get_within(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
 
 #[test]
 fn probes_answer_while_the_writer_is_busy() {
-    let (shared, addr) = listening(Extras::default());
+    let (writer, addr) = listening(Extras::default());
     // The writer is applying a relist: busy throughout.
-    let busy = shared.hold();
+    let busy = writer.hold();
     let answers: Vec<_> = ["/readyz", "/metrics", "/healthz"]
         .into_iter()
         .map(|path| (path, get_within(addr, path)))
@@ -100,11 +100,11 @@ fn probes_answer_while_the_writer_is_busy() {
 
 #[test]
 fn a_debug_page_waiting_for_the_writer_holds_up_no_probe() {
-    let (shared, addr) = listening(Extras {
+    let (writer, addr) = listening(Extras {
         debug: true,
         ..Extras::default()
     });
-    let busy = shared.hold();
+    let busy = writer.hold();
     let waiting = std::thread::spawn(move || {
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(30)))

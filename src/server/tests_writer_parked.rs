@@ -18,7 +18,7 @@ use crate::server::conn::ServerOptions;
 use crate::server::event_loop::Server;
 use crate::server::extras::Extras;
 use crate::server::health;
-use crate::writer::{self, CacheSink, Callbacks, Writer};
+use crate::writer::{self, CacheSink, Callbacks, WriterHandle};
 
 /// How long an answer may take before it counts as waiting for the writer.
 const WITHIN: Duration = Duration::from_secs(3);
@@ -77,14 +77,14 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
     let mut st = test_support::state("h", 1);
     test_support::list_all_empty(&mut st);
     let rv0 = st.current_rv();
-    let (cache, unstarted) = Writer::new(st);
+    let (writer, unstarted) = WriterHandle::new(st);
     let opts = ServerOptions {
         not_ready_hold: Duration::from_secs(30),
         ..ServerOptions::default()
     };
     let mut server = Server::bind(
         "127.0.0.1:0".parse().expect("address"),
-        cache.clone(),
+        writer.clone(),
         None,
         opts,
     )
@@ -102,20 +102,20 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
         .expect("writer thread");
     let probes = TcpListener::bind("127.0.0.1:0").expect("bind");
     let probes_addr = probes.local_addr().expect("address");
-    health::spawn(probes, cache.clone(), Extras::default()).expect("health");
+    health::spawn(probes, writer.clone(), Extras::default()).expect("health");
     let stop = Arc::new(AtomicBool::new(false));
     let loop_stop = stop.clone();
     let looping = std::thread::spawn(move || server.run(&loop_stop));
 
     // An earlier change, applied and served.
     // The reflectors' sink, as the server gives it them.
-    let sink = Arc::new(CacheSink::new(cache.clone()));
+    let sink = Arc::new(CacheSink::new(writer.clone()));
     sink.apply(Resource::Nodes, Change::Upsert(node("early")));
-    let rv1 = cache.ask(|s| s.current_rv()).expect("the writer answers");
+    let rv1 = writer.ask(|s| s.current_rv()).expect("the writer answers");
     assert_eq!(rv1, rv0 + 1, "the early change applied");
 
     // A relist the writer parks in the middle of (after its first published object).
-    let parked = cache.park_mid_apply(1);
+    let parked = writer.park_mid_apply(1);
     let relist_sink = sink.clone();
     let relist = std::thread::spawn(move || {
         let mut list = relist_sink.list_items(Resource::Nodes);
@@ -140,7 +140,7 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
         "\"early\"",
     );
     // Still parked: a question waits behind the relist.
-    let still_parked = cache.ask_within(Duration::from_millis(200), |s| s.current_rv());
+    let still_parked = writer.ask_within(Duration::from_millis(200), |s| s.current_rv());
     parked.release();
 
     assert!(
@@ -170,7 +170,7 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
     }
     // Released: the relist completes, and the held v1beta1 request is answered.
     relist.join().expect("relist thread");
-    let rv = cache.ask(|s| s.current_rv()).expect("the writer answers");
+    let rv = writer.ask(|s| s.current_rv()).expect("the writer answers");
     assert_eq!(rv, rv1 + 3, "m1, m2, m3 added");
     match beta.join().expect("v1beta1 client") {
         Ok((code, text)) => assert_eq!(code, 200, "{text}"),

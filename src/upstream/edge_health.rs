@@ -1,6 +1,6 @@
 //! The edge-health poller (docs/SEMANTICS.md §10), I/O shell: one thread that GETs edge-health's
 //! `localinfo` every `interval` with a plain ureq agent and hands each answer, parsed by
-//! [`crate::handoff::edge_health::parse`], to a callback (normally a message to the cache's writer, `crate::writer::Writer::set_edge_health`).
+//! [`crate::handoff::edge_health::parse`], to a callback (normally a message to the cache's writer, `crate::writer::WriterHandle::set_edge_health`).
 //!
 //! - One poll at start, then one per `interval` (measured from the start of the previous
 //!   poll); each poll is bounded by [`POLL_TIMEOUT`] end to end.

@@ -1,6 +1,6 @@
 //! The reflectors' side of the writer: [`CacheSink`] takes each upstream change on its
 //! reflector's thread, prepares a list there (item by item as it is read: the one way a list
-//! reaches the cache) and hands it to the one writer ([`Writer`]), which applies it in the order
+//! reaches the cache) and hands it to the one writer ([`WriterHandle`]), which applies it in the order
 //! it comes. A watch event, which the reflector decoded, goes through [`prepare`] unchanged: the
 //! writer cleans and serializes it. The reflectors are given this sink in `src/app.rs`.
 
@@ -10,19 +10,19 @@ use crate::cache::store::{prepare, ListPreparer};
 use crate::handoff::list_order::{self, ListOrder};
 use crate::handoff::{Change, ListApply, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
-use crate::writer::Writer;
+use crate::writer::WriterHandle;
 
 /// Hands reflector changes to the one writer (`crate::writer`), which applies them in the order
 /// they come, wakes the loop and tells the snapshot writer.
 pub struct CacheSink {
-    writer: Writer,
+    writer: WriterHandle,
     /// Nodes and Services list first.
     order: ListOrder,
 }
 
 impl CacheSink {
     /// The sink of `writer`'s reflectors (one per process: the list order is shared by them).
-    pub fn new(writer: Writer) -> CacheSink {
+    pub fn new(writer: WriterHandle) -> CacheSink {
         CacheSink {
             writer,
             order: ListOrder::new(list_order::PATIENCE),

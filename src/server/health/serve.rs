@@ -19,7 +19,7 @@ use super::{
 };
 use crate::cache::facts::SharedFacts;
 use crate::server::extras::Extras;
-use crate::writer::Writer;
+use crate::writer::WriterHandle;
 
 const LISTENER: Token = Token(0);
 /// Wakes the loop when the debug worker has an answer.
@@ -160,7 +160,7 @@ pub(super) struct HealthLoop {
     clients: BTreeMap<usize, Client>,
     next_id: usize,
     facts: Arc<SharedFacts>,
-    shared: Writer,
+    writer: WriterHandle,
     extras: Arc<Extras>,
     /// The debug worker's queue, once it is started.
     worker: Option<Sender<Job>>,
@@ -173,7 +173,7 @@ impl HealthLoop {
     pub(super) fn new(
         listener: std::net::TcpListener,
         facts: Arc<SharedFacts>,
-        shared: Writer,
+        writer: WriterHandle,
         extras: Arc<Extras>,
     ) -> io::Result<HealthLoop> {
         listener.set_nonblocking(true)?;
@@ -190,7 +190,7 @@ impl HealthLoop {
             clients: BTreeMap::new(),
             next_id: FIRST_CLIENT,
             facts,
-            shared,
+            writer,
             extras,
             worker: None,
             done_tx,
@@ -329,13 +329,13 @@ impl HealthLoop {
 
     fn start_worker(&self) -> Option<Sender<Job>> {
         let (tx, rx) = mpsc::channel::<Job>();
-        let (shared, extras) = (self.shared.clone(), self.extras.clone());
+        let (writer, extras) = (self.writer.clone(), self.extras.clone());
         let (done, waker) = (self.done_tx.clone(), self.waker.clone());
         let started = std::thread::Builder::new()
             .name("health-debug".into())
             .spawn(move || {
                 for (id, path) in rx {
-                    let (code, content_type, body) = route_debug(&path, &shared, &extras);
+                    let (code, content_type, body) = route_debug(&path, &writer, &extras);
                     if done
                         .send((id, response(code, content_type, &body)))
                         .is_err()
