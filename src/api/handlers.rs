@@ -154,13 +154,7 @@ impl Answer {
 
 /// Answers a request for a cache-backed route in `format` (negotiated when its fate was
 /// decided, `api::decide`). `jitter` ∈ [0, 1) spreads default watch lifetimes.
-pub fn handle(
-    route: &Route,
-    query: &str,
-    format: Format,
-    state: &Published,
-    jitter: f64,
-) -> Answer {
+pub fn handle(route: &Route, query: &str, format: Format, view: &Published, jitter: f64) -> Answer {
     let (res, namespace, name) = match route {
         Route::Collection { res, namespace } => (*res, namespace, None),
         Route::Object {
@@ -169,12 +163,12 @@ pub fn handle(
             name,
         } => (*res, namespace, Some(name)),
     };
-    if !state.is_ready() {
+    if !view.is_ready() {
         return Answer::Reply(Reply::error_as(format, &not_ready()));
     }
     if let Some(name) = name {
         let key = ObjectKey::new(namespace.as_deref().unwrap_or(""), name);
-        return Answer::Reply(match state.collection(res).get(&key) {
+        return Answer::Reply(match view.collection(res).get(&key) {
             Some(obj) => Reply::ok(format, wire::object(format, res, obj)),
             None => Reply::error_as(format, &ApiError::not_found(res.plural(), name)),
         });
@@ -189,9 +183,9 @@ pub fn handle(
         fields: opts.field_selector.clone(),
     };
     if opts.watch {
-        Answer::Watch(Box::new(watch(res, filter, &opts, state, jitter, format)))
+        Answer::Watch(Box::new(watch(res, filter, &opts, view, jitter, format)))
     } else {
-        list(res, &filter, &opts, state, format)
+        list(res, &filter, &opts, view, format)
     }
 }
 
@@ -204,16 +198,16 @@ pub fn not_ready() -> ApiError {
 }
 
 /// Objects of `res` selected by `filter`, in key order.
-pub fn select(res: Resource, filter: &Filter, state: &Published) -> Vec<Arc<Served>> {
+pub fn select(res: Resource, filter: &Filter, view: &Published) -> Vec<Arc<Served>> {
     match filter.scope(res) {
-        Scope::Everything => state.collection(res).objects().cloned().collect(),
-        Scope::PerItem => select_per_item(res, filter, state),
+        Scope::Everything => view.collection(res).objects().cloned().collect(),
+        Scope::PerItem => select_per_item(res, filter, view),
     }
 }
 
 /// [`select`] matching every candidate object against `filter`.
-fn select_per_item(res: Resource, filter: &Filter, state: &Published) -> Vec<Arc<Served>> {
-    let coll = state.collection(res);
+fn select_per_item(res: Resource, filter: &Filter, view: &Published) -> Vec<Arc<Served>> {
+    let coll = view.collection(res);
     // Fast path for `metadata.name=<n>` (kube-proxy's node informer).
     if let Some(name) = filter.fields.required("metadata.name") {
         let namespaces: Vec<String> = match (
@@ -248,10 +242,10 @@ fn list(
     res: Resource,
     filter: &Filter,
     opts: &ListOptions,
-    state: &Published,
+    view: &Published,
     format: Format,
 ) -> Answer {
-    let current = state.current_rv();
+    let current = view.current_rv();
     if opts.resource_version_match == Some(RvMatch::Exact) {
         let requested = opts.resource_version.as_deref().unwrap_or("");
         if requested.parse::<u64>().ok() != Some(current) {
@@ -267,11 +261,11 @@ fn list(
         // copy per item (none at all for the whole collection but the segment's).
         Format::Json if everything => Answer::Reply(Reply::ok(
             format,
-            wire::json::list(res, current, state.collection(res).objects()),
+            wire::json::list(res, current, view.collection(res).objects()),
         )),
         Format::Json => Answer::Reply(Reply::ok(
             format,
-            wire::json::list(res, current, select_per_item(res, filter, state).iter()),
+            wire::json::list(res, current, select_per_item(res, filter, view).iter()),
         )),
         // Framed off the lock: the first protobuf list of a resource encodes its objects.
         Format::Protobuf => Answer::List(ListPlan {
@@ -279,9 +273,9 @@ fn list(
             rv: current,
             format,
             items: if everything {
-                state.collection(res).objects().cloned().collect()
+                view.collection(res).objects().cloned().collect()
             } else {
-                select_per_item(res, filter, state)
+                select_per_item(res, filter, view)
             },
         }),
     }
@@ -291,11 +285,11 @@ fn watch(
     res: Resource,
     filter: Filter,
     opts: &ListOptions,
-    state: &Published,
+    view: &Published,
     jitter: f64,
     format: Format,
 ) -> WatchPlan {
-    let current = state.current_rv();
+    let current = view.current_rv();
     let timeout_secs = opts.timeout_seconds.unwrap_or(
         DEFAULT_WATCH_SECS + (DEFAULT_WATCH_SECS as f64 * jitter.clamp(0.0, 1.0)) as u64,
     );
@@ -312,7 +306,7 @@ fn watch(
     };
     let rv = opts.resource_version.as_deref().unwrap_or("");
     let numeric = rv.parse::<u64>().ok();
-    let horizon = state.collection(res).horizon();
+    let horizon = view.collection(res).horizon();
     if opts.send_initial_events == Some(true) {
         // WatchList (docs/SEMANTICS.md §6): snapshot at the current RV, sorted ADDED, end marker.
         if !rv.is_empty() && numeric.is_none_or(|r| r > current) {

@@ -462,21 +462,21 @@ impl Conn {
     fn dispatch(&mut self, req: Request, ctx: &Ctx<'_>, turn: Turn) {
         self.keep_alive = req.keep_alive();
         self.http10 = req.minor_version == 0;
-        let view = self.view.clone();
-        let state = view.read();
-        let decision = decide(&req, self.side, &ViewFacts::of(&state), turn);
+        let handle = self.view.clone();
+        let view = handle.read();
+        let decision = decide(&req, self.side, &ViewFacts::of(&view), turn);
         self.label = RouteKind::of(&decision.label, &req.query);
         if decision.ask_v1beta1 {
             ctx.writer.want_v1beta1();
         }
         match decision.fate {
-            Fate::Serve { route, format } => self.serve(req, &route, format, state, ctx),
+            Fate::Serve { route, format } => self.serve(req, &route, format, view, ctx),
             Fate::Probe(code, text) => {
-                drop(state);
+                drop(view);
                 self.reply_text(code, text);
             }
             Fate::Reply(reply) => {
-                drop(state);
+                drop(view);
                 match decision.label {
                     Label::Relay => {
                         debug!("{}: relay GET {} → {}", self.peer, req.path, reply.code);
@@ -489,30 +489,23 @@ impl Conn {
                 self.reply(reply);
             }
             Fate::Hold { until, .. } => {
-                drop(state);
+                drop(view);
                 self.phase = Phase::Held { req, until };
             }
             Fate::Proxy(_) => {
-                drop(state);
+                drop(view);
                 self.forward(req, ctx);
             }
         }
     }
 
-    /// Answers `req` from this port's view (`state`, locked): a get, a list or a watch.
-    fn serve(
-        &mut self,
-        req: Request,
-        r: &Route,
-        format: Format,
-        state: ViewRef<'_>,
-        ctx: &Ctx<'_>,
-    ) {
+    /// Answers `req` from this port's view (`view`, locked): a get, a list or a watch.
+    fn serve(&mut self, req: Request, r: &Route, format: Format, view: ViewRef<'_>, ctx: &Ctx<'_>) {
         let began = Instant::now();
-        let answer = handlers::handle(r, &req.query, format, &state, ctx.jitter);
+        let answer = handlers::handle(r, &req.query, format, &view, ctx.jitter);
         match answer {
             Answer::Reply(reply) => {
-                drop(state);
+                drop(view);
                 debug!(
                     "{}: GET {}?{} → {}",
                     self.peer, req.path, req.query, reply.code
@@ -525,7 +518,7 @@ impl Conn {
             }
             Answer::List(plan) => {
                 // Framed off the lock: a first protobuf list encodes its objects.
-                drop(state);
+                drop(view);
                 let reply = plan.reply();
                 debug!(
                     "{}: LIST {}?{} → {} ({} items)",
@@ -571,12 +564,12 @@ impl Conn {
                             self.side == Side::Relay,
                         );
                         w.track(watchers::global().register(info, counters::global()));
-                        let _ = w.pump(&state, &mut self.out, ctx.opts.queue, ctx.now);
-                        drop(state);
+                        let _ = w.pump(&view, &mut self.out, ctx.opts.queue, ctx.now);
+                        drop(view);
                         self.phase = Phase::Streaming(Box::new(w));
                     }
                     None => {
-                        drop(state);
+                        drop(view);
                         self.end_stream();
                     }
                 }
@@ -682,12 +675,12 @@ impl Conn {
     }
 
     fn stream(&mut self, mut w: Box<Watcher>, ctx: &Ctx<'_>) {
-        let view = self.view.clone();
-        let state = view.read();
+        let handle = self.view.clone();
+        let view = handle.read();
         let result = w
-            .pump(&state, &mut self.out, ctx.opts.queue, ctx.now)
-            .and_then(|()| w.tick(&state, &mut self.out, ctx.now));
-        drop(state);
+            .pump(&view, &mut self.out, ctx.opts.queue, ctx.now)
+            .and_then(|()| w.tick(&view, &mut self.out, ctx.now));
+        drop(view);
         match result {
             Ok(()) => self.phase = Phase::Streaming(w),
             Err(end) => {

@@ -277,12 +277,12 @@ impl Watcher {
     /// the watch ends.
     pub fn pump(
         &mut self,
-        state: &Published,
+        view: &Published,
         out: &mut Outbound,
         queue: usize,
         now: Instant,
     ) -> Result<(), End> {
-        let coll = state.collection(self.res);
+        let coll = view.collection(self.res);
         // Fix (protocol_slow test): the slow-consumer rule (docs/SEMANTICS.md §6) counted the
         // whole backlog after the cursor, so a watch resuming into more than `queue` large
         // entries was ended as "too slow" as soon as its socket filled, although it was reading
@@ -290,7 +290,7 @@ impl Watcher {
         // overflow. Now only entries published while the stream stays backed up count, like the
         // original's channel.
         if out.len() >= self.high_water() {
-            let since = *self.blocked_at.get_or_insert(state.current_rv());
+            let since = *self.blocked_at.get_or_insert(view.current_rv());
             if coll.pending(self.cursor.max(since)) > queue {
                 return Err(End::TooSlow);
             }
@@ -298,7 +298,7 @@ impl Watcher {
         }
         self.blocked_at = None;
         let mut sent = 0;
-        let mut result = self.pump_initial(state, out, &mut sent);
+        let mut result = self.pump_initial(view, out, &mut sent);
         if result.is_ok() && self.initial.is_none() {
             match coll.entries_after(self.cursor) {
                 Ok(entries) => {
@@ -334,7 +334,7 @@ impl Watcher {
     /// marker once it is complete. Adds the events queued to `sent`.
     fn pump_initial(
         &mut self,
-        state: &Published,
+        view: &Published,
         out: &mut Outbound,
         sent: &mut usize,
     ) -> Result<(), End> {
@@ -343,8 +343,8 @@ impl Watcher {
         };
         let (format, res, chunked) = (self.format, self.res, self.chunked);
         let step = initial.cursor.step(
-            state.collection(res),
-            state.current_rv(),
+            view.collection(res),
+            view.current_rv(),
             &self.filter,
             self.everything,
             |item| {
@@ -387,7 +387,7 @@ impl Watcher {
     /// the watcher has consumed every entry (so the bookmark RV is true for it).
     /// A stream whose client read nothing for the stall bound while bytes waited ends
     /// ([`End::Stalled`]).
-    pub fn tick(&mut self, state: &Published, out: &mut Outbound, now: Instant) -> Result<(), End> {
+    pub fn tick(&mut self, view: &Published, out: &mut Outbound, now: Instant) -> Result<(), End> {
         if now >= self.deadline {
             return Err(End::Deadline);
         }
@@ -398,13 +398,13 @@ impl Watcher {
         }
         if !self.bookmarks
             || self.initial.is_some()
-            || state.collection(self.res).pending(self.cursor) > 0
+            || view.collection(self.res).pending(self.cursor) > 0
         {
             return Ok(());
         }
         let final_due = !self.final_bookmark_sent && now + FINAL_BOOKMARK_BEFORE >= self.deadline;
         if now >= self.next_bookmark || final_due {
-            self.cursor = self.cursor.max(state.current_rv());
+            self.cursor = self.cursor.max(view.current_rv());
             if let Some(t) = &self.track {
                 t.set_cursor(self.cursor);
             }

@@ -240,7 +240,7 @@ enum ListFrom {
 
 /// Reflector state: the explicit state machine of the module docs (kube-runtime's watcher's
 /// shape, in blocking form).
-pub(crate) enum State {
+pub(crate) enum Stage {
     /// Needs a (re)list.
     Empty,
     /// Listed or interrupted: watch from `rv`.
@@ -287,22 +287,22 @@ impl Stream {
     }
 }
 
-impl State {
+impl Stage {
     /// Watching `stream` at `rv`; a line just came.
-    fn watching(rv: String, mut stream: Stream) -> State {
+    fn watching(rv: String, mut stream: Stream) -> Stage {
         stream.last_line = Instant::now();
-        State::Watching { rv, stream }
+        Stage::Watching { rv, stream }
     }
 }
 
 #[cfg(test)]
-impl State {
+impl Stage {
     /// Short description for tests: state name and RV.
     pub(crate) fn describe(&self) -> (&'static str, &str) {
         match self {
-            State::Empty => ("Empty", ""),
-            State::Listed { rv } => ("Listed", rv),
-            State::Watching { rv, .. } => ("Watching", rv),
+            Stage::Empty => ("Empty", ""),
+            Stage::Listed { rv } => ("Listed", rv),
+            Stage::Watching { rv, .. } => ("Watching", rv),
         }
     }
 }
@@ -500,7 +500,7 @@ impl<L: ListWatch> Reflector<L> {
         Ok(list)
     }
 
-    fn step_list(&mut self) -> (State, Option<Duration>) {
+    fn step_list(&mut self) -> (Stage, Option<Duration>) {
         // Endpoint objects after Nodes and Services the first time (`list_order`: each is then
         // served right at once, not recomputed when its Service arrives).
         let sink = self.sink.clone();
@@ -525,7 +525,7 @@ impl<L: ListWatch> Reflector<L> {
         result
     }
 
-    fn step_list_read(&mut self) -> (State, Option<Duration>) {
+    fn step_list_read(&mut self) -> (Stage, Option<Duration>) {
         // The sink takes each item as it is read (the cache prepares it at once), so the list
         // is never held as the texts of all its items.
         let sink = self.sink.clone();
@@ -552,7 +552,7 @@ impl<L: ListWatch> Reflector<L> {
                 let ended = self.episode.listed(Instant::now());
                 self.recovered(ended);
                 (
-                    State::Listed {
+                    Stage::Listed {
                         rv: list.resource_version,
                     },
                     None,
@@ -569,7 +569,7 @@ impl<L: ListWatch> Reflector<L> {
                 );
                 self.episode.scratch();
                 self.list_from = ListFrom::Latest;
-                (State::Empty, None)
+                (Stage::Empty, None)
             }
             Err(e) if is_rv_unavailable(&e) && self.list_from != ListFrom::Latest => {
                 log::info!(
@@ -578,7 +578,7 @@ impl<L: ListWatch> Reflector<L> {
                 );
                 self.episode.scratch();
                 self.list_from = ListFrom::Latest;
-                (State::Empty, None)
+                (Stage::Empty, None)
             }
             Err(e) => {
                 self.note_refusal(&e);
@@ -597,12 +597,12 @@ impl<L: ListWatch> Reflector<L> {
                 // The time spent reading the list is no calm: the delay keeps growing when
                 // each list fails only after a long read.
                 let delay = self.backoff.next_delay_after(started, Instant::now());
-                (State::Empty, Some(delay))
+                (Stage::Empty, Some(delay))
             }
         }
     }
 
-    fn step_watch_start(&mut self, rv: String) -> (State, Option<Duration>) {
+    fn step_watch_start(&mut self, rv: String) -> (Stage, Option<Duration>) {
         if rewatch::read_current_first(self.rewatch, &rv, self.rv_from) {
             if let Some(next) = self.read_current(&rv) {
                 return next;
@@ -629,7 +629,7 @@ impl<L: ListWatch> Reflector<L> {
                     self.stats.set_server(o.server);
                 }
                 (
-                    State::Watching {
+                    Stage::Watching {
                         rv,
                         stream: Stream::new(w.lines, deadline, Duration::from_secs(term)),
                     },
@@ -650,7 +650,7 @@ impl<L: ListWatch> Reflector<L> {
     /// `None` to go on with the watch, or the next step: a relist from scratch when the
     /// upstream's RVs went back (or the selected server is of another domain), a failure like
     /// a watch's when the read fails (backoff; it counts toward the failures without progress).
-    fn read_current(&mut self, rv: &str) -> Option<(State, Option<Duration>)> {
+    fn read_current(&mut self, rv: &str) -> Option<(Stage, Option<Duration>)> {
         match self.lw.current_resource_version(self.kind, self.rv_from) {
             Ok(current) => {
                 self.stats.record_contact(unix_now());
@@ -680,7 +680,7 @@ impl<L: ListWatch> Reflector<L> {
 
     /// The RV held was issued by a server of another domain than the selected one: relisted
     /// from scratch at once (nothing was sent).
-    fn server_switch(&mut self, rv: &str, issued_by: &str, now: &str) -> (State, Option<Duration>) {
+    fn server_switch(&mut self, rv: &str, issued_by: &str, now: &str) -> (Stage, Option<Duration>) {
         self.relist_from_scratch(
             RelistReason::ServerSwitch,
             &format!("resourceVersion {rv:?} was issued by {issued_by}, now reading from {now}"),
@@ -688,7 +688,7 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     /// Counts, logs and reacts to a failed watch at `rv` (see the module's tables).
-    fn watch_failed(&mut self, rv: String, failure: WatchFailure) -> (State, Option<Duration>) {
+    fn watch_failed(&mut self, rv: String, failure: WatchFailure) -> (Stage, Option<Duration>) {
         self.rewatch = Rewatch::Interrupted;
         self.stats.record_watch_error();
         let stuck = self.episode.stuck();
@@ -714,7 +714,7 @@ impl<L: ListWatch> Reflector<L> {
             ),
             WatchFailure::Expired(t) => self.relist_at(rv, RelistReason::Expired, &t, stuck > 1),
             WatchFailure::Undecodable(t) => self.relist_at(rv, RelistReason::Undecodable, &t, true),
-            WatchFailure::Other(..) => (State::Listed { rv }, self.delay()),
+            WatchFailure::Other(..) => (Stage::Listed { rv }, self.delay()),
         }
     }
 
@@ -724,14 +724,14 @@ impl<L: ListWatch> Reflector<L> {
         reason: RelistReason,
         why: &str,
         wait: bool,
-    ) -> (State, Option<Duration>) {
+    ) -> (Stage, Option<Duration>) {
         log::info!(
             "{:?}: relisting from resourceVersion {rv:?}: {why}",
             self.kind
         );
         self.stats.record_relist(reason);
         self.list_from = ListFrom::NotOlderThan(rv);
-        (State::Empty, if wait { self.delay() } else { None })
+        (Stage::Empty, if wait { self.delay() } else { None })
     }
 
     /// Drops the RV: the next list has no `resourceVersion` (a consistent read of the latest
@@ -740,7 +740,7 @@ impl<L: ListWatch> Reflector<L> {
         &mut self,
         reason: RelistReason,
         why: &str,
-    ) -> (State, Option<Duration>) {
+    ) -> (Stage, Option<Duration>) {
         let first = self.episode.scratch();
         let text = format!(
             "{:?}: relisting from scratch (without resourceVersion): {why}",
@@ -759,10 +759,10 @@ impl<L: ListWatch> Reflector<L> {
             RelistReason::TooLarge | RelistReason::WentBack => !first,
             _ => true,
         };
-        (State::Empty, if wait { self.delay() } else { None })
+        (Stage::Empty, if wait { self.delay() } else { None })
     }
 
-    fn step_watching(&mut self, rv: String, mut stream: Stream) -> (State, Option<Duration>) {
+    fn step_watching(&mut self, rv: String, mut stream: Stream) -> (Stage, Option<Duration>) {
         let cap = self.line_cap();
         let read = decode::read_line(&mut *stream.lines, &mut self.line, cap);
         if matches!(read, Ok(Line::Complete | Line::TooLong)) {
@@ -770,7 +770,7 @@ impl<L: ListWatch> Reflector<L> {
         }
         match read {
             Ok(Line::Complete) if self.line.iter().all(u8::is_ascii_whitespace) => {
-                return (State::watching(rv, stream), None);
+                return (Stage::watching(rv, stream), None);
             }
             Ok(Line::Complete) => {}
             Ok(Line::Eof | Line::Truncated)
@@ -791,7 +791,7 @@ impl<L: ListWatch> Reflector<L> {
                     lines: stream.events,
                 };
                 self.progressed();
-                return (State::Listed { rv }, None);
+                return (Stage::Listed { rv }, None);
             }
             Ok(Line::TooLong) => return self.oversized_event(rv, stream),
             Err(e) if is_stall(&e) => return self.watch_stalled(rv, &stream),
@@ -854,7 +854,7 @@ impl<L: ListWatch> Reflector<L> {
         }
         let rv = new_rv.filter(|r| !r.is_empty()).unwrap_or(rv);
         stream.events += 1;
-        (State::watching(rv, stream), None)
+        (Stage::watching(rv, stream), None)
     }
 
     /// A watch event whose object does not fit the resource, or is older than the stream's
@@ -867,7 +867,7 @@ impl<L: ListWatch> Reflector<L> {
         mut stream: Stream,
         obj: &Value,
         reason: refused::Reason,
-    ) -> (State, Option<Duration>) {
+    ) -> (Stage, Option<Duration>) {
         refused::record(self.kind, reason);
         let meta = |f: &str| obj.pointer(f).and_then(Value::as_str).unwrap_or("");
         let text = format!(
@@ -886,7 +886,7 @@ impl<L: ListWatch> Reflector<L> {
         }
         self.progressed();
         stream.events += 1;
-        (State::watching(rv, stream), None)
+        (Stage::watching(rv, stream), None)
     }
 
     /// A watch line longer than the line cap: an object over the bound. Named from its first
@@ -894,7 +894,7 @@ impl<L: ListWatch> Reflector<L> {
     /// the version it holds, stale; a new object is not served, as a list skips it), or as the
     /// deletion it is for a `DELETED`, and the stream goes on. Unnamed, the stream is
     /// given up and the resource relisted, as for an undecodable event.
-    fn oversized_event(&mut self, rv: String, mut stream: Stream) -> (State, Option<Duration>) {
+    fn oversized_event(&mut self, rv: String, mut stream: Stream) -> (Stage, Option<Duration>) {
         let (kind, obj) = decode::event_ref_from_prefix(&self.line);
         let skipped = decode::skip_line(&mut *stream.lines);
         let read = self.line.len() as u64;
@@ -943,7 +943,7 @@ impl<L: ListWatch> Reflector<L> {
             .filter(|r| !r.is_empty() && !refused::older(r, &rv))
             .unwrap_or(rv);
         stream.events += 1;
-        (State::watching(rv, stream), None)
+        (Stage::watching(rv, stream), None)
     }
 
     /// Counts an object skipped for its size, and logs it: named, the sink (the cache) says what
@@ -982,7 +982,7 @@ impl<L: ListWatch> Reflector<L> {
     /// bookmark: the connection is presumed dead (a failure; rewatch after a backoff). Held to
     /// it without any bookmark yet: this upstream may not send bookmarks at all, so its
     /// watches get the long idle limit from now on, and the quiet stream is simply renewed.
-    fn watch_stalled(&mut self, rv: String, stream: &Stream) -> (State, Option<Duration>) {
+    fn watch_stalled(&mut self, rv: String, stream: &Stream) -> (Stage, Option<Duration>) {
         let silent = stream.last_byte_age();
         if stream.deadline && !stream.bookmarked {
             self.bookmarks_expected = false;
@@ -993,7 +993,7 @@ impl<L: ListWatch> Reflector<L> {
                 self.lw.idle_limit().as_secs()
             );
             self.rewatch = Rewatch::Interrupted;
-            return (State::Listed { rv }, None);
+            return (Stage::Listed { rv }, None);
         }
         let why = if stream.deadline {
             "although the upstream sends bookmarks"
@@ -1011,11 +1011,11 @@ impl<L: ListWatch> Reflector<L> {
     /// before the next step.
     /// A request answered with `Retry-After` is not repeated before it (capped, jittered
     /// upward); the backoff sequence advanced as for any failure and continues from there.
-    pub(crate) fn step(&mut self, state: State) -> (State, Option<Duration>) {
-        let (next, wait) = match state {
-            State::Empty => self.step_list(),
-            State::Listed { rv } => self.step_watch_start(rv),
-            State::Watching { rv, stream } => self.step_watching(rv, stream),
+    pub(crate) fn step(&mut self, stage: Stage) -> (Stage, Option<Duration>) {
+        let (next, wait) = match stage {
+            Stage::Empty => self.step_list(),
+            Stage::Listed { rv } => self.step_watch_start(rv),
+            Stage::Watching { rv, stream } => self.step_watching(rv, stream),
         };
         match self.retry_after.take() {
             Some(ra) => {
@@ -1034,14 +1034,14 @@ impl<L: ListWatch> Reflector<L> {
     /// The stats are marked active while it runs.
     pub(crate) fn run(mut self, stop: &AtomicBool) {
         self.stats.set_active(true);
-        let mut state = State::Empty;
+        let mut stage = Stage::Empty;
         while !stop.load(Ordering::Relaxed) {
-            let (next, wait) = self.step(state);
-            state = next;
-            let (name, rv) = match &state {
-                State::Empty => ("Empty", ""),
-                State::Listed { rv } => ("Listed", rv.as_str()),
-                State::Watching { rv, .. } => ("Watching", rv.as_str()),
+            let (next, wait) = self.step(stage);
+            stage = next;
+            let (name, rv) = match &stage {
+                Stage::Empty => ("Empty", ""),
+                Stage::Listed { rv } => ("Listed", rv.as_str()),
+                Stage::Watching { rv, .. } => ("Watching", rv.as_str()),
             };
             self.stats.set_position(name, rv);
             if let Some(d) = wait {

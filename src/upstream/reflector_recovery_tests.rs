@@ -17,15 +17,15 @@ fn nodes<'a>(fake: &'a Fake, sink: &Arc<Rec>) -> (Reflector<&'a Fake>, Arc<KindS
     (r, stats)
 }
 
-/// Steps `r` from `state` `n` times; the final state and the waits asked for.
-fn steps(r: &mut Reflector<&Fake>, mut state: State, n: usize) -> (State, Vec<Option<Duration>>) {
+/// Steps `r` from `stage` `n` times; the final state and the waits asked for.
+fn steps(r: &mut Reflector<&Fake>, mut stage: Stage, n: usize) -> (Stage, Vec<Option<Duration>>) {
     let mut waits = Vec::new();
     for _ in 0..n {
-        let (next, wait) = r.step(state);
-        state = next;
+        let (next, wait) = r.step(stage);
+        stage = next;
         waits.push(wait);
     }
-    (state, waits)
+    (stage, waits)
 }
 
 /// The apiserver's "Too large resource version" Status as JSON: with the cause reason (and a
@@ -102,16 +102,16 @@ fn rv_too_large_at_watch_start_or_in_the_stream_relists_from_scratch() {
         let fake = Fake::new(vec![list("10", &["a"]), refusal, list("3", &["a", "b"])]);
         let sink = Arc::new(Rec::default());
         let (mut r, stats) = nodes(&fake, &sink);
-        let (state, waits) = steps(&mut r, State::Empty, 1 + n);
-        assert_eq!(state.describe(), ("Empty", ""), "{what}");
+        let (stage, waits) = steps(&mut r, Stage::Empty, 1 + n);
+        assert_eq!(stage.describe(), ("Empty", ""), "{what}");
         assert_eq!(
             waits.last(),
             Some(&None),
             "{what}: the first one relists at once"
         );
         assert_eq!(r.list_from, ListFrom::Latest, "{what}");
-        let (state, _) = r.step(state);
-        assert_eq!(state.describe(), ("Listed", "3"), "{what}");
+        let (stage, _) = r.step(stage);
+        assert_eq!(stage.describe(), ("Listed", "3"), "{what}");
         assert_eq!(
             lists(&fake),
             ["LIST /api/v1/nodes?resourceVersion=0", "LIST /api/v1/nodes"],
@@ -150,12 +150,12 @@ fn rv_too_large_again_without_progress_backs_off_and_progress_restores_the_budge
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
     // list, refused, list, refused again: no hot loop, the second relist waits
-    let (state, waits) = steps(&mut r, State::Empty, 4);
-    assert_eq!(state.describe(), ("Empty", ""));
+    let (stage, waits) = steps(&mut r, Stage::Empty, 4);
+    assert_eq!(stage.describe(), ("Empty", ""));
     assert_eq!(waits, [None, None, None, Some(Duration::from_millis(800))]);
     // list, watch, bookmark (progress), EOF, refused: at once again
-    let (state, waits) = steps(&mut r, state, 5);
-    assert_eq!(state.describe(), ("Empty", ""));
+    let (stage, waits) = steps(&mut r, stage, 5);
+    assert_eq!(stage.describe(), ("Empty", ""));
     assert_eq!(waits, [None, None, None, None, None]);
     assert_eq!(
         lists(&fake),
@@ -190,14 +190,14 @@ fn an_rv_that_keeps_failing_is_dropped_after_max_failures() {
         let fake = Fake::new(replies);
         let sink = Arc::new(Rec::default());
         let (mut r, stats) = nodes(&fake, &sink);
-        let (mut state, _) = steps(&mut r, State::Empty, 1);
+        let (mut stage, _) = steps(&mut r, Stage::Empty, 1);
         let mut waits = Vec::new();
         for _ in 0..20 {
             if lists(&fake).len() == 2 {
                 break;
             }
-            let (next, wait) = r.step(state);
-            state = next;
+            let (next, wait) = r.step(stage);
+            stage = next;
             waits.push(wait);
         }
         assert_eq!(
@@ -206,7 +206,7 @@ fn an_rv_that_keeps_failing_is_dropped_after_max_failures() {
             "case {how}: {:?}",
             fake.calls()
         );
-        assert_eq!(state.describe(), ("Listed", "6"), "case {how}");
+        assert_eq!(stage.describe(), ("Listed", "6"), "case {how}");
         // Every failed attempt waited (the relist from scratch too); the list did not.
         let backed_off = waits.iter().filter(|w| w.is_some()).count();
         assert_eq!(backed_off, 3, "case {how}: {waits:?}");
@@ -233,8 +233,8 @@ fn watch_progress_restarts_the_failure_count() {
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
     // list, ✗ (start), ✗ (watch + ERROR), watch, bookmark, EOF, ✗, ✗ (watch + ERROR)
-    let (state, _) = steps(&mut r, State::Empty, 10);
-    assert_eq!(state.describe(), ("Listed", "7"));
+    let (stage, _) = steps(&mut r, Stage::Empty, 10);
+    assert_eq!(stage.describe(), ("Listed", "7"));
     assert_eq!(
         lists(&fake).len(),
         1,
@@ -242,8 +242,8 @@ fn watch_progress_restarts_the_failure_count() {
     );
     assert_eq!(stats.watch_errors(), 4);
     // The third failure since the bookmark drops RV 7.
-    let (state, _) = steps(&mut r, state, 2);
-    assert_eq!(state.describe(), ("Listed", "8"));
+    let (stage, _) = steps(&mut r, stage, 2);
+    assert_eq!(stage.describe(), ("Listed", "8"));
     assert_eq!(lists(&fake)[1], "LIST /api/v1/nodes");
     assert!(
         fake.calls()[6].contains("&resourceVersion=7&"),
@@ -266,17 +266,17 @@ fn error_410_still_relists_at_the_rv_and_repeats_back_off() {
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
     // list, watch, ERROR 410 → relist at 10 at once
-    let (state, waits) = steps(&mut r, State::Empty, 3);
-    assert_eq!(state.describe(), ("Empty", ""));
+    let (stage, waits) = steps(&mut r, Stage::Empty, 3);
+    assert_eq!(stage.describe(), ("Empty", ""));
     assert_eq!(waits, [None, None, None]);
     assert_eq!(r.list_from, ListFrom::NotOlderThan("10".into()));
     // list at 10, watch, ERROR 410 again without progress → relist at 11 after a backoff
-    let (state, waits) = steps(&mut r, state, 3);
+    let (stage, waits) = steps(&mut r, stage, 3);
     assert_eq!(waits, [None, None, Some(Duration::from_millis(800))]);
     assert_eq!(r.list_from, ListFrom::NotOlderThan("11".into()));
     // the third: from scratch
-    let (state, _) = steps(&mut r, state, 4);
-    assert_eq!(state.describe(), ("Listed", "13"));
+    let (stage, _) = steps(&mut r, stage, 4);
+    assert_eq!(stage.describe(), ("Listed", "13"));
     assert_eq!(
         lists(&fake),
         [
@@ -304,8 +304,8 @@ fn a_relist_at_an_rv_that_keeps_failing_drops_the_rv() {
     ]);
     let sink = Arc::new(Rec::default());
     let (mut r, _) = nodes(&fake, &sink);
-    let (state, waits) = steps(&mut r, State::Empty, 6);
-    assert_eq!(state.describe(), ("Listed", "2"));
+    let (stage, waits) = steps(&mut r, Stage::Empty, 6);
+    assert_eq!(stage.describe(), ("Listed", "2"));
     assert_eq!(waits.iter().filter(|w| w.is_some()).count(), 2);
     // ERROR 410 (1), then two failed relists at 10 (2, 3): the RV is dropped
     assert_eq!(
@@ -329,7 +329,7 @@ fn stats_follow_contact_failures_and_recovery() {
     ]);
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
-    let (state, _) = steps(&mut r, State::Empty, 1);
+    let (stage, _) = steps(&mut r, Stage::Empty, 1);
     assert_eq!(stats.last_contact(), 0, "never reached");
     assert!(stats.failing());
     assert!(
@@ -338,16 +338,16 @@ fn stats_follow_contact_failures_and_recovery() {
         stats.last_error()
     );
     let before = unix_now();
-    let (state, _) = steps(&mut r, state, 1);
+    let (stage, _) = steps(&mut r, stage, 1);
     assert!(stats.last_contact() >= before);
     assert!(!stats.failing(), "a list ends a list-only episode");
-    let (state, _) = steps(&mut r, state, 1);
+    let (stage, _) = steps(&mut r, stage, 1);
     assert!(stats.failing());
     assert_eq!(stats.watch_errors(), 1);
-    let (state, _) = steps(&mut r, state, 1);
+    let (stage, _) = steps(&mut r, stage, 1);
     assert!(stats.failing(), "a watch that starts is not yet progress");
-    let (state, _) = steps(&mut r, state, 1);
-    assert_eq!(state.describe(), ("Watching", "7"));
+    let (stage, _) = steps(&mut r, stage, 1);
+    assert_eq!(stage.describe(), ("Watching", "7"));
     assert!(!stats.failing(), "a bookmark is");
     assert_eq!(stats.relists(), 0);
 }
@@ -397,7 +397,7 @@ fn failure_episodes_warn_once_then_debug_and_report_recovery() {
     ]);
     let sink = Arc::new(Rec::default());
     let (mut r, _) = nodes(&fake, &sink);
-    let (state, _) = steps(&mut r, State::Empty, 3);
+    let (stage, _) = steps(&mut r, Stage::Empty, 3);
     let logs = take_logs();
     let levels: Vec<Level> = logs.iter().map(|(l, _)| *l).collect();
     assert_eq!(
@@ -416,8 +416,8 @@ fn failure_episodes_warn_once_then_debug_and_report_recovery() {
     // A watch episode: unreachable (WARN), 403 (WARN: new cause, with the RBAC hint), 403
     // again (DEBUG, and the relist from scratch at INFO); the list does not end it, the
     // bookmark does.
-    let (state, _) = steps(&mut r, state, 6);
-    assert_eq!(state.describe(), ("Watching", "7"));
+    let (stage, _) = steps(&mut r, stage, 6);
+    assert_eq!(stage.describe(), ("Watching", "7"));
     let logs = take_logs();
     let want: [(Level, &str); 6] = [
         (Level::Warn, "watch failed to start: upstream unreachable"),
@@ -454,9 +454,9 @@ fn a_watch_silent_after_a_bookmark_is_a_stall_and_is_restarted_after_a_backoff()
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
     // list, watch (held to the progress deadline), bookmark, silence past the deadline
-    let (state, waits) = steps(&mut r, State::Empty, 4);
+    let (stage, waits) = steps(&mut r, Stage::Empty, 4);
     assert_eq!(
-        state.describe(),
+        stage.describe(),
         ("Listed", "6"),
         "rewatch at the bookmark's RV"
     );
@@ -469,7 +469,7 @@ fn a_watch_silent_after_a_bookmark_is_a_stall_and_is_restarted_after_a_backoff()
         stats.last_error()
     );
     // The next watch is held to the deadline too; its bookmark ends the episode.
-    let (_, _) = steps(&mut r, state, 2);
+    let (_, _) = steps(&mut r, stage, 2);
     assert_eq!(deadlines(&fake), [true, true]);
     assert!(!stats.failing() && stats.failing_since() == 0);
 }
@@ -486,35 +486,35 @@ fn a_watch_without_any_bookmark_is_renewed_quietly_and_later_ones_get_the_idle_l
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
     // list, watch, silence without a bookmark: no failure, renewed at once
-    let (state, waits) = steps(&mut r, State::Empty, 3);
-    assert_eq!(state.describe(), ("Listed", "5"));
+    let (stage, waits) = steps(&mut r, Stage::Empty, 3);
+    assert_eq!(stage.describe(), ("Listed", "5"));
     assert_eq!(waits, [None, None, None]);
     assert_eq!((stats.stalls(), stats.failing()), (0, false));
     // The next watch waits for the idle limit; silence past that is a failure.
-    let (state, waits) = steps(&mut r, state, 2);
-    assert_eq!(state.describe(), ("Listed", "5"));
+    let (stage, waits) = steps(&mut r, stage, 2);
+    assert_eq!(stage.describe(), ("Listed", "5"));
     assert_eq!(waits, [None, Some(Duration::from_millis(800))]);
     assert_eq!(stats.stalls(), 1);
     assert!(stats.failing());
     // A bookmark shows the upstream sends them: the watch after it is held to the deadline.
-    let (state, _) = steps(&mut r, state, 3);
-    assert_eq!(state.describe(), ("Listed", "6"));
-    let (_, _) = steps(&mut r, state, 1);
+    let (stage, _) = steps(&mut r, stage, 3);
+    assert_eq!(stage.describe(), ("Listed", "6"));
+    let (_, _) = steps(&mut r, stage, 1);
     assert_eq!(deadlines(&fake), [true, false, false, true]);
 }
 
 const BOOKMARK_5001: &str =
     "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"5001\"}}}\n";
 
-/// Steps `r` from `state` until the fake has served `n` lists (at most 20 steps).
-fn until_lists(r: &mut Reflector<&Fake>, fake: &Fake, mut state: State, n: usize) -> State {
+/// Steps `r` from `stage` until the fake has served `n` lists (at most 20 steps).
+fn until_lists(r: &mut Reflector<&Fake>, fake: &Fake, mut stage: Stage, n: usize) -> Stage {
     for _ in 0..20 {
         if lists(fake).len() >= n {
             break;
         }
-        state = r.step(state).0;
+        stage = r.step(stage).0;
     }
-    state
+    stage
 }
 
 /// An upstream whose RVs went back (etcd restored, control plane replaced) accepts a watch
@@ -544,21 +544,21 @@ fn a_rewatch_reads_the_current_rv_first_and_relists_from_scratch_when_it_went_ba
         let sink = Arc::new(Rec::default());
         let (mut r, stats) = nodes(&fake, &sink);
         // list, watch start, then the stream's end.
-        let (state, _) = steps(&mut r, State::Empty, 2 + n);
-        assert_eq!(state.describe().0, "Listed", "{how}");
-        let held = state.describe().1.to_string();
+        let (stage, _) = steps(&mut r, Stage::Empty, 2 + n);
+        assert_eq!(stage.describe().0, "Listed", "{how}");
+        let held = stage.describe().1.to_string();
         assert!(fake.checks().is_empty(), "{how}: nothing read yet");
         // The re-watch reads the current RV first: 37 < 5000, so no watch from 5000.
-        let (state, wait) = r.step(state);
+        let (stage, wait) = r.step(stage);
         assert_eq!(
-            (state.describe(), wait.is_none()),
+            (stage.describe(), wait.is_none()),
             (("Empty", ""), true),
             "{how}"
         );
         assert_eq!(fake.checks().len(), 1, "{how}");
         assert_eq!(stats.relists_for(RelistReason::WentBack), 1, "{how}");
-        let (state, _) = r.step(state);
-        assert_eq!(state.describe(), ("Listed", "40"), "{how}");
+        let (stage, _) = r.step(stage);
+        assert_eq!(stage.describe(), ("Listed", "40"), "{how}");
         assert_eq!(lists(&fake)[1], "LIST /api/v1/nodes", "{how}: from scratch");
         let watches = fake
             .calls()
@@ -580,7 +580,7 @@ fn a_rewatch_reads_the_current_rv_first_and_relists_from_scratch_when_it_went_ba
             "{how}: {said:?}"
         );
         // Right after that list, the next watch reads nothing first.
-        let _ = r.step(state);
+        let _ = r.step(stage);
         assert_eq!(
             fake.checks().len(),
             1,
@@ -599,8 +599,8 @@ fn a_rewatch_reads_the_current_rv_first_and_relists_from_scratch_when_it_went_ba
         fake.current_rvs(vec![Ok(current.into())]);
         let sink = Arc::new(Rec::default());
         let (mut r, stats) = nodes(&fake, &sink);
-        let (state, _) = steps(&mut r, State::Empty, 4);
-        assert_eq!(state.describe(), ("Watching", "5000"), "{current}");
+        let (stage, _) = steps(&mut r, Stage::Empty, 4);
+        assert_eq!(stage.describe(), ("Watching", "5000"), "{current}");
         assert_eq!(fake.checks().len(), 1, "{current}");
         assert_eq!(stats.relists(), 0, "{current}");
         assert!(
@@ -626,8 +626,8 @@ fn a_failed_read_of_the_current_rv_backs_off_and_counts_toward_the_failures() {
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
     // list, watch, broken (1st failure), read fails (2nd), read throttled (3rd: from scratch).
-    let (state, waits) = steps(&mut r, State::Empty, 5);
-    assert_eq!(state.describe(), ("Empty", ""));
+    let (stage, waits) = steps(&mut r, Stage::Empty, 5);
+    assert_eq!(stage.describe(), ("Empty", ""));
     let ms: Vec<Option<u128>> = waits.iter().map(|w| w.map(|d| d.as_millis())).collect();
     assert_eq!(&ms[..4], [None, None, Some(800), Some(1600)]);
     assert!(ms[4].is_some_and(|w| w >= 4000), "the Retry-After: {ms:?}");
@@ -650,8 +650,8 @@ fn a_failed_read_of_the_current_rv_backs_off_and_counts_toward_the_failures() {
         "no watch while the read fails: {:?}",
         fake.calls()
     );
-    let state = until_lists(&mut r, &fake, state, 2);
-    assert_eq!(state.describe(), ("Listed", "40"));
+    let stage = until_lists(&mut r, &fake, stage, 2);
+    assert_eq!(stage.describe(), ("Listed", "40"));
     assert_eq!(lists(&fake)[1], "LIST /api/v1/nodes");
 }
 
@@ -678,8 +678,8 @@ fn a_relays_rv_is_not_read_first_and_a_domain_move_found_by_the_read_relists_fro
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
     // list, watch, broken, watch again at once (no read), 410, relist at the RV.
-    let state = until_lists(&mut r, &fake, State::Empty, 2);
-    assert_eq!(state.describe(), ("Listed", "549755813900"));
+    let stage = until_lists(&mut r, &fake, Stage::Empty, 2);
+    assert_eq!(stage.describe(), ("Listed", "549755813900"));
     assert!(fake.checks().is_empty(), "a relay's RV is never read first");
     assert!(
         lists(&fake)[1].contains("resourceVersion=1099511627800"),
@@ -697,12 +697,12 @@ fn a_relays_rv_is_not_read_first_and_a_domain_move_found_by_the_read_relists_fro
     fake.serve_from(1, 1);
     let sink = Arc::new(Rec::default());
     let (mut r, stats) = nodes(&fake, &sink);
-    let (state, _) = steps(&mut r, State::Empty, 3);
+    let (stage, _) = steps(&mut r, Stage::Empty, 3);
     fake.serve(relay);
-    let (state, wait) = r.step(state);
-    assert_eq!((state.describe(), wait), (("Empty", ""), None));
+    let (stage, wait) = r.step(stage);
+    assert_eq!((stage.describe(), wait), (("Empty", ""), None));
     assert_eq!(stats.relists_for(RelistReason::ServerSwitch), 1);
     assert!(fake.checks().is_empty(), "refused before it was sent");
-    let (state, _) = r.step(state);
-    assert_eq!(state.describe(), ("Listed", "1099511627800"));
+    let (stage, _) = r.step(stage);
+    assert_eq!(stage.describe(), ("Listed", "1099511627800"));
 }

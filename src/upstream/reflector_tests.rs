@@ -257,15 +257,15 @@ fn svc(name: &str, rv: &str) -> Value {
 }
 
 /// Runs `n` steps from `Empty`, returning the final state and every wait asked for.
-fn run_steps(r: &mut Reflector<&Fake>, n: usize) -> (State, Vec<Option<Duration>>) {
-    let mut state = State::Empty;
+fn run_steps(r: &mut Reflector<&Fake>, n: usize) -> (Stage, Vec<Option<Duration>>) {
+    let mut stage = Stage::Empty;
     let mut waits = Vec::new();
     for _ in 0..n {
-        let (next, wait) = r.step(state);
-        state = next;
+        let (next, wait) = r.step(stage);
+        stage = next;
         waits.push(wait);
     }
-    (state, waits)
+    (stage, waits)
 }
 
 fn reflector<'a>(fake: &'a Fake, kind: Resource, sink: &Arc<Rec>) -> Reflector<&'a Fake> {
@@ -303,8 +303,8 @@ fn list_watch_events_bookmark_and_rewatch_after_stream_end() {
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, Resource::Services, &sink);
     // list, watch start, 6 lines, EOF, rewatch
-    let (state, waits) = run_steps(&mut r, 10);
-    assert_eq!(state.describe(), ("Watching", "20"));
+    let (stage, waits) = run_steps(&mut r, 10);
+    assert_eq!(stage.describe(), ("Watching", "20"));
     assert!(
         waits.iter().all(Option::is_none),
         "a normal stream end must not back off: {waits:?}"
@@ -357,8 +357,8 @@ fn error_410_relists_at_last_rv_then_without_rv_when_that_is_gone_too() {
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, Resource::Nodes, &sink);
     // list, watch, bookmark, ERROR → Empty, list 410 → Empty, list ok, watch 410 → Empty, list ok
-    let (state, waits) = run_steps(&mut r, 8);
-    assert_eq!(state.describe(), ("Listed", "41"));
+    let (stage, waits) = run_steps(&mut r, 8);
+    assert_eq!(stage.describe(), ("Listed", "41"));
     assert!(
         waits.iter().all(Option::is_none),
         "410 handling relists at once: {waits:?}"
@@ -394,8 +394,8 @@ fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, Resource::Endpoints, &sink);
     // list ✗, list ✗, list ok, watch ✗, watch ok, bookmark, read error → Listed{6}
-    let (state, waits) = run_steps(&mut r, 7);
-    assert_eq!(state.describe(), ("Listed", "6"));
+    let (stage, waits) = run_steps(&mut r, 7);
+    assert_eq!(stage.describe(), ("Listed", "6"));
     let ms: Vec<Option<u128>> = waits.iter().map(|w| w.map(|d| d.as_millis())).collect();
     assert_eq!(
         ms,
@@ -417,9 +417,9 @@ fn upstream_loss_backs_off_and_never_replaces_with_nothing() {
         format!("LIST /api/v1/endpoints?{SEL}&resourceVersion=0")
     );
     // The broken stream is resumed from the last RV, not relisted.
-    let (state, _) = r.step(state);
+    let (stage, _) = r.step(stage);
     assert_eq!(
-        state.describe(),
+        stage.describe(),
         ("Listed", "6"),
         "exhausted fake: watch fails, stays Listed"
     );
@@ -439,8 +439,8 @@ fn non_410_watch_errors_rewatch_with_backoff() {
     ]);
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, Resource::SlicesV1, &sink);
-    let (state, waits) = run_steps(&mut r, 4);
-    assert_eq!(state.describe(), ("Listed", "1"));
+    let (stage, waits) = run_steps(&mut r, 4);
+    assert_eq!(stage.describe(), ("Listed", "1"));
     assert_eq!(
         waits,
         [
@@ -468,8 +468,8 @@ fn very_short_empty_watch_backs_off() {
     let fake = Fake::new(vec![list("1", &[]), Reply::Watch(Ok(("", false)))]);
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, Resource::Services, &sink);
-    let (state, waits) = run_steps(&mut r, 3);
-    assert_eq!(state.describe(), ("Listed", "1"));
+    let (stage, waits) = run_steps(&mut r, 3);
+    assert_eq!(stage.describe(), ("Listed", "1"));
     assert_eq!(waits[2], Some(Duration::from_millis(800)));
 }
 
@@ -526,12 +526,12 @@ fn garbage_and_truncated_lines() {
         let fake = Fake::new(vec![list("1", &[]), Reply::Watch(Ok((stream, false)))]);
         let sink = Arc::new(Rec::default());
         let mut r = reflector(&fake, Resource::Services, &sink);
-        let (mut state, _) = run_steps(&mut r, 2);
+        let (mut stage, _) = run_steps(&mut r, 2);
         let mut last_wait = None;
         for _ in 0..steps {
-            (state, last_wait) = r.step(state);
+            (stage, last_wait) = r.step(stage);
         }
-        assert_eq!(state.describe(), want, "{stream}");
+        assert_eq!(stage.describe(), want, "{stream}");
         assert_eq!(last_wait.is_some(), backoff, "{stream}");
         assert_eq!(r.dropped, dropped, "{stream}");
         if let Some(rv) = relist_rv {
@@ -553,12 +553,12 @@ fn over_long_line_relists() {
     let mut r = reflector(&fake, Resource::Services, &sink);
     let big: &'static [u8] =
         Box::leak(vec![b'x'; decode::MAX_WATCH_LINE_BYTES + 1].into_boxed_slice());
-    let state = State::Watching {
+    let stage = Stage::Watching {
         rv: "3".into(),
         stream: Stream::new(Box::new(Cursor::new(big)), true, Duration::from_secs(300)),
     };
-    let (state, wait) = r.step(state);
-    assert_eq!(state.describe(), ("Empty", ""));
+    let (stage, wait) = r.step(stage);
+    assert_eq!(stage.describe(), ("Empty", ""));
     assert!(wait.is_some());
     assert_eq!(r.list_from, ListFrom::NotOlderThan("3".into()));
 }
@@ -574,8 +574,8 @@ fn paginated_lists_are_followed_and_replace_once() {
     let fake = Fake::new(vec![page1, list("9", &["b"]), Reply::Watch(Err(down()))]);
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, Resource::Services, &sink);
-    let (state, _) = run_steps(&mut r, 1);
-    assert_eq!(state.describe(), ("Listed", "9"));
+    let (stage, _) = run_steps(&mut r, 1);
+    assert_eq!(stage.describe(), ("Listed", "9"));
     assert_eq!(
         fake.calls()[1],
         format!("LIST /api/v1/services?continue=tok%2F1%3D&{SEL}")
@@ -594,9 +594,9 @@ fn paginated_lists_are_followed_and_replace_once() {
     }));
     let fake = Fake::new(vec![page1]);
     let mut r = reflector(&fake, Resource::Services, &sink);
-    let (state, waits) = run_steps(&mut r, 1);
+    let (stage, waits) = run_steps(&mut r, 1);
     assert_eq!(
-        (state.describe(), waits[0].is_some()),
+        (stage.describe(), waits[0].is_some()),
         (("Empty", ""), true)
     );
     assert!(sink.take().is_empty());
@@ -786,27 +786,27 @@ fn an_rv_of_another_domain_is_never_sent_the_reflector_relists_from_scratch() {
         stats.clone(),
     );
     // list, watch, one event, EOF.
-    let (state, _) = run_steps(&mut r, 4);
-    assert_eq!(state.describe(), ("Listed", "11"));
+    let (stage, _) = run_steps(&mut r, 4);
+    assert_eq!(stage.describe(), ("Listed", "11"));
     assert_eq!(stats.server(), Some(0));
     // The relay dies: the cloud (server #2, domain 2) is selected. The watch at the relay's RV
     // is not sent; the reflector relists from scratch at once.
     fake.serve_from(2, 2);
-    let (state, wait) = r.step(state);
-    assert_eq!((state.describe(), wait), (("Empty", ""), None));
+    let (stage, wait) = r.step(stage);
+    assert_eq!((stage.describe(), wait), (("Empty", ""), None));
     assert_eq!(stats.relists_for(RelistReason::ServerSwitch), 1);
-    let (state, _) = r.step(state);
-    assert_eq!(state.describe(), ("Listed", "5000"));
+    let (stage, _) = r.step(stage);
+    assert_eq!(stage.describe(), ("Listed", "5000"));
     assert_eq!(stats.server(), Some(2));
     // A 410 on the cloud: a relist at the cloud's RV... but relay #1 is selected by then: the
     // relist is not sent with that RV either.
-    let (state, _) = r.step(state);
-    assert_eq!(state.describe(), ("Empty", ""));
+    let (stage, _) = r.step(stage);
+    assert_eq!(stage.describe(), ("Empty", ""));
     fake.serve_from(1, 1);
-    let (state, wait) = r.step(state);
-    assert_eq!((state.describe(), wait), (("Empty", ""), None));
-    let (state, _) = r.step(state);
-    assert_eq!(state.describe(), ("Listed", "6000"));
+    let (stage, wait) = r.step(stage);
+    assert_eq!((stage.describe(), wait), (("Empty", ""), None));
+    let (stage, _) = r.step(stage);
+    assert_eq!(stage.describe(), ("Listed", "6000"));
     assert_eq!(stats.server(), Some(1));
     let calls = fake.calls();
     let base = format!("LIST /api/v1/services?{SEL}");
@@ -845,8 +845,8 @@ fn a_list_over_the_item_bound_changes_nothing_and_backs_off() {
     let sink = Arc::new(Rec::default());
     let mut r = reflector(&fake, Resource::Nodes, &sink);
     // list ok, watch, ERROR 410 → Empty, three lists over the bound.
-    let (state, waits) = run_steps(&mut r, 6);
-    assert_eq!(state.describe(), ("Empty", ""));
+    let (stage, waits) = run_steps(&mut r, 6);
+    assert_eq!(stage.describe(), ("Empty", ""));
     let ms: Vec<Option<u128>> = waits.iter().map(|w| w.map(|d| d.as_millis())).collect();
     assert_eq!(ms, [None, None, None, Some(800), Some(1600), Some(3200)]);
     let changes = sink.take();
