@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use crate::cache::collection::Retention;
 use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
 use crate::cache::store::{Settings, State};
-use crate::cache::view::Retention;
 use crate::clock;
 use crate::config::Config;
 use crate::handoff::Sink;

@@ -46,7 +46,7 @@
 //!                      │                     └─▶ server::proxy (Proxied::pump) ◀─channel─ proxy thread: upstream::forward
 //!  ── cache-writer ────┴───────────────────────────────────────────────────────────────────
 //!    writer ─▶ cache::store::State::apply_prepared ─▶ cache::topology ─▶ store::publisher
-//!           ─▶ cache::published + cache::view (one record at a time) ─▶ writer::Callbacks
+//!           ─▶ cache::published + cache::collection (one record at a time) ─▶ writer::Callbacks
 //!      ▲ bounded channel
 //!  ── reflect-<Kind>, one thread per resource ──────────────────────────────────────────────
 //!  apiserver ─ureq─▶ upstream::client ─▶ upstream::reflector ─▶ writer::CacheSink

@@ -530,8 +530,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::cache::collection::Retention;
     use crate::cache::store::{test_support, Settings};
-    use crate::cache::view::Retention;
     use crate::handoff::Change;
 
     #[test]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use grid_wrapper::cache::snapshot::{self, Identity, Meta, Snapshot};
 use grid_wrapper::cache::store::{Settings, State};
-use grid_wrapper::cache::view::{Collection, Retention};
+use grid_wrapper::cache::collection::{Collection, Retention};
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::handoff::edge_health::HealthMap;
 use grid_wrapper::handoff::Change;

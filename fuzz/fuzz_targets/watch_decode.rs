@@ -4,7 +4,7 @@
 use std::io::BufReader;
 
 use grid_wrapper::cache::store::{Settings, State};
-use grid_wrapper::cache::view::Retention;
+use grid_wrapper::cache::collection::Retention;
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::upstream::decode::{self, Line, WatchEvent};
 use grid_wrapper::handoff::Change;

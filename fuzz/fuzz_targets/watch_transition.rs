@@ -22,7 +22,7 @@ use grid_wrapper::api::query;
 use grid_wrapper::api::transition::{transition, Event, InitialCursor, Item};
 use grid_wrapper::api::wire::{self, Segment};
 use grid_wrapper::cache::store::{Settings, State};
-use grid_wrapper::cache::view::{Entry, Retention, Served};
+use grid_wrapper::cache::collection::{Entry, Retention, Served};
 use grid_wrapper::handoff::Change;
 use grid_wrapper::k8s::Resource;
 use libfuzzer_sys::fuzz_target;

@@ -30,7 +30,7 @@ impl ViewFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::view::Retention;
+    use crate::cache::collection::Retention;
 
     #[test]
     fn the_facts_are_the_views() {

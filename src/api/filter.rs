@@ -1,7 +1,7 @@
 //! Which served objects a request sees: path namespace AND label selector AND field selector.
 
 use crate::api::selector::{FieldSelector, LabelLookup, LabelSelector};
-use crate::cache::view::{admission_filtered, LabelSet, Served, EXCLUDING_LABELS};
+use crate::cache::collection::{admission_filtered, LabelSet, Served, EXCLUDING_LABELS};
 use crate::k8s::Resource;
 
 /// The selection of one list or watch: what "matches" means (docs/SEMANTICS.md §1, §6).

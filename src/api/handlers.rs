@@ -9,8 +9,8 @@ use crate::api::negotiate::Format;
 use crate::api::query::{self, ListOptions, RvMatch};
 use crate::api::route::Route;
 use crate::api::wire::{self, Segment};
+use crate::cache::collection::Served;
 use crate::cache::published::Published;
-use crate::cache::view::Served;
 use crate::k8s::status::ApiError;
 use crate::k8s::{ObjectKey, Resource};
 

@@ -10,10 +10,10 @@ use super::*;
 use crate::api::selector::FieldSelector;
 use crate::api::transition::{InitialCursor, Item};
 use crate::api::wire::tests::concat;
+use crate::cache::collection::Retention;
 use crate::cache::store::test_support::{self, texts};
 use crate::cache::store::{Settings, State};
 use crate::cache::topology::fixtures;
-use crate::cache::view::Retention;
 use crate::handoff::Change;
 use crate::k8s::Resource;
 

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::api::filter::Filter;
-use crate::cache::view::{Collection, Entry, Gone, Served};
+use crate::cache::collection::{Collection, Entry, Gone, Served};
 use crate::k8s::ObjectKey;
 
 /// An event a log entry gives a watcher ([`transition`]).

@@ -16,8 +16,8 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::cache::collection::{rv_stamp, stamp_rv, LabelSet};
 use crate::cache::topology::{self, HOSTNAME_LABEL, SERVICE_NAME_LABEL};
-use crate::cache::view::{rv_stamp, stamp_rv, LabelSet};
 use crate::handoff::refused::{self, Reason};
 use crate::k8s::{ObjectKey, Resource};
 

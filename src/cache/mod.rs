@@ -17,9 +17,10 @@
 //!   - `store::prepare`: lists prepared off every lock (pure);
 //!   - [`store::explain`]: `/debug/topology`'s data, on a copied input (pure);
 //! - [`topology`]: the pruning rules as pure functions, and each endpoint's verdict;
-//! - [`view`]: one resource's served objects as shared bytes and its bounded event log.
+//! - [`collection`]: one resource's served objects as shared bytes and its bounded event log.
 
 pub mod canonical;
+pub mod collection;
 pub mod epoch;
 pub mod facts;
 pub mod health;
@@ -28,4 +29,3 @@ pub mod published;
 pub mod snapshot;
 pub mod store;
 pub mod topology;
-pub mod view;

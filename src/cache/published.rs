@@ -6,7 +6,7 @@
 //!
 //! The types say who may write. Readers (the event loop, the relay port, preflight, tests) hold a
 //! [`View`]: it can be cloned and only read ([`View::read`] derefs to `&Published`, and every
-//! public method of [`Published`] and of [`crate::cache::view::Collection`] takes `&self`). The
+//! public method of [`Published`] and of [`crate::cache::collection::Collection`] takes `&self`). The
 //! writer's side holds the one `ViewWriter`, which is not `Clone` and alone reaches
 //! `&mut Published`: recording, trimming and ageing the logs, readiness and the served versions.
 //!
@@ -15,7 +15,7 @@
 //! ```compile_fail,E0596
 //! use grid_wrapper::cache::published::Published;
 //! use grid_wrapper::cache::store::{Settings, State};
-//! use grid_wrapper::cache::view::Retention;
+//! use grid_wrapper::cache::collection::Retention;
 //!
 //! let settings = Settings {
 //!     hostname: "h".into(),
@@ -31,7 +31,7 @@
 //!
 //! ```compile_fail,E0624
 //! # use grid_wrapper::cache::store::{Settings, State};
-//! # use grid_wrapper::cache::view::Retention;
+//! # use grid_wrapper::cache::collection::Retention;
 //! # let settings = Settings {
 //! #     hostname: "h".into(),
 //! #     wrapper_in_cluster: true,
@@ -45,7 +45,7 @@
 //!
 //! ```
 //! # use grid_wrapper::cache::store::{Settings, State};
-//! # use grid_wrapper::cache::view::Retention;
+//! # use grid_wrapper::cache::collection::Retention;
 //! # use grid_wrapper::k8s::Resource;
 //! # let settings = Settings {
 //! #     hostname: "h".into(),
@@ -66,8 +66,8 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::cache::collection::{Collection, Retention};
 use crate::cache::facts::SharedFacts;
-use crate::cache::view::{Collection, Retention};
 use crate::k8s::Resource;
 use crate::sync::lock;
 
@@ -294,8 +294,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::cache::collection::Served;
     use crate::cache::store::test_support;
-    use crate::cache::view::Served;
     use crate::handoff::Change;
     use crate::k8s::ObjectKey;
 

@@ -35,11 +35,13 @@ use log::{debug, info, warn};
 use serde_json::Value;
 
 use crate::cache::canonical::{AsIs, Item};
+use crate::cache::collection::{
+    admission_filtered, labels_of, Retention, Served, EXCLUDING_LABELS,
+};
 use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
-use crate::cache::view::{admission_filtered, labels_of, Retention, Served, EXCLUDING_LABELS};
 use crate::handoff::edge_health::HealthMap;
 use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};

@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use crate::cache::collection::labels_of;
 use crate::cache::topology::{
     self, KeysAnnotation, KeysSource, TopologyKeys, HOSTNAME_LABEL, ZONE_LABEL,
 };
-use crate::cache::view::labels_of;
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::cache::collection::Retention;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology;
-use crate::cache::view::Retention;
 use crate::k8s::{ObjectKey, Resource};
 
 use super::model::{Count, ServedCounts};

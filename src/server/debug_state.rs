@@ -329,8 +329,8 @@ pub fn document(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::collection::Retention;
     use crate::cache::store::Settings;
-    use crate::cache::view::Retention;
     use crate::server::counters::Counters;
     use crate::server::watchers::{Registry, WatchInfo};
 

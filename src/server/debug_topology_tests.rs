@@ -3,10 +3,10 @@
 use serde_json::Value;
 
 use super::*;
+use crate::cache::collection::Retention;
 use crate::cache::store::test_support::texts;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology::fixtures::*;
-use crate::cache::view::Retention;
 use crate::k8s::Resource;
 
 fn loaded_writer() -> WriterHandle {

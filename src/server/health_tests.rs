@@ -27,8 +27,8 @@ fn readyz_follows_readiness() {
 
 #[test]
 fn metrics_report_readiness_and_counts() {
+    use crate::cache::collection::Retention;
     use crate::cache::store::{Settings, State};
-    use crate::cache::view::Retention;
     let st = State::new(
         Settings {
             hostname: "h".into(),

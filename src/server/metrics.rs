@@ -175,8 +175,8 @@ fn render_writer(extras: &Extras, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::collection::Retention;
     use crate::cache::store::{Settings, State};
-    use crate::cache::view::Retention;
     use crate::server::exposition::check_exposition;
 
     #[test]

@@ -23,7 +23,7 @@ const VALUE_CHARSET: &str = "must consist of alphanumeric characters, '-', '_' o
                              and must start and end with an alphanumeric character";
 
 /// Read access to an object's labels, for matching: a `BTreeMap` or the compact
-/// [`crate::cache::view::LabelSet`] of a served object.
+/// [`crate::cache::collection::LabelSet`] of a served object.
 pub trait LabelLookup {
     /// The value of label `key`, if the object has it.
     fn label(&self, key: &str) -> Option<&str>;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{join, EventChunk, Segment};
-use crate::cache::view::Served;
+use crate::cache::collection::Served;
 use crate::http::response::{push_chunk_size, CHUNK_END};
 use crate::k8s::Resource;
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::api::negotiate::Format;
 use crate::api::transition::Event;
-use crate::cache::view::{Entry, Served};
+use crate::cache::collection::{Entry, Served};
 use crate::http::response::CHUNK_END;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
@@ -126,7 +126,7 @@ fn slot(format: Format, event: Event) -> usize {
     format + event as usize
 }
 
-const _: () = assert!(2 * Event::ALL.len() == crate::cache::view::WIRE_SLOTS);
+const _: () = assert!(2 * Event::ALL.len() == crate::cache::collection::WIRE_SLOTS);
 
 /// A BOOKMARK at `rv` ([`json::bookmark_object`]), optionally marking the end of the initial
 /// events.

@@ -53,7 +53,7 @@ fn every_event_and_format_has_a_slot_of_its_own() {
     slots.dedup();
     assert_eq!(
         slots,
-        (0..crate::cache::view::WIRE_SLOTS).collect::<Vec<_>>()
+        (0..crate::cache::collection::WIRE_SLOTS).collect::<Vec<_>>()
     );
 }
 

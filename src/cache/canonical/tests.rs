@@ -464,7 +464,7 @@ fn a_topology_slice_is_pruned_on_its_bytes_as_on_its_value() {
     for mask in 0u32..256 {
         let keep: Vec<bool> = (0..8).map(|i| mask & (1 << i) != 0).collect();
         let mut want = spans.check(&bytes, &value, &keep).expect("nodes agree");
-        crate::cache::view::stamp_rv(&mut want, 77);
+        crate::cache::collection::stamp_rv(&mut want, 77);
         let want = serde_json::to_vec(&want).expect("serializes");
         assert_eq!(f.pruned(&bytes, &keep, 77), Some(want), "mask {mask:08b}");
     }
@@ -542,7 +542,7 @@ fn generated_slices_prune_as_their_values() {
                 for mask in [0u32, !0, 0b0101_0101, 0b1010_1010] {
                     let keep: Vec<bool> = (0..n).map(|i| mask & (1 << i) != 0).collect();
                     let mut want = spans.check(&bytes, &value, &keep).expect("nodes agree");
-                    crate::cache::view::stamp_rv(&mut want, 5);
+                    crate::cache::collection::stamp_rv(&mut want, 5);
                     let want = serde_json::to_vec(&want).expect("serializes");
                     assert_eq!(f.pruned(&bytes, &keep, 5), Some(want), "{text}");
                 }

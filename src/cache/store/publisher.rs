@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::cache::facts::{Facts, SharedFacts};
-use crate::cache::published::{CollectionRef, Published, View, ViewWriter};
-use crate::cache::view::{
+use crate::cache::collection::{
     admission_filtered, labels_of, same_but_rv, stamp_rv, Retention, Served, EXCLUDING_LABELS,
 };
+use crate::cache::facts::{Facts, SharedFacts};
+use crate::cache::published::{CollectionRef, Published, View, ViewWriter};
 use crate::k8s::{ObjectKey, Resource};
 
 /// The RV counter and the readers' view it records into.

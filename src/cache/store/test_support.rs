@@ -3,9 +3,9 @@
 use serde_json::Value;
 
 use super::{Exported, Settings, State};
+use crate::cache::collection::Retention;
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::fixtures::Fixture;
-use crate::cache::view::Retention;
 use crate::handoff::Change;
 use crate::k8s::Resource;
 

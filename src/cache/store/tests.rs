@@ -7,9 +7,9 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::cache::collection::Served;
 use crate::cache::store::test_support::texts;
 use crate::cache::topology::fixtures::*;
-use crate::cache::view::Served;
 
 const SEED: u64 = 1_000;
 

@@ -20,9 +20,9 @@ use serde_json::Value;
 use super::publisher::Publisher;
 use super::{parse, Listed, Raw};
 use crate::bytes;
+use crate::cache::collection::{find_stamp, rv_stamp};
 use crate::cache::pack::{self, Packed};
 use crate::cache::snapshot::Blob;
-use crate::cache::view::{find_stamp, rv_stamp};
 use crate::k8s::{ObjectKey, Resource};
 
 /// An upstream object as the cache keeps it.

@@ -23,7 +23,7 @@ fn prunes_as_its_value(bytes: &[u8], f: &AsIs, value: &Value, keeps: &[Vec<bool>
     let spans = f.addresses().expect("spans of subsets");
     for keep in keeps {
         let mut want = spans.check(bytes, value, keep).expect("nodes agree");
-        crate::cache::view::stamp_rv(&mut want, 77);
+        crate::cache::collection::stamp_rv(&mut want, 77);
         let want = serde_json::to_vec(&want).expect("serializes");
         assert_eq!(f.pruned(bytes, keep, 77), Some(want), "{value} {keep:?}");
     }

@@ -1,4 +1,4 @@
-//! The served view of one resource: the current served objects as shared serialized bytes, and
+//! One resource's served collection: the current served objects as shared serialized bytes, and
 //! the bounded event log that lets a watch resume from any resourceVersion it was handed. Each
 //! log entry keeps what its watchers share once the first has made it (opaque wire bytes, an
 //! old object restamped with the entry's RV), so a change fans out without per-watcher copies.
