@@ -69,7 +69,7 @@ pub use prepare::{prepare, values_oracle, Hold, ListPreparer, Listed, Prepared};
 #[cfg(test)]
 pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
-use serve::{Filter, Scope};
+use serve::{EndpointScope, TopologyInputs};
 pub use stale::StaleObject;
 use stale::{Episode, Stale, StaleMark};
 pub use upstream::{Exported, ServedBytes};
@@ -325,8 +325,8 @@ impl State {
     }
 
     /// The filter's inputs as they are now.
-    fn filter(&self) -> Filter<'_> {
-        Filter {
+    fn filter(&self) -> TopologyInputs<'_> {
+        TopologyInputs {
             settings: &self.settings,
             index: &self.index,
             upstream: &self.upstream,
@@ -839,7 +839,7 @@ impl State {
             let choice = filter
                 .keys_of(Some(&svc))
                 .filter(|k| k.dynamic())
-                .map(|k| filter.choose(&svc, k, Scope::Slices));
+                .map(|k| filter.choose(&svc, k, EndpointScope::Slices));
             let name = choice.as_ref().map(|c| c.decision.name());
             let why = choice.map(|c| c.describe());
             let Some(previous) = self.index.set_slice_decision(&svc, name) else {
@@ -971,7 +971,7 @@ impl State {
             // §2.9: decided over the Service's endpoints, on the `Value` path.
             return false;
         }
-        let keep: Option<Vec<bool>> = match filter.class_of(service, Scope::Slices) {
+        let keep: Option<Vec<bool>> = match filter.class_of(service, EndpointScope::Slices) {
             Class::Topology(decision) => {
                 let loc = filter.locality();
                 let kept =

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::index::Target;
 use super::publisher::Publisher;
-use super::serve::Filter;
+use super::serve::TopologyInputs;
 use super::upstream::StandIn;
 use super::{parse, Raw};
 use crate::cache::topology::{
@@ -203,7 +203,7 @@ impl ExplainInput {
     /// Copies what explaining the Services `keys` needs from the filter's inputs and the served
     /// view: shared object bytes, served resourceVersions, the labels of the nodes concerned.
     pub(super) fn gather(
-        filter: &Filter<'_>,
+        filter: &TopologyInputs<'_>,
         publisher: &Publisher,
         keys: Vec<ObjectKey>,
     ) -> ExplainInput {

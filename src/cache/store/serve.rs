@@ -1,4 +1,4 @@
-//! What the topology filter sees when it serves an endpoint object ([`Filter`]): the class its
+//! What the topology filter sees when it serves an endpoint object ([`TopologyInputs`]): the class its
 //! Service gives it, the local node's view of the cluster (node labels, `--hostname`, the
 //! edge-health set), and the served content in each EndpointSlice version. A borrowed view of the
 //! parts, made for one computation; it holds no state of its own, so what it serves and what
@@ -16,7 +16,7 @@ use crate::k8s::{convert, ObjectKey, Resource};
 
 /// The inputs of the filter, borrowed from the cache's parts.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Filter<'a> {
+pub(super) struct TopologyInputs<'a> {
     pub(super) settings: &'a Settings,
     pub(super) index: &'a Index,
     pub(super) upstream: &'a UpstreamObjects,
@@ -31,14 +31,14 @@ pub(super) struct Filter<'a> {
 /// The endpoints a §2.9 decision is taken over (docs/SEMANTICS.md §2.9): an Endpoints object
 /// decides from its own addresses; the slices of a Service share one decision, from all of them.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Scope<'v> {
+pub(super) enum EndpointScope<'v> {
     /// The Endpoints object being served.
     Endpoints(&'v Value),
     /// Every stored slice of the Service.
     Slices,
 }
 
-impl<'a> Filter<'a> {
+impl<'a> TopologyInputs<'a> {
     /// The keys of the Service `service`, if it is a topology Service.
     pub(super) fn keys_of(&self, service: Option<&ObjectKey>) -> Option<&'a TopologyKeys> {
         self.index.service_keys().get(service?)
@@ -46,7 +46,11 @@ impl<'a> Filter<'a> {
 
     /// The class the Service `service` gives its endpoint objects (docs/SEMANTICS.md §2.6), with
     /// the §2.9 decision over `scope` for a topology Service.
-    pub(super) fn class_of(&self, service: Option<&ObjectKey>, scope: Scope<'_>) -> Class<'a> {
+    pub(super) fn class_of(
+        &self,
+        service: Option<&ObjectKey>,
+        scope: EndpointScope<'_>,
+    ) -> Class<'a> {
         match service {
             Some(svc) => match self.keys_of(Some(svc)) {
                 Some(keys) => Class::Topology(self.choose(svc, keys, scope).decision),
@@ -64,15 +68,15 @@ impl<'a> Filter<'a> {
         &self,
         svc: &ObjectKey,
         keys: &'a TopologyKeys,
-        scope: Scope<'_>,
+        scope: EndpointScope<'_>,
     ) -> Choice<'a> {
         let loc = self.locality();
         if !keys.dynamic() {
             return keys.choose(&[], &loc);
         }
         match scope {
-            Scope::Endpoints(obj) => keys.choose(&topology::endpoint_states(obj), &loc),
-            Scope::Slices => {
+            EndpointScope::Endpoints(obj) => keys.choose(&topology::endpoint_states(obj), &loc),
+            EndpointScope::Slices => {
                 let slices: Vec<Value> = self
                     .index
                     .slices_of(svc)
@@ -97,13 +101,13 @@ impl<'a> Filter<'a> {
 
     /// Served content of the Endpoints `obj` stored at `key`.
     pub(super) fn serve_endpoints(&self, key: &ObjectKey, obj: Value) -> Value {
-        let class = self.class_of(Some(key), Scope::Endpoints(&obj));
+        let class = self.class_of(Some(key), EndpointScope::Endpoints(&obj));
         topology::serve_endpoints(obj, class, &self.locality())
     }
 
     /// Served content of the upstream slice `obj` (stored at `key`) in version `res`.
     pub(super) fn serve_slice(&self, key: &ObjectKey, obj: Value, res: Resource) -> Value {
-        let class = self.class_of(self.index.owner_of(key), Scope::Slices);
+        let class = self.class_of(self.index.owner_of(key), EndpointScope::Slices);
         let loc = self.locality();
         let v1_upstream = self.slice_kind == Resource::SlicesV1;
         match (res, v1_upstream) {
