@@ -33,7 +33,7 @@ use log::{info, warn};
 use crate::cache::facts::SharedFacts;
 use crate::cache::published::{View, AGE_EVERY};
 use crate::cache::store::{Applied, ListPreparer, Prepared, State};
-use crate::handoff::edge_health::HealthMap;
+use crate::handoff::edge_health::EdgeHealthMap;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 
@@ -63,7 +63,7 @@ enum Message {
         done: Option<mpsc::Sender<()>>,
     },
     /// The edge-health poller's latest map.
-    EdgeHealth(HealthMap),
+    EdgeHealth(EdgeHealthMap),
     /// Mirror this EndpointSlice version.
     ExpectSlices(Resource),
     /// Mirror this ServiceCIDR version, or none (the upstream has none).
@@ -206,7 +206,7 @@ impl WriterHandle {
     }
 
     /// Hands the edge-health poller's map to the writer.
-    pub fn set_edge_health(&self, map: HealthMap) {
+    pub fn set_edge_health(&self, map: EdgeHealthMap) {
         if self.tx.send(Message::EdgeHealth(map)).is_err() {
             warn!("an edge-health map for the cache's writer, which is gone; dropped");
         }

@@ -11,7 +11,7 @@ use grid_wrapper::cache::snapshot::{self, Identity, Meta, Snapshot};
 use grid_wrapper::cache::store::{Settings, State};
 use grid_wrapper::cache::collection::{Collection, Retention};
 use grid_wrapper::k8s::Resource;
-use grid_wrapper::handoff::edge_health::HealthMap;
+use grid_wrapper::handoff::edge_health::EdgeHealthMap;
 use grid_wrapper::handoff::Change;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
@@ -123,7 +123,7 @@ fuzz_target!(|data: &[u8]| {
         model.insert(i, BTreeMap::new());
     }
     let mut last_rv = st.current_rv();
-    let mut health = HealthMap::new();
+    let mut health = EdgeHealthMap::new();
     for (step, op) in data.chunks_exact(3).enumerate().take(200) {
         if op[0] % 10 == 9 {
             // An edge-health map: bit b of op[1] lists node b, bit b of op[2] says abnormal.

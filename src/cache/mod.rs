@@ -3,7 +3,7 @@
 //! - [`canonical`]: an upstream list item's canonical compact bytes, made without a `Value`;
 //! - [`epoch`]: the shape of resourceVersions, a per-process epoch above a counter;
 //! - [`facts`]: the cache's figures for probes and `/metrics`, read without a lock;
-//! - [`health`]: the edge-health map resolved against the cached nodes (pure functions);
+//! - [`edge_health`]: the edge-health map resolved against the cached nodes (pure functions);
 //! - [`pack`]: a small LZ77 for the upstream bytes of pruned objects;
 //! - [`published`]: what readers see, every served collection behind one lock: a read-only handle
 //!   for readers, one writing handle for the writer;
@@ -21,9 +21,9 @@
 
 pub mod canonical;
 pub mod collection;
+pub mod edge_health;
 pub mod epoch;
 pub mod facts;
-pub mod health;
 pub mod pack;
 pub mod published;
 pub mod snapshot;

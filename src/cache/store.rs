@@ -42,7 +42,7 @@ use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
-use crate::handoff::edge_health::HealthMap;
+use crate::handoff::edge_health::EdgeHealthMap;
 use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};
 
@@ -97,7 +97,7 @@ pub struct State {
     /// The RV counter and the readers' view.
     publisher: Publisher,
     /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
-    health: EdgeHealth,
+    edge_health: EdgeHealth,
     slice_kind: Resource,
     /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
     slice_kind_pinned: bool,
@@ -198,7 +198,7 @@ impl State {
             upstream: UpstreamObjects::default(),
             index: Index::default(),
             publisher,
-            health: EdgeHealth::default(),
+            edge_health: EdgeHealth::default(),
             slice_kind: Resource::SlicesV1,
             slice_kind_pinned: false,
             cidr_kind: None,
@@ -319,7 +319,7 @@ impl State {
         Status {
             ready: self.ready,
             serving_snapshot: self.from_snapshot,
-            abnormal: self.health.abnormal(),
+            abnormal: self.edge_health.abnormal(),
             stale: self.stale.counts(),
         }
     }
@@ -330,7 +330,7 @@ impl State {
             settings: &self.settings,
             index: &self.index,
             upstream: &self.upstream,
-            abnormal: self.health.abnormal(),
+            abnormal: self.edge_health.abnormal(),
             slice_kind: self.slice_kind,
             stand_in: self.stand_in(),
         }
@@ -576,7 +576,7 @@ impl State {
         let bytes = Stored::Own(bytes);
         match kind {
             Resource::Nodes => {
-                self.health.node_changed(&key.name, Some(&obj));
+                self.edge_health.node_changed(&key.name, Some(&obj));
                 let labels = labels_of(&obj);
                 self.index
                     .set_node(&key.name, labels, &self.settings.hostname);
@@ -667,7 +667,7 @@ impl State {
         match kind {
             Resource::Nodes => {
                 self.index.remove_node(&key.name, &self.settings.hostname);
-                self.health.node_changed(&key.name, None);
+                self.edge_health.node_changed(&key.name, None);
                 self.publisher.publish(Resource::Nodes, key, None, now);
             }
             Resource::Services => {
@@ -788,7 +788,7 @@ impl State {
             .index
             .take_dirty(|svc| upstream.contains(Resource::Endpoints, svc));
         // Edge-health changes affect objects of every class (not only topology Services).
-        for node in self.health.take_dirty() {
+        for node in self.edge_health.take_dirty() {
             targets.extend(self.index.on_node(&node).cloned());
         }
         // The slices this change put in, deferred (§2.9), are its own events: published first.
@@ -860,8 +860,8 @@ impl State {
     /// an endpoint on a node whose status changed, logging every change of served content with
     /// a new RV exactly as [`State::apply`] does. The same map again, or one resolving to the
     /// same nodes, changes nothing. Logs the new set at INFO when it changes.
-    pub fn set_edge_health(&mut self, map: HealthMap, now: u64) -> Applied {
-        if !self.health.set_map(map) {
+    pub fn set_edge_health(&mut self, map: EdgeHealthMap, now: u64) -> Applied {
+        if !self.edge_health.set_map(map) {
             return Applied::default();
         }
         let before = self.current_rv();
@@ -876,7 +876,7 @@ impl State {
     /// The nodes whose endpoints the edge-health filter currently drops (names, and keys
     /// reported abnormal that name no cached node).
     pub fn abnormal_nodes(&self) -> &BTreeSet<String> {
-        self.health.abnormal()
+        self.edge_health.abnormal()
     }
 
     /// Packs up to `max` of the upstream bytes kept for pruned objects since the last call;
@@ -1153,7 +1153,7 @@ impl State {
         // every node and Service already in place, so the recomputation those upserts asked for
         // would only repeat the same work (a large share of the restore time).
         self.index.forget_dirty();
-        let _ = self.health.take_dirty();
+        let _ = self.edge_health.take_dirty();
         // The slices of Services with dynamic keys (§2.9) were deferred: served now.
         self.flush_derived(now);
         if self.cidr_kind.is_some() {

@@ -8,7 +8,7 @@
 //! association (§2.6), the filtering of core/v1 Endpoints and of both EndpointSlice versions (§2.4,
 //! §2.5, §5) and the `default/kubernetes` local-apiserver rewrite (§3), and the optional
 //! edge-health filter (§10: endpoints on nodes in [`Locality::abnormal`] are dropped; the map
-//! itself is `cache::health`'s). Every keep/prune decision is a [`Verdict`] with a [`Reason`]
+//! itself is `cache::edge_health`'s). Every keep/prune decision is a [`Verdict`] with a [`Reason`]
 //! (`explain.rs`), which `/debug/topology` reports. It does not own resource versions, events or
 //! indexes (the cache does) and never touches `metadata.resourceVersion`. Every served object is
 //! the input with only the documented changes; unknown fields and the order of kept entries are
@@ -26,19 +26,19 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_edge_health;
+#[cfg(test)]
 mod tests_explain;
 #[cfg(test)]
 mod tests_fallback;
-#[cfg(test)]
-mod tests_health;
 #[cfg(test)]
 mod tests_openyurt;
 #[cfg(test)]
 mod tests_slices;
 
 pub use explain::{
-    explain, explain_endpoints, explain_health, explain_slice_v1, explain_slice_v1beta1, verdict,
-    EndpointVerdict, ObjectVerdicts, Reason, Verdict,
+    explain, explain_edge_health, explain_endpoints, explain_slice_v1, explain_slice_v1beta1,
+    verdict, EndpointVerdict, ObjectVerdicts, Reason, Verdict,
 };
 pub use fallback::{endpoint_states, Choice, Decision, EndpointState};
 pub use openyurt::OpenYurtTopology;
@@ -358,7 +358,7 @@ pub struct Locality<'a> {
     pub nodes: &'a BTreeMap<String, Labels>,
     /// `--wrapper-in-cluster` (enables the §3 rewrite).
     pub wrapper_in_cluster: bool,
-    /// Node names edge-health reports abnormal (§10, resolved by `cache::health`): endpoints on
+    /// Node names edge-health reports abnormal (§10, resolved by `cache::edge_health`): endpoints on
     /// them are dropped from every endpoint object except `default/kubernetes`, whatever its
     /// class. Empty when the feature is off or nothing is reported abnormal.
     pub abnormal: &'a BTreeSet<String>,
@@ -408,9 +408,9 @@ pub fn keeps(endpoint_node: Option<&str>, keys: &TopologyKeys, loc: &Locality<'_
 }
 
 /// §10: whether an endpoint on `endpoint_node` sits on a node reported abnormal
-/// (`!`[`explain_health`]`(..).kept`). An endpoint without a node never does.
+/// (`!`[`explain_edge_health`]`(..).kept`). An endpoint without a node never does.
 pub fn on_abnormal_node(endpoint_node: Option<&str>, loc: &Locality<'_>) -> bool {
-    !explain_health(endpoint_node, loc).kept
+    !explain_edge_health(endpoint_node, loc).kept
 }
 
 /// Whether the `default/kubernetes` rewrite (§3) may apply to the endpoint object `key`: when it

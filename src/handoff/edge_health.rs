@@ -20,16 +20,16 @@ use std::net::IpAddr;
 use serde_json::Value;
 
 /// Edge-health's answer: key (node name or IP) → `normal`. Empty = nothing known (all kept).
-pub type HealthMap = BTreeMap<String, bool>;
+pub type EdgeHealthMap = BTreeMap<String, bool>;
 
 /// Parses edge-health's `localinfo` body. `Err` (with the reason) when the body is not JSON or
 /// its top level is not an object; unusable entries are skipped (see the module doc).
-pub fn parse(body: &[u8]) -> Result<HealthMap, String> {
+pub fn parse(body: &[u8]) -> Result<EdgeHealthMap, String> {
     let value: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let Value::Object(entries) = value else {
         return Err(format!("top level is {}, not an object", json_type(&value)));
     };
-    let mut map = HealthMap::new();
+    let mut map = EdgeHealthMap::new();
     let mut ignored = 0usize;
     for (key, entry) in entries {
         match entry.get("normal").and_then(Value::as_bool) {
@@ -69,7 +69,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn map(pairs: &[(&str, bool)]) -> HealthMap {
+    fn map(pairs: &[(&str, bool)]) -> EdgeHealthMap {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
     }
 
@@ -85,7 +85,7 @@ mod tests {
             got,
             map(&[("10.0.0.2", false), ("n3", true), ("fd00::1", false)])
         );
-        assert_eq!(parse(b"{}").unwrap(), HealthMap::new());
+        assert_eq!(parse(b"{}").unwrap(), EdgeHealthMap::new());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use ureq::{http, Agent};
 
-use crate::handoff::edge_health::{self as health_map, HealthMap};
+use crate::handoff::edge_health::{self as health_map, EdgeHealthMap};
 use crate::upstream::client;
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::tls;
@@ -44,7 +44,7 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 pub fn spawn(
     address: String,
     interval: Duration,
-    on_poll: Box<dyn Fn(HealthMap) + Send>,
+    on_poll: Box<dyn Fn(EdgeHealthMap) + Send>,
     stop: Arc<AtomicBool>,
 ) -> io::Result<JoinHandle<()>> {
     let agent = agent(&address, POLL_TIMEOUT)
@@ -89,7 +89,7 @@ fn agent(address: &str, timeout: Duration) -> Result<Agent, String> {
 }
 
 /// One GET of `address`: the parsed map of a `200`, or why the poll failed.
-fn poll(agent: &Agent, address: &str) -> Result<HealthMap, String> {
+fn poll(agent: &Agent, address: &str) -> Result<EdgeHealthMap, String> {
     let resp = agent
         .get(address)
         .header("Accept", "application/json")
@@ -113,7 +113,7 @@ fn run(
     agent: &Agent,
     address: &str,
     interval: Duration,
-    on_poll: &dyn Fn(HealthMap),
+    on_poll: &dyn Fn(EdgeHealthMap),
     stop: &AtomicBool,
 ) {
     info!("edge-health: polling {address} every {interval:?}");
@@ -148,7 +148,7 @@ fn run(
                     );
                 }
                 failing = true;
-                HealthMap::new()
+                EdgeHealthMap::new()
             }
         };
         on_poll(map);

@@ -62,7 +62,7 @@ const BODY: &str = r#"{"10.0.0.2":{"normal":false,"hmac":"x","time":1},"n1":{"no
 fn a_200_with_a_good_body_is_an_answer() {
     let (url, h) = serve(vec![Some(canned("200 OK", BODY))]);
     let got = poll(&agent(&url, POLL_TIMEOUT).unwrap(), &url).unwrap();
-    let want: HealthMap = [("10.0.0.2".to_string(), false), ("n1".to_string(), true)].into();
+    let want: EdgeHealthMap = [("10.0.0.2".to_string(), false), ("n1".to_string(), true)].into();
     assert_eq!(got, want);
     let seen = h.join().unwrap();
     assert!(

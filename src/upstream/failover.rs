@@ -44,7 +44,7 @@ pub const PROBE_PATH: &str = "/readyz";
 
 /// What is known of one server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Health {
+pub enum ServerHealth {
     /// Healthy (or not known to be otherwise: every server starts so).
     Up,
     /// Unhealthy, with the probes passed in a row since.
@@ -82,10 +82,10 @@ pub fn probe_passed(status: u16) -> bool {
     status < 500
 }
 
-/// The server-selection state machine: per-server [`Health`] and the selected index. Pure.
+/// The server-selection state machine: per-server [`ServerHealth`] and the selected index. Pure.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {
-    health: Vec<Health>,
+    health: Vec<ServerHealth>,
     selected: usize,
 }
 
@@ -93,7 +93,7 @@ impl Selection {
     /// `n` servers (at least one), all healthy, the first selected.
     pub fn new(n: usize) -> Selection {
         Selection {
-            health: vec![Health::Up; n.max(1)],
+            health: vec![ServerHealth::Up; n.max(1)],
             selected: 0,
         }
     }
@@ -114,12 +114,12 @@ impl Selection {
     }
 
     /// Server `i`'s health (`None` if there is no such server).
-    pub fn health(&self, i: usize) -> Option<Health> {
+    pub fn health(&self, i: usize) -> Option<ServerHealth> {
         self.health.get(i).copied()
     }
 
     fn up(&self, i: usize) -> bool {
-        self.health.get(i) == Some(&Health::Up)
+        self.health.get(i) == Some(&ServerHealth::Up)
     }
 
     /// The order a request tries the servers in: the selected one, the other healthy ones,
@@ -146,20 +146,22 @@ impl Selection {
         };
         let before = *h;
         *h = match (signal, before) {
-            (Signal::Answered, _) => Health::Up,
-            (Signal::Unreachable, _) => Health::Down { passes: 0 },
-            (Signal::ProbePassed, Health::Up) => Health::Up,
-            (Signal::ProbePassed, Health::Down { passes }) if passes.saturating_add(1) >= RISE => {
-                Health::Up
+            (Signal::Answered, _) => ServerHealth::Up,
+            (Signal::Unreachable, _) => ServerHealth::Down { passes: 0 },
+            (Signal::ProbePassed, ServerHealth::Up) => ServerHealth::Up,
+            (Signal::ProbePassed, ServerHealth::Down { passes })
+                if passes.saturating_add(1) >= RISE =>
+            {
+                ServerHealth::Up
             }
-            (Signal::ProbePassed, Health::Down { passes }) => Health::Down {
+            (Signal::ProbePassed, ServerHealth::Down { passes }) => ServerHealth::Down {
                 passes: passes.saturating_add(1),
             },
-            (Signal::ProbeFailed, Health::Up) => Health::Down { passes: 0 },
-            (Signal::ProbeFailed, Health::Down { .. }) => Health::Down { passes: 0 },
+            (Signal::ProbeFailed, ServerHealth::Up) => ServerHealth::Down { passes: 0 },
+            (Signal::ProbeFailed, ServerHealth::Down { .. }) => ServerHealth::Down { passes: 0 },
         };
-        let was_up = before == Health::Up;
-        let is_up = *h == Health::Up;
+        let was_up = before == ServerHealth::Up;
+        let is_up = *h == ServerHealth::Up;
         let healthy = (was_up != is_up).then_some(is_up);
         let from = self.selected;
         if let Some(first) = (0..self.len()).find(|&j| self.up(j)) {

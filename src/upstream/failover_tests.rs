@@ -5,7 +5,7 @@ use super::*;
 
 fn ups(s: &Selection) -> Vec<bool> {
     (0..s.len())
-        .map(|i| s.health(i) == Some(Health::Up))
+        .map(|i| s.health(i) == Some(ServerHealth::Up))
         .collect()
 }
 

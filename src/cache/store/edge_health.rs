@@ -3,7 +3,7 @@
 //! nodes whose status changed since the last recomputation. Pure (the poller is
 //! `upstream::edge_health`'s).
 //!
-//! Invariants: `abnormal` is what `cache::health` resolves from `map` and `ips`; `dirty` holds
+//! Invariants: `abnormal` is what `cache::edge_health` resolves from `map` and `ips`; `dirty` holds
 //! every node that entered or left `abnormal` since [`EdgeHealth::take_dirty`]. A change of the
 //! abnormal set recomputes only the endpoint objects with an endpoint on a node that entered or
 //! left it (the index's by-node sets), of every class — unlike node label changes, which only
@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use log::info;
 use serde_json::Value;
 
-use crate::cache::health;
-use crate::handoff::edge_health::HealthMap;
+use crate::cache::edge_health;
+use crate::handoff::edge_health::EdgeHealthMap;
 
 /// Most node names an INFO line lists.
 const LOGGED_NAMES: usize = 20;
@@ -28,8 +28,8 @@ const LOGGED_NAMES: usize = 20;
 #[derive(Debug, Default)]
 pub(super) struct EdgeHealth {
     /// The last map applied; empty = nothing known (every endpoint kept).
-    map: HealthMap,
-    /// The node names resolved abnormal from `map` and `ips` (see `cache::health`).
+    map: EdgeHealthMap,
+    /// The node names resolved abnormal from `map` and `ips` (see `cache::edge_health`).
     abnormal: BTreeSet<String>,
     /// Canonical InternalIPs of each cached Node that has any.
     ips: BTreeMap<String, Box<[String]>>,
@@ -45,11 +45,11 @@ impl EdgeHealth {
     /// Takes edge-health's latest answer (`map`; empty after a failed poll, which keeps every
     /// endpoint again) and resolves the abnormal nodes; logs the new set at INFO when it
     /// changes. `false` (nothing done) for the same map again.
-    pub(super) fn set_map(&mut self, map: HealthMap) -> bool {
+    pub(super) fn set_map(&mut self, map: EdgeHealthMap) -> bool {
         if map == self.map {
             return false;
         }
-        let abnormal = health::abnormal_nodes(
+        let abnormal = edge_health::abnormal_nodes(
             &map,
             self.ips.iter().map(|(name, ips)| (name.as_str(), &ips[..])),
         );
@@ -72,7 +72,7 @@ impl EdgeHealth {
     /// Node `name` was upserted (`Some`, with its changed content) or deleted (`None`): keeps
     /// its InternalIPs and, if they changed while a map is known, re-resolves that node.
     pub(super) fn node_changed(&mut self, name: &str, node: Option<&Value>) {
-        let ips = node.map(health::internal_ips).unwrap_or_default();
+        let ips = node.map(edge_health::internal_ips).unwrap_or_default();
         if self.ips_of(name) == &ips[..] {
             return;
         }
@@ -84,7 +84,7 @@ impl EdgeHealth {
         if self.map.is_empty() {
             return;
         }
-        let abnormal = health::node_abnormal(&self.map, name, self.ips_of(name));
+        let abnormal = edge_health::node_abnormal(&self.map, name, self.ips_of(name));
         if abnormal != self.abnormal.contains(name) {
             if abnormal {
                 self.abnormal.insert(name.to_string());

@@ -1,7 +1,7 @@
 //! Event and resourceVersion behaviour of the cache: the numbered cases about events (2–7, 12,
 //! 17–25, 39; the catalogue is described in `topology/fixtures.rs`) and the rules of
 //! docs/SEMANTICS.md §6 and §6.2. Readiness, slice versions, admission and the from-scratch
-//! recompute oracle are in `tests/lifecycle.rs`, edge-health's in `tests/health.rs`; both share
+//! recompute oracle are in `tests/lifecycle.rs`, edge-health's in `tests/edge_health.rs`; both share
 //! the helpers.
 
 use serde_json::{json, Value};
@@ -484,8 +484,8 @@ impl Lcg {
 
 mod as_is;
 mod cidrs;
+mod edge_health;
 mod fallback;
-mod health;
 mod intake;
 mod kept;
 mod lifecycle;

@@ -2,7 +2,7 @@
 //! edge-health check as [`Verdict`]s with a [`Reason`], per endpoint and per endpoint object.
 //!
 //! These are the functions that prune: [`super::keeps`] is `explain(..).kept`,
-//! [`super::on_abnormal_node`] is `!explain_health(..).kept`, and `serve.rs` keeps an endpoint
+//! [`super::on_abnormal_node`] is `!explain_edge_health(..).kept`, and `serve.rs` keeps an endpoint
 //! iff [`verdict`] says so. [`explain_endpoints`] and the slice variants walk an object exactly as
 //! the `serve_*` functions do (same §3 rewrite check, same §10 applicability, same node of each
 //! endpoint), so an explanation can never disagree with what is served.
@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::{
-    address_node, array, rewrite, serve::health_applies, slice_endpoint_node, Class, Decision,
+    address_node, array, rewrite, serve::edge_health_applies, slice_endpoint_node, Class, Decision,
     Locality, TopologyKeys,
 };
 
@@ -130,7 +130,7 @@ where
 
 /// §10 for one endpoint on `endpoint_node`: pruned iff its node is reported abnormal. An
 /// endpoint without a node never is.
-pub fn explain_health(endpoint_node: Option<&str>, loc: &Locality<'_>) -> Verdict<'static> {
+pub fn explain_edge_health(endpoint_node: Option<&str>, loc: &Locality<'_>) -> Verdict<'static> {
     let abnormal = !loc.abnormal.is_empty()
         && endpoint_node
             .filter(|n| !n.is_empty())
@@ -146,12 +146,12 @@ pub fn explain_health(endpoint_node: Option<&str>, loc: &Locality<'_>) -> Verdic
 }
 
 /// The verdict `serve.rs` applies to one endpoint: §2.3 as the Service's `decision` says
-/// (§2.9) when it is a topology Service, then §10 when `health` applies to the object (see
+/// (§2.9) when it is a topology Service, then §10 when `edge_health` applies to the object (see
 /// `serve.rs`). A topology verdict that prunes wins over edge-health.
 pub fn verdict<'k>(
     endpoint_node: Option<&str>,
     decision: Option<Decision<'k>>,
-    health: bool,
+    edge_health: bool,
     loc: &Locality<'_>,
 ) -> Verdict<'k> {
     let topology = match decision {
@@ -167,14 +167,14 @@ pub fn verdict<'k>(
             reason: Reason::NoTopology,
         },
     };
-    if !topology.kept || !health {
+    if !topology.kept || !edge_health {
         return topology;
     }
-    let health = explain_health(endpoint_node, loc);
-    if health.kept {
+    let edge_health = explain_edge_health(endpoint_node, loc);
+    if edge_health.kept {
         topology
     } else {
-        health
+        edge_health
     }
 }
 
@@ -211,7 +211,7 @@ pub fn explain_endpoints<'k>(
 ) -> ObjectVerdicts<'k> {
     let rewritten = rewrite::applies(obj, loc, rewrite::Target::Endpoints);
     let keys = class.decision();
-    let health = health_applies(obj, loc, false);
+    let edge_health = edge_health_applies(obj, loc, false);
     let mut endpoints = Vec::new();
     for subset in array(obj, "subsets") {
         for field in ["addresses", "notReadyAddresses"] {
@@ -224,7 +224,7 @@ pub fn explain_endpoints<'k>(
                     verdict: if rewritten {
                         pruned(Reason::Rewritten)
                     } else {
-                        verdict(node, keys, health, loc)
+                        verdict(node, keys, edge_health, loc)
                     },
                 });
             }
@@ -264,7 +264,7 @@ fn explain_slice<'k>(
 ) -> ObjectVerdicts<'k> {
     let rewritten = rewrite::applies(obj, loc, rewrite::Target::Slice);
     let keys = class.decision();
-    let health = health_applies(obj, loc, true);
+    let edge_health = edge_health_applies(obj, loc, true);
     let endpoints = array(obj, "endpoints")
         .map(|ep| {
             let node = slice_endpoint_node(ep, topology_field);
@@ -275,7 +275,7 @@ fn explain_slice<'k>(
                 verdict: if rewritten {
                     pruned(Reason::Rewritten)
                 } else {
-                    verdict(node, keys, health, loc)
+                    verdict(node, keys, edge_health, loc)
                 },
             }
         })

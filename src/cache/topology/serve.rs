@@ -24,8 +24,8 @@ pub fn serve_endpoints(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Valu
         return rewritten;
     }
     let keys = class.decision();
-    let health = health_applies(&obj, loc, false);
-    if keys.is_none() && !health {
+    let edge_health = edge_health_applies(&obj, loc, false);
+    if keys.is_none() && !edge_health {
         return obj;
     }
     let mut out = obj;
@@ -40,7 +40,7 @@ pub fn serve_endpoints(obj: Value, class: Class<'_>, loc: &Locality<'_>) -> Valu
                 continue;
             };
             let before = list.len();
-            list.retain(|addr| verdict(address_node(addr), keys, health, loc).kept);
+            list.retain(|addr| verdict(address_node(addr), keys, edge_health, loc).kept);
             if list.is_empty() && (keys.is_some() || before > 0) {
                 // `omitempty`; retain (not remove) keeps the remaining keys' order either way.
                 subset.retain(|k, _| k != field);
@@ -65,16 +65,16 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
     if let Some(rewritten) = rewrite::slice(&obj, loc) {
         return rewritten;
     }
-    let health = health_applies(&obj, loc, true);
+    let edge_health = edge_health_applies(&obj, loc, true);
     match class {
         Class::Topology(decision) => {
             let mut out = obj;
             if let Some(map) = out.as_object_mut() {
-                filter_slice_endpoints(map, decision, loc, topology_field, health);
+                filter_slice_endpoints(map, decision, loc, topology_field, edge_health);
             }
             out
         }
-        Class::Normal | Class::Dangling if health => {
+        Class::Normal | Class::Dangling if edge_health => {
             let mut out = obj;
             // Only endpoints on abnormal nodes go; the rest (hints included) stays as given.
             if let Some(Value::Array(list)) = out.get_mut("endpoints") {
@@ -89,7 +89,7 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
     }
 }
 
-/// Filters `endpoints` in place (§2.3 as `decision` says, §2.9, and §10 when `health`); the
+/// Filters `endpoints` in place (§2.3 as `decision` says, §2.9, and §10 when `edge_health`); the
 /// kept ones are left as they are, `hints` included (§2.10). A missing or `null` list becomes
 /// `[]` (not `omitempty`); a list of another type is left alone.
 fn filter_slice_endpoints(
@@ -97,13 +97,13 @@ fn filter_slice_endpoints(
     decision: Decision<'_>,
     loc: &Locality<'_>,
     topology_field: &str,
-    health: bool,
+    edge_health: bool,
 ) {
     match slice.get_mut("endpoints") {
         Some(Value::Array(list)) => {
             list.retain(|ep| {
                 let node = slice_endpoint_node(ep, topology_field);
-                verdict(node, Some(decision), health, loc).kept
+                verdict(node, Some(decision), edge_health, loc).kept
             });
         }
         Some(Value::Null) | None => {
@@ -116,7 +116,7 @@ fn filter_slice_endpoints(
 /// Whether the §10 filter applies to `obj`: some node is reported abnormal and the object is
 /// not `default/kubernetes` (the Endpoints, or a slice named `kubernetes` or labelled as the
 /// `kubernetes` Service's), which stays exactly as without the feature.
-pub(super) fn health_applies(obj: &Value, loc: &Locality<'_>, slice: bool) -> bool {
+pub(super) fn edge_health_applies(obj: &Value, loc: &Locality<'_>, slice: bool) -> bool {
     if loc.abnormal.is_empty() {
         return false;
     }

@@ -383,7 +383,7 @@ fn keeps_and_on_abnormal_node_are_the_verdicts() {
         assert_eq!(keeps(node, &zone, &loc), explain(node, &zone, &loc).kept);
         assert_eq!(
             on_abnormal_node(node, &loc),
-            !explain_health(node, &loc).kept
+            !explain_edge_health(node, &loc).kept
         );
     }
     assert!(on_abnormal_node(Some("n2"), &loc));

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::super::State;
 use super::*;
 use crate::cache::topology::fixtures::*;
-use crate::handoff::edge_health::HealthMap;
+use crate::handoff::edge_health::EdgeHealthMap;
 use crate::handoff::Change;
 use crate::k8s::Resource;
 
@@ -164,7 +164,7 @@ fn explains_what_it_serves_and_follows_changes() {
         Change::Upsert(service("default", "s", None)),
         3,
     );
-    st.set_edge_health(HealthMap::from([("n1".to_string(), false)]), 4);
+    st.set_edge_health(EdgeHealthMap::from([("n1".to_string(), false)]), 4);
     let e = assert_agrees(&st, "s");
     let o = st.topology_overview(10);
     assert_eq!(

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use super::fixtures::*;
-use crate::cache::health;
+use crate::cache::edge_health::abnormal_nodes;
 use crate::handoff::edge_health;
 use crate::k8s::convert::slice_v1_to_v1beta1;
 
@@ -107,7 +107,7 @@ fn node_absent_from_the_map_is_kept() {
     // Resolved from a real map: n1 normal, n2 absent, only ghost abnormal.
     let map = edge_health::parse(br#"{"n1":{"normal":true},"ghost":{"normal":false}}"#).unwrap();
     let mut f = normal_f(&[]);
-    f.abnormal = health::abnormal_nodes(&map, []);
+    f.abnormal = abnormal_nodes(&map, []);
     let served = f.served("default", "s");
     assert_eq!(
         ips(&served),
@@ -287,7 +287,7 @@ fn keyed_by_ip_and_by_name() {
     ];
     for (text, want) in cases {
         let mut f = normal_f(&[]);
-        f.abnormal = health::abnormal_nodes(&body(text), nodes());
+        f.abnormal = abnormal_nodes(&body(text), nodes());
         assert_eq!(ips(&f.served("default", "s")), strs(&want), "{text}");
     }
 }

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::handoff::edge_health::{canonical, HealthMap};
+use crate::handoff::edge_health::{canonical, EdgeHealthMap};
 
 /// A Node's InternalIPs (`status.addresses[type=InternalIP].address`), canonical, sorted and
 /// deduplicated; malformed parts are skipped.
@@ -37,13 +37,13 @@ pub fn internal_ips(node: &Value) -> Vec<String> {
 }
 
 /// Whether `key` is reported abnormal (`normal: false`).
-fn reported_abnormal(map: &HealthMap, key: &str) -> bool {
+fn reported_abnormal(map: &EdgeHealthMap, key: &str) -> bool {
     map.get(key) == Some(&false)
 }
 
 /// Whether node `name` with InternalIPs `ips` is abnormal: its name or one of its IPs is
 /// reported `normal: false`.
-pub fn node_abnormal(map: &HealthMap, name: &str, ips: &[String]) -> bool {
+pub fn node_abnormal(map: &EdgeHealthMap, name: &str, ips: &[String]) -> bool {
     reported_abnormal(map, name) || ips.iter().any(|ip| reported_abnormal(map, ip))
 }
 
@@ -51,7 +51,7 @@ pub fn node_abnormal(map: &HealthMap, name: &str, ips: &[String]) -> bool {
 /// cached or not) plus every cached node (`nodes`: name and InternalIPs) that
 /// [`node_abnormal`] says is abnormal.
 pub fn abnormal_nodes<'a>(
-    map: &HealthMap,
+    map: &EdgeHealthMap,
     nodes: impl IntoIterator<Item = (&'a str, &'a [String])>,
 ) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = map
@@ -75,7 +75,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn map(pairs: &[(&str, bool)]) -> HealthMap {
+    fn map(pairs: &[(&str, bool)]) -> EdgeHealthMap {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
     }
 
@@ -105,7 +105,7 @@ mod tests {
         let n2 = ips(&["10.0.0.3", "fd00::3"]);
         let n3 = ips(&[]);
         let nodes = || [("n1", &n1[..]), ("n2", &n2[..]), ("n3", &n3[..])];
-        let set = |m: &HealthMap| abnormal_nodes(m, nodes());
+        let set = |m: &EdgeHealthMap| abnormal_nodes(m, nodes());
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
         // By IP (current edge-health), v4 and v6.
         assert_eq!(
@@ -125,7 +125,7 @@ mod tests {
         );
         // All normal, absent, or empty: nothing.
         assert!(set(&map(&[("n1", true), ("10.0.0.3", true)])).is_empty());
-        assert!(set(&HealthMap::new()).is_empty());
+        assert!(set(&EdgeHealthMap::new()).is_empty());
         assert!(node_abnormal(&map(&[("10.0.0.2", false)]), "n1", &n1));
         assert!(!node_abnormal(&map(&[("10.0.0.2", false)]), "n2", &n2));
     }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::handoff::edge_health::HealthMap;
+use crate::handoff::edge_health::EdgeHealthMap;
 
-fn map(pairs: &[(&str, bool)]) -> HealthMap {
+fn map(pairs: &[(&str, bool)]) -> EdgeHealthMap {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
@@ -119,7 +119,7 @@ fn map_change_recomputes_exactly_the_affected_objects() {
     st.set_edge_health(map(&[("n2", false), ("n3", true)]), 2);
     assert_eq!(st.current_rv(), cur);
     // A failed poll (empty map) restores everything, one MODIFIED each.
-    let done = st.set_edge_health(HealthMap::new(), 3);
+    let done = st.set_edge_health(EdgeHealthMap::new(), 3);
     assert_eq!(done.events, 4);
     assert_eq!(
         names(&st, Resource::Endpoints, cur),
@@ -156,7 +156,7 @@ fn topology_service_and_relabel_interplay() {
     assert_eq!(ips(&ev[0].3), strs(&["10.0.0.1", "10.0.0.3"]));
     // The poll fails: only topology filtering remains.
     let cur = st.current_rv();
-    st.set_edge_health(HealthMap::new(), 3);
+    st.set_edge_health(EdgeHealthMap::new(), 3);
     assert_eq!(
         ips(&served(&st, Resource::Endpoints, "default", "s")),
         strs(&["10.0.0.1", "10.0.0.2", "10.0.0.3"])
@@ -306,7 +306,7 @@ fn incremental_health_view_equals_rebuild() {
     let mut eps: BTreeMap<String, Value> = BTreeMap::new();
     eps.insert("s".into(), fx.endpoints[0].clone());
     let mut slices: BTreeMap<String, Value> = BTreeMap::new();
-    let mut health = HealthMap::new();
+    let mut health = EdgeHealthMap::new();
     let mut checked_abnormal = 0;
     for step in 0..300 {
         match rng.next(8) {
