@@ -56,7 +56,7 @@
 //!
 //! **A LIST**, on the event loop thread: [`server::event_loop`] → [`server::conn`] →
 //! [`server::transport`] → [`http::request`] → [`cache::published::View::read`] →
-//! [`api::facts`] → [`api::decide`] ([`api::route`], [`api::negotiate`]) → [`api::handlers`] →
+//! [`api::serving`] → [`api::decide`] ([`api::route`], [`api::negotiate`]) → [`api::handlers`] →
 //! [`api::wire`] ([`api::wire::json`]; a protobuf list is framed once the view's lock is
 //! released) → [`http::response`] → [`server::outbound`] → [`server::transport`] (`writev`).
 //! **A WATCH** goes from [`api::handlers`] to [`server::watch`], whose

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use grid_wrapper::api::decide::{decide, Fate, Label, Side, Turn};
-use grid_wrapper::api::facts::ViewFacts;
+use grid_wrapper::api::serving::Serving;
 use grid_wrapper::http::request::{read_all, Limits, Request};
 use libfuzzer_sys::fuzz_target;
 
@@ -31,7 +31,7 @@ fn decide_every_way(req: &Request) {
     let until = now + hold;
     for side in Side::ALL {
         for bits in 0u8..8 {
-            let facts = ViewFacts {
+            let serving = Serving {
                 ready: bits & 1 != 0,
                 serves_v1beta1: bits & 2 != 0,
                 serves_cidrs: bits & 4 != 0,
@@ -42,9 +42,9 @@ fn decide_every_way(req: &Request) {
                 Turn::Held { now: until, until },
             ];
             for (i, turn) in turns.into_iter().enumerate() {
-                let d = decide(req, side, &facts, turn);
+                let d = decide(req, side, &serving, turn);
                 match &d.fate {
-                    Fate::Serve { .. } => assert!(facts.ready, "served before the first sync"),
+                    Fate::Serve { .. } => assert!(serving.ready, "served before the first sync"),
                     Fate::Hold { until: u, .. } => {
                         assert!(i < 2, "held after its hold ended");
                         assert!(*u >= until, "held for less than the hold");

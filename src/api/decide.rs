@@ -3,16 +3,16 @@
 //! (a list, a get or a watch), held until the view can answer, or forwarded upstream, and whether
 //! the writer is asked to build v1beta1 EndpointSlices. [`route`], [`negotiate`] and the relay
 //! port's own answers ([`relay::answer`]) feed it; only the [`Decision`] leaves it, and the
-//! connection (`server::conn`) carries it out. Pure: the caller copies the [`ViewFacts`] out of
+//! connection (`server::conn`) carries it out. Pure: the caller copies the [`Serving`] out of
 //! the view, and the clock comes in as the [`Turn`].
 
 use std::time::{Duration, Instant};
 
-use crate::api::facts::ViewFacts;
 use crate::api::handlers::{not_ready, Reply};
 use crate::api::negotiate::{negotiate, Format, Negotiated};
 use crate::api::relay::{self, RelayAnswer};
 use crate::api::route::{route, Route};
+use crate::api::serving::Serving;
 use crate::http::request::Request;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
@@ -165,15 +165,15 @@ impl Hold {
     }
 }
 
-/// Whether a cache-backed request for `res` can be answered from a view with `facts` now: the
+/// Whether a cache-backed request for `res` can be answered from a view with `serving` now: the
 /// view is ready and, for v1beta1 EndpointSlices, they are built. (On the relay port a slice
 /// version the relay view does not serve was answered 404 before: docs/SEMANTICS.md §12.)
-fn can_answer(facts: &ViewFacts, res: Resource) -> bool {
-    facts.ready && (facts.serves_v1beta1 || res != Resource::SlicesV1beta1)
+fn can_answer(serving: &Serving, res: Resource) -> bool {
+    serving.ready && (serving.serves_v1beta1 || res != Resource::SlicesV1beta1)
 }
 
-/// Decides the fate of `req`, read on `side`'s port whose view has `facts`, at `turn`.
-pub fn decide(req: &Request, side: Side, facts: &ViewFacts, turn: Turn) -> Decision {
+/// Decides the fate of `req`, read on `side`'s port whose view has `serving`, at `turn`.
+pub fn decide(req: &Request, side: Side, serving: &Serving, turn: Turn) -> Decision {
     let hold = match turn {
         Turn::Arrived {
             now,
@@ -191,7 +191,7 @@ pub fn decide(req: &Request, side: Side, facts: &ViewFacts, turn: Turn) -> Decis
         ask_v1beta1: false,
     };
     if side == Side::Relay {
-        let fate = match relay::answer(&req.method, &req.path, facts) {
+        let fate = match relay::answer(&req.method, &req.path, serving) {
             RelayAnswer::Routed => None,
             RelayAnswer::Probe(code, text) => Some(Fate::Probe(code, text)),
             RelayAnswer::Reply(reply) => Some(Fate::Reply(reply)),
@@ -211,7 +211,7 @@ pub fn decide(req: &Request, side: Side, facts: &ViewFacts, turn: Turn) -> Decis
         return decision(Fate::Proxy(Why::NotCached), Label::Proxy);
     };
     let res = r.resource();
-    if res.is_cidr() && facts.ready && !facts.serves_cidrs {
+    if res.is_cidr() && serving.ready && !serving.serves_cidrs {
         // An upstream without ServiceCIDRs (docs/SEMANTICS.md §5): proxied, as any path the
         // cache does not serve.
         return decision(Fate::Proxy(Why::CidrsNotServed), Label::Proxy);
@@ -219,13 +219,13 @@ pub fn decide(req: &Request, side: Side, facts: &ViewFacts, turn: Turn) -> Decis
     let label = Label::Route(r.clone());
     // The relay view is never asked to build them (the relay's answer above was a 404).
     let builds_v1beta1 =
-        res == Resource::SlicesV1beta1 && !facts.serves_v1beta1 && side == Side::KubeProxy;
+        res == Resource::SlicesV1beta1 && !serving.serves_v1beta1 && side == Side::KubeProxy;
     // Once per process: the writer builds them; the request waits as one before the first sync
     // does, without holding up the loop. A held request asked when it arrived.
     let ask_v1beta1 = builds_v1beta1 && !matches!(hold, Some(Hold::Until(_)));
     let fate = match hold {
-        Some(hold) if !can_answer(facts, res) => {
-            let wait = if facts.ready {
+        Some(hold) if !can_answer(serving, res) => {
+            let wait = if serving.ready {
                 Wait::V1beta1
             } else {
                 Wait::Sync
@@ -253,7 +253,7 @@ pub fn decide(req: &Request, side: Side, facts: &ViewFacts, turn: Turn) -> Decis
         Negotiated::Forward => Fate::Proxy(Why::Conversion),
         Negotiated::NotAcceptable => Fate::Reply(Reply::error(&ApiError::not_acceptable())),
         // Its hold ended before the first sync: 503, in the negotiated format.
-        Negotiated::Serve(format) if !facts.ready => {
+        Negotiated::Serve(format) if !serving.ready => {
             Fate::Reply(Reply::error_as(format, &not_ready()))
         }
         Negotiated::Serve(format) => Fate::Serve { route: r, format },

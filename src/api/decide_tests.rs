@@ -30,8 +30,8 @@ fn get(target: &str) -> Request {
     request("GET", target, None)
 }
 
-fn facts(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> ViewFacts {
-    ViewFacts {
+fn serving(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> Serving {
+    Serving {
         ready,
         serves_v1beta1,
         serves_cidrs,
@@ -39,13 +39,13 @@ fn facts(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> ViewFacts {
 }
 
 /// Ready, v1beta1 built, ServiceCIDRs served: everything cache-backed can be answered.
-const WARM: ViewFacts = ViewFacts {
+const WARM: Serving = Serving {
     ready: true,
     serves_v1beta1: true,
     serves_cidrs: true,
 };
 /// Before the first sync.
-const COLD: ViewFacts = ViewFacts {
+const COLD: Serving = Serving {
     ready: false,
     serves_v1beta1: false,
     serves_cidrs: false,
@@ -58,8 +58,8 @@ fn arrived(now: Instant) -> Turn {
     }
 }
 
-fn decide_now(req: &Request, side: Side, facts: &ViewFacts) -> Decision {
-    decide(req, side, facts, arrived(Instant::now()))
+fn decide_now(req: &Request, side: Side, serving: &Serving) -> Decision {
+    decide(req, side, serving, arrived(Instant::now()))
 }
 
 fn collection(res: Resource) -> Route {
@@ -149,7 +149,7 @@ fn cache_routes_are_served_in_the_negotiated_format_on_a_ready_view() {
 #[test]
 fn what_the_cache_does_not_route_is_proxied_on_both_ports() {
     for side in Side::ALL {
-        for facts in [WARM, COLD] {
+        for serving in [WARM, COLD] {
             for req in [
                 request("POST", "/api/v1/services", None),
                 request("PATCH", "/api/v1/nodes/edge-1", None),
@@ -158,10 +158,10 @@ fn what_the_cache_does_not_route_is_proxied_on_both_ports() {
                 get("/version"),
                 get("/api/v1/nodes/%zz"),
             ] {
-                let d = decide_now(&req, side, &facts);
+                let d = decide_now(&req, side, &serving);
                 assert!(
                     matches!(d.fate, Fate::Proxy(Why::NotCached)),
-                    "{side:?} {facts:?} {req:?}: {:?}",
+                    "{side:?} {serving:?} {req:?}: {:?}",
                     d.fate
                 );
                 assert_eq!(d.label, Label::Proxy);
@@ -173,7 +173,7 @@ fn what_the_cache_does_not_route_is_proxied_on_both_ports() {
 
 #[test]
 fn service_cidrs_of_an_upstream_without_them_are_proxied_once_ready() {
-    let no_cidrs = facts(true, false, false);
+    let no_cidrs = serving(true, false, false);
     let d = decide_now(&get(CIDRS), Side::KubeProxy, &no_cidrs);
     assert!(matches!(d.fate, Fate::Proxy(Why::CidrsNotServed)), "{d:?}");
     assert_eq!(d.label, Label::Proxy);
@@ -253,7 +253,7 @@ fn before_the_first_sync_a_request_is_held_then_answered_503_in_its_format() {
 #[test]
 fn the_first_v1beta1_request_asks_the_writer_and_is_held_until_they_are_built() {
     let now = Instant::now();
-    let unbuilt = facts(true, false, true);
+    let unbuilt = serving(true, false, true);
     let req = get(SLICES_V1BETA1);
     let label = Label::Route(collection(Resource::SlicesV1beta1));
     let d = decide(&req, Side::KubeProxy, &unbuilt, arrived(now));
@@ -318,7 +318,7 @@ fn the_first_v1beta1_request_asks_the_writer_and_is_held_until_they_are_built() 
 #[test]
 fn the_relay_port_answers_probes_discovery_and_404s_itself() {
     let now = Instant::now();
-    let probe = |path: &str, facts: &ViewFacts| match decide_now(&get(path), Side::Relay, facts) {
+    let probe = |path: &str, serving: &Serving| match decide_now(&get(path), Side::Relay, serving) {
         Decision {
             fate: Fate::Probe(code, _),
             label: Label::Relay,
@@ -336,7 +336,7 @@ fn the_relay_port_answers_probes_discovery_and_404s_itself() {
         assert!(matches!(d.fate, Fate::Proxy(Why::NotCached)), "{path}");
     }
     // Discovery names the one slice version the relay view serves.
-    let v1 = facts(true, false, true);
+    let v1 = serving(true, false, true);
     let d = decide_now(&get("/apis/discovery.k8s.io"), Side::Relay, &v1);
     let (code, _, _, body) = reply(&d);
     assert_eq!(code, 200);
@@ -372,7 +372,7 @@ fn the_relay_port_answers_probes_discovery_and_404s_itself() {
     assert_eq!(d.label, Label::Relay);
     // Ready on the relay port: the slice version it serves is the cache route's, even v1beta1
     // (an upstream without v1), which the relay never asks the writer for.
-    let beta = facts(true, true, true);
+    let beta = serving(true, true, true);
     let d = decide_now(&get(SLICES_V1BETA1), Side::Relay, &beta);
     assert!(matches!(d.fate, Fate::Serve { .. }), "{d:?}");
     assert!(!d.ask_v1beta1);
@@ -386,7 +386,7 @@ fn the_relay_port_holds_no_v1beta1_request_for_a_build() {
     let d = decide(
         &get("/api/v1/services"),
         Side::Relay,
-        &facts(true, false, true),
+        &serving(true, false, true),
         arrived(now),
     );
     assert!(matches!(d.fate, Fate::Serve { .. }), "{d:?}");

@@ -3,7 +3,6 @@
 //! Pure.
 
 pub mod decide;
-pub mod facts;
 pub mod filter;
 pub mod handlers;
 pub mod negotiate;
@@ -11,5 +10,6 @@ pub mod query;
 pub mod relay;
 pub mod route;
 pub mod selector;
+pub mod serving;
 pub mod transition;
 pub mod wire;

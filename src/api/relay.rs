@@ -3,14 +3,14 @@
 //! prober sends, the EndpointSlice discovery a follower's reflectors start with, and a 404 for
 //! the resources the relay view does not serve (a follower reads 404 as "absent", never a
 //! proxied answer of the relay's upstream, which may have them). Pure: it reads the relay view's
-//! [`ViewFacts`], and feeds [`crate::api::decide`], which alone says what the request's fate is.
+//! [`Serving`], and feeds [`crate::api::decide`], which alone says what the request's fate is.
 
 use serde_json::json;
 
-use crate::api::facts::ViewFacts;
 use crate::api::handlers::Reply;
 use crate::api::negotiate::Format;
 use crate::api::route::route;
+use crate::api::serving::Serving;
 use crate::api::wire::Segment;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
@@ -35,7 +35,7 @@ pub enum RelayAnswer {
 
 /// The EndpointSlice version the relay view serves: the upstream's (v1beta1 only for an
 /// upstream that has no v1).
-pub fn slice_resource(view: &ViewFacts) -> Resource {
+pub fn slice_resource(view: &Serving) -> Resource {
     if view.serves_v1beta1 {
         Resource::SlicesV1beta1
     } else {
@@ -44,7 +44,7 @@ pub fn slice_resource(view: &ViewFacts) -> Resource {
 }
 
 /// Decides what the relay port answers to `method` `path` (without its query) from `view`.
-pub fn answer(method: &str, path: &str, view: &ViewFacts) -> RelayAnswer {
+pub fn answer(method: &str, path: &str, view: &Serving) -> RelayAnswer {
     if method != "GET" {
         return RelayAnswer::Routed;
     }

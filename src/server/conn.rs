@@ -13,10 +13,10 @@ use mio::net::TcpStream;
 use mio::Interest;
 
 use crate::api::decide::{decide, Fate, Label, Turn};
-use crate::api::facts::ViewFacts;
 use crate::api::handlers::{self, Answer, Reply};
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
+use crate::api::serving::Serving;
 use crate::api::wire::Segment;
 use crate::cache::published::{View, ViewRef};
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
@@ -464,7 +464,7 @@ impl Conn {
         self.http10 = req.minor_version == 0;
         let handle = self.view.clone();
         let view = handle.read();
-        let decision = decide(&req, self.side, &ViewFacts::of(&view), turn);
+        let decision = decide(&req, self.side, &Serving::of(&view), turn);
         self.label = RouteKind::of(&decision.label, &req.query);
         if decision.ask_v1beta1 {
             ctx.writer.want_v1beta1();

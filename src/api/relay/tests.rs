@@ -2,8 +2,8 @@
 
 use super::*;
 
-fn view(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> ViewFacts {
-    ViewFacts {
+fn view(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> Serving {
+    Serving {
         ready,
         serves_v1beta1,
         serves_cidrs,

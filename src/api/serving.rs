@@ -4,9 +4,9 @@
 
 use crate::cache::published::Published;
 
-/// The facts of one view a request's fate depends on.
+/// What one view serves now, which a request's fate depends on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ViewFacts {
+pub struct Serving {
     /// The initial sync is complete: cache-backed answers are served (docs/SEMANTICS.md §7).
     pub ready: bool,
     /// v1beta1 EndpointSlices are built (the readers' view), or the upstream has only v1beta1
@@ -16,10 +16,10 @@ pub struct ViewFacts {
     pub serves_cidrs: bool,
 }
 
-impl ViewFacts {
-    /// The facts of `view` now.
-    pub fn of(view: &Published) -> ViewFacts {
-        ViewFacts {
+impl Serving {
+    /// What `view` serves now.
+    pub fn of(view: &Published) -> Serving {
+        Serving {
             ready: view.is_ready(),
             serves_v1beta1: view.serves_v1beta1(),
             serves_cidrs: view.serves_cidrs(),
@@ -35,20 +35,20 @@ mod tests {
     #[test]
     fn the_facts_are_the_views() {
         let mut v = Published::new(7, Retention::for_queue(100));
-        assert_eq!(ViewFacts::of(&v), ViewFacts::default());
+        assert_eq!(Serving::of(&v), Serving::default());
         v.set_ready();
-        let ready = ViewFacts {
+        let ready = Serving {
             ready: true,
-            ..ViewFacts::default()
+            ..Serving::default()
         };
-        assert_eq!(ViewFacts::of(&v), ready);
+        assert_eq!(Serving::of(&v), ready);
         v.set_v1beta1();
         v.set_cidrs();
-        let all = ViewFacts {
+        let all = Serving {
             ready: true,
             serves_v1beta1: true,
             serves_cidrs: true,
         };
-        assert_eq!(ViewFacts::of(&v), all);
+        assert_eq!(Serving::of(&v), all);
     }
 }
