@@ -71,7 +71,7 @@ pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
 use serve::{EndpointScope, TopologyInputs};
 pub use stale::StaleObject;
-use stale::{Episode, Stale, StaleMark};
+use stale::{Stale, StaleMark, StaleWarning};
 pub use upstream::{Exported, ServedBytes};
 use upstream::{StandIn, Stored, UpstreamObjects};
 
@@ -733,8 +733,8 @@ impl State {
             "{what} {key}: its new upstream version of {bytes} bytes is over --max-object-bytes{bound}: keeps serving its last accepted version, of resourceVersion {served_rv} (stale), until a version within the bound or its deletion comes"
         );
         match self.stale.refused(kind, key, mark) {
-            Episode::Opened => warn!("{text}"),
-            Episode::Continues => debug!("{text}"),
+            StaleWarning::Opened => warn!("{text}"),
+            StaleWarning::Continues => debug!("{text}"),
         }
     }
 

@@ -16,7 +16,7 @@ pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// An open episode: refusals since its last line.
 #[derive(Debug)]
-struct Episode {
+struct RefusalRun {
     last_line: Instant,
     since: [u64; Refusal::ALL.len()],
 }
@@ -25,7 +25,7 @@ struct Episode {
 #[derive(Debug)]
 pub struct EpisodeLog {
     side: Side,
-    episode: Option<Episode>,
+    episode: Option<RefusalRun>,
 }
 
 impl EpisodeLog {
@@ -56,7 +56,7 @@ impl EpisodeLog {
             }
             return None;
         }
-        self.episode = Some(Episode {
+        self.episode = Some(RefusalRun {
             last_line: now,
             since: [0; Refusal::ALL.len()],
         });

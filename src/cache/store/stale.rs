@@ -42,7 +42,7 @@ pub struct Stale {
 
 /// What [`Stale::refused`] owes the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Episode {
+pub enum StaleWarning {
     /// The object just became stale (a WARN).
     Opened,
     /// It was stale already (DEBUG: the episode was named).
@@ -51,10 +51,10 @@ pub enum Episode {
 
 impl Stale {
     /// A version of the held object `key` was refused for its size: it is (still) stale.
-    pub fn refused(&mut self, res: Resource, key: &ObjectKey, mark: StaleMark) -> Episode {
+    pub fn refused(&mut self, res: Resource, key: &ObjectKey, mark: StaleMark) -> StaleWarning {
         match self.held.insert((res, key.clone()), mark) {
-            None => Episode::Opened,
-            Some(_) => Episode::Continues,
+            None => StaleWarning::Opened,
+            Some(_) => StaleWarning::Continues,
         }
     }
 
@@ -111,14 +111,17 @@ mod tests {
             bytes: 9,
             served_rv: 5,
         };
-        assert_eq!(s.refused(Resource::Nodes, &key, mark), Episode::Opened);
-        assert_eq!(s.refused(Resource::Nodes, &key, mark), Episode::Continues);
+        assert_eq!(s.refused(Resource::Nodes, &key, mark), StaleWarning::Opened);
+        assert_eq!(
+            s.refused(Resource::Nodes, &key, mark),
+            StaleWarning::Continues
+        );
         assert_eq!(s.counts()[Resource::Nodes.index()], 1);
         assert_eq!(s.list(10)[0].key, key);
         assert_eq!(s.clear(Resource::Nodes, &key), Some(mark));
         assert_eq!(s.clear(Resource::Nodes, &key), None);
         assert_eq!(s.len(), 0);
-        assert_eq!(s.refused(Resource::Nodes, &key, mark), Episode::Opened);
+        assert_eq!(s.refused(Resource::Nodes, &key, mark), StaleWarning::Opened);
     }
 
     #[test]
