@@ -17,7 +17,7 @@ use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
 use grid_wrapper::cache::collection::Retention;
 use grid_wrapper::cache::pack::{pack, Packed};
 use grid_wrapper::cache::store::{Hold, ListPreparer, Settings, State};
-use grid_wrapper::cache::topology::{self, Class, Decision, Locality, TopologyKeys};
+use grid_wrapper::cache::topology::{self, Class, Locality, ServedBy, TopologyKeys};
 use grid_wrapper::handoff::Change;
 use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
@@ -150,7 +150,7 @@ fn prune(c: &mut Criterion) {
         b.iter(|| {
             black_box(topology::serve_slice_v1(
                 black_box(big.clone()),
-                Class::Topology(Decision::AnyKey(&keys)),
+                Class::Topology(ServedBy::AnyKey(&keys)),
                 &loc,
             ))
         })

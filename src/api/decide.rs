@@ -137,7 +137,7 @@ pub struct Decision {
 
 /// Where a hold would end, if the request may (still) be held.
 #[derive(Clone, Copy)]
-enum Hold {
+enum HoldEnd {
     /// Just arrived: from `now`.
     From {
         now: Instant,
@@ -147,20 +147,20 @@ enum Hold {
     Until(Instant),
 }
 
-impl Hold {
+impl HoldEnd {
     fn until(self, wait: Wait) -> Instant {
         match self {
             // Before the first sync, as long as `--not-ready-hold-seconds` says; a ready cache
             // building v1beta1 EndpointSlices, until they are built (a moment, unless the writer
             // is applying a long change).
-            Hold::From {
+            HoldEnd::From {
                 now,
                 not_ready_hold,
             } => match wait {
                 Wait::Sync => now + not_ready_hold,
                 Wait::V1beta1 => now + not_ready_hold.max(V1BETA1_BUILD_WAIT),
             },
-            Hold::Until(until) => until,
+            HoldEnd::Until(until) => until,
         }
     }
 }
@@ -178,11 +178,11 @@ pub fn decide(req: &Request, side: Side, serving: &Serving, turn: Turn) -> Decis
         Turn::Arrived {
             now,
             not_ready_hold,
-        } => Some(Hold::From {
+        } => Some(HoldEnd::From {
             now,
             not_ready_hold,
         }),
-        Turn::Held { now, until } if now < until => Some(Hold::Until(until)),
+        Turn::Held { now, until } if now < until => Some(HoldEnd::Until(until)),
         Turn::Held { .. } => None,
     };
     let decision = |fate, label| Decision {
@@ -222,7 +222,7 @@ pub fn decide(req: &Request, side: Side, serving: &Serving, turn: Turn) -> Decis
         res == Resource::SlicesV1beta1 && !serving.serves_v1beta1 && side == Side::KubeProxy;
     // Once per process: the writer builds them; the request waits as one before the first sync
     // does, without holding up the loop. A held request asked when it arrived.
-    let ask_v1beta1 = builds_v1beta1 && !matches!(hold, Some(Hold::Until(_)));
+    let ask_v1beta1 = builds_v1beta1 && !matches!(hold, Some(HoldEnd::Until(_)));
     let fate = match hold {
         Some(hold) if !can_answer(serving, res) => {
             let wait = if serving.ready {

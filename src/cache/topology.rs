@@ -40,7 +40,7 @@ pub use explain::{
     explain, explain_edge_health, explain_endpoints, explain_slice_v1, explain_slice_v1beta1,
     verdict, EndpointVerdict, ObjectVerdicts, Reason, Verdict,
 };
-pub use fallback::{endpoint_states, Choice, Decision, EndpointState};
+pub use fallback::{endpoint_states, Choice, EndpointState, ServedBy};
 pub use openyurt::OpenYurtTopology;
 pub use serve::{serve_endpoints, serve_slice_v1, serve_slice_v1beta1};
 
@@ -372,7 +372,7 @@ pub enum Class<'a> {
     /// Service cached without (valid) keys: served unfiltered.
     Normal,
     /// Service cached with keys: filtered as they decide (§2.3, §2.9).
-    Topology(Decision<'a>),
+    Topology(ServedBy<'a>),
 }
 
 impl<'a> Class<'a> {
@@ -394,7 +394,7 @@ impl<'a> Class<'a> {
     }
 
     /// What a topology Service's endpoints are filtered by; `None` for normal and dangling.
-    pub fn decision(self) -> Option<Decision<'a>> {
+    pub fn decision(self) -> Option<ServedBy<'a>> {
         match self {
             Class::Topology(decision) => Some(decision),
             Class::Normal | Class::Dangling => None,

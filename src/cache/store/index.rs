@@ -49,7 +49,7 @@ pub(super) struct Index {
     deferred: BTreeSet<Target>,
     /// Services whose set of slices, or one of whose slices, changed in the current change.
     touched: BTreeSet<ObjectKey>,
-    /// The §2.9 decision ([`crate::cache::topology::Decision::name`]) each Service with
+    /// The §2.9 decision ([`crate::cache::topology::ServedBy::name`]) each Service with
     /// dynamic keys serves its slices with, to see when a change flips it.
     slice_decisions: BTreeMap<ObjectKey, String>,
 }

@@ -10,8 +10,8 @@
 use serde_json::Value;
 
 use super::{
-    address_node, array, rewrite, serve::edge_health_applies, slice_endpoint_node, Class, Decision,
-    Locality, TopologyKeys,
+    address_node, array, rewrite, serve::edge_health_applies, slice_endpoint_node, Class, Locality,
+    ServedBy, TopologyKeys,
 };
 
 /// Why an endpoint is kept or pruned.
@@ -150,18 +150,18 @@ pub fn explain_edge_health(endpoint_node: Option<&str>, loc: &Locality<'_>) -> V
 /// `serve.rs`). A topology verdict that prunes wins over edge-health.
 pub fn verdict<'k>(
     endpoint_node: Option<&str>,
-    decision: Option<Decision<'k>>,
+    decision: Option<ServedBy<'k>>,
     edge_health: bool,
     loc: &Locality<'_>,
 ) -> Verdict<'k> {
     let topology = match decision {
-        Some(Decision::AnyKey(keys)) => explain(endpoint_node, keys, loc),
-        Some(Decision::Key(key)) => explain_among(endpoint_node, std::iter::once(key), loc),
-        Some(Decision::Fallback) => Verdict {
+        Some(ServedBy::AnyKey(keys)) => explain(endpoint_node, keys, loc),
+        Some(ServedBy::Key(key)) => explain_among(endpoint_node, std::iter::once(key), loc),
+        Some(ServedBy::Fallback) => Verdict {
             kept: true,
             reason: Reason::Fallback,
         },
-        Some(Decision::Nothing) => pruned(Reason::NoKeyKeepsReady),
+        Some(ServedBy::Nothing) => pruned(Reason::NoKeyKeepsReady),
         None => Verdict {
             kept: true,
             reason: Reason::NoTopology,

@@ -2,7 +2,7 @@
 //! a topology Service's endpoints are filtered by, decided once for a set of endpoints (an
 //! Endpoints object's, or every EndpointSlice of the Service) from their readiness.
 //!
-//! A Service whose keys are not [`TopologyKeys::dynamic`] always decides [`Decision::AnyKey`]
+//! A Service whose keys are not [`TopologyKeys::dynamic`] always decides [`ServedBy::AnyKey`]
 //! without looking at an endpoint (the strict rule of §2.3). The others count, for each candidate,
 //! the *available* endpoints it keeps: ready (`ready` not false: an Endpoints `addresses` entry, a
 //! slice endpoint whose `conditions.ready` is not `false`) and not on a node edge-health reports
@@ -24,7 +24,7 @@ pub struct EndpointState<'v> {
 
 /// What a topology Service's endpoints are filtered by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision<'k> {
+pub enum ServedBy<'k> {
     /// Any of the keys (§2.3): the strict rule, and the default mode's choice when the keys
     /// keep a ready endpoint.
     AnyKey(&'k TopologyKeys),
@@ -36,15 +36,15 @@ pub enum Decision<'k> {
     Nothing,
 }
 
-impl Decision<'_> {
+impl ServedBy<'_> {
     /// A short stable name (`any`, `key:<key>`, `*`, `none`): equal names, equal decisions
     /// for the same keys.
     pub fn name(&self) -> String {
         match self {
-            Decision::AnyKey(_) => "any".into(),
-            Decision::Key(k) => format!("key:{k}"),
-            Decision::Fallback => FALLBACK_KEY.into(),
-            Decision::Nothing => "none".into(),
+            ServedBy::AnyKey(_) => "any".into(),
+            ServedBy::Key(k) => format!("key:{k}"),
+            ServedBy::Fallback => FALLBACK_KEY.into(),
+            ServedBy::Nothing => "none".into(),
         }
     }
 }
@@ -53,7 +53,7 @@ impl Decision<'_> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice<'k> {
     /// The decision.
-    pub decision: Decision<'k>,
+    pub decision: ServedBy<'k>,
     /// Each candidate tried, in order, with the available endpoints it keeps: one key at a
     /// time in the ordered mode, all keys together otherwise. Empty for keys that are not
     /// dynamic (nothing was counted).
@@ -77,10 +77,10 @@ impl Choice<'_> {
             .map(|(what, kept)| format!("{what} kept {kept} ready of {}", self.ready))
             .collect();
         parts.push(match self.decision {
-            Decision::AnyKey(_) => "served by any key".into(),
-            Decision::Key(k) => format!("served by {k}"),
-            Decision::Fallback => format!("fallback {FALLBACK_KEY}: all {}", self.total),
-            Decision::Nothing => "no fallback: nothing served".into(),
+            ServedBy::AnyKey(_) => "served by any key".into(),
+            ServedBy::Key(k) => format!("served by {k}"),
+            ServedBy::Fallback => format!("fallback {FALLBACK_KEY}: all {}", self.total),
+            ServedBy::Nothing => "no fallback: nothing served".into(),
         });
         parts.join("; ")
     }
@@ -92,7 +92,7 @@ impl TopologyKeys {
         let total = endpoints.len();
         if !self.dynamic() {
             return Choice {
-                decision: Decision::AnyKey(self),
+                decision: ServedBy::AnyKey(self),
                 tried: Vec::new(),
                 ready: 0,
                 total,
@@ -114,7 +114,7 @@ impl TopologyKeys {
                     kept(&mut |node| explain_among(node, std::iter::once(key.as_str()), loc).kept);
                 tried.push((key.clone(), n));
                 if n > 0 {
-                    decision = Some(Decision::Key(key));
+                    decision = Some(ServedBy::Key(key));
                     break;
                 }
             }
@@ -125,7 +125,7 @@ impl TopologyKeys {
             let names: Vec<&str> = self.set.iter().map(String::as_str).collect();
             tried.push((names.join(","), n));
             if n > 0 {
-                decision = Some(Decision::AnyKey(self));
+                decision = Some(ServedBy::AnyKey(self));
             }
         }
         if tried.is_empty() {
@@ -133,9 +133,9 @@ impl TopologyKeys {
             tried.push(("(no key)".into(), 0));
         }
         let decision = decision.unwrap_or(if self.fallback {
-            Decision::Fallback
+            ServedBy::Fallback
         } else {
-            Decision::Nothing
+            ServedBy::Nothing
         });
         Choice {
             decision,

@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 use super::{
-    address_node, rewrite, slice_endpoint_node, slice_service, verdict, Class, Decision, Locality,
+    address_node, rewrite, slice_endpoint_node, slice_service, verdict, Class, Locality, ServedBy,
 };
 use crate::k8s::ObjectKey;
 
@@ -94,7 +94,7 @@ fn serve_slice(obj: Value, class: Class<'_>, loc: &Locality<'_>, topology_field:
 /// `[]` (not `omitempty`); a list of another type is left alone.
 fn filter_slice_endpoints(
     slice: &mut Map<String, Value>,
-    decision: Decision<'_>,
+    decision: ServedBy<'_>,
     loc: &Locality<'_>,
     topology_field: &str,
     edge_health: bool,

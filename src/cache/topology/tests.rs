@@ -307,7 +307,7 @@ fn case_26_kubernetes_rewrite() {
     for class in [
         Class::Dangling,
         Class::Normal,
-        Class::Topology(Decision::AnyKey(&keys)),
+        Class::Topology(ServedBy::AnyKey(&keys)),
     ] {
         let served = serve_endpoints(obj.clone(), class, &f.locality());
         let mut expected = obj.clone();
@@ -356,7 +356,7 @@ fn case_27_kubernetes_rewrite_rejected() {
     let keys = keyset(&["zone"]);
     let served = serve_endpoints(
         obj.clone(),
-        Class::Topology(Decision::AnyKey(&keys)),
+        Class::Topology(ServedBy::AnyKey(&keys)),
         &f.locality(),
     );
     assert!(ips(&served).is_empty());
@@ -425,7 +425,7 @@ fn malformed_endpoints_never_panic() {
     weird_addrs["subsets"][0]["notReadyAddresses"] = json!({ "not": "a list" });
     let served = serve_endpoints(
         weird_addrs.clone(),
-        Class::Topology(Decision::AnyKey(&keys)),
+        Class::Topology(ServedBy::AnyKey(&keys)),
         &f.locality(),
     );
     // Malformed entries have no node: dropped; malformed lists are left alone.
@@ -457,7 +457,7 @@ fn malformed_endpoints_never_panic() {
         for class in [
             Class::Dangling,
             Class::Normal,
-            Class::Topology(Decision::AnyKey(&keys)),
+            Class::Topology(ServedBy::AnyKey(&keys)),
         ] {
             let served = serve_endpoints(input.clone(), class, &f.locality());
             assert_eq!(served, input, "{class:?} {input}");

@@ -226,7 +226,7 @@ fn choice_is_described() {
     let keys = ann.as_ref().and_then(KeysAnnotation::keys).expect("keys");
     let obj = three(&[1, 2]);
     let choice = keys.choose(&endpoint_states(&obj), &f.locality());
-    assert_eq!(choice.decision, Decision::Fallback);
+    assert_eq!(choice.decision, ServedBy::Fallback);
     assert_eq!(
         choice.describe(),
         "unit kept 0 ready of 1; zone kept 0 ready of 1; fallback *: all 3"

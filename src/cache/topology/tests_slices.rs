@@ -61,7 +61,7 @@ fn case_29_kubernetes_slice_rewrite() {
     let mut expected = obj.clone();
     expected["endpoints"] = json!([{ "addresses": ["169.254.20.11"] }]);
     expected["ports"] = json!([{ "name": "https", "port": 51003, "protocol": "TCP" }]);
-    for class in [Class::Normal, Class::Topology(Decision::AnyKey(&keys))] {
+    for class in [Class::Normal, Class::Topology(ServedBy::AnyKey(&keys))] {
         assert_eq!(
             serve_slice_v1(obj.clone(), class, &f.locality()),
             expected,
@@ -284,12 +284,12 @@ fn malformed_slices_never_panic() {
     for served in [
         serve_slice_v1(
             obj.clone(),
-            Class::Topology(Decision::AnyKey(&keys)),
+            Class::Topology(ServedBy::AnyKey(&keys)),
             &f.locality(),
         ),
         serve_slice_v1beta1(
             obj.clone(),
-            Class::Topology(Decision::AnyKey(&keys)),
+            Class::Topology(ServedBy::AnyKey(&keys)),
             &f.locality(),
         ),
     ] {
@@ -314,7 +314,7 @@ fn malformed_slices_never_panic() {
         for class in [
             Class::Dangling,
             Class::Normal,
-            Class::Topology(Decision::AnyKey(&keys)),
+            Class::Topology(ServedBy::AnyKey(&keys)),
         ] {
             assert_eq!(
                 serve_slice_v1(input.clone(), class, &f.locality()),
