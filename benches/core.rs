@@ -129,7 +129,7 @@ fn selectors(c: &mut Criterion) {
 }
 
 fn prune(c: &mut Criterion) {
-    let nodes: BTreeMap<String, topology::Labels> = (0..NODES)
+    let nodes: BTreeMap<String, grid_wrapper::cache::collection::Labels> = (0..NODES)
         .map(|i| {
             let l = [("zone".to_string(), format!("zone-{}", i % ZONES))]
                 .into_iter()

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::k8s::{ObjectKey, Resource};
 
-/// Label map of an object, as topology and the selectors' tests use it.
+/// An object's labels, by key (a Node's are what the topology filter reads).
 pub type Labels = BTreeMap<String, String>;
 
 /// `metadata.labels` of a served object, compact: one sorted slice of pairs (a `BTreeMap`

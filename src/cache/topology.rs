@@ -49,10 +49,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use log::{debug, warn};
 use serde_json::Value;
 
+use crate::cache::collection::Labels;
 use crate::k8s::ObjectKey;
-
-/// Node labels, by key.
-pub type Labels = BTreeMap<String, String>;
 
 /// The Service annotation holding the topology keys (§2.1). No prefix.
 pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";

@@ -22,8 +22,9 @@ use super::publisher::Publisher;
 use super::serve::TopologyInputs;
 use super::upstream::StandIn;
 use super::{parse, Raw};
+use crate::cache::collection::Labels;
 use crate::cache::topology::{
-    self, Class, Labels, Locality, ObjectVerdicts, Reason, TopologyKeys, FALLBACK_KEY,
+    self, Class, Locality, ObjectVerdicts, Reason, TopologyKeys, FALLBACK_KEY,
 };
 use crate::k8s::{convert, ObjectKey, Resource};
 

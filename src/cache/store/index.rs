@@ -14,7 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::cache::topology::{Labels, TopologyKeys};
+use crate::cache::collection::Labels;
+use crate::cache::topology::TopologyKeys;
 use crate::k8s::ObjectKey;
 
 /// An endpoint object to recompute: Endpoints sort before EndpointSlices, then by key (the
