@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::time::Instant;
 
-use crate::server::counters::{Refusal, Side};
+use crate::api::decide::Side;
+use crate::server::counters::Refusal;
 
 /// A connection's id: the loop's mio token. Ids are never reused, so a smaller id was accepted
 /// earlier.

@@ -12,7 +12,7 @@ use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::Interest;
 
-use crate::api::decide::{decide, Fate, Label, Turn};
+use crate::api::decide::{decide, Fate, Label, Side, Turn};
 use crate::api::handlers::{self, Answer, Reply};
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
@@ -23,7 +23,6 @@ use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
-pub use crate::server::counters::Side;
 use crate::server::counters::{self, EndReason, Refusal, RouteKind};
 use crate::server::outbound::Outbound;
 use crate::server::proxy::{Proxied, Proxy, Pumped};

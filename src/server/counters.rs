@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::api::decide::Label;
+use crate::api::decide::{Label, Side};
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
 use crate::histogram::Histogram;
@@ -183,9 +183,6 @@ pub fn resource_label(res: Resource) -> String {
 fn res_slot(res: Option<Resource>) -> usize {
     res.map_or(RES_SLOTS - 1, Resource::index)
 }
-
-/// Which port a connection came in on (defined with the decision it is an input of).
-pub use crate::api::decide::Side;
 
 impl Side {
     /// Counts a connection of this side opened (`true`) or closed, in `/metrics`.

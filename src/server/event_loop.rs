@@ -20,9 +20,10 @@ use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::api::decide::Side;
 use crate::cache::published::View;
 use crate::server::admission::{Admission, Budgets, Verdict};
-use crate::server::conn::{Conn, Ctx, ServerOptions, Side};
+use crate::server::conn::{Conn, Ctx, ServerOptions};
 use crate::server::counters::{self, Refusal};
 use crate::server::proxy::Proxy;
 use crate::server::refusals::EpisodeLog;

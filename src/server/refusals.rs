@@ -9,7 +9,8 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::server::counters::{Refusal, Side};
+use crate::api::decide::Side;
+use crate::server::counters::Refusal;
 
 /// Least time between two summary lines of one port's episode.
 pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(10);

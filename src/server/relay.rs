@@ -3,7 +3,7 @@
 //! `--relay-client-ca-file` is always required; reloaded as the serving one), the relay view its
 //! connections read (the upstream's objects unpruned; the writer ages its logs).
 //!
-//! A relay connection is a [`crate::server::conn::Conn`] of [`crate::server::conn::Side::Relay`], driven by the same
+//! A relay connection is a [`crate::server::conn::Conn`] of [`crate::api::decide::Side::Relay`], driven by the same
 //! loop as kube-proxy's. Where the two differ:
 //! - its requests' fate ([`crate::api::decide::decide`]) asks [`crate::api::relay::answer`] first (probes, discovery, 404 for what
 //!   the relay view does not serve), never asks the writer for v1beta1 slices, and answers the
