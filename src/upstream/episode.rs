@@ -68,7 +68,7 @@ impl Cause {
     pub(crate) fn hint(self) -> &'static str {
         match self {
             Cause::Auth => "; check RBAC (list and watch) and the kubeconfig's credentials",
-            // Fix (tests/tls_upstream.rs): a TLS/certificate failure (wrong CA, rejected client
+            // Fix (tests/it/tls_upstream.rs): a TLS/certificate failure (wrong CA, rejected client
             // certificate) does not heal by retrying; like RBAC it is the operator's to fix.
             Cause::Tls => "; check the kubeconfig's certificate-authority and client certificate",
             Cause::TooManyItems => "; the objects of the last complete list stay served",
