@@ -13,6 +13,7 @@ use serde_json::Value;
 pub mod edge_health;
 pub mod list_order;
 pub mod refused;
+pub mod runtime_pods;
 
 use list_order::ListOrder;
 

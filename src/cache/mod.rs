@@ -5,6 +5,7 @@
 //! - [`facts`]: the cache's figures for probes and `/metrics`, read without a lock;
 //! - [`edge_health`]: the edge-health map resolved against the cached nodes (pure functions);
 //! - [`pack`]: a small LZ77 for the upstream bytes of pruned objects;
+//! - [`repair`]: the repair rule: a served endpoint object as the local runtime says its pods are;
 //! - [`published`]: what readers see, every served collection behind one lock: a read-only handle
 //!   for readers, one writing handle for the writer;
 //! - [`snapshot`]: the on-disk snapshot's file format;
@@ -26,6 +27,7 @@ pub mod epoch;
 pub mod facts;
 pub mod pack;
 pub mod published;
+pub mod repair;
 pub mod snapshot;
 pub mod store;
 pub mod topology;

@@ -1,0 +1,157 @@
+//! The container runtime's view of the local node's pods (docs/SEMANTICS.md §13): what the
+//! runtime source (`upstream::runtime`) hands the cache's writer after a poll that changed it, and
+//! the one rule that builds it from the runtime's ready sandboxes ([`RuntimePods::from_sandboxes`]).
+//! A hand-off type: both sides import it; it imports neither. Pure.
+//!
+//! Key: the pod's namespace/name (the sandbox metadata's, which is the Pod's). Of several ready
+//! sandboxes of one pod the newest wins (`created_at`, then `attempt`, then the uid, so that the
+//! same sandboxes always give the same view). Addresses that do not parse as IP literals are
+//! left out; a sandbox without any usable address is not in the view (nothing to serve from it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use crate::k8s::ObjectKey;
+
+/// A pod's newest ready sandbox, as the repair rule needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimePod {
+    /// The sandbox metadata's uid: the Pod's, or for a static pod the kubelet's config hash.
+    pub uid: String,
+    /// The sandbox's creation, nanoseconds since the epoch (as the runtime says).
+    pub created_at: i64,
+    /// The sandbox's `ip` then `additional_ips`, parsed, in that order.
+    pub ips: Vec<IpAddr>,
+}
+
+impl RuntimePod {
+    /// The first address of the family of `v6` (`true`: IPv6), the one a repair serves.
+    pub fn first_of(&self, v6: bool) -> Option<IpAddr> {
+        self.ips.iter().copied().find(|ip| ip.is_ipv6() == v6)
+    }
+}
+
+/// One ready sandbox as the source reads it (the runtime's words, not yet trusted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sandbox<'a> {
+    /// `metadata.namespace`.
+    pub namespace: &'a str,
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// `metadata.uid`.
+    pub uid: &'a str,
+    /// `metadata.attempt`.
+    pub attempt: u32,
+    /// `created_at`, in nanoseconds.
+    pub created_at: i64,
+    /// `network.ip` then `network.additional_ips[].ip`, as text.
+    pub ips: &'a [String],
+}
+
+/// The local pods the runtime knows: those with a ready sandbox, and those it knows with none
+/// (empty while the source lists only ready sandboxes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimePods {
+    /// namespace/name → the newest ready sandbox.
+    pub ready: BTreeMap<ObjectKey, RuntimePod>,
+    /// Pods the runtime knows without a ready sandbox.
+    pub not_ready: BTreeSet<ObjectKey>,
+}
+
+impl RuntimePods {
+    /// The view from the runtime's ready sandboxes (see the module doc for the rules).
+    pub fn from_sandboxes<'a>(sandboxes: impl IntoIterator<Item = Sandbox<'a>>) -> RuntimePods {
+        let mut newest: BTreeMap<ObjectKey, (i64, u32, &'a str, Vec<IpAddr>)> = BTreeMap::new();
+        for s in sandboxes {
+            if s.name.is_empty() {
+                continue;
+            }
+            let ips: Vec<IpAddr> = s.ips.iter().filter_map(|t| t.trim().parse().ok()).collect();
+            if ips.is_empty() {
+                continue;
+            }
+            let key = ObjectKey::new(s.namespace, s.name);
+            let rank = (s.created_at, s.attempt, s.uid);
+            match newest.get(&key) {
+                Some((c, a, u, _)) if (*c, *a, *u) >= rank => {}
+                _ => {
+                    newest.insert(key, (s.created_at, s.attempt, s.uid, ips));
+                }
+            }
+        }
+        let ready = newest
+            .into_iter()
+            .map(|(key, (created_at, _, uid, ips))| {
+                let pod = RuntimePod {
+                    uid: uid.to_string(),
+                    created_at,
+                    ips,
+                };
+                (key, pod)
+            })
+            .collect();
+        RuntimePods {
+            ready,
+            not_ready: BTreeSet::new(),
+        }
+    }
+
+    /// Whether the runtime knows no local pod (no repair can apply).
+    pub fn is_empty(&self) -> bool {
+        self.ready.is_empty() && self.not_ready.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sb<'a>(
+        name: &'a str,
+        uid: &'a str,
+        attempt: u32,
+        at: i64,
+        ips: &'a [String],
+    ) -> Sandbox<'a> {
+        Sandbox {
+            namespace: "ns",
+            name,
+            uid,
+            attempt,
+            created_at: at,
+            ips,
+        }
+    }
+
+    #[test]
+    fn the_newest_ready_sandbox_of_a_pod_wins_and_bad_addresses_are_left_out() {
+        let old = vec!["10.0.0.5".to_string()];
+        let new = vec![
+            "10.0.0.9".to_string(),
+            "fd00::9".to_string(),
+            "junk".to_string(),
+        ];
+        let none = vec!["not-an-ip".to_string()];
+        let view = RuntimePods::from_sandboxes([
+            sb("a", "u1", 1, 200, &new),
+            sb("a", "u1", 0, 100, &old),
+            sb("b", "u2", 0, 100, &none),
+            sb("", "u3", 0, 100, &old),
+        ]);
+        assert_eq!(view.ready.len(), 1, "{view:?}");
+        let a = &view.ready[&ObjectKey::new("ns", "a")];
+        assert_eq!(
+            a.ips,
+            vec![
+                "10.0.0.9".parse::<IpAddr>().unwrap(),
+                "fd00::9".parse().unwrap()
+            ]
+        );
+        assert_eq!(a.first_of(false).unwrap().to_string(), "10.0.0.9");
+        assert_eq!(a.first_of(true).unwrap().to_string(), "fd00::9");
+        // The order the runtime lists them in does not matter.
+        let again =
+            RuntimePods::from_sandboxes([sb("a", "u1", 0, 100, &old), sb("a", "u1", 1, 200, &new)]);
+        assert_eq!(again.ready, view.ready);
+    }
+}
