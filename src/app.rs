@@ -17,6 +17,7 @@ use crate::cache::snapshot::Snapshot;
 use crate::cache::store::{Settings, State};
 use crate::clock;
 use crate::config::Config;
+use crate::cri;
 use crate::handoff::Sink;
 use crate::k8s::Resource;
 use crate::persist::{self, CacheDir, SnapshotWriter};
@@ -155,6 +156,26 @@ fn start_edge_health(
         "edge-health filter on: polling {} every {} s; endpoints on nodes it reports abnormal are not served (default/kubernetes excepted)",
         cfg.autonomy.address, cfg.autonomy.interval_secs
     );
+    Ok(())
+}
+
+/// `--container-runtime-endpoint` (docs/SEMANTICS.md §13): the runtime source's thread hands
+/// the cache every new view of the local pods; nothing without the flag.
+fn start_runtime_source(
+    cfg: &Config,
+    writer: &WriterHandle,
+    stop: &Arc<AtomicBool>,
+) -> Result<(), AppError> {
+    let Some(endpoint) = &cfg.container_runtime_endpoint else {
+        return Ok(());
+    };
+    let deadline = Duration::from_secs(cfg.container_runtime_request_timeout_secs);
+    let client = cri::Client::new(endpoint, deadline)
+        .map_err(|e| AppError::Upstream(format!("--container-runtime-endpoint: {e}")))?;
+    let writer = writer.clone();
+    let on_view = Box::new(move |pods| writer.set_runtime_pods(pods));
+    let interval = Duration::from_secs(cfg.container_runtime_poll_interval_secs);
+    cri::source::spawn(client, interval, on_view, stop.clone()).map_err(AppError::Thread)?;
     Ok(())
 }
 
@@ -388,6 +409,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     if cfg.autonomy.enabled {
         start_edge_health(&cfg, &writer, &stop)?;
     }
+    start_runtime_source(&cfg, &writer, &stop)?;
     let told = Box::new(writer.clone());
     supervisor::spawn(upstream, sink, told, assumed, stop.clone()).map_err(AppError::Thread)?;
     server.run(&stop).map_err(AppError::Loop)?;

@@ -73,6 +73,10 @@ pub const DEFAULT_LIST_PROGRESS_TIMEOUT_SECS: u64 = 60;
 /// Default `--watch-progress-timeout`, seconds: twice the apiserver's bookmark interval (one
 /// minute), so one late bookmark never ends a healthy watch.
 pub const DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS: u64 = 120;
+/// Default `--container-runtime-poll-interval`, seconds.
+pub const DEFAULT_RUNTIME_POLL_INTERVAL_SECS: u64 = 5;
+/// Default `--container-runtime-request-timeout`, seconds: one CRI call's deadline.
+pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT_SECS: u64 = 2;
 /// Default `--watch-stall-timeout`, seconds: a served watch whose client reads nothing for this
 /// long while events wait for it is ended (docs/SEMANTICS.md §6). A client-go reflector reads
 /// its stream whatever its handlers do (they are fed through an unbounded queue), so only a
@@ -157,6 +161,13 @@ pub struct Config {
     pub watch_progress_timeout_secs: u64,
     /// `--watch-stall-timeout`: seconds a served watch may leave what waits for it unread.
     pub watch_stall_timeout_secs: u64,
+    // ---- pod addresses from the container runtime (docs/SEMANTICS.md §13) ----
+    /// `--container-runtime-endpoint`: the CRI socket; `None` = no runtime source.
+    pub container_runtime_endpoint: Option<String>,
+    /// `--container-runtime-poll-interval`: seconds between two polls of the runtime.
+    pub container_runtime_poll_interval_secs: u64,
+    /// `--container-runtime-request-timeout`: seconds one CRI call may take.
+    pub container_runtime_request_timeout_secs: u64,
     // ---- the site relay's serving side (docs/SEMANTICS.md §12) ----
     /// `--relay-bind-address`: `host:port` of the relay port; `None` = no relay.
     pub relay_bind_address: Option<String>,
@@ -214,6 +225,9 @@ impl Default for Config {
             relay_connection_rate: DEFAULT_RELAY_CONNECTION_RATE,
             watch_progress_timeout_secs: DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS,
             watch_stall_timeout_secs: DEFAULT_WATCH_STALL_TIMEOUT_SECS,
+            container_runtime_endpoint: None,
+            container_runtime_poll_interval_secs: DEFAULT_RUNTIME_POLL_INTERVAL_SECS,
+            container_runtime_request_timeout_secs: DEFAULT_RUNTIME_REQUEST_TIMEOUT_SECS,
         }
     }
 }

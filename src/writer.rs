@@ -3,7 +3,7 @@
 //!
 //! Everyone else holds a [`WriterHandle`] handle and sends it messages over a channel: the reflectors
 //! their prepared changes and lists (through [`CacheSink`], `writer/sink.rs`), the edge-health
-//! poller its map, the reflector starter the EndpointSlice version, the event loop its wish for
+//! poller its map, the runtime source its view of the local pods, the reflector starter the EndpointSlice version, the event loop its wish for
 //! v1beta1 EndpointSlices, the snapshot writer and the debug pages their questions
 //! ([`WriterHandle::ask`]). Nobody locks the state: it has no lock.
 //!
@@ -34,6 +34,7 @@ use crate::cache::facts::SharedFacts;
 use crate::cache::published::{View, AGE_EVERY};
 use crate::cache::store::{Applied, ListPreparer, Prepared, State};
 use crate::handoff::edge_health::EdgeHealthMap;
+use crate::handoff::runtime_pods::RuntimePods;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 
@@ -64,6 +65,8 @@ enum Message {
     },
     /// The edge-health poller's latest map.
     EdgeHealth(EdgeHealthMap),
+    /// The runtime source's latest view of the local pods (docs/SEMANTICS.md §13).
+    RuntimePods(RuntimePods),
     /// Mirror this EndpointSlice version.
     ExpectSlices(Resource),
     /// Mirror this ServiceCIDR version, or none (the upstream has none).
@@ -209,6 +212,13 @@ impl WriterHandle {
     pub fn set_edge_health(&self, map: EdgeHealthMap) {
         if self.tx.send(Message::EdgeHealth(map)).is_err() {
             warn!("an edge-health map for the cache's writer, which is gone; dropped");
+        }
+    }
+
+    /// Hands the runtime source's view of the local pods to the writer (§13).
+    pub fn set_runtime_pods(&self, pods: RuntimePods) {
+        if self.tx.send(Message::RuntimePods(pods)).is_err() {
+            warn!("a runtime view for the cache's writer, which is gone; dropped");
         }
     }
 
@@ -467,6 +477,10 @@ impl Thread {
             }
             Message::EdgeHealth(map) => {
                 let applied = self.state.set_edge_health(map, self.now());
+                self.tell(&applied);
+            }
+            Message::RuntimePods(pods) => {
+                let applied = self.state.set_runtime_pods(pods, self.now());
                 self.tell(&applied);
             }
             Message::ExpectSlices(kind) => self.state.expect_slices(kind),

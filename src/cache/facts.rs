@@ -29,6 +29,8 @@ pub struct Facts {
     pub log_entries: [u64; RESOURCES],
     /// Cached nodes the edge-health map reports abnormal.
     pub abnormal_nodes: u64,
+    /// Endpoints served as the container runtime says (docs/SEMANTICS.md §13).
+    pub runtime_repairs: u64,
     /// Objects held stale per upstream resource (indexed by [`Resource::index`]): a newer
     /// version over `--max-object-bytes` was refused, the last accepted one is served.
     pub stale: [u64; RESOURCES],
@@ -61,6 +63,7 @@ pub struct SharedFacts {
     objects: [AtomicU64; RESOURCES],
     log_entries: [AtomicU64; RESOURCES],
     abnormal_nodes: AtomicU64,
+    runtime_repairs: AtomicU64,
     stale: [AtomicU64; RESOURCES],
 }
 
@@ -73,6 +76,7 @@ impl SharedFacts {
             objects: std::array::from_fn(|_| AtomicU64::new(0)),
             log_entries: std::array::from_fn(|_| AtomicU64::new(0)),
             abnormal_nodes: AtomicU64::new(0),
+            runtime_repairs: AtomicU64::new(0),
             stale: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -91,6 +95,7 @@ impl SharedFacts {
             objects: std::array::from_fn(|i| self.objects[i].load(Relaxed)),
             log_entries: std::array::from_fn(|i| self.log_entries[i].load(Relaxed)),
             abnormal_nodes: self.abnormal_nodes.load(Relaxed),
+            runtime_repairs: self.runtime_repairs.load(Relaxed),
             stale: std::array::from_fn(|i| self.stale[i].load(Relaxed)),
         }
     }
@@ -109,6 +114,7 @@ impl SharedFacts {
             slot.store(v, Relaxed);
         }
         self.abnormal_nodes.store(facts.abnormal_nodes, Relaxed);
+        self.runtime_repairs.store(facts.runtime_repairs, Relaxed);
         for (slot, v) in self.stale.iter().zip(facts.stale) {
             slot.store(v, Relaxed);
         }
@@ -144,6 +150,7 @@ mod tests {
                 objects: [1, 2, 3, 4, 5, 12, 13],
                 log_entries: [6, 7, 8, 9, 10, 14, 15],
                 abnormal_nodes: 11,
+                runtime_repairs: 3,
                 stale: [1, 0, 0, 0, 0, 2, 0],
             };
             shared.store(&facts);

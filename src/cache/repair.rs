@@ -126,51 +126,139 @@ pub fn repair(obj: &mut Value, kind: Resource, hostname: &str, pods: &RuntimePod
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    let at = Local {
+        namespace: &namespace,
+        hostname,
+        pods,
+    };
     match kind {
-        Resource::Endpoints => repair_endpoints(obj, &namespace, hostname, pods),
+        Resource::Endpoints => repair_endpoints(obj, &at),
         Resource::SlicesV1 | Resource::SlicesV1beta1 => {
-            let topology_field = if kind == Resource::SlicesV1 {
-                "deprecatedTopology"
-            } else {
-                "topology"
-            };
-            repair_slice(obj, topology_field, &namespace, hostname, pods)
+            repair_slice(obj, topology_field(kind), &at)
         }
         _ => Outcome::default(),
     }
 }
 
-fn repair_slice(
-    obj: &mut Value,
-    topology_field: &str,
-    namespace: &str,
-    hostname: &str,
-    pods: &RuntimePods,
-) -> Outcome {
-    let v6 = match obj.get("addressType").and_then(Value::as_str) {
-        Some("IPv4") => false,
-        Some("IPv6") => true,
-        _ => return Outcome::default(),
+/// The rule's verdict for every endpoint of the upstream object `obj` of `kind`, in object
+/// order (subset by subset, `addresses` before `notReadyAddresses`; a slice's `endpoints`), as
+/// `/debug/topology` lists them.
+pub fn verdicts(obj: &Value, kind: Resource, hostname: &str, pods: &RuntimePods) -> Vec<Repair> {
+    let namespace = obj
+        .get("metadata")
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let at = Local {
+        namespace,
+        hostname,
+        pods,
+    };
+    let array = |v: &'_ Value, field: &str| -> Vec<Value> {
+        v.get(field)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    match kind {
+        Resource::Endpoints => array(obj, "subsets")
+            .iter()
+            .flat_map(|subset| {
+                let mut all = array(subset, "addresses");
+                all.extend(array(subset, "notReadyAddresses"));
+                all
+            })
+            .map(|addr| address_verdict(&addr, &at))
+            .collect(),
+        Resource::SlicesV1 | Resource::SlicesV1beta1 => {
+            let v6 = slice_family(obj);
+            array(obj, "endpoints")
+                .iter()
+                .map(|ep| match v6 {
+                    Some(v6) => endpoint_verdict(ep, v6, topology_field(kind), &at),
+                    None => Repair::AsIs,
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Where the rule runs: the object's namespace, the local node, the runtime's view.
+struct Local<'a> {
+    namespace: &'a str,
+    hostname: &'a str,
+    pods: &'a RuntimePods,
+}
+
+/// The field a slice version keeps its endpoints' hostname in (§2.5).
+fn topology_field(kind: Resource) -> &'static str {
+    if kind == Resource::SlicesV1 {
+        "deprecatedTopology"
+    } else {
+        "topology"
+    }
+}
+
+/// A slice's family: `Some(true)` IPv6, `Some(false)` IPv4, `None` (FQDN, unknown) never
+/// repaired.
+fn slice_family(obj: &Value) -> Option<bool> {
+    match obj.get("addressType").and_then(Value::as_str) {
+        Some("IPv4") => Some(false),
+        Some("IPv6") => Some(true),
+        _ => None,
+    }
+}
+
+/// The rule for one slice endpoint.
+fn endpoint_verdict(ep: &Value, v6: bool, topology_field: &str, at: &Local<'_>) -> Repair {
+    let first = ep
+        .get("addresses")
+        .and_then(|a| a.get(0))
+        .and_then(Value::as_str);
+    let node = topology::slice_endpoint_node(ep, topology_field);
+    verdict(
+        node,
+        ep.get("targetRef"),
+        at.namespace,
+        first,
+        v6,
+        at.hostname,
+        at.pods,
+    )
+}
+
+/// The rule for one Endpoints address (as is when its `ip` is not an address).
+fn address_verdict(addr: &Value, at: &Local<'_>) -> Repair {
+    let ip = addr.get("ip").and_then(Value::as_str);
+    let Some(v6) = ip
+        .and_then(|i| i.parse::<IpAddr>().ok())
+        .map(|i| i.is_ipv6())
+    else {
+        return Repair::AsIs;
+    };
+    let node = topology::address_node(addr);
+    verdict(
+        node,
+        addr.get("targetRef"),
+        at.namespace,
+        ip,
+        v6,
+        at.hostname,
+        at.pods,
+    )
+}
+
+fn repair_slice(obj: &mut Value, topology_field: &str, at: &Local<'_>) -> Outcome {
+    let Some(v6) = slice_family(obj) else {
+        return Outcome::default();
     };
     let mut out = Outcome::default();
     let Some(endpoints) = obj.get_mut("endpoints").and_then(Value::as_array_mut) else {
         return out;
     };
     for ep in endpoints {
-        let first = ep
-            .get("addresses")
-            .and_then(|a| a.get(0))
-            .and_then(Value::as_str);
-        let node = topology::slice_endpoint_node(ep, topology_field);
-        match verdict(
-            node,
-            ep.get("targetRef"),
-            namespace,
-            first,
-            v6,
-            hostname,
-            pods,
-        ) {
+        match endpoint_verdict(ep, v6, topology_field, at) {
             Repair::AsIs => {}
             Repair::Address { ip, .. } => {
                 ep["addresses"] = Value::Array(vec![Value::String(ip.to_string())]);
@@ -201,12 +289,7 @@ fn repair_slice(
     out
 }
 
-fn repair_endpoints(
-    obj: &mut Value,
-    namespace: &str,
-    hostname: &str,
-    pods: &RuntimePods,
-) -> Outcome {
+fn repair_endpoints(obj: &mut Value, at: &Local<'_>) -> Outcome {
     let mut out = Outcome::default();
     let Some(subsets) = obj.get_mut("subsets").and_then(Value::as_array_mut) else {
         return out;
@@ -219,24 +302,7 @@ fn repair_endpoints(
             };
             let mut kept = Vec::with_capacity(addrs.len());
             for mut addr in std::mem::take(addrs) {
-                let ip = addr.get("ip").and_then(Value::as_str);
-                let Some(v6) = ip
-                    .and_then(|i| i.parse::<IpAddr>().ok())
-                    .map(|i| i.is_ipv6())
-                else {
-                    kept.push(addr);
-                    continue;
-                };
-                let node = topology::address_node(&addr);
-                match verdict(
-                    node,
-                    addr.get("targetRef"),
-                    namespace,
-                    ip,
-                    v6,
-                    hostname,
-                    pods,
-                ) {
+                match address_verdict(&addr, at) {
                     Repair::Address { ip, .. } => {
                         addr["ip"] = Value::String(ip.to_string());
                         out.addresses += 1;

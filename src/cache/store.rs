@@ -40,9 +40,11 @@ use crate::cache::collection::{
 };
 use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View};
+use crate::cache::repair::Outcome;
 use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
 use crate::handoff::edge_health::EdgeHealthMap;
+use crate::handoff::runtime_pods::RuntimePods;
 use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};
 
@@ -51,6 +53,7 @@ pub mod explain;
 mod index;
 mod prepare;
 mod publisher;
+mod runtime;
 mod serve;
 mod stale;
 mod upstream;
@@ -69,6 +72,7 @@ pub use prepare::{prepare, values_oracle, Hold, ListPreparer, Listed, Prepared};
 #[cfg(test)]
 pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
+use runtime::Runtime;
 use serve::{EndpointScope, TopologyInputs};
 pub use stale::StaleObject;
 use stale::{Stale, StaleMark, StaleWarning};
@@ -98,6 +102,8 @@ pub struct State {
     publisher: Publisher,
     /// Edge-health map, node InternalIPs, the resolved abnormal nodes (§10).
     edge_health: EdgeHealth,
+    /// The container runtime's view of the local pods and the repairs in force (§13).
+    runtime: Runtime,
     slice_kind: Resource,
     /// Set by [`State::expect_slices`]: changes of the other slice version are then ignored.
     slice_kind_pinned: bool,
@@ -199,6 +205,7 @@ impl State {
             index: Index::default(),
             publisher,
             edge_health: EdgeHealth::default(),
+            runtime: Runtime::default(),
             slice_kind: Resource::SlicesV1,
             slice_kind_pinned: false,
             cidr_kind: None,
@@ -320,6 +327,7 @@ impl State {
             ready: self.ready,
             serving_snapshot: self.from_snapshot,
             abnormal: self.edge_health.abnormal(),
+            runtime_repairs: self.runtime.endpoints_repaired(),
             stale: self.stale.counts(),
         }
     }
@@ -331,6 +339,7 @@ impl State {
             index: &self.index,
             upstream: &self.upstream,
             abnormal: self.edge_health.abnormal(),
+            runtime: self.runtime.pods(),
             slice_kind: self.slice_kind,
             stand_in: self.stand_in(),
         }
@@ -595,9 +604,10 @@ impl State {
             Resource::Endpoints => {
                 let relayed = self.publisher.relays().then(|| obj.clone());
                 self.keep_endpoint_object(kind, &key, bytes, topology::endpoint_nodes(&obj), None);
-                let served = self.filter().serve_endpoints(&key, obj);
+                let (served, repaired) = self.filter().serve_endpoints(&key, obj);
                 self.publisher
                     .publish(Resource::Endpoints, &key, Some(served), now);
+                self.runtime.note(Resource::Endpoints, &key, repaired);
                 self.relay_value(kind, &key, relayed, now);
             }
             Resource::SlicesV1 | Resource::SlicesV1beta1 => {
@@ -678,6 +688,8 @@ impl State {
                 self.index
                     .index_nodes(Target::Endpoints(key.clone()), BTreeSet::new());
                 self.publisher.publish(Resource::Endpoints, key, None, now);
+                self.runtime
+                    .note(Resource::Endpoints, key, Outcome::default());
                 self.relay_value(kind, key, None, now);
             }
             Resource::SlicesV1 | Resource::SlicesV1beta1 => {
@@ -685,6 +697,8 @@ impl State {
                 self.index
                     .index_nodes(Target::Slice(key.clone()), BTreeSet::new());
                 self.publisher.publish(Resource::SlicesV1, key, None, now);
+                self.runtime
+                    .note(Resource::SlicesV1, key, Outcome::default());
                 if self.publisher.serves_v1beta1() {
                     self.publisher
                         .publish(Resource::SlicesV1beta1, key, None, now);
@@ -771,11 +785,12 @@ impl State {
     fn publish_slice(&mut self, key: &ObjectKey, obj: Value, now: u64) {
         // v1 first (the order RVs are drawn in); a copy only while v1beta1 is served too.
         let beta = self.publisher.serves_v1beta1().then(|| obj.clone());
-        let served = self.filter().serve_slice(key, obj, Resource::SlicesV1);
+        let (served, repaired) = self.filter().serve_slice(key, obj, Resource::SlicesV1);
         self.publisher
             .publish(Resource::SlicesV1, key, Some(served), now);
+        self.runtime.note(Resource::SlicesV1, key, repaired);
         if let Some(obj) = beta {
-            let served = self.filter().serve_slice(key, obj, Resource::SlicesV1beta1);
+            let (served, _) = self.filter().serve_slice(key, obj, Resource::SlicesV1beta1);
             self.publisher
                 .publish(Resource::SlicesV1beta1, key, Some(served), now);
         }
@@ -790,6 +805,10 @@ impl State {
         // Edge-health changes affect objects of every class (not only topology Services).
         for node in self.edge_health.take_dirty() {
             targets.extend(self.index.on_node(&node).cloned());
+        }
+        // A new runtime view (§13) can change any object with an endpoint on this node.
+        if self.runtime.take_dirty() {
+            targets.extend(self.index.on_node(&self.settings.hostname).cloned());
         }
         // The slices this change put in, deferred (§2.9), are its own events: published first.
         let deferred = self.index.take_deferred();
@@ -813,9 +832,10 @@ impl State {
             let by = StandIn::new(&self.publisher, self.slice_kind);
             self.upstream.materialize(kind, &key, by);
             if kind == Resource::Endpoints {
-                let served = self.filter().serve_endpoints(&key, obj);
+                let (served, repaired) = self.filter().serve_endpoints(&key, obj);
                 self.publisher
                     .publish(Resource::Endpoints, &key, Some(served), now);
+                self.runtime.note(Resource::Endpoints, &key, repaired);
             } else {
                 self.publish_slice(&key, obj, now);
             }
@@ -864,6 +884,12 @@ impl State {
         if !self.edge_health.set_map(map) {
             return Applied::default();
         }
+        self.recompute_owed(now)
+    }
+
+    /// Recomputes the endpoint objects a change of an input beside the upstream's (edge-health,
+    /// the runtime) left owed, and ends the change; its events counted.
+    fn recompute_owed(&mut self, now: u64) -> Applied {
         let before = self.current_rv();
         self.flush_derived(now);
         self.end_change(now);
@@ -871,6 +897,16 @@ impl State {
             events: (self.current_rv() - before) as usize,
             ..Applied::default()
         }
+    }
+
+    /// Applies the container runtime's latest view of the local pods (§13): recomputes the
+    /// endpoint objects with an endpoint on this node, each change of served content a new RV
+    /// and event exactly as [`State::apply`] makes them. The same view again changes nothing.
+    pub fn set_runtime_pods(&mut self, pods: RuntimePods, now: u64) -> Applied {
+        if !self.runtime.set(pods) {
+            return Applied::default();
+        }
+        self.recompute_owed(now)
     }
 
     /// The nodes whose endpoints the edge-health filter currently drops (names, and keys
@@ -956,6 +992,9 @@ impl State {
         };
         if topology::may_rewrite(key, &self.filter().locality())
             || !self.abnormal_nodes().is_empty()
+            || self
+                .runtime
+                .may_repair(facts.nodes.iter(), &self.settings.hostname)
         {
             return false;
         }
@@ -1015,6 +1054,7 @@ impl State {
             )
         };
         self.publisher.publish_with(res, key, Some(make), now);
+        self.runtime.note(res, key, Outcome::default());
         if relay == Relay::Too {
             let whole = |rv: u64| {
                 let stamped = facts.stamped(bytes, rv).unwrap_or_default();
@@ -1068,8 +1108,8 @@ impl State {
     ) {
         let value = parse(bytes).expect("bytes this process made");
         let mut want = match res {
-            Resource::Endpoints => self.filter().serve_endpoints(key, value),
-            _ => self.filter().serve_slice(key, value, res),
+            Resource::Endpoints => self.filter().serve_endpoints(key, value).0,
+            _ => self.filter().serve_slice(key, value, res).0,
         };
         let want = publisher::finish(res, &mut want, 1234);
         assert_eq!(
@@ -1191,7 +1231,7 @@ impl State {
             let Some(obj) = self.upstream.value(self.slice_kind, key, self.stand_in()) else {
                 continue;
             };
-            let mut value = filter.serve_slice(key, obj, res);
+            let (mut value, _) = filter.serve_slice(key, obj, res);
             let bytes = publisher::finish(res, &mut value, rv);
             built.push(Arc::new(Served::with_bytes(key.clone(), rv, &value, bytes)));
         }

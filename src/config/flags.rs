@@ -40,6 +40,10 @@ pub(super) enum Id {
     ListProgressTimeout,
     WatchProgressTimeout,
     WatchStallTimeout,
+    // Pod addresses from the container runtime (docs/SEMANTICS.md §13).
+    ContainerRuntimeEndpoint,
+    ContainerRuntimePollInterval,
+    ContainerRuntimeRequestTimeout,
     Debug,
     Autonomy,
     SupportEndpointslice,
@@ -317,6 +321,30 @@ pub(super) const FLAGS: &[Flag] = &[
          is ended (counted as stalled); the client resumes from its last resourceVersion",
     ),
     flag(
+        Id::ContainerRuntimeEndpoint,
+        "--container-runtime-endpoint",
+        Some("ENDPOINT"),
+        "",
+        "the node's container runtime (CRI), e.g. unix:///run/containerd/containerd.sock: \
+         local endpoints are served on the addresses its ready sandboxes have (only \
+         ListPodSandbox and PodSandboxStatus are called); empty = off",
+    ),
+    flag(
+        Id::ContainerRuntimePollInterval,
+        "--container-runtime-poll-interval",
+        Some("SECONDS"),
+        "5",
+        "seconds between two polls of --container-runtime-endpoint",
+    ),
+    flag(
+        Id::ContainerRuntimeRequestTimeout,
+        "--container-runtime-request-timeout",
+        Some("SECONDS"),
+        "2",
+        "most seconds one call to --container-runtime-endpoint may take; a slower runtime \
+         is a failed poll, and what is served stays as it was",
+    ),
+    flag(
         Id::MetricsBindAddress,
         "--metrics-bind-address",
         Some("HOST:PORT"),
@@ -576,6 +604,27 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
         Id::KeyFile => cfg.key_file = path(value),
         Id::CaFile => cfg.ca_file = path(value),
         Id::CacheDir => cfg.cache_dir = path(value),
+        Id::ContainerRuntimeEndpoint => {
+            cfg.container_runtime_endpoint = match value.as_str() {
+                "" => None,
+                v => {
+                    crate::cri::endpoint::parse(v).map_err(|e| bad(e.reason))?;
+                    Some(v.to_string())
+                }
+            }
+        }
+        Id::ContainerRuntimePollInterval | Id::ContainerRuntimeRequestTimeout => {
+            let secs = value
+                .parse::<u64>()
+                .ok()
+                .filter(|v| (1..=3600).contains(v))
+                .ok_or_else(|| bad("must be a whole number of seconds from 1 to 3600"))?;
+            if flag.id == Id::ContainerRuntimePollInterval {
+                cfg.container_runtime_poll_interval_secs = secs;
+            } else {
+                cfg.container_runtime_request_timeout_secs = secs;
+            }
+        }
         // The site relay's serving side.
         Id::RelayBindAddress => {
             cfg.relay_bind_address = match value.as_str() {

@@ -2,7 +2,9 @@
 //! with prior knowledge over a unix socket, only the two read-only calls `ListPodSandbox` and
 //! `PodSandboxStatus`. Pure where it can be — [`frame`], [`huffman`], [`hpack`], [`grpc`],
 //! [`pbread`], [`messages`], [`endpoint`] and the connection state machine [`session`] do no
-//! I/O — with [`client`] the thin shell that owns the socket and the deadlines (feature `io`).
+//! I/O — with [`client`] the thin shell that owns the socket and the deadlines (feature `io`),
+//! and [`source`] the thread that polls the runtime and hands the cache its view of the local
+//! pods (docs/SEMANTICS.md §13).
 
 #[cfg(feature = "io")]
 pub mod client;
@@ -14,6 +16,8 @@ pub mod huffman;
 pub mod messages;
 pub mod pbread;
 pub mod session;
+#[cfg(feature = "io")]
+pub mod source;
 
 #[cfg(feature = "io")]
 pub use client::{Client, ReadySandbox};

@@ -1,7 +1,8 @@
 //! The container runtime's view of the local node's pods (docs/SEMANTICS.md §13): what the
 //! runtime source (`upstream::runtime`) hands the cache's writer after a poll that changed it, and
 //! the one rule that builds it from the runtime's ready sandboxes ([`RuntimePods::from_sandboxes`]).
-//! A hand-off type: both sides import it; it imports neither. Pure.
+//! A hand-off type: both sides import it; it imports neither. Pure but for the poll counts
+//! ([`record_poll`], read by `/metrics`).
 //!
 //! Key: the pod's namespace/name (the sandbox metadata's, which is the Pod's). Of several ready
 //! sandboxes of one pod the newest wins (`created_at`, then `attempt`, then the uid, so that the
@@ -10,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::k8s::ObjectKey;
 
@@ -100,6 +102,53 @@ impl RuntimePods {
     pub fn is_empty(&self) -> bool {
         self.ready.is_empty() && self.not_ready.is_empty()
     }
+}
+
+/// How one poll of the runtime ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollOutcome {
+    /// It answered: the view is the answer.
+    Ok,
+    /// No connection, a socket error, or the runtime closed it.
+    Unreachable,
+    /// No complete answer within the deadline.
+    Timeout,
+    /// It broke HTTP/2, HPACK or gRPC, answered an error status, or a message that does not
+    /// decode.
+    BadAnswer,
+}
+
+impl PollOutcome {
+    /// Every outcome, in `/metrics`' order.
+    pub const ALL: [PollOutcome; 4] = [
+        PollOutcome::Ok,
+        PollOutcome::Unreachable,
+        PollOutcome::Timeout,
+        PollOutcome::BadAnswer,
+    ];
+
+    /// The `outcome` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            PollOutcome::Ok => "ok",
+            PollOutcome::Unreachable => "unreachable",
+            PollOutcome::Timeout => "timeout",
+            PollOutcome::BadAnswer => "bad_answer",
+        }
+    }
+}
+
+static POLLS: [AtomicU64; PollOutcome::ALL.len()] =
+    [const { AtomicU64::new(0) }; PollOutcome::ALL.len()];
+
+/// Counts one poll of the runtime.
+pub fn record_poll(outcome: PollOutcome) {
+    POLLS[outcome as usize].fetch_add(1, Relaxed);
+}
+
+/// Polls of the runtime that ended with `outcome` since the start.
+pub fn polls(outcome: PollOutcome) -> u64 {
+    POLLS[outcome as usize].load(Relaxed)
 }
 
 #[cfg(test)]

@@ -327,7 +327,10 @@ fn service_text(e: &ServiceExplanation) -> String {
                 values(&ep.node_values),
                 if ep.kept { "kept" } else { "pruned" }.to_string(),
                 ep.reason.to_string(),
-                ep.message.clone(),
+                match &ep.runtime {
+                    Some(fix) => format!("{}; {fix}", ep.message),
+                    None => ep.message.clone(),
+                },
             ]);
         }
     }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use crate::cache::facts::Facts;
 use crate::handoff::refused::{self, Reason};
+use crate::handoff::runtime_pods::{self, PollOutcome};
 use crate::k8s::Resource;
 use crate::server::counters::resource_label;
 use crate::server::extras::Extras;
@@ -73,6 +74,11 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
         vec![(String::new(), facts.abnormal_nodes)],
     );
     gauge(
+        "grid_wrapper_runtime_repairs",
+        "Endpoints served as the container runtime says (its address, or not ready) instead of as the upstream says.",
+        vec![(String::new(), facts.runtime_repairs)],
+    );
+    gauge(
         "grid_wrapper_serving_snapshot",
         "1 while the served view comes from the on-disk snapshot (upstream not synced yet).",
         vec![(String::new(), u64::from(facts.serving_snapshot))],
@@ -99,6 +105,19 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
                 refused::count(r, why)
             );
         }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP grid_wrapper_runtime_polls_total Polls of the container runtime (--container-runtime-endpoint) by outcome: ok, unreachable, timeout, bad_answer; a failed poll changes nothing served."
+    );
+    let _ = writeln!(out, "# TYPE grid_wrapper_runtime_polls_total counter");
+    for outcome in PollOutcome::ALL {
+        let _ = writeln!(
+            out,
+            "grid_wrapper_runtime_polls_total{{outcome=\"{}\"}} {}",
+            outcome.label(),
+            runtime_pods::polls(outcome)
+        );
     }
     let _ = writeln!(
         out,

@@ -23,9 +23,11 @@ use super::serve::TopologyInputs;
 use super::upstream::StandIn;
 use super::{parse, Raw};
 use crate::cache::collection::Labels;
+use crate::cache::repair::{self, Repair};
 use crate::cache::topology::{
     self, Class, Locality, ObjectVerdicts, Reason, TopologyKeys, FALLBACK_KEY,
 };
+use crate::handoff::runtime_pods::RuntimePods;
 use crate::k8s::{convert, ObjectKey, Resource};
 
 /// Most abnormal node names an [`Overview`] lists.
@@ -59,6 +61,8 @@ pub struct ExplainInput {
     /// with only the labels whose key some selected Service filters by.
     nodes: BTreeMap<String, Labels>,
     abnormal: BTreeSet<String>,
+    /// The container runtime's view of the local pods (§13).
+    runtime: RuntimePods,
     v1beta1_upstream: bool,
     services: Vec<ServiceInput>,
     /// Topology Services in the cache (the overview may hold fewer).
@@ -198,6 +202,10 @@ pub struct EndpointRow {
     pub reason: &'static str,
     /// The reason in words.
     pub message: String,
+    /// The runtime repair's verdict (docs/SEMANTICS.md §13), when it changes the endpoint:
+    /// `address from the runtime: <ip>` or `not ready: the runtime has no ready sandbox`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 impl ExplainInput {
@@ -269,6 +277,7 @@ impl ExplainInput {
             wrapper_in_cluster: settings.wrapper_in_cluster,
             nodes,
             abnormal: filter.abnormal.clone(),
+            runtime: filter.runtime.clone(),
             v1beta1_upstream: filter.slice_kind == Resource::SlicesV1beta1,
             services,
             topology_services: index.service_keys().len(),
@@ -361,11 +370,14 @@ impl ExplainInput {
             let listed = total.min(max_rows - rows.min(max_rows));
             rows += listed;
             omitted += total - listed;
+            let repairs = self.repairs(kind, obj);
             let endpoints = verdicts
                 .endpoints
                 .into_iter()
+                .zip(repairs.into_iter().chain(std::iter::repeat(Repair::AsIs)))
                 .take(listed)
-                .map(|e| EndpointRow {
+                .map(|(e, fix)| EndpointRow {
+                    runtime: runtime_words(fix),
                     message: self.message(e.verdict.reason, e.node.as_deref(), class),
                     node_values: match &e.node {
                         Some(n) if self.nodes.contains_key(n) => self.values_of(n, keys),
@@ -435,6 +447,23 @@ impl ExplainInput {
     ) -> Option<ObjectVerdicts<'k>> {
         let value = parse(&obj.raw)?;
         Some(topology::explain_endpoints(&value, class, loc))
+    }
+
+    /// The runtime repair's verdict for each endpoint of `obj` (a `kind` of the report), in
+    /// the order the topology verdicts list them.
+    fn repairs(&self, kind: &str, obj: &ObjectInput) -> Vec<Repair> {
+        let Some(mut value) = parse(&obj.raw) else {
+            return Vec::new();
+        };
+        let res = if kind == "Endpoints" {
+            Resource::Endpoints
+        } else {
+            if self.v1beta1_upstream {
+                value = convert::slice_v1beta1_to_v1(&value);
+            }
+            Resource::SlicesV1
+        };
+        repair::verdicts(&value, res, &self.hostname, &self.runtime)
     }
 
     fn slice_verdicts<'k>(
@@ -587,3 +616,19 @@ fn key_list(keys: Option<&TopologyKeys>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests;
+
+/// A repair verdict in `/debug/topology`'s words; `None` when the endpoint is served as it is.
+fn runtime_words(fix: Repair) -> Option<String> {
+    match fix {
+        Repair::AsIs => None,
+        Repair::Address { ip, uid_confirmed } => Some(format!(
+            "address from the runtime: {ip}{}",
+            if uid_confirmed {
+                " (uid confirmed)"
+            } else {
+                ""
+            }
+        )),
+        Repair::NotReady => Some("not ready: the runtime has no ready sandbox".into()),
+    }
+}

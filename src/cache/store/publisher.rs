@@ -59,6 +59,8 @@ pub(super) struct Status<'a> {
     pub(super) serving_snapshot: bool,
     /// The nodes edge-health resolved abnormal.
     pub(super) abnormal: &'a BTreeSet<String>,
+    /// Endpoints served as the container runtime says.
+    pub(super) runtime_repairs: usize,
     /// Objects held stale per resource (indexed by [`Resource::index`]).
     pub(super) stale: [u64; Resource::ALL.len()],
 }
@@ -347,6 +349,7 @@ impl Publisher {
             objects: view.object_counts(),
             log_entries: view.log_lens(),
             abnormal_nodes: abnormal as u64,
+            runtime_repairs: status.runtime_repairs as u64,
             stale: status.stale,
         }
     }

@@ -11,7 +11,9 @@ use serde_json::Value;
 use super::index::Index;
 use super::upstream::{StandIn, UpstreamObjects};
 use super::Settings;
+use crate::cache::repair::{self, Outcome};
 use crate::cache::topology::{self, Choice, Class, Locality, TopologyKeys};
+use crate::handoff::runtime_pods::RuntimePods;
 use crate::k8s::{convert, ObjectKey, Resource};
 
 /// The inputs of the filter, borrowed from the cache's parts.
@@ -22,6 +24,8 @@ pub(super) struct TopologyInputs<'a> {
     pub(super) upstream: &'a UpstreamObjects,
     /// The nodes edge-health resolved abnormal.
     pub(super) abnormal: &'a BTreeSet<String>,
+    /// The container runtime's view of the local pods (§13).
+    pub(super) runtime: &'a RuntimePods,
     /// The EndpointSlice version the upstream provides.
     pub(super) slice_kind: Resource,
     /// The served objects that stand in for stored upstream ones (a slice's siblings, §2.9).
@@ -99,14 +103,34 @@ impl<'a> TopologyInputs<'a> {
         }
     }
 
-    /// Served content of the Endpoints `obj` stored at `key`.
-    pub(super) fn serve_endpoints(&self, key: &ObjectKey, obj: Value) -> Value {
+    /// Served content of the Endpoints `obj` stored at `key`, and what the runtime repair rule
+    /// (§13) changed in it, after the topology and edge-health filters.
+    pub(super) fn serve_endpoints(&self, key: &ObjectKey, obj: Value) -> (Value, Outcome) {
         let class = self.class_of(Some(key), EndpointScope::Endpoints(&obj));
-        topology::serve_endpoints(obj, class, &self.locality())
+        let served = topology::serve_endpoints(obj, class, &self.locality());
+        self.repaired(Resource::Endpoints, served)
     }
 
-    /// Served content of the upstream slice `obj` (stored at `key`) in version `res`.
-    pub(super) fn serve_slice(&self, key: &ObjectKey, obj: Value, res: Resource) -> Value {
+    /// Served content of the upstream slice `obj` (stored at `key`) in version `res`, and what
+    /// the runtime repair rule (§13) changed in it.
+    pub(super) fn serve_slice(
+        &self,
+        key: &ObjectKey,
+        obj: Value,
+        res: Resource,
+    ) -> (Value, Outcome) {
+        let served = self.filtered_slice(key, obj, res);
+        self.repaired(res, served)
+    }
+
+    /// `served` after the runtime repair rule (§13).
+    fn repaired(&self, res: Resource, mut served: Value) -> (Value, Outcome) {
+        let outcome = repair::repair(&mut served, res, &self.settings.hostname, self.runtime);
+        (served, outcome)
+    }
+
+    /// The upstream slice `obj` in version `res`, through the topology and edge-health filters.
+    fn filtered_slice(&self, key: &ObjectKey, obj: Value, res: Resource) -> Value {
         let class = self.class_of(self.index.owner_of(key), EndpointScope::Slices);
         let loc = self.locality();
         let v1_upstream = self.slice_kind == Resource::SlicesV1;

@@ -491,5 +491,6 @@ mod kept;
 mod lifecycle;
 mod persist;
 mod relay;
+mod runtime;
 mod stale;
 mod v1beta1;

@@ -1,0 +1,142 @@
+//! The runtime repair in the cache (docs/SEMANTICS.md §13): a new view is one `MODIFIED` per
+//! object it changes, in every served slice version and in Endpoints; the same view again, or
+//! the upstream catching up, is none; the view's end restores the upstream's content. Listed
+//! objects take the `Value` path while a repair may apply. A child of `store::tests`.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::handoff::runtime_pods::{RuntimePod, RuntimePods};
+
+fn target(ip: &str, node: &str, pod: &str) -> (Value, Value) {
+    let tref = json!({"kind": "Pod", "namespace": "default", "name": pod});
+    let ep = json!({"addresses": [ip], "conditions": {"ready": true}, "nodeName": node,
+                    "targetRef": tref});
+    let addr = json!({"ip": ip, "nodeName": node, "targetRef": tref});
+    (ep, addr)
+}
+
+/// `web` (a normal Service) with web-0 on the local node `h` at `local_ip` and web-1 on n2.
+fn objects(local_ip: &str) -> (Value, Value) {
+    let (e0, a0) = target(local_ip, "h", "web-0");
+    let (e1, a1) = target("10.0.0.6", "n2", "web-1");
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"namespace": "default", "name": "web-x",
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "endpoints": [e0, e1], "ports": [{"port": 80}]});
+    let eps = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"namespace": "default", "name": "web"},
+        "subsets": [{"addresses": [a0, a1], "ports": [{"port": 80}]}]});
+    (slice, eps)
+}
+
+fn view(ip: &str) -> RuntimePods {
+    let mut v = RuntimePods::default();
+    v.ready.insert(
+        ObjectKey::new("default", "web-0"),
+        RuntimePod {
+            uid: "u".into(),
+            created_at: 1,
+            ips: vec![ip.parse().unwrap()],
+        },
+    );
+    v
+}
+
+/// A ready cache for `h` with `web`'s objects listed (v1beta1 served too).
+fn world() -> State {
+    let mut st = state_for("h");
+    st.apply_list(Resource::Nodes, texts(&[node("h", &labels(&[]))]), 0);
+    st.apply_list(
+        Resource::Services,
+        texts(&[service("default", "web", None)]),
+        0,
+    );
+    let (slice, eps) = objects("10.0.0.5");
+    st.apply_list(Resource::Endpoints, texts(&[eps]), 0);
+    st.apply_list(Resource::SlicesV1, texts(&[slice]), 0);
+    assert!(st.is_ready());
+    st.serve_v1beta1();
+    st
+}
+
+fn first_ips(st: &State) -> (Value, Value, Value) {
+    (
+        served(st, Resource::SlicesV1, "default", "web-x")["endpoints"][0]["addresses"].clone(),
+        served(st, Resource::SlicesV1beta1, "default", "web-x")["endpoints"][0]["addresses"]
+            .clone(),
+        served(st, Resource::Endpoints, "default", "web")["subsets"][0]["addresses"][0]["ip"]
+            .clone(),
+    )
+}
+
+#[test]
+fn a_new_view_is_one_modified_per_object_and_the_upstream_catching_up_is_none() {
+    let mut st = world();
+    let cur = st.current_rv();
+    let done = st.set_runtime_pods(view("10.0.9.9"), 1);
+    assert_eq!(done.events, 3, "Endpoints, v1 and v1beta1 slice");
+    assert_eq!(
+        first_ips(&st),
+        (json!(["10.0.9.9"]), json!(["10.0.9.9"]), json!("10.0.9.9"))
+    );
+    for res in [
+        Resource::Endpoints,
+        Resource::SlicesV1,
+        Resource::SlicesV1beta1,
+    ] {
+        let ev = events(&st, res, cur);
+        assert_eq!(ev.len(), 1, "{res:?}");
+        assert_eq!(ev[0].0, "MODIFIED", "{res:?}");
+        assert!(ev[0].2 > cur);
+    }
+    // The other node's endpoint is as it was.
+    let slice = served(&st, Resource::SlicesV1, "default", "web-x");
+    assert_eq!(slice["endpoints"][1]["addresses"], json!(["10.0.0.6"]));
+    assert_eq!(
+        st.facts().runtime_repairs,
+        2,
+        "one endpoint in Endpoints, one in the slice"
+    );
+    // The same view again: nothing.
+    let cur = st.current_rv();
+    assert_eq!(st.set_runtime_pods(view("10.0.9.9"), 2), Applied::default());
+    // The upstream catches up: the served bytes are the same, no event; the repair ends.
+    let (slice, eps) = objects("10.0.9.9");
+    st.apply(Resource::SlicesV1, Change::Upsert(slice), 3);
+    st.apply(Resource::Endpoints, Change::Upsert(eps), 3);
+    assert_eq!(
+        st.current_rv(),
+        cur,
+        "the upstream naming the runtime's address changes nothing"
+    );
+    assert_eq!(st.facts().runtime_repairs, 0);
+}
+
+#[test]
+fn the_views_end_serves_the_upstream_again_and_a_listed_object_is_repaired() {
+    let mut st = world();
+    st.set_runtime_pods(view("10.0.9.9"), 1);
+    // A relist while the repair holds: still served repaired (the `Value` path).
+    let cur = st.current_rv();
+    let (mut slice, mut eps) = objects("10.0.0.5");
+    st.apply_list(Resource::SlicesV1, texts(&[slice.clone()]), 2);
+    assert_eq!(st.current_rv(), cur, "an unchanged relist is silent");
+    slice["metadata"]["labels"]["x"] = json!("changed");
+    eps["metadata"]["labels"] = json!({"x": "changed"});
+    st.apply_list(Resource::SlicesV1, texts(&[slice]), 2);
+    st.apply_list(Resource::Endpoints, texts(&[eps]), 2);
+    assert!(st.current_rv() > cur, "a changed relist is served");
+    assert_eq!(
+        first_ips(&st),
+        (json!(["10.0.9.9"]), json!(["10.0.9.9"]), json!("10.0.9.9"))
+    );
+    // The runtime no longer reports the pod: the upstream's address again, one MODIFIED each.
+    let done = st.set_runtime_pods(RuntimePods::default(), 3);
+    assert_eq!(done.events, 3);
+    assert_eq!(
+        first_ips(&st),
+        (json!(["10.0.0.5"]), json!(["10.0.0.5"]), json!("10.0.0.5"))
+    );
+    assert_eq!(st.facts().runtime_repairs, 0);
+}
