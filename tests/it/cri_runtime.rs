@@ -3,14 +3,12 @@
 //! (dual stack too), NOTREADY ones left out, an address change seen on the next poll, an answer
 //! over 64 KiB (flow control), and only the two read-only RPCs sent. Then scripted unix servers
 //! in the test: one that stalls, one that closes, one that sends GOAWAY or RST_STREAM mid-call.
-//! Self-contained (no `mod common`). Without the server binary the server tests print one line
-//! and pass.
+//! The server's harness is `common::cri`'s. Without the server binary the server tests print
+//! one line and pass.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -18,136 +16,7 @@ use grid_wrapper::cri::client::{Client, ErrorKind};
 use grid_wrapper::cri::session::SessionError;
 use grid_wrapper::cri::ReadySandbox;
 
-const DEADLINE: Duration = Duration::from_secs(5);
-
-/// A fresh directory for one test's socket and files.
-fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "gw-cri-{}-{}-{tag}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-/// One sandbox of the fake runtime's JSON file.
-struct Sb<'a> {
-    id: &'a str,
-    name: &'a str,
-    attempt: u32,
-    ready: bool,
-    ips: &'a [&'a str],
-}
-
-/// One ready pod, `web`, at 10.244.1.7.
-const WEB: Sb<'static> = Sb {
-    id: "sb-1",
-    name: "web",
-    attempt: 0,
-    ready: true,
-    ips: &["10.244.1.7"],
-};
-
-fn sandboxes_json(list: &[Sb<'_>]) -> String {
-    let items: Vec<serde_json::Value> = list
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "id": s.id, "name": s.name, "namespace": "default", "uid": format!("uid-{}", s.name),
-                "attempt": s.attempt, "state": if s.ready { "READY" } else { "NOTREADY" },
-                "created_at": 1_700_000_000_000_000_000i64 + i64::from(s.attempt),
-                "ip": s.ips.first().copied().unwrap_or(""),
-                "additional_ips": s.ips.get(1..).unwrap_or(&[]),
-            })
-        })
-        .collect();
-    serde_json::Value::Array(items).to_string()
-}
-
-/// The real CRI server, killed on drop.
-struct Fake {
-    child: Child,
-    dir: PathBuf,
-    endpoint: String,
-}
-
-impl Fake {
-    /// Starts the server with `list`, or `None` (after one printed line) when it is not built.
-    fn start(tag: &str, list: &[Sb<'_>]) -> Option<Fake> {
-        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("out/e2e/bin/cri-fake");
-        if !bin.exists() {
-            println!(
-                "skipping: {} is missing (build it with bash scripts/cri-fake-build.sh)",
-                bin.display()
-            );
-            return None;
-        }
-        let dir = scratch(tag);
-        let socket = dir.join("cri.sock");
-        let endpoint = format!("unix://{}", socket.display());
-        std::fs::write(dir.join("sandboxes.json"), sandboxes_json(list)).expect("write sandboxes");
-        let child = Command::new(&bin)
-            .arg("-listen")
-            .arg(&socket)
-            .arg("-sandboxes")
-            .arg(dir.join("sandboxes.json"))
-            .arg("-calls")
-            .arg(dir.join("calls.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn cri-fake");
-        let mut f = Fake {
-            child,
-            dir,
-            endpoint,
-        };
-        // The positive marker: "ready <socket>" once it serves.
-        let stdout = f.child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("cri-fake did not start in 30 s");
-        assert!(line.starts_with("ready "), "cri-fake: {line:?}");
-        Some(f)
-    }
-
-    /// Replaces the sandboxes (a new file renamed over the old: the server sees it changed).
-    fn set(&self, list: &[Sb<'_>]) {
-        let tmp = self.dir.join("sandboxes.json.tmp");
-        std::fs::write(&tmp, sandboxes_json(list)).expect("write sandboxes");
-        std::fs::rename(&tmp, self.dir.join("sandboxes.json")).expect("rename sandboxes");
-    }
-
-    /// Every RPC the server received, in order.
-    fn calls(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("calls.log"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    fn client(&self) -> Client {
-        Client::new(&self.endpoint, DEADLINE).expect("endpoint")
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use crate::common::cri::{scratch, Fake, Sb, DEADLINE, WEB};
 
 fn by_name(mut v: Vec<ReadySandbox>) -> Vec<ReadySandbox> {
     v.sort_by(|a, b| a.name.cmp(&b.name));

@@ -13,6 +13,7 @@ mod autonomy_shutdown;
 mod bound_ports;
 mod cache_dir_hostile;
 mod cache_dir_masters;
+mod cri_repair;
 mod cri_runtime;
 mod debug_state;
 mod debug_topology;

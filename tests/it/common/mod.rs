@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod autonomy;
+pub mod cri;
 pub mod fault_proxy;
 pub mod generations;
 pub mod http;
