@@ -114,6 +114,16 @@ pub struct ReadySandbox {
     pub ips: Vec<String>,
 }
 
+/// What one poll of every sandbox saw ([`Client::list_sandboxes`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sandboxes {
+    /// Every READY sandbox with its addresses.
+    pub ready: Vec<ReadySandbox>,
+    /// The pods (namespace, name) of the sandboxes listed NOTREADY, or READY but no longer by
+    /// their status.
+    pub not_ready: Vec<(String, String)>,
+}
+
 /// A connection and its HTTP/2 state.
 struct Conn {
     socket: UnixStream,
@@ -145,7 +155,12 @@ impl Client {
 
     /// `ListPodSandbox` with the READY filter.
     pub fn list_pod_sandbox_ready(&mut self) -> Result<Vec<PodSandbox>, Error> {
-        let answer = self.call(Call::ListPodSandbox, &messages::list_ready_request())?;
+        self.list_pod_sandbox(&messages::list_ready_request())
+    }
+
+    /// `ListPodSandbox` with the request `request`.
+    fn list_pod_sandbox(&mut self, request: &[u8]) -> Result<Vec<PodSandbox>, Error> {
+        let answer = self.call(Call::ListPodSandbox, request)?;
         messages::decode_list(&answer)
             .map_err(|e| self.error(Call::ListPodSandbox, ErrorKind::Message(e)))
     }
@@ -161,15 +176,31 @@ impl Client {
     /// A sandbox gone between the list and its status (NOT_FOUND), or no longer ready, is left
     /// out; any other failure fails the poll.
     pub fn list_ready_sandboxes(&mut self) -> Result<Vec<ReadySandbox>, Error> {
-        let result = self.poll();
+        let result = self.poll(&messages::list_ready_request());
+        self.conn = None;
+        result.map(|s| s.ready)
+    }
+
+    /// One poll of every sandbox (`ListPodSandbox` without a filter): the READY ones with their
+    /// addresses as [`Client::list_ready_sandboxes`] gives them, and the pods of the others.
+    pub fn list_sandboxes(&mut self) -> Result<Sandboxes, Error> {
+        let result = self.poll(&messages::list_all_request());
         self.conn = None;
         result
     }
 
-    fn poll(&mut self) -> Result<Vec<ReadySandbox>, Error> {
-        let mut ready = Vec::new();
-        for sandbox in self.list_pod_sandbox_ready()? {
-            if sandbox.state != SandboxState::Ready || sandbox.id.len() > messages::MAX_SANDBOX_ID {
+    fn poll(&mut self, request: &[u8]) -> Result<Sandboxes, Error> {
+        let mut seen = Sandboxes::default();
+        for sandbox in self.list_pod_sandbox(request)? {
+            if sandbox.id.len() > messages::MAX_SANDBOX_ID {
+                continue;
+            }
+            let pod = || {
+                let m = &sandbox.metadata;
+                (m.namespace.clone(), m.name.clone())
+            };
+            if sandbox.state != SandboxState::Ready {
+                seen.not_ready.push(pod());
                 continue;
             }
             let status = match self.pod_sandbox_status(&sandbox.id) {
@@ -178,6 +209,7 @@ impl Client {
                 Err(e) => return Err(e),
             };
             if status.sandbox.state != SandboxState::Ready {
+                seen.not_ready.push(pod());
                 continue;
             }
             let ips = std::iter::once(status.ip)
@@ -185,7 +217,7 @@ impl Client {
                 .filter(|ip| !ip.is_empty())
                 .collect();
             let m = sandbox.metadata;
-            ready.push(ReadySandbox {
+            seen.ready.push(ReadySandbox {
                 namespace: m.namespace,
                 name: m.name,
                 uid: m.uid,
@@ -194,7 +226,7 @@ impl Client {
                 ips,
             });
         }
-        Ok(ready)
+        Ok(seen)
     }
 
     fn error(&self, call: Call, kind: ErrorKind) -> Error {

@@ -105,6 +105,11 @@ pub fn list_ready_request() -> Vec<u8> {
     buf
 }
 
+/// `ListPodSandboxRequest{}`: every sandbox, whatever its state (an empty message).
+pub fn list_all_request() -> Vec<u8> {
+    Vec::new()
+}
+
 /// `PodSandboxStatusRequest{pod_sandbox_id: id, verbose: false}`.
 pub fn status_request(id: &str) -> Vec<u8> {
     let mut buf = Vec::new();

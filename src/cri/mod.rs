@@ -20,4 +20,4 @@ pub mod session;
 pub mod source;
 
 #[cfg(feature = "io")]
-pub use client::{Client, ReadySandbox};
+pub use client::{Client, ReadySandbox, Sandboxes};

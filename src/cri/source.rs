@@ -49,26 +49,32 @@ fn run(mut client: Client, interval: Duration, on_view: &dyn Fn(RuntimePods), st
     let mut failing = false;
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        match client.list_ready_sandboxes() {
-            Ok(sandboxes) => {
+        match client.list_sandboxes() {
+            Ok(seen) => {
                 record_poll(PollOutcome::Ok);
                 if failing {
                     info!("container runtime {}: answers again", client.endpoint());
                     failing = false;
                 }
-                let view = RuntimePods::from_sandboxes(sandboxes.iter().map(|s| Sandbox {
+                let ready = seen.ready.iter().map(|s| Sandbox {
                     namespace: &s.namespace,
                     name: &s.name,
                     uid: &s.uid,
                     attempt: s.attempt,
                     created_at: s.created_at,
                     ips: &s.ips,
-                }));
+                });
+                let others = seen
+                    .not_ready
+                    .iter()
+                    .map(|(ns, n)| (ns.as_str(), n.as_str()));
+                let view = RuntimePods::from_sandboxes(ready, others);
                 debug!(
-                    "container runtime {}: {} ready sandboxes, {} pods with an address",
+                    "container runtime {}: {} ready sandboxes, {} pods with an address, {} without a ready sandbox",
                     client.endpoint(),
-                    sandboxes.len(),
-                    view.ready.len()
+                    seen.ready.len(),
+                    view.ready.len(),
+                    view.not_ready.len()
                 );
                 if last.as_ref() != Some(&view) {
                     last = Some(view.clone());

@@ -7,7 +7,9 @@
 //! Key: the pod's namespace/name (the sandbox metadata's, which is the Pod's). Of several ready
 //! sandboxes of one pod the newest wins (`created_at`, then `attempt`, then the uid, so that the
 //! same sandboxes always give the same view). Addresses that do not parse as IP literals are
-//! left out; a sandbox without any usable address is not in the view (nothing to serve from it).
+//! left out; a ready sandbox without any usable address (a host-network pod) is not in the view
+//! (nothing to serve from it). A pod is known not ready when the runtime lists sandboxes of it
+//! and none ready (a pod with a ready sandbox, addressed or not, never is).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -61,13 +63,19 @@ pub struct RuntimePods {
 }
 
 impl RuntimePods {
-    /// The view from the runtime's ready sandboxes (see the module doc for the rules).
-    pub fn from_sandboxes<'a>(sandboxes: impl IntoIterator<Item = Sandbox<'a>>) -> RuntimePods {
+    /// The view from the runtime's ready sandboxes and the pods (namespace, name) of its other
+    /// sandboxes (see the module doc for the rules).
+    pub fn from_sandboxes<'a>(
+        sandboxes: impl IntoIterator<Item = Sandbox<'a>>,
+        others: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> RuntimePods {
         let mut newest: BTreeMap<ObjectKey, (i64, u32, &'a str, Vec<IpAddr>)> = BTreeMap::new();
+        let mut with_ready = BTreeSet::new();
         for s in sandboxes {
             if s.name.is_empty() {
                 continue;
             }
+            with_ready.insert(ObjectKey::new(s.namespace, s.name));
             let ips: Vec<IpAddr> = s.ips.iter().filter_map(|t| t.trim().parse().ok()).collect();
             if ips.is_empty() {
                 continue;
@@ -92,10 +100,13 @@ impl RuntimePods {
                 (key, pod)
             })
             .collect();
-        RuntimePods {
-            ready,
-            not_ready: BTreeSet::new(),
-        }
+        let not_ready = others
+            .into_iter()
+            .filter(|(_, name)| !name.is_empty())
+            .map(|(namespace, name)| ObjectKey::new(namespace, name))
+            .filter(|key| !with_ready.contains(key))
+            .collect();
+        RuntimePods { ready, not_ready }
     }
 
     /// Whether the runtime knows no local pod (no repair can apply).
@@ -181,13 +192,22 @@ mod tests {
             "junk".to_string(),
         ];
         let none = vec!["not-an-ip".to_string()];
-        let view = RuntimePods::from_sandboxes([
-            sb("a", "u1", 1, 200, &new),
-            sb("a", "u1", 0, 100, &old),
-            sb("b", "u2", 0, 100, &none),
-            sb("", "u3", 0, 100, &old),
-        ]);
+        let view = RuntimePods::from_sandboxes(
+            [
+                sb("a", "u1", 1, 200, &new),
+                sb("a", "u1", 0, 100, &old),
+                sb("b", "u2", 0, 100, &none),
+                sb("", "u3", 0, 100, &old),
+            ],
+            [("ns", "a"), ("ns", "b"), ("ns", "c")],
+        );
         assert_eq!(view.ready.len(), 1, "{view:?}");
+        // A stale sandbox of a pod with a ready one (addressed or host-network) is not a
+        // not-ready pod; a pod with none ready is.
+        assert_eq!(
+            view.not_ready.iter().cloned().collect::<Vec<_>>(),
+            vec![ObjectKey::new("ns", "c")]
+        );
         let a = &view.ready[&ObjectKey::new("ns", "a")];
         assert_eq!(
             a.ips,
@@ -199,8 +219,10 @@ mod tests {
         assert_eq!(a.first_of(false).unwrap().to_string(), "10.0.0.9");
         assert_eq!(a.first_of(true).unwrap().to_string(), "fd00::9");
         // The order the runtime lists them in does not matter.
-        let again =
-            RuntimePods::from_sandboxes([sb("a", "u1", 0, 100, &old), sb("a", "u1", 1, 200, &new)]);
+        let again = RuntimePods::from_sandboxes(
+            [sb("a", "u1", 0, 100, &old), sb("a", "u1", 1, 200, &new)],
+            [],
+        );
         assert_eq!(again.ready, view.ready);
     }
 }

@@ -2,8 +2,8 @@
 //! simulator as the upstream and the real grpc-go CRI server (`common::cri`) as the node's
 //! runtime. A local pod that moves in the runtime is served on its new address as a `MODIFIED`
 //! with a new resourceVersion (lists and open watches, JSON and protobuf, EndpointSlices and
-//! Endpoints); the upstream catching up changes nothing more; a sandbox that stops being ready
-//! ends the repair; with the upstream gone the repair still applies; an offline restart repairs
+//! Endpoints); the upstream catching up changes nothing more; a pod whose sandbox stops being
+//! ready is served not ready, and one the runtime no longer lists as the upstream says; with the upstream gone the repair still applies; an offline restart repairs
 //! at the first poll; a runtime that stalls changes nothing served and is one WARN. Without the
 //! server binary each test prints one line and passes.
 
@@ -191,7 +191,7 @@ fn a_moved_pod_is_served_on_the_runtimes_address_and_the_upstream_catching_up_ch
 }
 
 #[test]
-fn a_sandbox_no_longer_ready_ends_the_repair() {
+fn a_sandbox_no_longer_ready_is_served_not_ready_and_a_removed_one_ends_the_repair() {
     let _g = heavy();
     let Some((fake, _sim, w)) = setup("repair-end", &[sandbox(1, true, &[NEW])]) else {
         return;
@@ -202,10 +202,23 @@ fn a_sandbox_no_longer_ready_ends_the_repair() {
     let list = w.get_json(SLICES);
     let list_rv = rv(&list);
     let mut watch = w.watch(&format!("{SLICES}?watch=true&resourceVersion={list_rv}"));
+    // The runtime knows the pod, without a ready sandbox: served not ready.
     fake.set(&[sandbox(1, false, &[NEW])]);
     let ev = next_web_event(&mut watch);
     assert_eq!(ev["type"], "MODIFIED");
-    assert_eq!(endpoint_of(&ev["object"], POD)["addresses"], json!([OLD]));
+    let ep = endpoint_of(&ev["object"], POD);
+    assert_eq!(ep["conditions"]["ready"], json!(false), "{ep}");
+    assert_eq!(ep["conditions"]["serving"], json!(false), "{ep}");
+    let eps = w.get_json(ENDPOINTS);
+    let not_ready = &item(&eps, "web")["subsets"][0]["notReadyAddresses"];
+    assert_eq!(not_ready[0]["targetRef"]["name"], POD, "{eps}");
+    // The runtime no longer knows the pod: the upstream's content again.
+    fake.set(&[]);
+    let ev = next_web_event(&mut watch);
+    assert_eq!(ev["type"], "MODIFIED");
+    let ep = endpoint_of(&ev["object"], POD);
+    assert_eq!(ep["addresses"], json!([OLD]));
+    assert_eq!(ep["conditions"]["ready"], json!(true));
     assert_eq!(served_addresses(&w), (json!(OLD), json!(OLD)));
     assert_eq!(
         autonomy::metric(&w, "grid_wrapper_runtime_repairs"),
