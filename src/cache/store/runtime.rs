@@ -61,8 +61,8 @@ impl Runtime {
     /// Records what the rule did to the object `key` of `res` as just published (or deleted:
     /// none), logging at INFO when its repair starts, changes or ends.
     pub(super) fn note(&mut self, res: Resource, key: &ObjectKey, outcome: Outcome) {
-        if res == Resource::SlicesV1beta1 {
-            return; // the v1 slice's copy: counted once, as v1
+        if res == Resource::SlicesV1beta1 || (outcome.is_none() && self.in_force.is_empty()) {
+            return; // the v1 slice's copy (counted once, as v1), or nothing repaired anywhere
         }
         let entry = (res, key.clone());
         let before = self.in_force.get(&entry).copied().unwrap_or_default();
