@@ -140,3 +140,59 @@ fn the_views_end_serves_the_upstream_again_and_a_listed_object_is_repaired() {
     );
     assert_eq!(st.facts().runtime_repairs, 0);
 }
+
+/// The incrementally served slice equals the rule applied to the upstream's (a normal Service:
+/// served as it came but for the repair) over random sequences of upstream changes and runtime
+/// views, and every logged change is a real one.
+#[test]
+fn random_changes_and_views_serve_what_the_rule_gives() {
+    use crate::cache::repair;
+    let mut rng = Lcg(45);
+    let mut st = world();
+    let mut upstream = objects("10.0.0.5").0;
+    let pods = ["web-0", "web-1", "web-2"];
+    for step in 0..300 {
+        if rng.next(2) == 0 {
+            let eps: Vec<Value> = (0..rng.next(4))
+                .map(|i| {
+                    let node = ["h", "n2"][rng.next(2) as usize];
+                    let pod = pods[rng.next(3) as usize];
+                    target(&format!("10.0.{}.{i}", rng.next(3)), node, pod).0
+                })
+                .collect();
+            upstream["endpoints"] = Value::Array(eps);
+            st.apply(Resource::SlicesV1, Change::Upsert(upstream.clone()), step);
+        } else {
+            let mut v = RuntimePods::default();
+            for pod in pods {
+                let key = ObjectKey::new("default", pod);
+                match rng.next(3) {
+                    0 => {
+                        let ip = format!("10.0.{}.{}", rng.next(3), rng.next(3));
+                        let pod = RuntimePod {
+                            uid: "u".into(),
+                            created_at: 1,
+                            ips: vec![ip.parse().unwrap()],
+                        };
+                        v.ready.insert(key, pod);
+                    }
+                    1 => {
+                        v.not_ready.insert(key);
+                    }
+                    _ => {}
+                }
+            }
+            st.set_runtime_pods(v, step);
+        }
+        let mut want = upstream.clone();
+        repair::repair(&mut want, Resource::SlicesV1, "h", st.runtime.pods());
+        let mut got = served(&st, Resource::SlicesV1, "default", "web-x");
+        got["metadata"]
+            .as_object_mut()
+            .map(|m| m.remove("resourceVersion"));
+        assert_eq!(got, want, "step {step}");
+    }
+    for res in [Resource::SlicesV1, Resource::SlicesV1beta1] {
+        assert_every_logged_change_is_real(&st, res);
+    }
+}
