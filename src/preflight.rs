@@ -32,6 +32,17 @@
 //!    credentials: `GET /version` (TLS, the client certificate accepted; no answer is a
 //!    problem, an error answer a warning), then the list and the short watch of each resource
 //!    of step 5. Problems name the relay (`relay https://r1:51010: list services …`).
+//! 9. With `--container-runtime-endpoint`: one poll of the container runtime as the runtime
+//!    source makes it (docs/SEMANTICS.md §13): the same client and deadline per call
+//!    (`--container-runtime-request-timeout`), only `ListPodSandbox` and `PodSandboxStatus`.
+//!    It is reported answering or not (why, as a class: the socket missing, permission
+//!    denied, refused, a timeout, not a CRI server), with its sandboxes and pods; when the four
+//!    lists of step 5 are complete, the repair rule is applied to each object step 7 would
+//!    serve and the endpoints it would change counted (served on the runtime's address, served
+//!    not ready). A poll that fails is a `runtime` problem, as an unreachable relay is: the
+//!    flag asks for the source, and the server would run with it doing nothing (serving as if
+//!    the flag were off, one WARN). The runtime is polled even when the upstream is not
+//!    reached (it is local); the repair counts then are unknown.
 //!
 //! The pure part ([`model`], [`report::build`], [`render`]) turns a [`Fetched`] into a
 //! [`Report`] and prints it; [`fetch`] is the thin I/O part.
@@ -44,7 +55,8 @@
 //! (401: credentials rejected), `rbac` (403), `throttled` (429: the upstream sheds load; its
 //! `Retry-After` is shown), `api` (another failed request), `node` (the
 //! local node does not exist), `topology` (a topology Service whose keys the local node has
-//! none of: every endpoint pruned). `warning: <tag>: …` lines do not change the exit code; the
+//! none of: every endpoint pruned), `runtime` (the container runtime did not answer a poll).
+//! `warning: <tag>: …` lines do not change the exit code; the
 //! tag `protobuf` warns of a listed field that grid-wrapper's protobuf schema does not know
 //! (kube-proxy, which reads protobuf, would not get it; [`crate::proto::unknown`]).
 //! `advice: topology: …` lines name Services that native traffic distribution could serve
@@ -79,6 +91,13 @@
 //!   total}, served: {nodes, services, endpoints, endpointslices}}`.
 //! - `relays`: one entry per site relay, in order: `{server, relay: true, reachable,
 //!   gitVersion, access}` (`access` as above, empty when the relay was not reached).
+//! - `runtime`: null without `--container-runtime-endpoint`, else `{endpoint, reachable,
+//!   failure, error, sandboxes, readySandboxes, podsWithAddress, podsNotReady, repairs}`:
+//!   `failure` null or `socket-missing` / `permission-denied` / `refused` / `timeout` /
+//!   `closed` / `io` / `not-cri`, `error` null or a one-line text, the four counts null unless
+//!   `reachable`; `repairs` null unless the runtime answered and the four lists of step 5 are
+//!   complete, else `{endpointSliceAddresses, endpointSliceNotReady, endpointsAddresses,
+//!   endpointsNotReady}` (endpoints the repair rule would change in what is served now).
 //! - `problems`, `warnings`, `advisories`: arrays of `{tag, message}`.
 //!
 //! Not checked: edge-health (`--service-autonomy-enhancement` is not polled, so its pruning is
@@ -97,6 +116,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::{Config, OutputFormat};
+use crate::cri;
 use crate::k8s::Resource;
 use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamError, UpstreamOptions};
 use crate::upstream::discovery;
@@ -105,7 +125,8 @@ use crate::upstream::kubeconfig::{self, UpstreamConfig};
 use crate::upstream::reflector;
 
 pub use model::{
-    Fetched, Problem, Reached, RelayFetch, Report, ResourceFetch, SliceFinding, SliceSource, Tag,
+    Fetched, Problem, Reached, RelayFetch, Report, ResourceFetch, RuntimeFetch, SliceFinding,
+    SliceSource, Tag,
 };
 pub use report::build;
 
@@ -168,7 +189,31 @@ pub fn fetch(cfg: &Config) -> Fetched {
             .config_problems
             .push(format!("--relay-kubeconfig: {e}")),
     }
+    fetch_runtime(cfg, &mut fetched);
     fetched
+}
+
+/// One poll of the container runtime, as the runtime source makes it: the same client, the
+/// same deadline per call (`--container-runtime-request-timeout`), only the read-only calls.
+/// Nothing without `--container-runtime-endpoint`.
+fn fetch_runtime(cfg: &Config, fetched: &mut Fetched) {
+    let Some(endpoint) = &cfg.container_runtime_endpoint else {
+        return;
+    };
+    let deadline_secs = cfg.container_runtime_request_timeout_secs;
+    match cri::Client::new(endpoint, Duration::from_secs(deadline_secs)) {
+        Ok(mut client) => {
+            fetched.runtime = Some(RuntimeFetch {
+                endpoint: endpoint.clone(),
+                deadline_secs,
+                seen: client.list_sandboxes(),
+            });
+        }
+        // The flag parser accepted it already; reported all the same.
+        Err(e) => fetched
+            .config_problems
+            .push(format!("--container-runtime-endpoint: {e}")),
+    }
 }
 
 /// One relay, alone, with the relay kubeconfig's credentials: `/version`, then the reflectors'
@@ -232,6 +277,7 @@ fn fetch_upstream(cfg: &Config) -> Fetched {
         version: Err(UpstreamError::Config(String::new())),
         reached: None,
         relays: Vec::new(),
+        runtime: None,
     };
     let ucfg = match kubeconfig::load(cfg.kubeconfig.as_deref(), cfg.master.as_deref()) {
         Ok(u) => u,

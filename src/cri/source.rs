@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use super::client::{Client, Error, ErrorKind};
+use super::client::{Client, Error, ErrorKind, Sandboxes};
 use crate::handoff::runtime_pods::{record_poll, PollOutcome, RuntimePods, Sandbox};
 
 /// Granularity of the interruptible wait between polls.
@@ -56,19 +56,7 @@ fn run(mut client: Client, interval: Duration, on_view: &dyn Fn(RuntimePods), st
                     info!("container runtime {}: answers again", client.endpoint());
                     failing = false;
                 }
-                let ready = seen.ready.iter().map(|s| Sandbox {
-                    namespace: &s.namespace,
-                    name: &s.name,
-                    uid: &s.uid,
-                    attempt: s.attempt,
-                    created_at: s.created_at,
-                    ips: &s.ips,
-                });
-                let others = seen
-                    .not_ready
-                    .iter()
-                    .map(|(ns, n)| (ns.as_str(), n.as_str()));
-                let view = RuntimePods::from_sandboxes(ready, others);
+                let view = view_of(&seen);
                 debug!(
                     "container runtime {}: {} ready sandboxes, {} pods with an address, {} without a ready sandbox",
                     client.endpoint(),
@@ -93,6 +81,24 @@ fn run(mut client: Client, interval: Duration, on_view: &dyn Fn(RuntimePods), st
         }
         wait_until(started + interval, stop);
     }
+}
+
+/// The view of the local pods one poll gives ([`RuntimePods::from_sandboxes`]); `grid-wrapper
+/// check` builds it the same way.
+pub fn view_of(seen: &Sandboxes) -> RuntimePods {
+    let ready = seen.ready.iter().map(|s| Sandbox {
+        namespace: &s.namespace,
+        name: &s.name,
+        uid: &s.uid,
+        attempt: s.attempt,
+        created_at: s.created_at,
+        ips: &s.ips,
+    });
+    let others = seen
+        .not_ready
+        .iter()
+        .map(|(ns, n)| (ns.as_str(), n.as_str()));
+    RuntimePods::from_sandboxes(ready, others)
 }
 
 /// How a failed poll is counted.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::cri::{self, Sandboxes};
 use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
@@ -34,6 +35,19 @@ pub struct Fetched {
     pub reached: Option<Reached>,
     /// Each site relay (`--relay-kubeconfig`, `--relay-servers`), in order of preference.
     pub relays: Vec<RelayFetch>,
+    /// The container runtime (`--container-runtime-endpoint`); `None` without the flag.
+    pub runtime: Option<RuntimeFetch>,
+}
+
+/// One poll of the container runtime, as the runtime source makes it (docs/SEMANTICS.md §13).
+#[derive(Debug)]
+pub struct RuntimeFetch {
+    /// `--container-runtime-endpoint`, as given.
+    pub endpoint: String,
+    /// `--container-runtime-request-timeout`: each call's deadline.
+    pub deadline_secs: u64,
+    /// What the poll saw (`ListPodSandbox`, then `PodSandboxStatus` per ready sandbox).
+    pub seen: Result<Sandboxes, cri::client::Error>,
 }
 
 /// What one check of one site relay fetched, with the relay kubeconfig's credentials.
@@ -120,6 +134,10 @@ pub enum Tag {
     Topology,
     /// (warning) A field the protobuf schema built into grid-wrapper does not know.
     Protobuf,
+    /// The container runtime (`--container-runtime-endpoint`) did not answer a poll: its
+    /// socket missing or refused, permission denied, no answer within the deadline, or not a
+    /// CRI server.
+    Runtime,
 }
 
 impl Tag {
@@ -136,6 +154,7 @@ impl Tag {
             Tag::Node => "node",
             Tag::Topology => "topology",
             Tag::Protobuf => "protobuf",
+            Tag::Runtime => "runtime",
         }
     }
 
@@ -188,6 +207,8 @@ pub struct Report {
     /// The site relays read from before the upstream, in order (empty without
     /// `--relay-kubeconfig`).
     pub relays: Vec<RelayReport>,
+    /// The container runtime; `None` without `--container-runtime-endpoint`.
+    pub runtime: Option<RuntimeReport>,
     /// One entry per (resource, verb) tried, in order.
     pub access: Vec<Access>,
     /// The local node.
@@ -246,6 +267,48 @@ pub struct RelayReport {
     pub git_version: Option<String>,
     /// One entry per (resource, verb) tried, in order.
     pub access: Vec<Access>,
+}
+
+/// The container runtime, as one poll of the runtime source saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeReport {
+    /// `--container-runtime-endpoint`, as given.
+    pub endpoint: String,
+    /// Whether the poll succeeded (every call answered as CRI within the deadline).
+    pub reachable: bool,
+    /// Why not, as a class: `socket-missing`, `permission-denied`, `refused` (a socket nobody
+    /// listens on), `timeout`, `closed`, `io`, `not-cri` (HTTP/2, gRPC or the CRI message
+    /// broken, or a gRPC error status); `None` when reachable.
+    pub failure: Option<&'static str>,
+    /// The error, one line; `None` when reachable.
+    pub error: Option<String>,
+    /// Sandboxes listed (every state); `None` when not reachable.
+    pub sandboxes: Option<usize>,
+    /// Of which READY (by their status); `None` when not reachable.
+    pub ready_sandboxes: Option<usize>,
+    /// Pods with a ready sandbox that has an address (those the repair can serve); `None` when
+    /// not reachable.
+    pub pods_with_address: Option<usize>,
+    /// Pods the runtime knows without a ready sandbox; `None` when not reachable.
+    pub pods_not_ready: Option<usize>,
+    /// What the repair rule (docs/SEMANTICS.md §13) would change in the objects served right
+    /// now; `None` unless the runtime answered and all four resources were listed.
+    pub repairs: Option<RepairCounts>,
+}
+
+/// Endpoints the repair rule would change, per resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairCounts {
+    /// EndpointSlice endpoints (the mirrored version) served on the runtime's address.
+    pub endpoint_slice_addresses: usize,
+    /// EndpointSlice endpoints served not ready.
+    pub endpoint_slice_not_ready: usize,
+    /// Endpoints addresses served on the runtime's address.
+    pub endpoints_addresses: usize,
+    /// Endpoints addresses served not ready.
+    pub endpoints_not_ready: usize,
 }
 
 /// One access check.

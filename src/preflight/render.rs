@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Access, Count, Report};
+use super::model::{Access, Count, Report, RuntimeReport};
 
 /// The `--output=json` document, pretty-printed, with a final newline.
 pub fn json(report: &Report) -> Result<String, serde_json::Error> {
@@ -18,6 +18,39 @@ fn count(c: Option<Count>) -> String {
 
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `runtime <endpoint>: answers, …` or `runtime <endpoint>: NOT answering (<failure>)`.
+fn runtime_line(rt: &RuntimeReport) -> String {
+    let mut s = format!("runtime {}: ", rt.endpoint);
+    if !rt.reachable {
+        let _ = write!(s, "NOT answering ({})", rt.failure.unwrap_or("?"));
+        return s;
+    }
+    let n = |v: Option<usize>| v.unwrap_or(0);
+    let _ = write!(
+        s,
+        "answers, {} ({} ready), {} with an address, {} known without a ready sandbox",
+        plural(n(rt.sandboxes), "sandbox", "sandboxes"),
+        n(rt.ready_sandboxes),
+        plural(n(rt.pods_with_address), "pod", "pods"),
+        n(rt.pods_not_ready)
+    );
+    match &rt.repairs {
+        Some(c) => {
+            let _ = write!(
+                s,
+                "; would repair now: EndpointSlice endpoints {} to the runtime's address, {} \
+                 not ready; Endpoints addresses {} to the runtime's address, {} not ready",
+                c.endpoint_slice_addresses,
+                c.endpoint_slice_not_ready,
+                c.endpoints_addresses,
+                c.endpoints_not_ready
+            );
+        }
+        None => s.push_str("; repairs unknown (the upstream lists are incomplete)"),
+    }
+    s
 }
 
 /// The `--output=text` report. Problem lines are `problem: <tag>: <message>`, warnings
@@ -93,6 +126,9 @@ pub fn text(r: &Report) -> String {
                 a.verb, a.resource, a.api_version
             ));
         }
+    }
+    if let Some(rt) = &r.runtime {
+        line(runtime_line(rt));
     }
     if !r.access.is_empty() {
         line("access (list + watch as the reflectors do them):".into());

@@ -9,6 +9,9 @@ use crate::cache::collection::labels_of;
 use crate::cache::topology::{
     self, KeysAnnotation, KeysSource, TopologyKeys, HOSTNAME_LABEL, ZONE_LABEL,
 };
+use crate::cri::client::{Error as RuntimeError, ErrorKind as RuntimeErrorKind};
+use crate::cri::source::view_of;
+use crate::handoff::runtime_pods::RuntimePods;
 use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
@@ -16,7 +19,8 @@ use crate::upstream::discovery::CidrFinding;
 
 use super::model::{
     Access, Count, Fetched, NodeReport, Problem, Reached, RelayFetch, RelayReport, Report,
-    ResourceFetch, ServiceReport, SliceSource, Tag, Totals, UpstreamReport, REPORT_FORMAT,
+    ResourceFetch, RuntimeFetch, RuntimeReport, ServiceReport, SliceSource, Tag, Totals,
+    UpstreamReport, REPORT_FORMAT,
 };
 use super::{served, CHECK_TIMEOUTS};
 
@@ -176,12 +180,20 @@ pub fn build(f: Fetched) -> Report {
         .iter()
         .map(|r| relay_part(r, &mut problems, &mut warnings))
         .collect();
+    let (runtime, pods) = match &f.runtime {
+        Some(r) => {
+            let (report, pods) = runtime_part(r, &mut problems);
+            (Some(report), pods)
+        }
+        None => (None, None),
+    };
     let mut report = Report {
         report_format: REPORT_FORMAT,
         ready: false,
         hostname: f.hostname.clone(),
         upstream,
         relays,
+        runtime,
         access: Vec::new(),
         node: NodeReport {
             name: f.hostname.clone(),
@@ -200,6 +212,7 @@ pub fn build(f: Fetched) -> Report {
             &f.hostname,
             f.wrapper_in_cluster,
             reached,
+            pods.as_ref(),
             &mut report,
             &mut problems,
             &mut warnings,
@@ -291,6 +304,86 @@ fn relay_part(
     report
 }
 
+/// The class of a failed runtime poll, as `RuntimeReport::failure` names it.
+fn runtime_failure(e: &RuntimeError) -> &'static str {
+    match &e.kind {
+        RuntimeErrorKind::Connect(io) => match io.kind() {
+            std::io::ErrorKind::NotFound => "socket-missing",
+            std::io::ErrorKind::PermissionDenied => "permission-denied",
+            std::io::ErrorKind::ConnectionRefused => "refused",
+            _ => "io",
+        },
+        RuntimeErrorKind::Io(_) => "io",
+        RuntimeErrorKind::Timeout(_) => "timeout",
+        RuntimeErrorKind::Closed => "closed",
+        RuntimeErrorKind::Protocol(_) | RuntimeErrorKind::Message(_) => "not-cri",
+    }
+}
+
+/// What to do about a failed runtime poll, by class.
+fn runtime_advice(failure: &str, deadline_secs: u64) -> String {
+    match failure {
+        "socket-missing" => " (is the runtime's socket mounted into this container at that \
+                              path? see the chart's containerRuntime values)"
+            .into(),
+        "permission-denied" => " (connecting to a unix socket needs write permission on it: \
+                                 run as a user the socket's mode lets in)"
+            .into(),
+        "refused" => " (the socket exists but nothing listens on it: is the runtime running?)".into(),
+        "timeout" => format!(
+            " (the runtime did not answer within --container-runtime-request-timeout={deadline_secs} s)"
+        ),
+        "not-cri" | "closed" => {
+            " (is it the CRI socket the kubelet uses, --container-runtime-endpoint as the \
+             kubelet names it?)"
+                .into()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The runtime's part of the report, and the view of the local pods its poll gives. A poll
+/// that fails is a `runtime` problem: the flag asks for the runtime source, and the server
+/// would run with it doing nothing (serving as if the flag were off, one WARN).
+fn runtime_part(
+    r: &RuntimeFetch,
+    problems: &mut Vec<Problem>,
+) -> (RuntimeReport, Option<RuntimePods>) {
+    let mut report = RuntimeReport {
+        endpoint: r.endpoint.clone(),
+        reachable: false,
+        failure: None,
+        error: None,
+        sandboxes: None,
+        ready_sandboxes: None,
+        pods_with_address: None,
+        pods_not_ready: None,
+        repairs: None,
+    };
+    match &r.seen {
+        Ok(seen) => {
+            let pods = view_of(seen);
+            report.reachable = true;
+            report.sandboxes = Some(seen.ready.len() + seen.not_ready.len());
+            report.ready_sandboxes = Some(seen.ready.len());
+            report.pods_with_address = Some(pods.ready.len());
+            report.pods_not_ready = Some(pods.not_ready.len());
+            (report, Some(pods))
+        }
+        Err(e) => {
+            let failure = runtime_failure(e);
+            let error = e.to_string().replace('\n', " ");
+            problems.push(Problem {
+                tag: Tag::Runtime,
+                message: format!("{error}{}", runtime_advice(failure, r.deadline_secs)),
+            });
+            report.failure = Some(failure);
+            report.error = Some(error);
+            (report, None)
+        }
+    }
+}
+
 /// One warning per field of `objects` that grid-wrapper's protobuf schema does not know
 /// ([`crate::proto::unknown`]): kube-proxy, which reads protobuf, would not get it.
 fn unknown_fields(res: Resource, objects: &[Value]) -> Vec<Problem> {
@@ -318,6 +411,7 @@ fn reached_part(
     hostname: &str,
     wrapper_in_cluster: bool,
     reached: Reached,
+    pods: Option<&RuntimePods>,
     report: &mut Report,
     problems: &mut Vec<Problem>,
     warnings: &mut Vec<Problem>,
@@ -409,6 +503,7 @@ fn reached_part(
             slices.kind,
             [n, &services, e, s],
             topo.iter().map(|(k, _)| k),
+            pods,
         )),
         _ => None,
     };
@@ -471,6 +566,9 @@ fn reached_part(
         });
     }
     if let Some(c) = counts {
+        if let Some(runtime) = &mut report.runtime {
+            runtime.repairs = c.repairs;
+        }
         report.totals = Some(Totals {
             topology_services: out.len(),
             fully_pruned_services,

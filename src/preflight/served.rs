@@ -1,24 +1,30 @@
 //! What grid-wrapper would serve on this node, computed by the cache itself: the fetched lists
 //! go into a [`State`] exactly as the reflectors' first lists do (each item's JSON text through
 //! the cache's list taker, [`State::apply_list`], per resource; EndpointSlice version pinned),
-//! and the served collections are read back. Pure.
+//! and the served collections are read back; with the container runtime's view of the local
+//! pods, the repair rule ([`repair::repair`], docs/SEMANTICS.md §13) is applied to each served
+//! endpoint object and what it would change counted. Pure.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::cache::collection::Retention;
+use crate::cache::collection::{Collection, Retention};
+use crate::cache::repair;
 use crate::cache::store::{Settings, State};
 use crate::cache::topology;
+use crate::handoff::runtime_pods::RuntimePods;
 use crate::k8s::{ObjectKey, Resource};
 
-use super::model::{Count, ServedCounts};
+use super::model::{Count, RepairCounts, ServedCounts};
 
 /// Per topology Service: (EndpointSlice endpoints, Endpoints addresses), and the served totals.
 #[derive(Debug)]
 pub(super) struct Computed {
     pub(super) per_service: BTreeMap<ObjectKey, (Count, Count)>,
     pub(super) served: ServedCounts,
+    /// What the repair rule would change; `None` without a runtime view.
+    pub(super) repairs: Option<RepairCounts>,
 }
 
 /// Endpoints of an EndpointSlice (either version).
@@ -52,13 +58,15 @@ fn parse(bytes: &[u8]) -> Option<Value> {
 /// Feeds `[nodes, services, endpoints, slices]` into a fresh cache for `hostname` and counts,
 /// for each Service in `services_of_interest`, the endpoints it keeps out of those upstream.
 /// Upstream objects the cache does not serve (outside kube-proxy's selector, nameless) count
-/// in neither number.
+/// in neither number. With `pods` (the runtime's view), the endpoints of the served objects the
+/// repair rule would change are counted too.
 pub(super) fn compute<'k>(
     hostname: &str,
     wrapper_in_cluster: bool,
     slice_kind: Resource,
     lists: [&Vec<Value>; 4],
     services_of_interest: impl Iterator<Item = &'k ObjectKey>,
+    pods: Option<&RuntimePods>,
 ) -> Computed {
     let settings = Settings {
         hostname: hostname.to_string(),
@@ -119,7 +127,29 @@ pub(super) fn compute<'k>(
         count.total += endpoints_addresses(ep);
         count.kept += parse(&served.bytes).map_or(0, |v| endpoints_addresses(&v));
     }
+    let repairs = pods.map(|pods| {
+        let mut counts = RepairCounts::default();
+        let served_objects = |items: &[Value], collection: &Collection| {
+            items
+                .iter()
+                .filter_map(ObjectKey::of)
+                .filter_map(|key| collection.get(&key).and_then(|o| parse(&o.bytes)))
+                .collect::<Vec<Value>>()
+        };
+        for mut obj in served_objects(slices, served_slices) {
+            let o = repair::repair(&mut obj, slice_kind, hostname, pods);
+            counts.endpoint_slice_addresses += o.addresses;
+            counts.endpoint_slice_not_ready += o.not_ready;
+        }
+        for mut obj in served_objects(endpoints, served_endpoints) {
+            let o = repair::repair(&mut obj, Resource::Endpoints, hostname, pods);
+            counts.endpoints_addresses += o.addresses;
+            counts.endpoints_not_ready += o.not_ready;
+        }
+        counts
+    });
     Computed {
+        repairs,
         per_service,
         served: ServedCounts {
             nodes: view.collection(Resource::Nodes).len(),

@@ -3,9 +3,13 @@
 
 use serde_json::{json, Value};
 
-use super::model::{Count, Fetched, Reached, ResourceFetch, SliceFinding, SliceSource, Tag};
+use super::model::{
+    Count, Fetched, Reached, RepairCounts, ResourceFetch, RuntimeFetch, SliceFinding, SliceSource,
+    Tag,
+};
 use super::render;
 use super::report::build;
+use crate::cri::{self, ReadySandbox, Sandboxes};
 use crate::k8s::Resource;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::decode::ListResult;
@@ -115,6 +119,7 @@ fn fetched(
             resources,
         }),
         relays: Vec::new(),
+        runtime: None,
     }
 }
 
@@ -187,6 +192,7 @@ fn an_unreachable_upstream_is_one_connectivity_problem() {
         version: Err(UpstreamError::Unreachable("Connection refused".into())),
         reached: None,
         relays: Vec::new(),
+        runtime: None,
     };
     let r = build(f);
     assert!(!r.ready && !r.upstream.reachable);
@@ -690,4 +696,172 @@ fn each_relay_is_reported_by_url_as_a_relay_with_its_own_problems() {
     let json: serde_json::Value = serde_json::from_str(&render::json(&r).unwrap()).unwrap();
     assert_eq!(json["relays"][1]["server"], "https://r2:51010");
     assert_eq!(json["relays"][1]["relay"], true);
+}
+
+/// `cluster` with each local endpoint (the first of each object) pointing at a Pod `<svc>-0`.
+fn cluster_with_pods() -> [Vec<Value>; 4] {
+    let mut data = cluster(Some("zone-a"));
+    for ep in &mut data[2] {
+        let pod = format!("{}-0", ep["metadata"]["name"].as_str().unwrap_or(""));
+        ep["subsets"][0]["addresses"][0]["targetRef"] = json!({"kind": "Pod", "name": pod});
+    }
+    for slice in &mut data[3] {
+        let svc = slice["metadata"]["labels"]["kubernetes.io/service-name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        slice["endpoints"][0]["targetRef"] = json!({"kind": "Pod", "name": format!("{svc}-0")});
+    }
+    data
+}
+
+fn runtime(seen: Result<Sandboxes, cri::client::Error>) -> Option<RuntimeFetch> {
+    Some(RuntimeFetch {
+        endpoint: "unix:///run/containerd/containerd.sock".into(),
+        deadline_secs: 2,
+        seen,
+    })
+}
+
+/// `web-0` ready on a new address, `api-0` known with no ready sandbox, one unrelated pod.
+fn sandboxes() -> Sandboxes {
+    let ready = |name: &str, ip: &str| ReadySandbox {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        attempt: 1,
+        created_at: 1,
+        ips: vec![ip.into()],
+    };
+    Sandboxes {
+        ready: vec![ready("web-0", "10.9.9.9"), ready("other", "10.9.9.8")],
+        not_ready: vec![("default".into(), "api-0".into())],
+    }
+}
+
+#[test]
+fn a_runtime_that_answers_is_reported_with_what_it_would_repair() {
+    let mut f = fetched(cluster_with_pods(), &ok);
+    f.runtime = runtime(Ok(sandboxes()));
+    let r = build(f);
+    assert!(r.ready, "{:?}", r.problems);
+    let rt = r.runtime.as_ref().expect("runtime part");
+    assert!(rt.reachable);
+    assert_eq!((rt.failure, rt.error.as_deref()), (None, None));
+    assert_eq!(
+        (
+            rt.sandboxes,
+            rt.ready_sandboxes,
+            rt.pods_with_address,
+            rt.pods_not_ready
+        ),
+        (Some(3), Some(2), Some(2), Some(1))
+    );
+    // web-0 moves (its slice endpoint and its Endpoints address), api-0 is served not ready.
+    assert_eq!(
+        rt.repairs,
+        Some(RepairCounts {
+            endpoint_slice_addresses: 1,
+            endpoint_slice_not_ready: 1,
+            endpoints_addresses: 1,
+            endpoints_not_ready: 1,
+        })
+    );
+    let text = render::text(&r);
+    assert!(
+        text.contains(
+            "runtime unix:///run/containerd/containerd.sock: answers, 3 sandboxes (2 ready), \
+             2 pods with an address, 1 known without a ready sandbox; would repair now: \
+             EndpointSlice endpoints 1 to the runtime's address, 1 not ready; Endpoints \
+             addresses 1 to the runtime's address, 1 not ready"
+        ),
+        "{text}"
+    );
+    let doc: Value = serde_json::from_str(&render::json(&r).expect("json")).expect("parses");
+    assert_eq!(doc["runtime"]["repairs"]["endpointsNotReady"], 1, "{doc}");
+    assert_eq!(doc["runtime"]["podsWithAddress"], 2, "{doc}");
+}
+
+#[test]
+fn a_runtime_on_the_served_addresses_repairs_nothing() {
+    let mut f = fetched(cluster_with_pods(), &ok);
+    let mut seen = sandboxes();
+    seen.ready[0].ips = vec!["10.0.0.0".into()];
+    seen.not_ready.clear();
+    f.runtime = runtime(Ok(seen));
+    let r = build(f);
+    let rt = r.runtime.as_ref().expect("runtime part");
+    assert_eq!(rt.repairs, Some(RepairCounts::default()));
+}
+
+#[test]
+fn repairs_are_unknown_when_a_list_failed() {
+    let mut f = fetched(cluster_with_pods(), &|k, v| {
+        (k == Resource::Endpoints && v == "list").then(|| status(403, "Forbidden"))
+    });
+    f.runtime = runtime(Ok(sandboxes()));
+    let r = build(f);
+    let rt = r.runtime.as_ref().expect("runtime part");
+    assert!(rt.reachable);
+    assert_eq!(rt.repairs, None);
+    assert!(render::text(&r).contains("repairs unknown"));
+}
+
+#[test]
+fn a_runtime_that_does_not_answer_is_a_runtime_problem_by_class() {
+    let err = |kind| cri::client::Error {
+        endpoint: "unix:///run/containerd/containerd.sock".into(),
+        call: cri::client::Call::ListPodSandbox,
+        kind,
+    };
+    let io = |k| std::io::Error::new(k, "x");
+    use cri::client::ErrorKind as K;
+    for (kind, class) in [
+        (
+            K::Connect(io(std::io::ErrorKind::NotFound)),
+            "socket-missing",
+        ),
+        (
+            K::Connect(io(std::io::ErrorKind::PermissionDenied)),
+            "permission-denied",
+        ),
+        (
+            K::Connect(io(std::io::ErrorKind::ConnectionRefused)),
+            "refused",
+        ),
+        (K::Timeout(std::time::Duration::from_secs(2)), "timeout"),
+        (K::Closed, "closed"),
+        (K::Message(cri::messages::MessageError::NoStatus), "not-cri"),
+    ] {
+        let mut f = fetched(cluster_with_pods(), &ok);
+        f.runtime = runtime(Err(err(kind)));
+        let r = build(f);
+        assert!(!r.ready, "{class}");
+        assert_eq!(tags(&r), [Tag::Runtime], "{class}");
+        let rt = r.runtime.as_ref().expect("runtime part");
+        assert_eq!((rt.reachable, rt.failure), (false, Some(class)));
+        assert_eq!((rt.sandboxes, rt.repairs), (None, None), "{class}");
+        let text = render::text(&r);
+        assert!(
+            text.contains(&format!(
+                "runtime unix:///run/containerd/containerd.sock: NOT answering ({class})"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "problem: runtime: container runtime unix:///run/containerd/containerd.sock: ListPodSandbox: "
+            ),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn without_the_flag_there_is_no_runtime_part() {
+    let r = build(fetched(cluster_with_pods(), &ok));
+    assert_eq!(r.runtime, None);
+    assert!(!render::text(&r).contains("runtime "));
+    let doc: Value = serde_json::from_str(&render::json(&r).expect("json")).expect("parses");
+    assert_eq!(doc["runtime"], Value::Null);
 }

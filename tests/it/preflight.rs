@@ -2,14 +2,21 @@
 //! version, kept/total for `web`), a wrong `--hostname` (a `node` problem), an unreachable or
 //! silent upstream (a `connectivity` problem, fast), a wrong token (401 per resource and verb),
 //! a node without the topology label (`web` fully pruned), `--output json`, TLS (a wrong CA is
-//! a `tls` problem), and that the check binds nothing and writes nothing. Every run is bounded.
+//! a `tls` problem), and that the check binds nothing and writes nothing. With
+//! `--container-runtime-endpoint` (the real grpc-go CRI server of `common::cri`): a runtime that
+//! answers (its sandboxes and what the repair would change, only the two read-only calls), a
+//! missing socket, a socket that is not a CRI server and a stalled runtime (`runtime` problems).
+//! Every run is bounded.
 
 use crate::common;
 
+use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::cri::{self, Fake, Sb};
 use common::pki::Pki;
 use common::{run_bounded, token_kubeconfig, RunOutput, Sim, TempDir};
 use serde_json::{json, Value};
@@ -406,4 +413,182 @@ fn native_traffic_distribution_is_advised_on_1_35() {
             false => assert!(advice.is_empty(), "{out}"),
         }
     }
+}
+
+// ---- the container runtime (`--container-runtime-endpoint`, docs/SEMANTICS.md §13) ----
+
+/// The demo's web pod on `edge-a1`, served upstream at 10.244.1.10.
+const RUNTIME_POD: &str = "web-5d8f7-a1x2q";
+
+/// The `runtime …` line of a text report.
+fn runtime_line(stdout: &str) -> &str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with("runtime "))
+        .unwrap_or("")
+}
+
+/// `check` of node `edge-a1` against `sim` with the runtime at `endpoint`, then `extra`.
+fn check_runtime(sim: &Sim, endpoint: &str, extra: &[&str]) -> (i32, String, RunOutput) {
+    let args = [
+        "--master",
+        &sim.url,
+        "--hostname",
+        "edge-a1",
+        "--container-runtime-endpoint",
+        endpoint,
+    ];
+    check(&[&args[..], extra].concat())
+}
+
+#[test]
+fn the_runtime_answers_and_the_check_counts_what_it_would_repair() {
+    let moved = |ready| Sb {
+        id: "sb-1",
+        name: RUNTIME_POD,
+        attempt: 1,
+        ready,
+        ips: &["10.244.1.99"],
+    };
+    let Some(fake) = Fake::start("check-ok", &[moved(true)]) else {
+        return;
+    };
+    let sim = Sim::start(&[]);
+    let (code, out, run) = check_runtime(&sim, &fake.endpoint, &[]);
+    assert_eq!(code, 0, "{out}\n{}", run.stderr_text());
+    assert_eq!(
+        runtime_line(&out),
+        format!(
+            "runtime {}: answers, 1 sandbox (1 ready), 1 pod with an address, 0 known without \
+             a ready sandbox; would repair now: EndpointSlice endpoints 1 to the runtime's \
+             address, 0 not ready; Endpoints addresses 1 to the runtime's address, 0 not ready",
+            fake.endpoint
+        ),
+        "{out}"
+    );
+    // Only the two read-only calls, as the runtime source makes them.
+    let calls = fake.calls();
+    assert!(!calls.is_empty(), "the check called the runtime");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.ends_with("/ListPodSandbox") || c.ends_with("/PodSandboxStatus")),
+        "{calls:?}"
+    );
+
+    // JSON, and a pod whose sandbox is not ready: served not ready.
+    fake.set(&[moved(false)]);
+    let (code, out, _) = check_runtime(&sim, &fake.endpoint, &["--output", "json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        v["runtime"],
+        json!({
+            "endpoint": fake.endpoint, "reachable": true, "failure": null, "error": null,
+            "sandboxes": 1, "readySandboxes": 0, "podsWithAddress": 0, "podsNotReady": 1,
+            "repairs": {"endpointSliceAddresses": 0, "endpointSliceNotReady": 1,
+                        "endpointsAddresses": 0, "endpointsNotReady": 1},
+        }),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_missing_runtime_socket_is_a_runtime_problem_fast() {
+    let sim = Sim::start(&[]);
+    let dir = TempDir::new("check-no-cri");
+    let endpoint = format!("unix://{}", dir.path.join("absent.sock").display());
+    let started = Instant::now();
+    let (code, out, _) = check_runtime(&sim, &endpoint, &[]);
+    assert!(started.elapsed() < Duration::from_secs(10), "fast");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        runtime_line(&out),
+        format!("runtime {endpoint}: NOT answering (socket-missing)"),
+        "{out}"
+    );
+    let p = problems(&out);
+    assert_eq!(p.len(), 1, "{out}");
+    assert!(
+        p[0].starts_with(&format!(
+            "problem: runtime: container runtime {endpoint}: ListPodSandbox: cannot connect: "
+        )),
+        "{out}"
+    );
+    let (code, out, _) = check_runtime(&sim, &endpoint, &["--output=json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["runtime"]["reachable"], false, "{v}");
+    assert_eq!(v["runtime"]["failure"], "socket-missing", "{v}");
+    assert_eq!(v["runtime"]["repairs"], Value::Null, "{v}");
+    assert_eq!(v["problems"][0]["tag"], "runtime", "{v}");
+}
+
+#[test]
+fn a_socket_that_is_not_a_cri_server_is_a_runtime_problem() {
+    let sim = Sim::start(&[]);
+    let dir = TempDir::new("check-not-cri");
+    let socket = dir.path.join("http1.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    // An HTTP/1.1 server: it reads the preface's first bytes and answers 400.
+    let server = std::thread::spawn(move || {
+        if let Ok((mut conn, _)) = listener.accept() {
+            let mut buf = [0u8; 64];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let endpoint = format!("unix://{}", socket.display());
+    let (code, out, _) = check_runtime(&sim, &endpoint, &[]);
+    // Unblocks the accept when the check never connected (then the thread ends at once).
+    let _ = UnixStream::connect(&socket);
+    let _ = server.join();
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        runtime_line(&out),
+        format!("runtime {endpoint}: NOT answering (not-cri)"),
+        "{out}"
+    );
+    assert!(
+        problems(&out)
+            .iter()
+            .any(|p| p.starts_with("problem: runtime: ")),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_stalled_runtime_is_a_timeout_within_the_request_timeout() {
+    let Some(fake) = Fake::start("check-stall", &[cri::WEB]) else {
+        return;
+    };
+    let sim = Sim::start(&[]);
+    let pid = fake.pid().to_string();
+    let stop = Command::new("kill").args(["-STOP", &pid]).status();
+    assert!(stop.is_ok_and(|s| s.success()), "SIGSTOP the runtime");
+    let started = Instant::now();
+    let (code, out, _) = check_runtime(
+        &sim,
+        &fake.endpoint,
+        &["--container-runtime-request-timeout", "1"],
+    );
+    let took = started.elapsed();
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        runtime_line(&out),
+        format!("runtime {}: NOT answering (timeout)", fake.endpoint),
+        "{out}"
+    );
+    assert!(
+        problems(&out)
+            .iter()
+            .any(|p| p.starts_with("problem: runtime: ")
+                && p.contains("no complete answer within 1000 ms")),
+        "{out}"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "bounded by the deadline: {took:?}"
+    );
 }
