@@ -4,7 +4,10 @@
 #   1. helm lint --strict, default values and every preset of the chart's presets/;
 #   2. drift: the default rendering equals `kubectl kustomize deploy/` object by object (but the
 #      Namespace, which the chart renders only with createNamespace=true: then all of it), the
-#      relay preset equals deploy/ with the deploy/relay component, and the kube-proxy values
+#      relay preset equals deploy/ with the deploy/relay component, the container-runtime preset
+#      (alone and with the relay preset) equals deploy/ with the deploy/container-runtime
+#      component (and has the flag, the read-only mount and the socket's group in every
+#      DaemonSet, which no other rendering has), and the kube-proxy values
 #      equal deploy/kube-proxy-kubeconfig.yaml and deploy/edge-kube-proxy-rbac.yaml
 #      (scripts/helm-compare.py);
 #   3. the PrometheusRule: `promtool check rules`, and `promtool test rules` with
@@ -83,6 +86,54 @@ printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresour
 "$KUBECTL" kustomize out/helm-check/site >"$T/deploy-relay.yaml"
 render --set createNamespace=true -f "$CHART/presets/relay.yaml" >"$T/relay-ns.yaml"
 python3 scripts/helm-compare.py "$T/deploy-relay.yaml" "$T/relay-ns.yaml" || die "presets/relay.yaml vs deploy/ + deploy/relay"
+# The container runtime (off by default): the preset against deploy/ with the
+# deploy/container-runtime component, alone and after the relay component (both DaemonSets).
+overlay() { # overlay NAME COMPONENT...: kustomize deploy/ with these components into $T/deploy-NAME.yaml
+  local name=$1; shift
+  mkdir -p "out/helm-check/$name"
+  { printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../../deploy]\ncomponents:\n'
+    for c in "$@"; do printf '  - ../../../deploy/%s\n' "$c"; done; } >"out/helm-check/$name/kustomization.yaml"
+  "$KUBECTL" kustomize "out/helm-check/$name" >"$T/deploy-$name.yaml"
+}
+overlay runtime container-runtime
+render --set createNamespace=true -f "$CHART/presets/container-runtime.yaml" >"$T/runtime-ns.yaml"
+python3 scripts/helm-compare.py "$T/deploy-runtime.yaml" "$T/runtime-ns.yaml" || die "presets/container-runtime.yaml vs deploy/ + deploy/container-runtime"
+overlay relay-runtime relay container-runtime
+render --set createNamespace=true -f "$CHART/presets/relay.yaml" -f "$CHART/presets/container-runtime.yaml" >"$T/relay-runtime-ns.yaml"
+python3 scripts/helm-compare.py "$T/deploy-relay-runtime.yaml" "$T/relay-runtime-ns.yaml" || die "relay + container-runtime presets vs deploy/ + deploy/relay + deploy/container-runtime"
+# ...and what both must say: in every DaemonSet the flag, the socket's directory mounted
+# read-only from a hostPath Directory, the socket's group; none of it by default.
+check_runtime() { # check_runtime FILE DAEMONSETS [ENDPOINT DIR]: DAEMONSETS with all of it, the others none
+  python3 - "$@" <<'PY'
+import sys, yaml
+path, want = sys.argv[1], int(sys.argv[2])
+endpoint, host_dir = (sys.argv[3:5] + [None, None])[:2]
+with_it = 0
+for d in yaml.safe_load_all(open(path, encoding="utf-8")):
+    if not d or d.get("kind") != "DaemonSet":
+        continue
+    spec = d["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    name = d["metadata"]["name"]
+    flags = [a for a in c.get("args", []) if a.startswith("--container-runtime-endpoint")]
+    mounts = [m for m in c.get("volumeMounts", []) if m["name"] == "container-runtime"]
+    vols = [v for v in spec.get("volumes", []) if v["name"] == "container-runtime"]
+    groups = spec.get("securityContext", {}).get("supplementalGroups")
+    if not (flags or mounts or vols or groups):
+        continue
+    with_it += 1
+    assert endpoint, f"{name}: {flags} {mounts} {vols} {groups}"
+    assert flags == [f"--container-runtime-endpoint={endpoint}"], f"{name}: {flags}"
+    assert mounts == [{"name": "container-runtime", "mountPath": host_dir, "readOnly": True}], f"{name}: {mounts}"
+    assert vols == [{"name": "container-runtime", "hostPath": {"path": host_dir, "type": "Directory"}}], f"{name}: {vols}"
+    assert groups == [0], f"{name}: {groups}"
+assert with_it == want, f"{with_it} DaemonSets with the container runtime, want {want}"
+PY
+}
+check_runtime "$T/relay-runtime-ns.yaml" 2 unix:///run/containerd/containerd.sock /run/containerd \
+  || die "the container runtime's flag, mount or group missing"
+check_runtime "$T/default.yaml" 0 || die "the default rendering has the container runtime"
+check_runtime "$T/relay.yaml" 0 || die "the relay preset has the container runtime"
 { cat deploy/kube-proxy-kubeconfig.yaml; echo ---; cat deploy/edge-kube-proxy-rbac.yaml; } >"$T/deploy-kp.yaml"
 render --set kubeProxy.kubeconfig.enabled=true --set kubeProxy.rbac.enabled=true \
   --show-only templates/kube-proxy.yaml >"$T/kp.yaml"

@@ -60,6 +60,58 @@ limits:
 {{- end }}
 {{- end -}}
 
+{{/* containerRuntime: the flag, after each DaemonSet's own (as deploy/container-runtime appends it). */}}
+{{- define "gw.runtimeArgs" -}}
+{{- with .Values.containerRuntime.endpoint }}
+- --container-runtime-endpoint={{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* containerRuntime.endpoint's socket path; fails on anything but unix:///abs or /abs. */}}
+{{- define "gw.runtimeSocket" -}}
+{{- $e := .Values.containerRuntime.endpoint -}}
+{{- $p := trimPrefix "unix://" $e -}}
+{{- if or (not (hasPrefix "/" $p)) (contains "://" $p) -}}
+{{- fail (printf "containerRuntime.endpoint %q: use unix:///absolute/path/to/the.sock" $e) -}}
+{{- end -}}
+{{- $p -}}
+{{- end -}}
+
+{{/* containerRuntime: the host path mounted (hostPath, else the socket's directory). */}}
+{{- define "gw.runtimeHostPath" -}}
+{{- .Values.containerRuntime.hostPath | default (dir (include "gw.runtimeSocket" .)) -}}
+{{- end -}}
+
+{{/* containerRuntime: the container's mount of the runtime's socket (nothing when off). */}}
+{{- define "gw.runtimeMount" -}}
+{{- if .Values.containerRuntime.endpoint }}
+# readOnly: nothing in it can be created, removed or replaced; connecting to the socket (the
+# runtime's whole API) still works (chart README, "Container runtime").
+- name: container-runtime
+  mountPath: {{ include "gw.runtimeHostPath" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* containerRuntime: the pod's supplemental group that may connect (nothing when off). */}}
+{{- define "gw.runtimeGroups" -}}
+{{- if and .Values.containerRuntime.endpoint (not (kindIs "invalid" .Values.containerRuntime.socketGroup)) }}
+# The runtime's socket is group-writable (root:root 0660): connecting needs that group.
+supplementalGroups: [{{ .Values.containerRuntime.socketGroup }}]
+{{- end }}
+{{- end -}}
+
+{{/* containerRuntime: the hostPath volume (nothing when off). */}}
+{{- define "gw.runtimeVolume" -}}
+{{- if .Values.containerRuntime.endpoint }}
+{{- $path := include "gw.runtimeHostPath" . }}
+- name: container-runtime
+  hostPath:
+    path: {{ $path }}
+    type: {{ eq $path (include "gw.runtimeSocket" .) | ternary "Socket" "Directory" }}
+{{- end }}
+{{- end -}}
+
 {{/* NODE_NAME always; NODE_IP when an address uses it (or the relay). */}}
 {{- define "gw.env" -}}
 - name: NODE_NAME
