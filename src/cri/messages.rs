@@ -1,9 +1,9 @@
 //! The CRI messages (`runtime.v1`, k8s.io/cri-api `api.proto`) of the two read-only calls the
 //! client makes, and only the fields it needs: the requests, written with `proto::wire`, and the
-//! answers, read with [`super::pbread`]. Unknown fields are skipped; a repeated singular field
+//! answers, read with [`crate::proto::read`]. Unknown fields are skipped; a repeated singular field
 //! keeps its last value (as protobuf's own decoders do for scalars).
 
-use super::pbread::{self, PbError, Value};
+use crate::proto::read::{self, PbError, Value};
 use crate::proto::wire;
 
 /// `/runtime.v1.RuntimeService/ListPodSandbox`.
@@ -123,7 +123,7 @@ fn each<'a>(
     buf: &'a [u8],
     mut visit: impl FnMut(u32, Value<'a>) -> Result<(), MessageError>,
 ) -> Result<(), MessageError> {
-    for field in pbread::fields(buf) {
+    for field in read::fields(buf) {
         let (number, value) = field.map_err(|error| MessageError::Protobuf { message, error })?;
         visit(number, value)?;
     }
@@ -145,7 +145,7 @@ fn varint(message: &'static str, field: u32, v: Value<'_>) -> Result<u64, Messag
 }
 
 fn string(message: &'static str, field: u32, v: Value<'_>) -> Result<String, MessageError> {
-    pbread::string(field, bytes(message, field, v)?)
+    read::string(field, bytes(message, field, v)?)
         .map_err(|error| MessageError::Protobuf { message, error })
 }
 

@@ -4,7 +4,8 @@
 //! Pure: no I/O, threads or clocks. A served object's JSON becomes its protobuf message with
 //! [`encode::encode_object`], driven by the generated message tables of [`schema`]; the
 //! [`envelope`] helpers put that message in the apiserver's envelope (`k8s\0` + `runtime.Unknown`),
-//! a List, or a length-framed watch event, without copying the message.
+//! a List, or a length-framed watch event, without copying the message. [`read`] reads the wire
+//! format back (the container runtime's CRI answers are protobuf).
 //!
 //! The rules, from the Go types (see `scripts/gen-proto-schema.py`, which generates [`schema`]):
 //! fields go out in ascending field number; a pointer field only when present; a slice per
@@ -13,6 +14,7 @@
 
 pub mod encode;
 pub mod envelope;
+pub mod read;
 #[rustfmt::skip]
 pub mod schema;
 pub mod unknown;

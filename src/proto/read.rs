@@ -1,5 +1,5 @@
 //! Reading protobuf's wire format (varints, tags, length-delimited fields), the counterpart of
-//! `proto::wire`'s writers, for the CRI answers. Every read is bounded by its buffer; a
+//! [`super::wire`]'s writers (the container runtime's CRI answers are protobuf). Every read is bounded by its buffer; a
 //! truncated field, an overlong varint or a group is an error, never a panic.
 
 /// Why a protobuf message was refused.
