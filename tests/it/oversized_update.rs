@@ -122,11 +122,14 @@ fn an_oversized_update_of_the_local_node_keeps_it_served_and_the_topology_unchan
         [("nodes.v1".to_string(), HOST.to_string())],
         "/debug/state lists it"
     );
-    let text = log.text();
-    let warns: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains(HOST) && l.contains("max-object-bytes"))
-        .collect();
+    let too_large_warn =
+        |l: &str| l.contains("WARN") && l.contains(HOST) && l.contains("max-object-bytes");
+    let text = log.wait_for_line(
+        "the WARN naming it",
+        Duration::from_secs(20),
+        too_large_warn,
+    );
+    let warns: Vec<&str> = text.lines().filter(|l| too_large_warn(l)).collect();
     assert_eq!(warns.len(), 1, "one WARN naming it:\n{text}");
     assert!(
         warns[0].contains(&format!("resourceVersion {}", rv(&node)))

@@ -99,11 +99,9 @@ fn a_list_answered_429_is_asked_again_no_sooner_than_its_retry_after() {
         metric(&w, "grid_wrapper_upstream_throttled_total", "nodes"),
         1
     );
-    let text = log.text();
-    let warns: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("429"))
-        .collect();
+    let throttled_warn = |l: &str| l.contains("WARN") && l.contains("429");
+    let text = log.wait_for_line("the 429's WARN", Duration::from_secs(20), throttled_warn);
+    let warns: Vec<&str> = text.lines().filter(|l| throttled_warn(l)).collect();
     assert_eq!(warns.len(), 1, "{text}");
     assert!(
         warns[0].contains(&format!("Retry-After {RETRY_AFTER} s"))

@@ -163,7 +163,7 @@ fn an_upstream_without_servicecidrs_has_their_requests_proxied() {
     );
     // The other resources are served as usual, and one line says why ServiceCIDRs are not.
     assert_eq!(names(&w.get_json("/api/v1/nodes")).len(), 4);
-    let text = log.text();
+    let text = log.wait_for_text("the upstream has no ServiceCIDRs", Duration::from_secs(20));
     assert_eq!(
         text.matches("the upstream has no ServiceCIDRs").count(),
         1,
@@ -236,7 +236,10 @@ fn an_upstream_that_gains_servicecidrs_is_followed_without_a_restart() {
         },
     );
     assert_eq!(names(&w.get_json(V1BETA1)), ["kubernetes"]);
-    let text = log.text();
+    let text = log.wait_for_text(
+        "the upstream has ServiceCIDRs now: mirroring CidrsV1",
+        Duration::from_secs(20),
+    );
     assert_eq!(
         text.matches("the upstream has ServiceCIDRs now: mirroring CidrsV1")
             .count(),

@@ -148,11 +148,10 @@ fn a_stalled_services_list_delays_no_other_resource_and_is_abandoned_at_its_dead
     within(Duration::from_secs(30), "the Service listed again", || {
         w.get("/api/v1/namespaces/default/services/late").0 == 200
     });
-    let text = log.text();
-    let warns: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("Services") && l.contains("stalled"))
-        .collect();
+    let stall_warn =
+        |l: &str| l.contains("WARN") && l.contains("Services") && l.contains("stalled");
+    let text = log.wait_for_line("the stall's WARN", Duration::from_secs(20), stall_warn);
+    let warns: Vec<&str> = text.lines().filter(|l| stall_warn(l)).collect();
     assert_eq!(warns.len(), 1, "one WARN for the stall:\n{text}");
     assert_eq!(
         metric(&w, "grid_wrapper_upstream_stalls_total", "nodes"),
@@ -189,12 +188,10 @@ fn a_watch_silent_after_bookmarks_is_restarted_at_its_progress_deadline() {
         || w.get_json("/api/v1/nodes/edge-c1")["metadata"]["labels"]["after-silence"] == "1",
     );
     assert!(metric(&w, "grid_wrapper_upstream_stalls_total", "nodes") >= 1);
-    let text = log.text();
-    assert!(
-        text.lines()
-            .any(|l| l.contains("WARN") && l.contains("Nodes") && l.contains("silent")),
-        "a WARN says the watch went silent:\n{text}"
-    );
+    // A WARN says the watch went silent.
+    log.wait_for_line("the silent watch's WARN", Duration::from_secs(20), |l| {
+        l.contains("WARN") && l.contains("Nodes") && l.contains("silent")
+    });
 }
 
 /// Peak resident memory of a process, in bytes (`VmHWM`), if readable.
@@ -233,11 +230,14 @@ fn a_64_mib_node_is_skipped_in_a_watch_and_in_a_list_with_memory_bounded() {
         metric(&w, "grid_wrapper_upstream_relists_total", "nodes"),
         0
     );
-    let text = log.text();
-    let warns: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("edge-c1") && l.contains("max-object-bytes"))
-        .collect();
+    let too_large_warn =
+        |l: &str| l.contains("WARN") && l.contains("edge-c1") && l.contains("max-object-bytes");
+    let text = log.wait_for_line(
+        "the oversized Node's WARN",
+        Duration::from_secs(20),
+        too_large_warn,
+    );
+    let warns: Vec<&str> = text.lines().filter(|l| too_large_warn(l)).collect();
     assert_eq!(warns.len(), 1, "one WARN naming it:\n{text}");
 
     // A fresh start lists it: a new object, skipped, the rest of the list applied, and the process never
@@ -259,11 +259,11 @@ fn a_64_mib_node_is_skipped_in_a_watch_and_in_a_list_with_memory_bounded() {
         ),
         1
     );
-    let text = log2.text();
-    assert!(
-        text.lines()
-            .any(|l| l.contains("WARN") && l.contains("edge-c1") && l.contains("max-object-bytes")),
-        "the WARN names it:\n{text}"
+    // The WARN names it.
+    log2.wait_for_line(
+        "the oversized Node's WARN",
+        Duration::from_secs(20),
+        too_large_warn,
     );
     let peak = peak_rss(w2.proc.child.id()).expect("VmHWM");
     assert!(

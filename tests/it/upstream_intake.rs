@@ -99,11 +99,9 @@ fn a_lying_nodes_watch_is_refused_what_does_not_fit_and_what_goes_backwards() {
     assert_eq!(watched, ["edge-a1", "edge-a2", "edge-b1", "edge-c1"]);
 
     // One WARN for the stream, naming the first object refused.
-    let text = log.text();
-    let warns: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("refusing"))
-        .collect();
+    let refusing_warn = |l: &str| l.contains("WARN") && l.contains("refusing");
+    let text = log.wait_for_line("the refusal's WARN", Duration::from_secs(20), refusing_warn);
+    let warns: Vec<&str> = text.lines().filter(|l| refusing_warn(l)).collect();
     assert_eq!(warns.len(), 1, "one WARN per stream:\n{text}");
     assert!(
         warns[0].contains("liar") && warns[0].contains("Service"),

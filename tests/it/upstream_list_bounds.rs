@@ -128,11 +128,9 @@ fn refused_on_relist(answer: fn(&mut TcpStream), marker: &str, parts: &[&str]) {
     let hostile = node_lists(&proxy).iter().filter(|(_, h)| *h).count();
     let hwm = hwm_kib(pid);
     let served = names(&w.get_json("/api/v1/nodes"));
-    let text = log.text();
-    let warns: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains(marker))
-        .collect();
+    let marker_warn = |l: &str| l.contains("WARN") && l.contains(marker);
+    let text = log.wait_for_line("the refusal's WARN", Duration::from_secs(20), marker_warn);
+    let warns: Vec<&str> = text.lines().filter(|l| marker_warn(l)).collect();
     println!(
         "VmHWM {hwm} KiB; {hostile} hostile lists in {:?}; {} Nodes served; WARN: {warns:?}",
         first.elapsed(),

@@ -64,15 +64,34 @@ impl LogSink {
     /// The output once `needle` appears in it: a line logged after the effect a test observed
     /// (or still in the pipe) gets up to `timeout` to arrive. Panics with the output otherwise.
     pub fn wait_for_text(&self, needle: &str, timeout: Duration) -> String {
+        self.wait_until(&format!("{needle:?}"), timeout, |text| {
+            text.contains(needle)
+        })
+    }
+
+    /// The output once a line of it satisfies `wanted` (described by `what`), as
+    /// [`LogSink::wait_for_text`] does for a plain substring.
+    pub fn wait_for_line(
+        &self,
+        what: &str,
+        timeout: Duration,
+        wanted: impl Fn(&str) -> bool,
+    ) -> String {
+        self.wait_until(what, timeout, |text| text.lines().any(&wanted))
+    }
+
+    /// The output once `done` holds for it, polled until `timeout`; panics with the output
+    /// otherwise.
+    fn wait_until(&self, what: &str, timeout: Duration, done: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let text = self.text();
-            if text.contains(needle) {
+            if done(&text) {
                 return text;
             }
             assert!(
                 Instant::now() < deadline,
-                "{needle:?} not logged within {timeout:?}:\n{text}"
+                "{what} not logged within {timeout:?}:\n{text}"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
