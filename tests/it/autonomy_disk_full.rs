@@ -156,7 +156,7 @@ fn cache_dir_on_a_full_disk_leaves_no_tmp_warns_once_and_exits_0() {
     autonomy::signal(&w, "TERM");
     let status = autonomy::wait_exit(&mut w, Duration::from_secs(5))
         .expect("grid-wrapper exits within 5 s of SIGTERM");
-    let text = log.text();
+    let text = autonomy::log_until_stopped(&log);
     println!("{text}");
     assert!(status.success(), "exit status {status:?}\n{text}");
 

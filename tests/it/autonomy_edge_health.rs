@@ -110,11 +110,10 @@ fn edge_health_keyed_by_internal_ip_drops_endpoints_of_abnormal_nodes_from_every
         autonomy::metric(&w, "grid_wrapper_edge_health_abnormal_nodes"),
         Some(2.0)
     );
-    assert!(
-        log.text().contains("edge-b1"),
-        "the abnormal set is logged:\n{}",
-        log.text()
-    );
+    // The abnormal set is logged.
+    log.wait_for_line("the abnormal set", Duration::from_secs(20), |l| {
+        l.contains("abnormal node(s)") && l.contains("edge-b1")
+    });
 }
 
 #[test]

@@ -57,14 +57,12 @@ fn rv_reset_converges(form: &str) {
     assert!(relists(&w) > relists_before, "relisted from scratch");
     // Each reflector notices it one way or the other: its re-watch (or the relist at its RV)
     // answered "too large", or, read before the re-watch, the upstream's RV below its own.
-    let text = log.text();
-    let noticed = text
-        .lines()
-        .filter(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("too large") || l.contains("resourceversion went back")
-        })
-        .count();
+    let gone_back = |l: &str| {
+        let l = l.to_ascii_lowercase();
+        l.contains("too large") || l.contains("resourceversion went back")
+    };
+    let text = log.wait_for_line("the RVs gone back", Duration::from_secs(20), gone_back);
+    let noticed = text.lines().filter(|l| gone_back(l)).count();
     assert!(noticed >= 1, "the RVs gone back are logged:\n{text}");
     assert!(
         noticed <= 20,
@@ -191,7 +189,7 @@ fn silent_restore_converges(watches: &str, extra: &[&str]) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(relists(&w) > relists_before, "relisted from scratch");
-    let text = log.text();
+    let text = log.wait_for_text("resourceVersion went back from", Duration::from_secs(20));
     let went_back: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("resourceVersion went back from"))

@@ -57,7 +57,7 @@ fn graceful_shutdown_ends_watches_cleanly_writes_the_snapshot_and_exits_0_within
             String::from_utf8_lossy(&watch.bytes[watch.bytes.len().saturating_sub(80)..])
         );
     }
-    let text = log.text();
+    let text = autonomy::log_until_stopped(&log);
     assert!(text.contains("SIGTERM: shutting down"), "{text}");
     assert!(text.contains("final snapshot written"), "{text}");
     println!("SIGTERM → exit 0 in {} ms", took.as_millis());

@@ -111,7 +111,7 @@ fn cache_dir_snapshot_of_a_newer_format_is_kept_aside_not_overwritten() {
     autonomy::wait_snapshot_writes(&w, 1);
     let kept = dir.path.join("snapshot.v3");
     assert_eq!(std::fs::read(&kept).expect("kept aside"), newer);
-    let text = log.text();
+    let text = log.wait_for_text("newer than this binary's 2", Duration::from_secs(20));
     assert_eq!(
         text.matches("newer than this binary's 2").count(),
         1,

@@ -35,6 +35,14 @@ pub fn start(master: &str, hostname: &str, extra: &[&str]) -> (Wrapper, LogSink)
     Wrapper::start_captured(&args)
 }
 
+/// The log of a wrapper that exited on a signal, once its last line ("stopped") has come
+/// through the pipe (the exit can be seen before the reader thread has drained it).
+pub fn log_until_stopped(log: &LogSink) -> String {
+    log.wait_for_line("the last line, \"stopped\"", Duration::from_secs(10), |l| {
+        l.trim_end().ends_with(" stopped")
+    })
+}
+
 /// Sends `sig` (e.g. "TERM", "HUP", "KILL") to the wrapper.
 pub fn signal(w: &Wrapper, sig: &str) {
     let ok = Command::new("kill")
