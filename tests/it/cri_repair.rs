@@ -260,13 +260,13 @@ fn with_the_upstream_gone_the_repair_applies_and_a_stalled_runtime_changes_nothi
         .status();
     assert_eq!(served_addresses(&w), (json!(NEW), json!(NEW)));
     assert_eq!(rv(item(&w.get_json(SLICES), "web-abc12")), repaired);
-    let text = log.text();
+    // The episode's end is logged after its WARN: counted once that is in.
+    let text = log.wait_for_text("answers again", Duration::from_secs(10));
     let warns = text
         .lines()
         .filter(|l| l.contains("WARN") && l.contains("container runtime"))
         .count();
     assert_eq!(warns, 1, "one WARN per episode:\n{text}");
-    log.wait_for_text("answers again", Duration::from_secs(10));
 }
 
 #[test]

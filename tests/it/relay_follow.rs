@@ -164,13 +164,12 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     );
     wait_for("every reflector on the cloud", || all_on(&w, "cloud"));
     log.wait_for_text("relisting from scratch", Duration::from_secs(10));
-    assert!(
-        log.text().contains(&format!(
+    log.wait_for_text(
+        &format!(
             "was issued by relay {}, now reading from cloud {}",
             relay.url, cloud.url
-        )),
-        "{}",
-        log.text()
+        ),
+        Duration::from_secs(10),
     );
     assert!(!cloud_served(&cloud).is_empty(), "the cloud is read now");
     churn(&pki, &relay, &cloud, 6, &mut done);
@@ -243,7 +242,7 @@ fn a_failback_to_the_relay_moves_every_reflector_within_two_probes_and_a_tick() 
         "every reflector back on the relay {:?} after it answered again",
         back.elapsed()
     );
-    assert!(log.text().contains("upstream failback:"), "{}", log.text());
+    log.wait_for_text("upstream failback:", Duration::from_secs(10));
 }
 
 /// `grid-wrapper check` with relays: each relay is checked alone with the relay kubeconfig's
