@@ -149,7 +149,7 @@ pub(super) const FLAGS: &[Flag] = &[
         "--bind-address",
         Some("HOST:PORT"),
         DEFAULT_BIND_ADDRESS,
-        "address kube-proxy connects to",
+        "address kube-proxy connects to (port 0: the system picks one; the startup line names it)",
     ),
     flag(
         Id::Insecure,
@@ -186,7 +186,7 @@ pub(super) const FLAGS: &[Flag] = &[
         Some("HOST:PORT"),
         "",
         "serve the site relay here: the upstream's objects unpruned, to other grid-wrappers \
-         over TLS with client certificates; empty = off",
+         over TLS with client certificates; empty = off (port 0: the system picks one; it is logged)",
     ),
     flag(
         Id::RelayCertFile,
@@ -349,7 +349,8 @@ pub(super) const FLAGS: &[Flag] = &[
         "--metrics-bind-address",
         Some("HOST:PORT"),
         DEFAULT_METRICS_BIND_ADDRESS,
-        "address of /healthz, /readyz and /metrics",
+        "address of /healthz, /readyz and /metrics (port 0: the system picks one; the startup line \
+         names it)",
     ),
     flag(
         Id::NotReadyHold,
