@@ -23,9 +23,6 @@ use log::{debug, info, warn};
 use super::client::{Client, Error, ErrorKind, Sandboxes};
 use crate::handoff::runtime_pods::{record_poll, PollOutcome, RuntimePods, Sandbox};
 
-/// Granularity of the interruptible wait between polls.
-const STOP_POLL: Duration = Duration::from_millis(100);
-
 /// Starts the source thread: polls through `client` now and then every `interval`, calling
 /// `on_view` with each view that differs from the last one handed over, until `stop` is set.
 pub fn spawn(
@@ -79,7 +76,7 @@ fn run(mut client: Client, interval: Duration, on_view: &dyn Fn(RuntimePods), st
                 }
             }
         }
-        wait_until(started + interval, stop);
+        crate::clock::sleep_until(started + interval, stop);
     }
 }
 
@@ -107,16 +104,5 @@ fn outcome_of(e: &Error) -> PollOutcome {
         ErrorKind::Connect(_) | ErrorKind::Io(_) | ErrorKind::Closed => PollOutcome::Unreachable,
         ErrorKind::Timeout(_) => PollOutcome::Timeout,
         ErrorKind::Protocol(_) | ErrorKind::Message(_) => PollOutcome::BadAnswer,
-    }
-}
-
-/// Sleeps until `at`, in [`STOP_POLL`] steps, or until `stop` is set.
-fn wait_until(at: Instant, stop: &AtomicBool) {
-    loop {
-        let now = Instant::now();
-        if now >= at || stop.load(Ordering::Relaxed) {
-            return;
-        }
-        std::thread::sleep((at - now).min(STOP_POLL));
     }
 }

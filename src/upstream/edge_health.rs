@@ -34,8 +34,6 @@ use crate::upstream::tls;
 pub const POLL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest `localinfo` body read (an entry is ~100 bytes; this is far above any cluster).
 pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
-/// Granularity of the interruptible wait between polls.
-const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Starts the poller thread (`edge-health`): polls `address` now and then every `interval`,
 /// calling `on_poll` with the parsed map after every poll (an empty map after a failed one),
@@ -152,20 +150,9 @@ fn run(
             }
         };
         on_poll(map);
-        wait_until(started + interval, stop);
+        crate::clock::sleep_until(started + interval, stop);
     }
     debug!("edge-health: poller stopped");
-}
-
-/// Sleeps until `deadline`, waking every [`STOP_POLL`] to check `stop`.
-fn wait_until(deadline: Instant, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(STOP_POLL.min(left));
-    }
 }
 
 #[cfg(test)]
