@@ -18,6 +18,7 @@ use crate::cache::store::{Settings, State};
 use crate::clock;
 use crate::config::Config;
 use crate::cri;
+use crate::handoff::runtime_pods::RuntimePods;
 use crate::handoff::Sink;
 use crate::k8s::Resource;
 use crate::persist::{self, CacheDir, SnapshotWriter};
@@ -28,9 +29,11 @@ use crate::server::health;
 use crate::server::relay::RelayPort;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport::{self, TlsFlags};
+use crate::sync::lock;
 use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamOptions};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
+use crate::upstream::site_report;
 use crate::upstream::supervisor::{self, Assumed, Expectations};
 use crate::writer::{CacheSink, Callbacks, WriterHandle};
 
@@ -160,9 +163,12 @@ fn start_edge_health(
 }
 
 /// `--container-runtime-endpoint` (docs/SEMANTICS.md §13): the runtime source's thread hands
-/// the cache every new view of the local pods; nothing without the flag.
+/// the cache every new view of the local pods; following site relays (`--relay-kubeconfig`),
+/// the reporter's thread sends it to them and hands the cache the site's views they answer
+/// with (§13.1). Nothing without the flag.
 fn start_runtime_source(
     cfg: &Config,
+    upstream: &Upstream,
     writer: &WriterHandle,
     stop: &Arc<AtomicBool>,
 ) -> Result<(), AppError> {
@@ -172,9 +178,20 @@ fn start_runtime_source(
     let deadline = Duration::from_secs(cfg.container_runtime_request_timeout_secs);
     let client = cri::Client::new(endpoint, deadline)
         .map_err(|e| AppError::Upstream(format!("--container-runtime-endpoint: {e}")))?;
-    let writer = writer.clone();
-    let on_view = Box::new(move |pods| writer.set_runtime_pods(pods));
     let interval = Duration::from_secs(cfg.container_runtime_poll_interval_secs);
+    let own: site_report::OwnView = Arc::default();
+    if !upstream.relay_servers().is_empty() {
+        let writer = writer.clone();
+        let on_answer = Box::new(move |views| writer.set_relayed_reports(views));
+        let (up, host) = (upstream.clone(), cfg.hostname.clone());
+        site_report::spawn(up, host, interval, own.clone(), on_answer, stop.clone())
+            .map_err(AppError::Thread)?;
+    }
+    let writer = writer.clone();
+    let on_view = Box::new(move |pods: RuntimePods| {
+        *lock(&own) = Some(pods.clone());
+        writer.set_runtime_pods(pods);
+    });
     cri::source::spawn(client, interval, on_view, stop.clone()).map_err(AppError::Thread)?;
     Ok(())
 }
@@ -409,7 +426,7 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     if cfg.autonomy.enabled {
         start_edge_health(&cfg, &writer, &stop)?;
     }
-    start_runtime_source(&cfg, &writer, &stop)?;
+    start_runtime_source(&cfg, &upstream, &writer, &stop)?;
     let told = Box::new(writer.clone());
     supervisor::spawn(upstream, sink, told, assumed, stop.clone()).map_err(AppError::Thread)?;
     server.run(&stop).map_err(AppError::Loop)?;

@@ -14,6 +14,7 @@ pub mod edge_health;
 pub mod list_order;
 pub mod refused;
 pub mod runtime_pods;
+pub mod site_pods;
 
 use list_order::ListOrder;
 

@@ -35,6 +35,7 @@ use crate::cache::published::{View, AGE_EVERY};
 use crate::cache::store::{Applied, ListPreparer, Prepared, State};
 use crate::handoff::edge_health::EdgeHealthMap;
 use crate::handoff::runtime_pods::RuntimePods;
+use crate::handoff::site_pods::NodeReport;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 
@@ -67,6 +68,10 @@ enum Message {
     EdgeHealth(EdgeHealthMap),
     /// The runtime source's latest view of the local pods (docs/SEMANTICS.md §13).
     RuntimePods(RuntimePods),
+    /// A follower's report of its node's pods, taken on the relay port (§13.1).
+    NodeReport(NodeReport),
+    /// The relays' answer to this follower's report: every node's view.
+    RelayedReports(Vec<NodeReport>),
     /// Mirror this EndpointSlice version.
     ExpectSlices(Resource),
     /// Mirror this ServiceCIDR version, or none (the upstream has none).
@@ -230,6 +235,19 @@ impl WriterHandle {
     /// Sets the ServiceCIDR version to mirror, or none (see `State::expect_cidrs`).
     pub fn expect_cidrs(&self, kind: Option<Resource>) {
         let _ = self.tx.send(Message::ExpectCidrs(kind));
+    }
+
+    /// Hands a follower's report, taken on the relay port, to the writer without waiting;
+    /// `false` when the writer's queue is full (the follower reports again at its next poll).
+    pub fn try_node_report(&self, report: NodeReport) -> bool {
+        self.tx.try_send(Message::NodeReport(report)).is_ok()
+    }
+
+    /// Hands the relay's answer to this follower's report to the writer (§13.1).
+    pub fn set_relayed_reports(&self, answer: Vec<NodeReport>) {
+        if self.tx.send(Message::RelayedReports(answer)).is_err() {
+            warn!("the relay's runtime views for the cache's writer, which is gone; dropped");
+        }
     }
 
     /// Asks for v1beta1 EndpointSlices to be built and served from now on. Does not wait: the
@@ -442,8 +460,10 @@ impl Thread {
     fn age_if_due(&mut self, at: Instant) {
         if at >= self.age_due {
             self.age_due = at + AGE_EVERY;
-            self.state
-                .age(at.saturating_duration_since(self.started).as_secs());
+            let now = at.saturating_duration_since(self.started).as_secs();
+            self.state.age(now);
+            let applied = self.state.expire_node_reports(now);
+            self.tell(&applied);
         }
     }
 
@@ -481,6 +501,14 @@ impl Thread {
             }
             Message::RuntimePods(pods) => {
                 let applied = self.state.set_runtime_pods(pods, self.now());
+                self.tell(&applied);
+            }
+            Message::NodeReport(report) => {
+                let applied = self.state.take_node_report(report, self.now());
+                self.tell(&applied);
+            }
+            Message::RelayedReports(answer) => {
+                let applied = self.state.take_relayed_reports(answer, self.now());
                 self.tell(&applied);
             }
             Message::ExpectSlices(kind) => self.state.expect_slices(kind),

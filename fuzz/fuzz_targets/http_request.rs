@@ -52,6 +52,10 @@ fn decide_every_way(req: &Request) {
                     Fate::Probe(..) => assert_eq!(side, Side::Relay, "a probe off the relay port"),
                     Fate::Reply(r) => assert!(r.code >= 200, "a reply without a status"),
                     Fate::Proxy(_) => {}
+                    Fate::RuntimeReport => {
+                        assert_eq!(side, Side::Relay, "a runtime report off the relay port");
+                        assert!(serving.ready, "a runtime report taken before the first sync");
+                    }
                 }
                 if d.ask_v1beta1 {
                     assert_eq!(side, Side::KubeProxy, "the relay view asked to build v1beta1");

@@ -90,6 +90,9 @@ pub enum Fate {
     },
     /// Forwarded upstream unchanged.
     Proxy(Why),
+    /// A follower's runtime report on the relay port, on a ready relay view: taken by
+    /// [`crate::api::runtime_report::take`] (docs/SEMANTICS.md §13.1).
+    RuntimeReport,
 }
 
 /// What a held request waits for.
@@ -195,6 +198,7 @@ pub fn decide(req: &Request, side: Side, serving: &Serving, turn: Turn) -> Decis
             RelayAnswer::Routed => None,
             RelayAnswer::Probe(code, text) => Some(Fate::Probe(code, text)),
             RelayAnswer::Reply(reply) => Some(Fate::Reply(reply)),
+            RelayAnswer::RuntimeReport => Some(Fate::RuntimeReport),
             RelayAnswer::NotReady => Some(match hold {
                 Some(hold) => Fate::Hold {
                     until: hold.until(Wait::Sync),

@@ -9,6 +9,7 @@ pub mod negotiate;
 pub mod query;
 pub mod relay;
 pub mod route;
+pub mod runtime_report;
 pub mod selector;
 pub mod serving;
 pub mod transition;

@@ -12,6 +12,7 @@ use crate::api::negotiate::Format;
 use crate::api::route::route;
 use crate::api::serving::Serving;
 use crate::api::wire::Segment;
+use crate::handoff::site_pods;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 
@@ -31,6 +32,9 @@ pub enum RelayAnswer {
     /// Nothing special: routed as on the kube-proxy port (the cache routes from the relay view,
     /// the rest proxied).
     Routed,
+    /// A follower's report of its node's pods (docs/SEMANTICS.md §13.1), on a ready view:
+    /// taken by [`crate::api::runtime_report::take`].
+    RuntimeReport,
 }
 
 /// The EndpointSlice version the relay view serves: the upstream's (v1beta1 only for an
@@ -45,6 +49,9 @@ pub fn slice_resource(view: &Serving) -> Resource {
 
 /// Decides what the relay port answers to `method` `path` (without its query) from `view`.
 pub fn answer(method: &str, path: &str, view: &Serving) -> RelayAnswer {
+    if path.starts_with(GRID_WRAPPER_PREFIX) {
+        return own_path(method, path, view);
+    }
     if method != "GET" {
         return RelayAnswer::Routed;
     }
@@ -89,6 +96,30 @@ pub fn answer(method: &str, path: &str, view: &Serving) -> RelayAnswer {
         Asks::Version(_) => RelayAnswer::Reply(json_reply(&resource_list(served))),
         // A served slice version or ServiceCIDRs: the cache route answers from the relay view.
         Asks::Resource(_) => RelayAnswer::Routed,
+    }
+}
+
+/// The prefix of the paths that are grid-wrapper's own on the relay port: answered by the relay,
+/// never proxied to its upstream.
+const GRID_WRAPPER_PREFIX: &str = "/grid-wrapper/";
+
+/// A path of grid-wrapper's own: the runtime report (`PUT` only), else 404.
+fn own_path(method: &str, path: &str, view: &Serving) -> RelayAnswer {
+    let error = |code: u16, reason: &'static str, message: &str| {
+        RelayAnswer::Reply(Reply::error(&ApiError::new(code, reason, message)))
+    };
+    if !path.starts_with(site_pods::REPORT_PATH) {
+        return error(404, "NotFound", "the relay serves no such path");
+    }
+    match (method, site_pods::node_of_path(path)) {
+        ("PUT", Some(_)) if view.ready => RelayAnswer::RuntimeReport,
+        ("PUT", Some(_)) => RelayAnswer::NotReady,
+        ("PUT", None) => error(400, "BadRequest", "the path does not name one node"),
+        _ => error(
+            405,
+            "MethodNotAllowed",
+            "a runtime report is a PUT of the reporting node's pods",
+        ),
     }
 }
 

@@ -87,6 +87,9 @@ pub struct Published {
     clock: u64,
     /// What the health listener reads without this lock (stored while it is held).
     facts: Arc<SharedFacts>,
+    /// The relay view only: every node's runtime view as the relay answers a follower's report
+    /// (docs/SEMANTICS.md §13.1), serialized once, and its generation (the answer's `ETag`).
+    site_pods: Option<(u64, Arc<[u8]>)>,
 }
 
 /// The readers' handle on the [`Published`] view: cloned freely, read only ([`View::read`]).
@@ -152,6 +155,7 @@ impl Published {
             retention,
             clock: 0,
             facts: Arc::new(SharedFacts::new(rv)),
+            site_pods: None,
         }
     }
 
@@ -256,6 +260,16 @@ impl Published {
     /// The relay view's slice version: v1beta1 (an upstream without v1) or v1.
     pub(crate) fn set_relay_slices(&mut self, v1beta1: bool) {
         self.v1beta1 = v1beta1;
+    }
+
+    pub(crate) fn set_site_pods(&mut self, generation: u64, bytes: Arc<[u8]>) {
+        self.site_pods = Some((generation, bytes));
+    }
+
+    /// The relay view's answer to a follower's runtime report: its generation and bytes (none
+    /// before the first view, or on the readers' view).
+    pub fn site_pods(&self) -> Option<(u64, Arc<[u8]>)> {
+        self.site_pods.clone()
     }
 
     pub(crate) fn set_cidrs(&mut self) {

@@ -1,9 +1,11 @@
 //! The repair rule (docs/SEMANTICS.md §13): a served endpoint object (EndpointSlice v1 or
-//! v1beta1, Endpoints) as the local container runtime says its local pods are. Pure.
+//! v1beta1, Endpoints) as the container runtimes of the site say their pods are. Pure.
 //!
-//! An endpoint is a candidate when it sits on the local node (its node as §2.5 reads it; an
-//! Endpoints address's `nodeName`) and its `targetRef` is a Pod (kind `Pod` or no kind), in the
-//! `targetRef`'s namespace (else the object's). Then, per [`verdict`]:
+//! An endpoint is a candidate when it sits on a node whose runtime view is known ([`SitePods`]:
+//! the local node's own, and with a site relay every reporting node's, §13.1; its node as §2.5
+//! reads it, an Endpoints address's `nodeName`) and its `targetRef` is a Pod (kind `Pod` or no
+//! kind), in the `targetRef`'s namespace (else the object's). Then, per [`verdict`], against
+//! that node's view:
 //!
 //! - the runtime has a ready sandbox for that namespace/name with an address of the endpoint's
 //!   family (a slice's `addressType`; an Endpoints address's own `ip`), and the endpoint's first
@@ -13,7 +15,7 @@
 //! - the runtime knows the pod but has no ready sandbox for it: served not ready (a slice's
 //!   `conditions.ready` and `conditions.serving` false; an Endpoints address moved to
 //!   `notReadyAddresses`);
-//! - anything else — another node, no `targetRef`, a pod the runtime does not know, an FQDN
+//! - anything else — a node without a view, no `targetRef`, a pod the runtime does not know, an FQDN
 //!   slice, an address the endpoint already carries, a sandbox without an address of that
 //!   family — is served as it is.
 //!
@@ -26,7 +28,7 @@ use std::net::IpAddr;
 use serde_json::Value;
 
 use crate::cache::topology;
-use crate::handoff::runtime_pods::RuntimePods;
+use crate::handoff::site_pods::SitePods;
 use crate::k8s::{ObjectKey, Resource};
 
 /// What the rule does to one endpoint.
@@ -58,19 +60,19 @@ impl Outcome {
 }
 
 /// The rule for one endpoint: on `node`, pointing at `target_ref`, first address `first` (of
-/// family `v6`), in the object of namespace `namespace`.
+/// family `v6`), in the object of namespace `namespace`, read against the runtime view of its
+/// node in `site`.
 pub fn verdict(
     node: Option<&str>,
     target_ref: Option<&Value>,
     namespace: &str,
     first: Option<&str>,
     v6: bool,
-    hostname: &str,
-    pods: &RuntimePods,
+    site: &SitePods,
 ) -> Repair {
-    if pods.is_empty() || node != Some(hostname) {
+    let Some(pods) = node.and_then(|n| site.of(n)).filter(|p| !p.is_empty()) else {
         return Repair::AsIs;
-    }
+    };
     let Some(key) = target_ref.and_then(|t| pod_of(t, namespace)) else {
         return Repair::AsIs;
     };
@@ -116,8 +118,8 @@ fn pod_of(target_ref: &Value, namespace: &str) -> Option<ObjectKey> {
 
 /// Applies the rule to every endpoint of the served object `obj` of `kind`, in place; the
 /// object is untouched when the outcome is none.
-pub fn repair(obj: &mut Value, kind: Resource, hostname: &str, pods: &RuntimePods) -> Outcome {
-    if pods.is_empty() {
+pub fn repair(obj: &mut Value, kind: Resource, site: &SitePods) -> Outcome {
+    if site.is_empty() {
         return Outcome::default();
     }
     let namespace = obj
@@ -128,8 +130,7 @@ pub fn repair(obj: &mut Value, kind: Resource, hostname: &str, pods: &RuntimePod
         .to_string();
     let at = Local {
         namespace: &namespace,
-        hostname,
-        pods,
+        site,
     };
     match kind {
         Resource::Endpoints => repair_endpoints(obj, &at),
@@ -143,17 +144,13 @@ pub fn repair(obj: &mut Value, kind: Resource, hostname: &str, pods: &RuntimePod
 /// The rule's verdict for every endpoint of the upstream object `obj` of `kind`, in object
 /// order (subset by subset, `addresses` before `notReadyAddresses`; a slice's `endpoints`), as
 /// `/debug/topology` lists them.
-pub fn verdicts(obj: &Value, kind: Resource, hostname: &str, pods: &RuntimePods) -> Vec<Repair> {
+pub fn verdicts(obj: &Value, kind: Resource, site: &SitePods) -> Vec<Repair> {
     let namespace = obj
         .get("metadata")
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
         .unwrap_or("");
-    let at = Local {
-        namespace,
-        hostname,
-        pods,
-    };
+    let at = Local { namespace, site };
     let array = |v: &'_ Value, field: &str| -> Vec<Value> {
         v.get(field)
             .and_then(Value::as_array)
@@ -184,11 +181,10 @@ pub fn verdicts(obj: &Value, kind: Resource, hostname: &str, pods: &RuntimePods)
     }
 }
 
-/// Where the rule runs: the object's namespace, the local node, the runtime's view.
+/// Where the rule runs: the object's namespace, every node's runtime view.
 struct Local<'a> {
     namespace: &'a str,
-    hostname: &'a str,
-    pods: &'a RuntimePods,
+    site: &'a SitePods,
 }
 
 /// The field a slice version keeps its endpoints' hostname in (§2.5).
@@ -217,15 +213,7 @@ fn endpoint_verdict(ep: &Value, v6: bool, topology_field: &str, at: &Local<'_>) 
         .and_then(|a| a.get(0))
         .and_then(Value::as_str);
     let node = topology::slice_endpoint_node(ep, topology_field);
-    verdict(
-        node,
-        ep.get("targetRef"),
-        at.namespace,
-        first,
-        v6,
-        at.hostname,
-        at.pods,
-    )
+    verdict(node, ep.get("targetRef"), at.namespace, first, v6, at.site)
 }
 
 /// The rule for one Endpoints address (as is when its `ip` is not an address).
@@ -238,15 +226,7 @@ fn address_verdict(addr: &Value, at: &Local<'_>) -> Repair {
         return Repair::AsIs;
     };
     let node = topology::address_node(addr);
-    verdict(
-        node,
-        addr.get("targetRef"),
-        at.namespace,
-        ip,
-        v6,
-        at.hostname,
-        at.pods,
-    )
+    verdict(node, addr.get("targetRef"), at.namespace, ip, v6, at.site)
 }
 
 fn repair_slice(obj: &mut Value, topology_field: &str, at: &Local<'_>) -> Outcome {

@@ -45,6 +45,7 @@ use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
 use crate::handoff::edge_health::EdgeHealthMap;
 use crate::handoff::runtime_pods::RuntimePods;
+use crate::handoff::site_pods::{self, NodeReport};
 use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};
 
@@ -78,6 +79,10 @@ pub use stale::StaleObject;
 use stale::{Stale, StaleMark, StaleWarning};
 pub use upstream::{Exported, ServedBytes};
 use upstream::{StandIn, Stored, UpstreamObjects};
+
+/// How long a relay's followers hold the relay's own node's runtime view after the relay last
+/// confirmed it (seconds, §13.1): they ask again every poll interval.
+const OWN_VIEW_VALID_FOR: u64 = 60;
 
 /// Fixed inputs of the filter.
 #[derive(Clone, Debug)]
@@ -339,7 +344,7 @@ impl State {
             index: &self.index,
             upstream: &self.upstream,
             abnormal: self.edge_health.abnormal(),
-            runtime: self.runtime.pods(),
+            runtime: self.runtime.site(),
             slice_kind: self.slice_kind,
             stand_in: self.stand_in(),
         }
@@ -806,9 +811,9 @@ impl State {
         for node in self.edge_health.take_dirty() {
             targets.extend(self.index.on_node(&node).cloned());
         }
-        // A new runtime view (§13) can change any object with an endpoint on this node.
-        if self.runtime.take_dirty() {
-            targets.extend(self.index.on_node(&self.settings.hostname).cloned());
+        // A new runtime view of a node (§13) can change any object with an endpoint on it.
+        for node in self.runtime.take_dirty() {
+            targets.extend(self.index.on_node(&node).cloned());
         }
         // The slices this change put in, deferred (§2.9), are its own events: published first.
         let deferred = self.index.take_deferred();
@@ -903,8 +908,54 @@ impl State {
     /// endpoint objects with an endpoint on this node, each change of served content a new RV
     /// and event exactly as [`State::apply`] makes them. The same view again changes nothing.
     pub fn set_runtime_pods(&mut self, pods: RuntimePods, now: u64) -> Applied {
-        if !self.runtime.set(pods) {
+        if !self.runtime.set(&self.settings.hostname, pods) {
             return Applied::default();
+        }
+        self.site_changed(now)
+    }
+
+    /// Takes another node's report of its pods (§13.1: received on the relay port, its sender
+    /// checked there): recomputes that node's endpoint objects as [`State::set_runtime_pods`]
+    /// does the local node's. A report of the local node changes nothing.
+    pub fn take_node_report(&mut self, report: NodeReport, now: u64) -> Applied {
+        if !self.runtime.report(&self.settings.hostname, report, now) {
+            return Applied::default();
+        }
+        self.site_changed(now)
+    }
+
+    /// Takes the relays' answer to this follower's report (§13.1): every node's view they hold.
+    pub fn take_relayed_reports(&mut self, reports: Vec<NodeReport>, now: u64) -> Applied {
+        if !self.runtime.relayed(&self.settings.hostname, reports, now) {
+            return Applied::default();
+        }
+        self.site_changed(now)
+    }
+
+    /// Drops the other nodes' views whose time is up (§13.1); the writer calls it as it ages
+    /// the logs.
+    pub fn expire_node_reports(&mut self, now: u64) -> Applied {
+        if !self.runtime.expire(now) {
+            return Applied::default();
+        }
+        self.site_changed(now)
+    }
+
+    /// A node's runtime view changed: its endpoint objects are recomputed, and with a relay view
+    /// the site's views it answers its followers with are published again.
+    fn site_changed(&mut self, now: u64) -> Applied {
+        if self.publisher.relays() {
+            let site = self.runtime.site();
+            let items = site.nodes.iter().map(|(node, pods)| {
+                let valid = match self.runtime.valid_for(node, now) {
+                    0 => OWN_VIEW_VALID_FOR,
+                    left => left,
+                };
+                (node.as_str(), pods, valid)
+            });
+            let bytes = site_pods::encode_list(items);
+            self.publisher
+                .publish_site(self.runtime.generation(), bytes);
         }
         self.recompute_owed(now)
     }
@@ -992,9 +1043,7 @@ impl State {
         };
         if topology::may_rewrite(key, &self.filter().locality())
             || !self.abnormal_nodes().is_empty()
-            || self
-                .runtime
-                .may_repair(facts.nodes.iter(), &self.settings.hostname)
+            || self.runtime.may_repair(facts.nodes.iter())
         {
             return false;
         }

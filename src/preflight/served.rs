@@ -129,6 +129,7 @@ pub(super) fn compute<'k>(
     }
     let repairs = pods.map(|pods| {
         let mut counts = RepairCounts::default();
+        let site = crate::handoff::site_pods::SitePods::local(hostname, pods.clone());
         let served_objects = |items: &[Value], collection: &Collection| {
             items
                 .iter()
@@ -137,12 +138,12 @@ pub(super) fn compute<'k>(
                 .collect::<Vec<Value>>()
         };
         for mut obj in served_objects(slices, served_slices) {
-            let o = repair::repair(&mut obj, slice_kind, hostname, pods);
+            let o = repair::repair(&mut obj, slice_kind, &site);
             counts.endpoint_slice_addresses += o.addresses;
             counts.endpoint_slice_not_ready += o.not_ready;
         }
         for mut obj in served_objects(endpoints, served_endpoints) {
-            let o = repair::repair(&mut obj, Resource::Endpoints, hostname, pods);
+            let o = repair::repair(&mut obj, Resource::Endpoints, &site);
             counts.endpoints_addresses += o.addresses;
             counts.endpoints_not_ready += o.not_ready;
         }

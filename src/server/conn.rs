@@ -6,6 +6,7 @@
 //! [`crate::server::proxy::Proxied`]) until the stream ends; `Closing` flushes what is queued
 //! and closes.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use log::{debug, info, warn};
@@ -16,9 +17,11 @@ use crate::api::decide::{decide, Fate, Label, Side, Turn};
 use crate::api::handlers::{self, Answer, Reply};
 use crate::api::negotiate::Format;
 use crate::api::route::Route;
+use crate::api::runtime_report;
 use crate::api::serving::Serving;
 use crate::api::wire::Segment;
 use crate::cache::published::{View, ViewRef};
+use crate::handoff::site_pods;
 use crate::http::request::{Limits, ReadError, Request, RequestReader};
 use crate::http::response::{self, Body};
 use crate::k8s::status::ApiError;
@@ -495,7 +498,50 @@ impl Conn {
                 drop(view);
                 self.forward(req, ctx);
             }
+            Fate::RuntimeReport => {
+                let node = site_pods::node_of_path(&req.path).unwrap_or_default();
+                let peer = host_of(&self.peer)
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>();
+                let Ok(peer) = peer else {
+                    drop(view);
+                    return self.reply(Reply::error(&ApiError::new(
+                        403,
+                        "Forbidden",
+                        "a runtime report needs the connection's source address",
+                    )));
+                };
+                let etag = req.header_str("if-none-match");
+                let taken = runtime_report::take(node, &req.body, peer, etag, &view);
+                drop(view);
+                self.take_report(node, taken, ctx);
+            }
         }
+    }
+
+    /// Carries out a follower's runtime report (docs/SEMANTICS.md §13.1): the report to the
+    /// writer (never waiting for it: a full queue is a 503, and the follower reports again at its
+    /// next poll), then the answer.
+    fn take_report(&mut self, node: &str, taken: runtime_report::Taken, ctx: &Ctx<'_>) {
+        match taken.report {
+            Some(report) => {
+                debug!("{}: runtime report of node {node}", self.peer);
+                if !ctx.writer.try_node_report(report) {
+                    return self.reply(Reply::error(&ApiError::unavailable(
+                        "the cache's writer is busy; report again",
+                        Some(1),
+                    )));
+                }
+            }
+            None => info!(
+                "{}: runtime report of node {node} refused ({})",
+                self.peer, taken.reply.code
+            ),
+        }
+        let etag = taken.etag;
+        let extra: Vec<(&str, &str)> = etag.iter().map(|e| ("ETag", e.as_str())).collect();
+        self.reply_with(taken.reply, &extra);
     }
 
     /// Answers `req` from this port's view (`view`, locked): a get, a list or a watch.
@@ -651,9 +697,15 @@ impl Conn {
     }
 
     fn reply(&mut self, reply: Reply) {
+        self.reply_with(reply, &[]);
+    }
+
+    /// [`Conn::reply`] with `extra` headers.
+    fn reply_with(&mut self, reply: Reply, extra: &[(&str, &str)]) {
         counters::global().request(self.label.0, self.label.1, reply.code);
         let retry = reply.retry_after.map(|s| s.to_string());
         let mut headers: Vec<(&str, &str)> = vec![("Content-Type", reply.format.content_type())];
+        headers.extend_from_slice(extra);
         if let Some(r) = &retry {
             headers.push(("Retry-After", r));
         }

@@ -243,6 +243,9 @@ struct Inner {
     gate: Mutex<Gate>,
 }
 
+/// A relay's answer to a runtime report: its body and `ETag`.
+pub type RelayAnswer = (Vec<u8>, Option<String>);
+
 /// Handle to the upstream apiserver(s); cheap to clone (one shared agent and connection pool,
 /// one failover state).
 #[derive(Clone)]
@@ -441,6 +444,64 @@ impl Upstream {
             .limit(4096)
             .read_to_vec();
         Ok(status)
+    }
+
+    /// The servers that are site relays (`--relay-kubeconfig`), by index.
+    pub fn relay_servers(&self) -> Vec<usize> {
+        let f = &self.inner.failover;
+        (0..f.len()).filter(|&i| f.role(i) == Role::Relay).collect()
+    }
+
+    /// Server `i`'s name for the log (its URL, without credentials).
+    pub fn server_name(&self, i: usize) -> String {
+        self.inner.failover.named(i)
+    }
+
+    /// `PUT`s this node's runtime report `body` to relay `i` at `path` (docs/SEMANTICS.md §13.1),
+    /// with its side's agent (the relay client certificate) and token, bounded by the response
+    /// head timeout and [`MAX_ERROR_BODY_BYTES`]×256; not through the failover selection (every
+    /// relay gets the report), not paced, not counted. The answer's body and `ETag`, or `None`
+    /// for a 304 to `if_none_match`.
+    pub fn put_runtime_report(
+        &self,
+        i: usize,
+        path: &str,
+        body: &[u8],
+        if_none_match: Option<&str>,
+    ) -> Result<Option<RelayAnswer>, UpstreamError> {
+        let access = self.access_of(i).map_err(Failed::into_error)?;
+        let base = self.inner.failover.base(i);
+        let mut req = access
+            .agent
+            .put(format!("{base}{path}"))
+            .header("Accept", "application/json")
+            .header("Content-Type", "application/json");
+        if let Some(tok) = access.token.current(Instant::now()) {
+            req = req.header("Authorization", format!("Bearer {tok}"));
+        }
+        if let Some(etag) = if_none_match {
+            req = req.header("If-None-Match", etag);
+        }
+        let resp = req
+            .config()
+            .timeout_global(Some(self.inner.timeouts.response_head))
+            .build()
+            .send(body)?;
+        if resp.status().as_u16() == 304 {
+            return Ok(None);
+        }
+        let resp = Self::check_status(resp)?;
+        let etag = resp
+            .headers()
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = resp
+            .into_body()
+            .into_with_config()
+            .limit(MAX_ERROR_BODY_BYTES * 256)
+            .read_to_vec()?;
+        Ok(Some((body, etag)))
     }
 
     fn pace(&self) {

@@ -15,6 +15,7 @@ mod cache_dir_hostile;
 mod cache_dir_masters;
 mod cri_repair;
 mod cri_runtime;
+mod cri_site;
 mod debug_state;
 mod debug_topology;
 mod deploy_relay;

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::handoff::runtime_pods::{RuntimePod, RuntimePods};
+use crate::handoff::site_pods::SitePods;
 use serde_json::json;
 
 const HOST: &str = "node-a";
@@ -34,7 +35,7 @@ fn ep(addr: &str, node: &str, pod: &str) -> Value {
 
 /// Runs the rule on a slice of `kind` and returns its endpoints afterwards and the outcome.
 fn run(kind: Resource, mut obj: Value, view: &RuntimePods) -> (Value, Outcome) {
-    let out = repair(&mut obj, kind, HOST, view);
+    let out = repair(&mut obj, kind, &SitePods::local(HOST, view.clone()));
     (obj, out)
 }
 
@@ -160,7 +161,14 @@ fn v1beta1_reads_the_node_from_topology_and_a_static_pods_uid_does_not_decide() 
     let confirmed = |uid: &str| {
         let mut t = target.clone();
         t["uid"] = json!(uid);
-        verdict(Some(HOST), Some(&t), "ns", first, false, HOST, &v)
+        verdict(
+            Some(HOST),
+            Some(&t),
+            "ns",
+            first,
+            false,
+            &SitePods::local(HOST, v.clone()),
+        )
     };
     let ip = "10.0.9.9".parse().unwrap();
     assert_eq!(
@@ -188,7 +196,11 @@ fn table_endpoints() {
                       addr("10.0.0.7", HOST, "db-0")],
         "ports": [{"port": 80}]
     }]});
-    let out = repair(&mut obj, Resource::Endpoints, HOST, &v);
+    let out = repair(
+        &mut obj,
+        Resource::Endpoints,
+        &SitePods::local(HOST, v.clone()),
+    );
     assert_eq!(
         out,
         Outcome {
@@ -214,13 +226,21 @@ fn table_endpoints() {
     // The repaired object again: the same bytes (nothing left to repair).
     let again = obj.clone();
     assert_eq!(
-        repair(&mut obj, Resource::Endpoints, HOST, &v),
+        repair(
+            &mut obj,
+            Resource::Endpoints,
+            &SitePods::local(HOST, v.clone())
+        ),
         Outcome::default()
     );
     assert_eq!(obj, again);
     // Every address not ready: `addresses` goes, as the upstream would omit it.
     let mut only = json!({"metadata": {"namespace": "ns"}, "subsets": [{"addresses": [addr("10.0.0.7", HOST, "db-0")]}]});
-    repair(&mut only, Resource::Endpoints, HOST, &v);
+    repair(
+        &mut only,
+        Resource::Endpoints,
+        &SitePods::local(HOST, v.clone()),
+    );
     assert!(only["subsets"][0].get("addresses").is_none(), "{only}");
 }
 

@@ -27,7 +27,7 @@ use crate::cache::repair::{self, Repair};
 use crate::cache::topology::{
     self, Class, Locality, ObjectVerdicts, Reason, TopologyKeys, FALLBACK_KEY,
 };
-use crate::handoff::runtime_pods::RuntimePods;
+use crate::handoff::site_pods::SitePods;
 use crate::k8s::{convert, ObjectKey, Resource};
 
 /// Most abnormal node names an [`Overview`] lists.
@@ -61,8 +61,8 @@ pub struct ExplainInput {
     /// with only the labels whose key some selected Service filters by.
     nodes: BTreeMap<String, Labels>,
     abnormal: BTreeSet<String>,
-    /// The container runtime's view of the local pods (§13).
-    runtime: RuntimePods,
+    /// The container runtimes' views, by node (§13).
+    runtime: SitePods,
     v1beta1_upstream: bool,
     services: Vec<ServiceInput>,
     /// Topology Services in the cache (the overview may hold fewer).
@@ -463,7 +463,7 @@ impl ExplainInput {
             }
             Resource::SlicesV1
         };
-        repair::verdicts(&value, res, &self.hostname, &self.runtime)
+        repair::verdicts(&value, res, &self.runtime)
     }
 
     fn slice_verdicts<'k>(

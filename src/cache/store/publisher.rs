@@ -102,6 +102,14 @@ impl Publisher {
         }
     }
 
+    /// The site's runtime views as the relay answers its followers' reports (§13.1), of
+    /// generation `generation`; nothing without a relay view.
+    pub(super) fn publish_site(&mut self, generation: u64, bytes: Vec<u8>) {
+        if let Some(relay) = &mut self.relay {
+            relay.write().set_site_pods(generation, bytes.into());
+        }
+    }
+
     /// Whether a relay view is kept.
     pub(super) fn relays(&self) -> bool {
         self.relay.is_some()

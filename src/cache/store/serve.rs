@@ -13,7 +13,7 @@ use super::upstream::{StandIn, UpstreamObjects};
 use super::Settings;
 use crate::cache::repair::{self, Outcome};
 use crate::cache::topology::{self, Choice, Class, Locality, TopologyKeys};
-use crate::handoff::runtime_pods::RuntimePods;
+use crate::handoff::site_pods::SitePods;
 use crate::k8s::{convert, ObjectKey, Resource};
 
 /// The inputs of the filter, borrowed from the cache's parts.
@@ -24,8 +24,8 @@ pub(super) struct TopologyInputs<'a> {
     pub(super) upstream: &'a UpstreamObjects,
     /// The nodes edge-health resolved abnormal.
     pub(super) abnormal: &'a BTreeSet<String>,
-    /// The container runtime's view of the local pods (§13).
-    pub(super) runtime: &'a RuntimePods,
+    /// The container runtimes' views, by node (§13).
+    pub(super) runtime: &'a SitePods,
     /// The EndpointSlice version the upstream provides.
     pub(super) slice_kind: Resource,
     /// The served objects that stand in for stored upstream ones (a slice's siblings, §2.9).
@@ -125,7 +125,7 @@ impl<'a> TopologyInputs<'a> {
 
     /// `served` after the runtime repair rule (§13).
     fn repaired(&self, res: Resource, mut served: Value) -> (Value, Outcome) {
-        let outcome = repair::repair(&mut served, res, &self.settings.hostname, self.runtime);
+        let outcome = repair::repair(&mut served, res, self.runtime);
         (served, outcome)
     }
 

@@ -185,7 +185,7 @@ fn random_changes_and_views_serve_what_the_rule_gives() {
             st.set_runtime_pods(v, step);
         }
         let mut want = upstream.clone();
-        repair::repair(&mut want, Resource::SlicesV1, "h", st.runtime.pods());
+        repair::repair(&mut want, Resource::SlicesV1, st.runtime.site());
         let mut got = served(&st, Resource::SlicesV1, "default", "web-x");
         got["metadata"]
             .as_object_mut()
@@ -195,4 +195,119 @@ fn random_changes_and_views_serve_what_the_rule_gives() {
     for res in [Resource::SlicesV1, Resource::SlicesV1beta1] {
         assert_every_logged_change_is_real(&st, res);
     }
+}
+
+fn report(node: &str, view: RuntimePods, valid_for: u64) -> crate::handoff::site_pods::NodeReport {
+    crate::handoff::site_pods::NodeReport {
+        node: node.into(),
+        pods: view,
+        valid_for,
+    }
+}
+
+/// n2's view: web-1 ready at `ip`.
+fn n2_view(ip: &str) -> RuntimePods {
+    let mut v = RuntimePods::default();
+    v.ready.insert(
+        ObjectKey::new("default", "web-1"),
+        RuntimePod {
+            uid: "u1".into(),
+            created_at: 1,
+            ips: vec![ip.parse().unwrap()],
+        },
+    );
+    v
+}
+
+#[test]
+fn another_nodes_report_repairs_only_that_nodes_endpoints_until_it_expires() {
+    let mut st = world();
+    st.keep_relay_view();
+    let cur = st.current_rv();
+    // n2 reports web-1 on a new address, and claims web-0 (which is on h) moved too.
+    let mut claim = n2_view("10.0.8.8");
+    claim.ready.insert(
+        ObjectKey::new("default", "web-0"),
+        RuntimePod {
+            uid: "u".into(),
+            created_at: 1,
+            ips: vec!["10.6.6.6".parse().unwrap()],
+        },
+    );
+    let done = st.take_node_report(report("n2", claim, 30), 10);
+    assert_eq!(done.events, 3, "Endpoints, v1 and v1beta1 slice");
+    let slice = served(&st, Resource::SlicesV1, "default", "web-x");
+    assert_eq!(slice["endpoints"][1]["addresses"], json!(["10.0.8.8"]));
+    assert_eq!(
+        slice["endpoints"][0]["addresses"],
+        json!(["10.0.0.5"]),
+        "a node's report never speaks for another node's endpoints"
+    );
+    let eps = served(&st, Resource::Endpoints, "default", "web");
+    assert_eq!(eps["subsets"][0]["addresses"][1]["ip"], json!("10.0.8.8"));
+    assert!(events(&st, Resource::SlicesV1, cur)
+        .iter()
+        .all(|e| e.0 == "MODIFIED"));
+    // The relay view answers its followers with every node's view.
+    let relay = st.relay_view().expect("a relay view");
+    let (generation, bytes) = relay
+        .read()
+        .site_pods()
+        .expect("the site's views published");
+    let listed = crate::handoff::site_pods::decode_list(&bytes).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].node.as_str(), listed[0].valid_for), ("n2", 30));
+    // The same report again, before its time is up: nothing; it holds 30 s from the last one.
+    assert_eq!(
+        st.take_node_report(report("n2", listed[0].pods.clone(), 30), 30),
+        Applied::default()
+    );
+    assert_eq!(st.expire_node_reports(59), Applied::default());
+    assert_eq!(relay.read().site_pods().map(|s| s.0), Some(generation));
+    // No report for 30 s: dropped, the upstream's address again.
+    let done = st.expire_node_reports(60);
+    assert_eq!(done.events, 3);
+    let slice = served(&st, Resource::SlicesV1, "default", "web-x");
+    assert_eq!(slice["endpoints"][1]["addresses"], json!(["10.0.0.6"]));
+    let (after, bytes) = relay.read().site_pods().unwrap();
+    assert!(after > generation);
+    assert!(crate::handoff::site_pods::decode_list(&bytes)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_report_of_the_local_node_is_not_taken() {
+    let mut st = world();
+    let cur = st.current_rv();
+    assert_eq!(
+        st.take_node_report(report("h", view("10.0.9.9"), 60), 1),
+        Applied::default()
+    );
+    assert_eq!(st.current_rv(), cur);
+    assert_eq!(first_ips(&st).0, json!(["10.0.0.5"]));
+}
+
+#[test]
+fn the_relays_answer_replaces_what_it_relayed_and_keeps_direct_reports() {
+    let mut st = world();
+    // The relay says: n2's web-1 at 10.0.8.8, and the local node h's (ignored: h's own runtime
+    // speaks for it).
+    let answer = vec![
+        report("h", view("10.6.6.6"), 60),
+        report("n2", n2_view("10.0.8.8"), 60),
+    ];
+    assert_eq!(st.take_relayed_reports(answer, 1).events, 3);
+    let slice = served(&st, Resource::SlicesV1, "default", "web-x");
+    assert_eq!(slice["endpoints"][0]["addresses"], json!(["10.0.0.5"]));
+    assert_eq!(slice["endpoints"][1]["addresses"], json!(["10.0.8.8"]));
+    // The next answer no longer names n2: its view is dropped.
+    assert_eq!(st.take_relayed_reports(Vec::new(), 2).events, 3);
+    let slice = served(&st, Resource::SlicesV1, "default", "web-x");
+    assert_eq!(slice["endpoints"][1]["addresses"], json!(["10.0.0.6"]));
+    // n2 reports to this node directly: a relayed view of n2 does not replace it.
+    st.take_node_report(report("n2", n2_view("10.0.7.7"), 60), 3);
+    st.take_relayed_reports(vec![report("n2", n2_view("10.0.8.8"), 60)], 4);
+    let slice = served(&st, Resource::SlicesV1, "default", "web-x");
+    assert_eq!(slice["endpoints"][1]["addresses"], json!(["10.0.7.7"]));
 }
