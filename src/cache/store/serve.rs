@@ -78,7 +78,17 @@ impl<'a> TopologyInputs<'a> {
         if !keys.dynamic() {
             return keys.choose(&[], &loc);
         }
+        // The readiness the decision weighs is the served one: a pod the runtime of its node
+        // knows without a ready sandbox (§13) counts as not ready.
+        let repaired = |mut obj: Value, res: Resource| {
+            repair::repair(&mut obj, res, self.runtime);
+            obj
+        };
         match scope {
+            EndpointScope::Endpoints(obj) if !self.runtime.is_empty() => {
+                let obj = repaired(obj.clone(), Resource::Endpoints);
+                keys.choose(&topology::endpoint_states(&obj), &loc)
+            }
             EndpointScope::Endpoints(obj) => keys.choose(&topology::endpoint_states(obj), &loc),
             EndpointScope::Slices => {
                 let slices: Vec<Value> = self
@@ -86,6 +96,10 @@ impl<'a> TopologyInputs<'a> {
                     .slices_of(svc)
                     .iter()
                     .filter_map(|k| self.upstream.value(self.slice_kind, k, self.stand_in))
+                    .map(|v| match self.runtime.is_empty() {
+                        true => v,
+                        false => repaired(v, self.slice_kind),
+                    })
                     .collect();
                 let states: Vec<_> = slices.iter().flat_map(topology::endpoint_states).collect();
                 keys.choose(&states, &loc)

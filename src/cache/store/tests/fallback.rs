@@ -210,3 +210,45 @@ fn a_restore_decides_over_every_restored_slice() {
     }
     assert!(slice_ips(&served(&restored, Resource::SlicesV1, "default", "s-a")).is_empty());
 }
+
+/// §2.9 with §13: the decision weighs the served readiness. The zone's only ready endpoint is a
+/// pod the runtime of its node knows without a ready sandbox: served not ready, so the Service
+/// falls back, as it would had the upstream said so; the runtime's pod ready again: back.
+#[test]
+fn a_pod_the_runtime_says_is_not_ready_makes_the_service_fall_back() {
+    use crate::handoff::runtime_pods::{RuntimePod, RuntimePods};
+    let fx = with_keys(r#"["zone","*"]"#);
+    let mut a = slice("s-a", &[("10.0.0.1", "h", true), ("10.0.0.3", "n2", true)]);
+    a["endpoints"][0]["targetRef"] = json!({"kind": "Pod", "namespace": "default", "name": "p1"});
+    let b = slice("s-b", &[("10.0.0.4", "n2", true)]);
+    let mut st = test_support::loaded(&fx, SEED, Resource::SlicesV1, vec![a, b]);
+    let ips = |st: &State, name: &str| slice_ips(&served(st, Resource::SlicesV1, "default", name));
+    assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
+    assert!(ips(&st, "s-b").is_empty());
+    let mut gone = RuntimePods::default();
+    gone.not_ready.insert(ObjectKey::new("default", "p1"));
+    st.set_runtime_pods(gone, 1);
+    assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1", "10.0.0.3"]));
+    assert_eq!(
+        ips(&st, "s-b"),
+        strs(&["10.0.0.4"]),
+        "the fallback serves s-b"
+    );
+    let a_served = served(&st, Resource::SlicesV1, "default", "s-a");
+    assert_eq!(
+        a_served["endpoints"][0]["conditions"]["ready"],
+        json!(false)
+    );
+    let mut back = RuntimePods::default();
+    back.ready.insert(
+        ObjectKey::new("default", "p1"),
+        RuntimePod {
+            uid: "u".into(),
+            created_at: 2,
+            ips: vec!["10.0.0.1".parse().unwrap()],
+        },
+    );
+    st.set_runtime_pods(back, 2);
+    assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
+    assert!(ips(&st, "s-b").is_empty());
+}
