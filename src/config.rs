@@ -75,8 +75,9 @@ pub const DEFAULT_LIST_PROGRESS_TIMEOUT_SECS: u64 = 60;
 pub const DEFAULT_WATCH_PROGRESS_TIMEOUT_SECS: u64 = 120;
 /// Default `--container-runtime-poll-interval`, seconds.
 pub const DEFAULT_RUNTIME_POLL_INTERVAL_SECS: u64 = 5;
-/// Default `--container-runtime-request-timeout`, seconds: one CRI call's deadline.
-pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT_SECS: u64 = 2;
+/// Default `--container-runtime-request-timeout`, seconds: one poll's deadline, all its CRI
+/// calls together.
+pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT_SECS: u64 = 10;
 /// Default `--watch-stall-timeout`, seconds: a served watch whose client reads nothing for this
 /// long while events wait for it is ended (docs/SEMANTICS.md §6). A client-go reflector reads
 /// its stream whatever its handlers do (they are fed through an unbounded queue), so only a
@@ -166,7 +167,7 @@ pub struct Config {
     pub container_runtime_endpoint: Option<String>,
     /// `--container-runtime-poll-interval`: seconds between two polls of the runtime.
     pub container_runtime_poll_interval_secs: u64,
-    /// `--container-runtime-request-timeout`: seconds one CRI call may take.
+    /// `--container-runtime-request-timeout`: seconds one poll of the runtime may take.
     pub container_runtime_request_timeout_secs: u64,
     // ---- the site relay's serving side (docs/SEMANTICS.md §12) ----
     /// `--relay-bind-address`: `host:port` of the relay port; `None` = no relay.

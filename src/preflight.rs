@@ -33,7 +33,7 @@
 //!    problem, an error answer a warning), then the list and the short watch of each resource
 //!    of step 5. Problems name the relay (`relay https://r1:51010: list services …`).
 //! 9. With `--container-runtime-endpoint`: one poll of the container runtime as the runtime
-//!    source makes it (docs/SEMANTICS.md §13): the same client and deadline per call
+//!    source makes it (docs/SEMANTICS.md §13): the same client, one deadline for the whole poll
 //!    (`--container-runtime-request-timeout`), only `ListPodSandbox` and `PodSandboxStatus`.
 //!    It is reported answering or not (why, as a class: the socket missing, permission
 //!    denied, refused, a timeout, not a CRI server), with its sandboxes and pods; when the four
@@ -194,7 +194,8 @@ pub fn fetch(cfg: &Config) -> Fetched {
 }
 
 /// One poll of the container runtime, as the runtime source makes it: the same client, the
-/// same deadline per call (`--container-runtime-request-timeout`), only the read-only calls.
+/// same deadline for the whole poll (`--container-runtime-request-timeout`), only the
+/// read-only calls.
 /// Nothing without `--container-runtime-endpoint`.
 fn fetch_runtime(cfg: &Config, fetched: &mut Fetched) {
     let Some(endpoint) = &cfg.container_runtime_endpoint else {

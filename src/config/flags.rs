@@ -340,9 +340,11 @@ pub(super) const FLAGS: &[Flag] = &[
         Id::ContainerRuntimeRequestTimeout,
         "--container-runtime-request-timeout",
         Some("SECONDS"),
-        "2",
-        "most seconds one call to --container-runtime-endpoint may take; a slower runtime \
-         is a failed poll, and what is served stays as it was",
+        "10",
+        "most seconds one poll of --container-runtime-endpoint may take, its connect, list \
+         and one status call per ready sandbox together (unlike the kubelet's \
+         --runtime-request-timeout, which bounds each call); a slower runtime is a failed \
+         poll, and what is served stays as it was",
     ),
     flag(
         Id::MetricsBindAddress,

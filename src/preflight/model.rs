@@ -44,7 +44,7 @@ pub struct Fetched {
 pub struct RuntimeFetch {
     /// `--container-runtime-endpoint`, as given.
     pub endpoint: String,
-    /// `--container-runtime-request-timeout`: each call's deadline.
+    /// `--container-runtime-request-timeout`: the poll's deadline.
     pub deadline_secs: u64,
     /// What the poll saw (`ListPodSandbox`, then `PodSandboxStatus` per ready sandbox).
     pub seen: Result<Sandboxes, cri::client::Error>,

@@ -2,7 +2,9 @@
 //! `scripts/cri-fake-build.sh` into out/e2e/bin/): READY sandboxes listed with their addresses
 //! (dual stack too), NOTREADY ones left out, an address change seen on the next poll, an answer
 //! over 64 KiB (flow control), and only the two read-only RPCs sent. Then scripted unix servers
-//! in the test: one that stalls, one that closes, one that sends GOAWAY or RST_STREAM mid-call.
+//! in the test: one that stalls, one that closes, one that sends GOAWAY or RST_STREAM mid-call,
+//! one that answers every call just inside the deadline (one deadline bounds the whole poll),
+//! and one that never accepts with its backlog full (the connect is bounded by it too).
 //! The server's harness is `common::cri`'s. Without the server binary the server tests print
 //! one line and pass.
 
@@ -228,7 +230,8 @@ fn a_server_that_says_nothing_is_an_error_after_the_deadline() {
         "took {took:?}"
     );
     assert!(
-        err.to_string().contains("no complete answer within 300 ms"),
+        err.to_string()
+            .contains("no complete answer within 300 ms, the poll's deadline"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -316,6 +319,185 @@ fn a_server_that_closes_is_a_clear_error() {
     assert!(
         matches!(err.kind, ErrorKind::Closed | ErrorKind::Io(_)),
         "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A scripted server's connection: the server's SETTINGS, then every call answered `delay`
+/// after its request is complete (DATA with END_STREAM), the first with `first`, the others
+/// with `rest`, each as HEADERS, one DATA and trailers-with-`grpc-status: 0`. Each request's
+/// `grpc-timeout` (milliseconds) is sent to `timeouts`.
+fn answer_each_after(
+    delay: Duration,
+    first: Vec<u8>,
+    rest: Vec<u8>,
+    timeouts: mpsc::Sender<u64>,
+) -> Box<dyn FnOnce(std::os::unix::net::UnixStream) + Send> {
+    Box::new(move |mut conn| {
+        let trailers = b"\x00\x0bgrpc-status\x010";
+        let _ = conn.write_all(&h2_frame(4, 0, 0, &[]));
+        let mut input = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut preface = true;
+        let mut answered = 0;
+        loop {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => input.extend_from_slice(&buf[..n]),
+            }
+            if preface {
+                if input.len() < 24 {
+                    continue;
+                }
+                input.drain(..24);
+                preface = false;
+            }
+            while input.len() >= 9 {
+                let len = u32::from_be_bytes([0, input[0], input[1], input[2]]) as usize;
+                if input.len() < 9 + len {
+                    break;
+                }
+                let (kind, flags) = (input[3], input[4]);
+                let stream = u32::from_be_bytes([input[5], input[6], input[7], input[8]]);
+                let payload: Vec<u8> = input.drain(..9 + len).skip(9).collect();
+                if kind == 1 {
+                    // The client's header fields are literals without Huffman coding.
+                    let name = b"grpc-timeout";
+                    if let Some(at) = payload.windows(name.len()).position(|w| w == name) {
+                        let value = payload.get(at + name.len() + 1..).unwrap_or_default();
+                        let size = usize::from(payload[at + name.len()]).min(value.len());
+                        let text = String::from_utf8_lossy(&value[..size]).into_owned();
+                        let _ = timeouts.send(text.trim_end_matches('m').parse().unwrap_or(0));
+                    }
+                }
+                if kind != 0 || flags & 1 == 0 {
+                    continue;
+                }
+                std::thread::sleep(delay);
+                let message = if answered == 0 { &first } else { &rest };
+                answered += 1;
+                let mut body = vec![0];
+                body.extend((message.len() as u32).to_be_bytes());
+                body.extend(message);
+                let mut out = h2_frame(1, 4, stream, RESPONSE_HEADERS);
+                out.extend(h2_frame(0, 0, stream, &body));
+                out.extend(h2_frame(1, 5, stream, trailers));
+                if conn.write_all(&out).is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// A `ListPodSandboxResponse` of `n` READY sandboxes, and a `PodSandboxStatusResponse` of a
+/// READY one at 10.244.1.7.
+fn list_and_status(n: usize) -> (Vec<u8>, Vec<u8>) {
+    use grid_wrapper::proto::wire;
+    let sandbox = |b: &mut Vec<u8>, i: usize| {
+        wire::put_bytes(b, 1, format!("sb-{i}").as_bytes());
+        wire::put_nested(b, 2, |m| {
+            wire::put_bytes(m, 1, format!("pod-{i}").as_bytes());
+            wire::put_bytes(m, 2, format!("uid-{i}").as_bytes());
+            wire::put_bytes(m, 3, b"default");
+        });
+    };
+    let mut list = Vec::new();
+    for i in 0..n {
+        wire::put_nested(&mut list, 1, |b| sandbox(b, i));
+    }
+    let mut status = Vec::new();
+    wire::put_nested(&mut status, 1, |b| {
+        sandbox(b, 0);
+        wire::put_nested(b, 5, |net| wire::put_bytes(net, 1, b"10.244.1.7"));
+    });
+    (list, status)
+}
+
+#[test]
+fn a_runtime_answering_each_call_just_inside_the_deadline_fails_the_poll_within_one_deadline() {
+    let deadline = Duration::from_millis(1000);
+    let (list, status) = list_and_status(4);
+    // Each call of the poll is answered after 0.8 of the deadline: within it, call by call.
+    let delay = deadline * 4 / 5;
+    let (tx, timeouts) = mpsc::channel();
+    let (endpoint, dir) = scripted(
+        "slow",
+        vec![
+            answer_each_after(delay, list.clone(), status.clone(), tx.clone()),
+            answer_each_after(delay, list, status, tx),
+        ],
+    );
+    // The scripted answers decode, and one call alone is answered in time (on a connection of
+    // its own, closed with its client).
+    let alone = Client::new(&endpoint, deadline)
+        .unwrap()
+        .list_pod_sandbox_ready()
+        .expect("one call");
+    assert_eq!(alone.len(), 4);
+    let alone_timeout = timeouts.recv().expect("the call's grpc-timeout");
+    assert!(
+        alone_timeout > 500 && alone_timeout <= 1000,
+        "{alone_timeout}"
+    );
+    let start = Instant::now();
+    let err = Client::new(&endpoint, deadline)
+        .unwrap()
+        .list_ready_sandboxes()
+        .unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(err.kind, ErrorKind::Timeout(_)), "{err}");
+    assert!(
+        took >= deadline && took < deadline * 3 / 2,
+        "a poll of 1 list and 4 status calls took {took:?} with a deadline of {deadline:?}"
+    );
+    assert!(err.to_string().contains("PodSandboxStatus"), "{err}");
+    // Each call tells the runtime the time left of the poll, not a whole deadline.
+    let list_timeout = timeouts.recv().expect("the list's grpc-timeout");
+    let status_timeout = timeouts
+        .recv()
+        .expect("the first status call's grpc-timeout");
+    assert!(list_timeout > 500 && list_timeout <= 1000, "{list_timeout}");
+    assert!(status_timeout <= 200, "{status_timeout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_runtime_that_never_accepts_with_its_backlog_full_fails_the_poll_within_the_deadline() {
+    let dir = scratch("backlog");
+    let socket = dir.join("s.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    // Fill the backlog: connect without blocking until the kernel says it is full.
+    let mut queued = Vec::new();
+    loop {
+        match mio::net::UnixStream::connect(&socket) {
+            Ok(s) => queued.push(s),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the backlog, after {} connects: {e}", queued.len()),
+        }
+        assert!(queued.len() < 100_000, "the backlog never filled");
+    }
+    let deadline = Duration::from_millis(500);
+    let endpoint = format!("unix://{}", socket.display());
+    let (tx, rx) = mpsc::channel();
+    let start = Instant::now();
+    std::thread::spawn(move || {
+        let result = Client::new(&endpoint, deadline)
+            .unwrap()
+            .list_sandboxes()
+            .map(|_| ());
+        let _ = tx.send((result, start.elapsed()));
+    });
+    let got = rx.recv_timeout(deadline + Duration::from_secs(5));
+    // The listener closes only now: a connect still blocked on it wakes up and the thread ends.
+    drop(listener);
+    drop(queued);
+    let (result, took) = got.expect("the poll did not end within the deadline and 5 s more");
+    let err = result.expect_err("a poll of a runtime that accepts nothing");
+    assert!(matches!(err.kind, ErrorKind::Timeout(_)), "{err}");
+    assert!(
+        took >= deadline && took < deadline * 2,
+        "took {took:?} with a deadline of {deadline:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
