@@ -2,7 +2,8 @@
 //! runtime source (`upstream::runtime`) hands the cache's writer after a poll that changed it, and
 //! the one rule that builds it from the runtime's ready sandboxes ([`RuntimePods::from_sandboxes`]).
 //! A hand-off type: both sides import it; it imports neither. Pure but for the poll counts
-//! ([`record_poll`], read by `/metrics`).
+//! ([`record_poll`], read by `/metrics`) and the poll record beside them ([`poll_status`], read
+//! by `/readyz`).
 //!
 //! Key: the pod's namespace/name (the sandbox metadata's, which is the Pod's). Of several ready
 //! sandboxes of one pod the newest wins (`created_at`, then `attempt`, then the uid, so that the
@@ -14,6 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use crate::k8s::ObjectKey;
 
@@ -152,9 +155,105 @@ impl PollOutcome {
 static POLLS: [AtomicU64; PollOutcome::ALL.len()] =
     [const { AtomicU64::new(0) }; PollOutcome::ALL.len()];
 
-/// Counts one poll of the runtime.
+/// The runtime source's polls as `/readyz` tells them: the last one that answered, and since
+/// when and how they fail.
+static RECORD: PollRecord = PollRecord::new();
+/// The endpoint polled (the source's `--container-runtime-endpoint`), once one was.
+static ENDPOINT: OnceLock<String> = OnceLock::new();
+/// The instant the record's times count from.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// Milliseconds since [`EPOCH`] (monotonic).
+fn now_ms() -> u64 {
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Counts one poll of the runtime and records when it ended, for `/readyz`.
 pub fn record_poll(outcome: PollOutcome) {
     POLLS[outcome as usize].fetch_add(1, Relaxed);
+    RECORD.record(outcome, now_ms());
+}
+
+/// Records the endpoint being polled (the first one named stays: a process polls one).
+pub fn record_endpoint(endpoint: &str) {
+    if ENDPOINT.get().is_none() {
+        let _ = ENDPOINT.set(endpoint.to_string());
+    }
+}
+
+/// The runtime source's state now, `None` when no runtime was polled in this process.
+pub fn poll_status() -> Option<PollStatus> {
+    let endpoint = ENDPOINT.get()?;
+    Some(RECORD.status(endpoint, now_ms()))
+}
+
+/// What `/readyz` says of the runtime source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PollStatus {
+    /// The endpoint, as given.
+    pub endpoint: String,
+    /// How long ago the last poll that answered ended; `None`: none has since the start.
+    pub last_ok_ago: Option<Duration>,
+    /// While polls fail: for how long (since the first failed poll of the episode ended), and
+    /// how the last one failed.
+    pub failing: Option<(Duration, PollOutcome)>,
+}
+
+/// When polls answered and since when they fail, as atomics the source thread writes and the
+/// health listener reads (times in milliseconds from a fixed instant, plus one: zero is never).
+#[derive(Debug)]
+pub struct PollRecord {
+    last_ok: AtomicU64,
+    failing_since: AtomicU64,
+    last_failure: AtomicU64,
+}
+
+impl Default for PollRecord {
+    fn default() -> Self {
+        PollRecord::new()
+    }
+}
+
+impl PollRecord {
+    /// Nothing recorded.
+    pub const fn new() -> PollRecord {
+        PollRecord {
+            last_ok: AtomicU64::new(0),
+            failing_since: AtomicU64::new(0),
+            last_failure: AtomicU64::new(0),
+        }
+    }
+
+    /// Records a poll that ended at `now_ms` with `outcome`.
+    pub fn record(&self, outcome: PollOutcome, now_ms: u64) {
+        let at = now_ms.saturating_add(1);
+        if outcome == PollOutcome::Ok {
+            self.last_ok.store(at, Relaxed);
+            self.failing_since.store(0, Relaxed);
+        } else {
+            self.last_failure.store(outcome as u64, Relaxed);
+            // The first failure of an episode opens it; later ones leave its start.
+            let _ = self.failing_since.compare_exchange(0, at, Relaxed, Relaxed);
+        }
+    }
+
+    /// The state at `now_ms`.
+    pub fn status(&self, endpoint: &str, now_ms: u64) -> PollStatus {
+        let ago = |at: u64| Duration::from_millis(now_ms.saturating_sub(at - 1));
+        let last_ok = self.last_ok.load(Relaxed);
+        let failing_since = self.failing_since.load(Relaxed);
+        let outcome = usize::try_from(self.last_failure.load(Relaxed))
+            .ok()
+            .and_then(|i| PollOutcome::ALL.get(i))
+            .copied()
+            .unwrap_or(PollOutcome::Unreachable);
+        PollStatus {
+            endpoint: endpoint.to_string(),
+            last_ok_ago: (last_ok != 0).then(|| ago(last_ok)),
+            failing: (failing_since != 0).then(|| (ago(failing_since), outcome)),
+        }
+    }
 }
 
 /// Polls of the runtime that ended with `outcome` since the start.

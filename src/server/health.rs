@@ -18,6 +18,9 @@
 //! - `/healthz`, `/livez`, `/readyz` and `/metrics` take no lock of the cache: they read its
 //!   facts ([`crate::cache::facts`]), atomics the writer refreshes at the end of each change,
 //!   so a probe never waits for a relist being applied.
+//! - `/readyz` names, with `--container-runtime-endpoint`, what the runtime source is doing
+//!   ([`runtime_line`], from the poll record of `handoff::runtime_pods`, atomics too); the
+//!   runtime never changes its status.
 //! - `/debug/topology` and `/debug/state` still take the cache's lock (as long as it takes to
 //!   copy what they need). They are answered one after the other on a worker thread, started
 //!   at the first such request, so while one waits for the lock the loop answers the probes.
@@ -26,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cache::facts::{Facts, SharedFacts};
+use crate::handoff::runtime_pods::{self, PollOutcome, PollStatus};
 use crate::http::response::{self, Body};
 use crate::server::extras::Extras;
 use crate::server::{debug_state, debug_topology, metrics};
@@ -92,6 +96,60 @@ pub fn answer(path: &str, readiness: Readiness) -> (u16, String) {
     }
 }
 
+/// `/readyz`'s body: [`answer`]'s, then, with `--container-runtime-endpoint`, a line on the
+/// runtime ([`runtime_line`]), which never changes the status (docs/SEMANTICS.md §13).
+pub fn readyz(
+    readiness: Readiness,
+    runtime: Option<&PollStatus>,
+    runtime_repairs: u64,
+) -> (u16, String) {
+    let (code, mut body) = answer("/readyz", readiness);
+    if let Some(status) = runtime {
+        body.push('\n');
+        body.push_str(&runtime_line(status, runtime_repairs));
+    }
+    (code, body)
+}
+
+/// What the runtime source is doing, in one line for an operator: whether the runtime answers
+/// (since when it does not, and how it fails), and what is served from it meanwhile
+/// (`repairs`: the endpoints served as it says, which a failing runtime leaves in force).
+pub fn runtime_line(status: &PollStatus, repairs: u64) -> String {
+    let endpoint = &status.endpoint;
+    let repaired = format!(
+        "{repairs} endpoint{} repaired",
+        if repairs == 1 { "" } else { "s" }
+    );
+    match (status.failing, status.last_ok_ago) {
+        (None, None) => format!("runtime {endpoint}: first poll under way"),
+        (None, Some(ago)) => format!(
+            "runtime {endpoint}: answering (last poll {} s ago), {repaired}",
+            ago.as_secs()
+        ),
+        (Some((failing, how)), Some(ago)) => format!(
+            "runtime {endpoint}: not answering for {} s ({}); its last answer, {} s ago, stays in force: {repaired}",
+            failing.as_secs(),
+            failure_word(how),
+            ago.as_secs()
+        ),
+        (Some((failing, how)), None) => format!(
+            "runtime {endpoint}: not answering for {} s ({}), not once since the start; endpoints are served as the upstream says",
+            failing.as_secs(),
+            failure_word(how)
+        ),
+    }
+}
+
+/// How a poll failed, in the words of [`runtime_line`].
+fn failure_word(outcome: PollOutcome) -> &'static str {
+    match outcome {
+        PollOutcome::Ok => "ok",
+        PollOutcome::Unreachable => "unreachable",
+        PollOutcome::Timeout => "timeout",
+        PollOutcome::BadAnswer => "bad answer",
+    }
+}
+
 const TEXT: &str = "text/plain; charset=utf-8";
 
 fn is_topology(path: &str) -> bool {
@@ -122,8 +180,14 @@ fn route(
             metrics::render(&facts.load(), extras, now),
         ),
         _ => {
-            let readiness = Readiness::of(&facts.load(), extras.snapshot_written, now);
-            let (code, body) = answer(path_and_query, readiness);
+            let facts = facts.load();
+            let readiness = Readiness::of(&facts, extras.snapshot_written, now);
+            let (code, body) = if path == "/readyz" {
+                let runtime = runtime_pods::poll_status();
+                readyz(readiness, runtime.as_ref(), facts.runtime_repairs)
+            } else {
+                answer(path_and_query, readiness)
+            };
             (code, TEXT, body)
         }
     })

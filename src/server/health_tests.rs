@@ -6,8 +6,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use super::{answer, spawn, Readiness, MAX_CONNECTIONS, MAX_HEAD};
+use super::{answer, readyz, runtime_line, spawn, Readiness, MAX_CONNECTIONS, MAX_HEAD};
 use crate::cache::store::test_support;
+use crate::handoff::runtime_pods::{PollOutcome, PollRecord, PollStatus};
 use crate::server::extras::Extras;
 
 /// How long a probe waits for its answer before it counts as not answered.
@@ -23,6 +24,100 @@ fn readyz_follows_readiness() {
     assert_eq!(answer("/healthz", Readiness::NotReady).0, 200);
     assert_eq!(answer("/livez?verbose", Readiness::NotReady).0, 200);
     assert_eq!(answer("/debug/pprof", Readiness::Ready).0, 404);
+}
+
+/// The poll record at `now_ms` for the endpoint the tests name.
+fn status_at(record: &PollRecord, now_ms: u64) -> PollStatus {
+    record.status(SOCK, now_ms)
+}
+
+const SOCK: &str = "unix:///run/containerd/containerd.sock";
+
+#[test]
+fn the_poll_record_follows_answers_and_failure_episodes() {
+    let record = PollRecord::new();
+    let secs = Duration::from_secs;
+    // Nothing ended yet: the first poll is under way.
+    assert_eq!(
+        status_at(&record, 500),
+        PollStatus {
+            endpoint: SOCK.into(),
+            last_ok_ago: None,
+            failing: None
+        }
+    );
+    record.record(PollOutcome::Ok, 1_000);
+    let s = status_at(&record, 3_000);
+    assert_eq!((s.last_ok_ago, s.failing), (Some(secs(2)), None));
+    // An episode starts at its first failure; later ones keep its start and say how the last
+    // one failed.
+    record.record(PollOutcome::Timeout, 5_000);
+    record.record(PollOutcome::Unreachable, 10_000);
+    let s = status_at(&record, 45_000);
+    assert_eq!(s.last_ok_ago, Some(secs(44)));
+    assert_eq!(s.failing, Some((secs(40), PollOutcome::Unreachable)));
+    // An answer ends it; the next failure opens a new one.
+    record.record(PollOutcome::Ok, 46_000);
+    assert_eq!(status_at(&record, 47_000).failing, None);
+    record.record(PollOutcome::BadAnswer, 50_000);
+    let s = status_at(&record, 53_000);
+    assert_eq!(s.failing, Some((secs(3), PollOutcome::BadAnswer)));
+    assert_eq!(s.last_ok_ago, Some(secs(7)));
+}
+
+#[test]
+fn readyz_says_what_the_runtime_does_without_changing_its_status() {
+    let status = |last_ok: Option<u64>, failing: Option<(u64, PollOutcome)>| PollStatus {
+        endpoint: SOCK.into(),
+        last_ok_ago: last_ok.map(Duration::from_secs),
+        failing: failing.map(|(s, how)| (Duration::from_secs(s), how)),
+    };
+    // Without --container-runtime-endpoint: as before.
+    assert_eq!(readyz(Readiness::Ready, None, 0), (200, "ok".into()));
+    let answering = status(Some(2), None);
+    assert_eq!(
+        readyz(Readiness::Ready, Some(&answering), 1),
+        (
+            200,
+            format!("ok\nruntime {SOCK}: answering (last poll 2 s ago), 1 endpoint repaired")
+        )
+    );
+    // A failing runtime: still ready (what is served does not change), and said so.
+    let failing = status(Some(45), Some((40, PollOutcome::Timeout)));
+    let (code, body) = readyz(Readiness::Ready, Some(&failing), 12);
+    assert_eq!(code, 200);
+    assert_eq!(
+        body,
+        format!(
+            "ok\nruntime {SOCK}: not answering for 40 s (timeout); its last answer, 45 s ago, \
+             stays in force: 12 endpoints repaired"
+        )
+    );
+    let never = status(None, Some((40, PollOutcome::Unreachable)));
+    let (code, body) = readyz(Readiness::Snapshot { age: 7 }, Some(&never), 0);
+    assert_eq!(code, 200);
+    assert!(
+        body.starts_with("ok: serving the on-disk snapshot"),
+        "{body}"
+    );
+    assert!(
+        body.ends_with(&format!(
+            "\nruntime {SOCK}: not answering for 40 s (unreachable), not once since the start; \
+             endpoints are served as the upstream says"
+        )),
+        "{body}"
+    );
+    let (code, body) = readyz(Readiness::NotReady, Some(&status(None, None)), 0);
+    assert_eq!(code, 503);
+    assert!(
+        body.ends_with(&format!("\nruntime {SOCK}: first poll under way")),
+        "{body}"
+    );
+    let bad = runtime_line(&status(Some(9), Some((3, PollOutcome::BadAnswer))), 0);
+    assert!(
+        bad.contains("(bad answer)") && bad.contains("0 endpoints repaired"),
+        "{bad}"
+    );
 }
 
 #[test]
