@@ -19,7 +19,6 @@ use super::endpoint::{self, Endpoint};
 use super::grpc::GrpcError;
 use super::messages::{self, MessageError, PodSandbox, SandboxState, SandboxStatus};
 use super::session::{Session, SessionError};
-use crate::handoff::runtime_pods;
 
 /// `:authority`, as grpc-go clients (the kubelet, crictl) send it for a unix socket.
 const AUTHORITY: &str = "localhost";
@@ -207,10 +206,8 @@ impl Client {
 
     /// One poll of every sandbox (`ListPodSandbox` without a filter), within one deadline: the
     /// READY ones with their addresses as [`Client::list_ready_sandboxes`] gives them, and the
-    /// pods of the others. The endpoint is recorded as the one `/readyz` names (the runtime
-    /// source's; [`runtime_pods::record_endpoint`]), whose outcomes the source records.
+    /// pods of the others.
     pub fn list_sandboxes(&mut self) -> Result<Sandboxes, Error> {
-        runtime_pods::record_endpoint(&self.endpoint.text);
         let result = self.poll(&messages::list_all_request());
         self.conn = None;
         result

@@ -4,13 +4,14 @@
 //! cache's writer, `crate::writer::WriterHandle::set_runtime_pods`) when it changed.
 //!
 //! - One poll at start, then one per interval (measured from the start of the previous poll);
-//!   each call is bounded by the client's deadline, so neither the event loop nor the writer
-//!   ever waits for the runtime.
+//!   each poll, all its calls, is bounded by the client's deadline, so neither the event loop
+//!   nor the writer ever waits for the runtime.
 //! - A failed poll hands nothing over: the last good view stays in force. Counted by outcome
 //!   ([`record_poll`]); WARN once when polls start failing, INFO when the runtime answers again,
 //!   DEBUG for the failures between.
 //! - Stops within ~100 ms of `stop` being set while waiting between polls; a poll in flight
-//!   finishes first (bounded by the deadline per call).
+//!   finishes first (bounded by the poll's deadline).
+//! - The endpoint polled is recorded for `/readyz` ([`record_endpoint`]) as the thread starts.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +22,9 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::client::{Client, Error, ErrorKind, Sandboxes};
-use crate::handoff::runtime_pods::{record_poll, PollOutcome, RuntimePods, Sandbox};
+use crate::handoff::runtime_pods::{
+    record_endpoint, record_poll, PollOutcome, RuntimePods, Sandbox,
+};
 
 /// Starts the source thread: polls through `client` now and then every `interval`, calling
 /// `on_view` with each view that differs from the last one handed over, until `stop` is set.
@@ -37,6 +40,7 @@ pub fn spawn(
 }
 
 fn run(mut client: Client, interval: Duration, on_view: &dyn Fn(RuntimePods), stop: &AtomicBool) {
+    record_endpoint(client.endpoint());
     info!(
         "container runtime {}: polling every {} s",
         client.endpoint(),

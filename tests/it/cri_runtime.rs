@@ -464,6 +464,8 @@ fn a_runtime_answering_each_call_just_inside_the_deadline_fails_the_poll_within_
 
 #[test]
 fn a_runtime_that_never_accepts_with_its_backlog_full_fails_the_poll_within_the_deadline() {
+    // Thousands of sockets of this process's file table, and a timing bound: alone.
+    let _g = crate::common::heavy();
     let dir = scratch("backlog");
     let socket = dir.join("s.sock");
     let listener = UnixListener::bind(&socket).expect("bind");
