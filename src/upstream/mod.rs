@@ -42,6 +42,7 @@ pub mod reflector;
 pub mod retry_after;
 #[cfg(feature = "io")]
 mod rewatch;
+#[cfg(feature = "io")]
 pub mod site_report;
 pub mod stats;
 #[cfg(feature = "io")]
