@@ -31,6 +31,8 @@ pub struct Facts {
     pub abnormal_nodes: u64,
     /// Endpoints served as the container runtime says (docs/SEMANTICS.md §13).
     pub runtime_repairs: u64,
+    /// Other nodes whose runtime view is in force, reported or relayed (docs/SEMANTICS.md §13.1).
+    pub runtime_site_views: u64,
     /// Objects held stale per upstream resource (indexed by [`Resource::index`]): a newer
     /// version over `--max-object-bytes` was refused, the last accepted one is served.
     pub stale: [u64; RESOURCES],
@@ -64,6 +66,7 @@ pub struct SharedFacts {
     log_entries: [AtomicU64; RESOURCES],
     abnormal_nodes: AtomicU64,
     runtime_repairs: AtomicU64,
+    runtime_site_views: AtomicU64,
     stale: [AtomicU64; RESOURCES],
 }
 
@@ -77,6 +80,7 @@ impl SharedFacts {
             log_entries: std::array::from_fn(|_| AtomicU64::new(0)),
             abnormal_nodes: AtomicU64::new(0),
             runtime_repairs: AtomicU64::new(0),
+            runtime_site_views: AtomicU64::new(0),
             stale: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -96,6 +100,7 @@ impl SharedFacts {
             log_entries: std::array::from_fn(|i| self.log_entries[i].load(Relaxed)),
             abnormal_nodes: self.abnormal_nodes.load(Relaxed),
             runtime_repairs: self.runtime_repairs.load(Relaxed),
+            runtime_site_views: self.runtime_site_views.load(Relaxed),
             stale: std::array::from_fn(|i| self.stale[i].load(Relaxed)),
         }
     }
@@ -115,6 +120,8 @@ impl SharedFacts {
         }
         self.abnormal_nodes.store(facts.abnormal_nodes, Relaxed);
         self.runtime_repairs.store(facts.runtime_repairs, Relaxed);
+        self.runtime_site_views
+            .store(facts.runtime_site_views, Relaxed);
         for (slot, v) in self.stale.iter().zip(facts.stale) {
             slot.store(v, Relaxed);
         }
@@ -151,6 +158,7 @@ mod tests {
                 log_entries: [6, 7, 8, 9, 10, 14, 15],
                 abnormal_nodes: 11,
                 runtime_repairs: 3,
+                runtime_site_views: 2,
                 stale: [1, 0, 0, 0, 0, 2, 0],
             };
             shared.store(&facts);

@@ -333,6 +333,7 @@ impl State {
             serving_snapshot: self.from_snapshot,
             abnormal: self.edge_health.abnormal(),
             runtime_repairs: self.runtime.endpoints_repaired(),
+            runtime_site_views: self.runtime.other_views(&self.settings.hostname),
             stale: self.stale.counts(),
         }
     }

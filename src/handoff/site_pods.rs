@@ -3,7 +3,8 @@
 //! ([`SitePods`]), and the one wire form in which they travel between a follower and its relay
 //! ([`NodeReport`]: a follower's `PUT` of its own node's view; the relay's answer, every node's).
 //! A hand-off type: the relay port, the follower's reporter and the cache import it; it imports
-//! neither. Pure.
+//! neither. Pure but for the counts of reports taken and refused on the relay port
+//! ([`record_report`], read by `/metrics`).
 //!
 //! Untrusted on both sides: a report is decoded with bounds (names, pods, addresses), its
 //! addresses parsed as IP literals (others left out, as the runtime source does), and its
@@ -11,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
@@ -263,6 +265,19 @@ pub fn decode_list(bytes: &[u8]) -> Result<Vec<NodeReport>, BadReport> {
         )));
     }
     wire.items.into_iter().map(WireReport::take).collect()
+}
+
+/// Reports taken, then refused, on this relay port.
+static REPORTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Counts one report on the relay port: taken or refused.
+pub fn record_report(taken: bool) {
+    REPORTS[usize::from(!taken)].fetch_add(1, Relaxed);
+}
+
+/// Reports taken (`true`) or refused (`false`) on this relay port so far.
+pub fn reports(taken: bool) -> u64 {
+    REPORTS[usize::from(!taken)].load(Relaxed)
 }
 
 /// The node a report path names (`REPORT_PATH` + a name, nothing after it).

@@ -524,6 +524,7 @@ impl Conn {
     /// writer (never waiting for it: a full queue is a 503, and the follower reports again at its
     /// next poll), then the answer.
     fn take_report(&mut self, node: &str, taken: runtime_report::Taken, ctx: &Ctx<'_>) {
+        site_pods::record_report(taken.report.is_some());
         match taken.report {
             Some(report) => {
                 debug!("{}: runtime report of node {node}", self.peer);

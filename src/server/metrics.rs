@@ -79,6 +79,11 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
         vec![(String::new(), facts.runtime_repairs)],
     );
     gauge(
+        "grid_wrapper_runtime_site_views",
+        "Other nodes whose container runtime view is in force here (reported to this relay, or answered by the relays this node follows), repairing their endpoints.",
+        vec![(String::new(), facts.runtime_site_views)],
+    );
+    gauge(
         "grid_wrapper_serving_snapshot",
         "1 while the served view comes from the on-disk snapshot (upstream not synced yet).",
         vec![(String::new(), u64::from(facts.serving_snapshot))],
@@ -117,6 +122,18 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
             "grid_wrapper_runtime_polls_total{{outcome=\"{}\"}} {}",
             outcome.label(),
             runtime_pods::polls(outcome)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP grid_wrapper_runtime_reports_total Followers' runtime reports on the relay port: taken, or refused (not from one of the Node's addresses, or malformed; a 403 or 400 Status says why)."
+    );
+    let _ = writeln!(out, "# TYPE grid_wrapper_runtime_reports_total counter");
+    for (taken, label) in [(true, "taken"), (false, "refused")] {
+        let _ = writeln!(
+            out,
+            "grid_wrapper_runtime_reports_total{{outcome=\"{label}\"}} {}",
+            crate::handoff::site_pods::reports(taken)
         );
     }
     let _ = writeln!(

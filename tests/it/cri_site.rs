@@ -190,14 +190,24 @@ fn a_pod_that_moves_on_a_follower_is_served_on_its_new_address_by_the_relay_and_
         || served(s.follower(), POD_A1) == (json!(NEW_A1), json!(NEW_A1)),
     );
     assert_eq!(served(&s.relay, POD_A1), (json!(NEW_A1), json!(NEW_A1)));
-    // The relay view stays the upstream's: a follower repairs from the site's views itself.
-    let (_, _, body) = common::request(s.relay.health, "GET", "/metrics", &[], b"");
-    let text = String::from_utf8_lossy(&body).to_string();
+    // /metrics: each node holds the other's view; the relay counts the reports it took.
+    let metric = |w: &Wrapper, m: &str| common::autonomy::metric(w, m).unwrap_or(-1.0);
+    assert_eq!(metric(&s.relay, "grid_wrapper_runtime_site_views"), 1.0);
+    assert_eq!(metric(s.follower(), "grid_wrapper_runtime_site_views"), 1.0);
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("grid_wrapper_runtime_repairs ") && !l.ends_with(" 0")),
-        "the relay counts its repairs"
+        metric(
+            &s.relay,
+            "grid_wrapper_runtime_reports_total{outcome=\"taken\"}"
+        ) >= 1.0
     );
+    assert_eq!(
+        metric(
+            &s.relay,
+            "grid_wrapper_runtime_reports_total{outcome=\"refused\"}"
+        ),
+        0.0
+    );
+    assert!(metric(&s.relay, "grid_wrapper_runtime_repairs") >= 4.0);
     assert!(
         s.relay
             .log
@@ -232,6 +242,11 @@ fn a_report_is_taken_only_from_the_nodes_own_address_and_only_for_its_pods() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(served(&s.relay, POD_A2), (json!(OLD_A2), json!(OLD_A2)));
     // A report for another node (edge-b1, 192.168.2.11) from here: 403, nothing changes.
+    let refused = common::autonomy::metric(
+        &s.relay,
+        "grid_wrapper_runtime_reports_total{outcome=\"refused\"}",
+    );
+    assert!(refused.unwrap_or(0.0) >= 1.0, "refused: {refused:?}");
     let (code, body) = put_report(
         &s,
         "edge-b1",

@@ -61,6 +61,8 @@ pub(super) struct Status<'a> {
     pub(super) abnormal: &'a BTreeSet<String>,
     /// Endpoints served as the container runtime says.
     pub(super) runtime_repairs: usize,
+    /// Other nodes whose runtime view is in force.
+    pub(super) runtime_site_views: usize,
     /// Objects held stale per resource (indexed by [`Resource::index`]).
     pub(super) stale: [u64; Resource::ALL.len()],
 }
@@ -358,6 +360,7 @@ impl Publisher {
             log_entries: view.log_lens(),
             abnormal_nodes: abnormal as u64,
             runtime_repairs: status.runtime_repairs as u64,
+            runtime_site_views: status.runtime_site_views as u64,
             stale: status.stale,
         }
     }

@@ -59,6 +59,11 @@ impl Runtime {
         self.generation
     }
 
+    /// How many nodes other than `hostname` have a view in force.
+    pub(super) fn other_views(&self, hostname: &str) -> usize {
+        self.site.nodes.keys().filter(|n| *n != hostname).count()
+    }
+
     /// How long another node's view still holds at `now` (seconds; 0 for the local node's).
     pub(super) fn valid_for(&self, node: &str, now: u64) -> u64 {
         self.others
