@@ -2,7 +2,7 @@
 //! the `--help` text. Validation only; nothing here touches the system.
 
 use crate::fault::{TooLarge, MAX_REFUSE_SECS};
-use crate::fixture::{Fixture, ScaleParams};
+use crate::fixture::{Fixture, ScaleParams, Shape};
 use crate::load::MAX_LOAD_SECS;
 use crate::routes::SliceVersions;
 use crate::store::DEFAULT_HISTORY;
@@ -24,6 +24,19 @@ USAGE: grid-wrapper-sim [FLAGS]
   --services N               scale: services, one Endpoints + one EndpointSlice each (default 2000)
   --zones N                  scale: zones (default 20)
   --endpoints-per-slice N    scale: endpoints per slice (default 10)
+  --shape flat|real          scale: how the objects look (default flat, or the environment's
+                             GRID_WRAPPER_SIM_SHAPE; a flag wins). flat: minimal objects (a
+                             Node of about 1 KB). real: the same cluster with each object as
+                             its owner writes it: kubelet-shaped Nodes of 10-15 KB (labels,
+                             CNI/CSI annotations, managedFields, capacity, five conditions,
+                             nodeInfo, 30-50 images with digests), EndpointSlices and
+                             Endpoints as their controllers write them (generateName, owner
+                             reference, trigger-time annotation, targetRef with uid, zone,
+                             managedFields), Services with managedFields. Seeded: the same
+                             objects every run. Other fixtures ignore it
+  --list-bytes               load the fixture, print the bytes of each kind's JSON LIST (as
+                             served without a selector, before gzip) on one line, and exit
+                             without listening
   --slice-version v1|v1beta1|both
                              EndpointSlice versions served (default v1); others 404
   --kube-version 1.N         the Kubernetes version GET /version reports (default 1.28;
@@ -147,6 +160,8 @@ pub struct Flags {
     pub max_per_second: Option<u64>,
     /// `--retry-after`, in seconds.
     pub retry_after: u64,
+    /// `--list-bytes`: print the fixture's list sizes and exit.
+    pub list_bytes: bool,
 }
 
 impl Default for Flags {
@@ -169,6 +184,7 @@ impl Default for Flags {
             max_in_flight: None,
             max_per_second: None,
             retry_after: 1,
+            list_bytes: false,
         }
     }
 }
@@ -215,6 +231,12 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             "--services" => scale.services = num(flag, &value()?)?,
             "--zones" => scale.zones = num(flag, &value()?)?,
             "--endpoints-per-slice" => scale.endpoints_per_slice = num(flag, &value()?)?,
+            "--shape" => {
+                let v = value()?;
+                scale.shape = Shape::parse(&v)
+                    .ok_or_else(|| format!("--shape: unknown {v:?} (flat or real)"))?;
+            }
+            "--list-bytes" => f.list_bytes = true,
             "--slice-version" => {
                 f.slices = match value()?.as_str() {
                     "v1" => SliceVersions::V1,
@@ -323,6 +345,8 @@ mod tests {
             "--start-refusing",
             "3",
             "--kube-version=1.35",
+            "--shape",
+            "real",
         ])
         .expect("parse");
         assert_eq!(f.kube_minor, 35);
@@ -334,9 +358,19 @@ mod tests {
             Fixture::Scale(ScaleParams {
                 nodes: 3,
                 zones: 2,
+                shape: Shape::Real,
                 ..ScaleParams::default()
             })
         );
+        let flat = run(&[
+            "--shape=real",
+            "--fixture=scale",
+            "--shape=flat",
+            "--list-bytes",
+        ])
+        .expect("flat");
+        assert_eq!(flat.fixture, Fixture::Scale(ScaleParams::default()));
+        assert!(flat.list_bytes);
         assert_eq!(f.slices, SliceVersions::Both);
         assert_eq!((f.history, f.bookmark_secs), (5, 0));
         assert_eq!(f.token.as_deref(), Some("t0k"));
@@ -350,6 +384,7 @@ mod tests {
             &["--nodes", "x"][..],
             &["--fixture", "big"],
             &["--slice-version", "v2"],
+            &["--shape", "round"],
             &["--kube-version", "2.0"],
             &["--kube-version", "1.x"],
             &["--tls-cert", "a"],

@@ -1,7 +1,14 @@
 //! Start-up object sets: `demo` (a small three-zone edge cluster used by `make demo` and the
 //! integration tests), `empty`, and `scale` (generated Nodes/Services/Endpoints/EndpointSlices
-//! for benchmarks). Pure: each returns the objects to apply, in order.
+//! for benchmarks), the latter in two shapes: `flat` (minimal objects, the default) and `real`
+//! (each object as the component that owns it writes it: [`real`]). Pure: each returns the
+//! objects to apply, in order; [`list_bytes`] measures what a store of them lists.
 
+mod real;
+
+use crate::api::{self, Filter};
+use crate::store::{Kind, Store};
+use grid_wrapper::k8s::Resource;
 use serde_json::{json, Value};
 
 /// Which fixture to load.
@@ -15,6 +22,37 @@ pub enum Fixture {
     Scale(ScaleParams),
 }
 
+/// How the `scale` fixture's objects look (`--shape`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Shape {
+    /// Minimal objects: a Node of about 1 KB, slices and Endpoints without uids or
+    /// managedFields (every existing bench and test).
+    #[default]
+    Flat,
+    /// The same cluster, each object as its owner writes it (see [`real`]): kubelet-shaped
+    /// Nodes of 10–15 KB, controller-shaped slices and Endpoints, managedFields everywhere.
+    Real,
+}
+
+impl Shape {
+    /// Parses a `--shape` value.
+    pub fn parse(s: &str) -> Option<Shape> {
+        match s {
+            "flat" => Some(Shape::Flat),
+            "real" => Some(Shape::Real),
+            _ => None,
+        }
+    }
+
+    /// The `--shape` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shape::Flat => "flat",
+            Shape::Real => "real",
+        }
+    }
+}
+
 /// Sizes of the `scale` fixture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScaleParams {
@@ -26,6 +64,8 @@ pub struct ScaleParams {
     pub zones: usize,
     /// Endpoints per slice.
     pub endpoints_per_slice: usize,
+    /// How the objects look.
+    pub shape: Shape,
 }
 
 impl Default for ScaleParams {
@@ -35,6 +75,7 @@ impl Default for ScaleParams {
             services: 2000,
             zones: 20,
             endpoints_per_slice: 10,
+            shape: Shape::Flat,
         }
     }
 }
@@ -44,8 +85,53 @@ pub fn objects(f: Fixture) -> Vec<Value> {
     match f {
         Fixture::Demo => demo(),
         Fixture::Empty => Vec::new(),
+        Fixture::Scale(p) if p.shape == Shape::Real => real::scale(p),
         Fixture::Scale(p) => scale(p),
     }
+}
+
+/// One kind's LIST as a store serves it: `(plural, items, bytes)`.
+pub type ListBytes = (&'static str, usize, usize);
+
+/// The bytes of each kind's JSON LIST as `store` serves it now (no selector, before gzip; v1
+/// EndpointSlices): the denominator of the benchmarks' memory ratios. Serializes every list.
+pub fn list_bytes(store: &Store) -> Vec<ListBytes> {
+    Kind::ALL
+        .iter()
+        .map(|k| {
+            let res = match k {
+                Kind::Node => Resource::Nodes,
+                Kind::Service => Resource::Services,
+                Kind::Endpoints => Resource::Endpoints,
+                Kind::Slice => Resource::SlicesV1,
+                Kind::Cidr => Resource::CidrsV1,
+            };
+            let (objs, rv) = api::list(store, res);
+            let bytes = api::list_body(res, &objs, rv, &Filter::default()).len();
+            (k.plural(), objs.len(), bytes)
+        })
+        .collect()
+}
+
+/// [`list_bytes`] as one line: `nodes 500 items 6543210 B (13086 B each), …, total N B`.
+pub fn list_bytes_line(lists: &[ListBytes]) -> String {
+    let mut parts: Vec<String> = lists
+        .iter()
+        .map(|(plural, n, bytes)| {
+            let each = if *n > 0 {
+                format!(" ({} B each)", bytes / n)
+            } else {
+                String::new()
+            };
+            format!("{plural} {n} items {bytes} B{each}")
+        })
+        .collect();
+    let total: usize = lists.iter().map(|(_, _, b)| b).sum();
+    parts.push(format!(
+        "total {total} B ({:.1} MiB)",
+        total as f64 / 1048576.0
+    ));
+    parts.join(", ")
 }
 
 fn node(name: &str, zone: &str, ip: &str, pod_cidr: &str) -> Value {
@@ -336,7 +422,7 @@ pub fn demo() -> Vec<Value> {
     out
 }
 
-fn pod_ip(idx: usize) -> String {
+pub(crate) fn pod_ip(idx: usize) -> String {
     format!(
         "10.{}.{}.{}",
         128 + (idx >> 16) % 128,
@@ -493,6 +579,7 @@ mod tests {
             services: 5,
             zones: 3,
             endpoints_per_slice: 4,
+            shape: Shape::Flat,
         };
         let objs = scale(p);
         let count = |k: &str| objs.iter().filter(|o| o["kind"] == k).count();

@@ -4,7 +4,8 @@
 //! every other request (events…) and echoes it, and offers a `/sim/` control API to change the
 //! cluster while clients watch. One thread per connection; state in a `Mutex` + `Condvar`
 //! (`shared`, taken from there by the server shell, the control API and the watch streams).
-//! `main` only parses flags, loads the fixture, binds, prints the listening line and serves.
+//! `main` only parses flags, loads the fixture, binds, prints the listening line and serves (or,
+//! with `--list-bytes`, prints the bytes of the fixture's JSON lists and exits).
 //!
 //! Fault injection for the autonomy tests (exact bodies and answers in `--help`):
 //! - `POST /sim/reset-rv {"rv": N, "too_large": "http"|"event"|"silent", "watches":
@@ -185,9 +186,33 @@ fn run(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// `--list-bytes`: the fixture's list sizes on stdout.
+fn print_list_bytes(flags: &args::Flags) -> Result<(), Box<dyn std::error::Error>> {
+    let shared = build(flags)?;
+    let store = shared.store.lock().map_err(|_| "store lock poisoned")?;
+    let shape = match flags.fixture {
+        fixture::Fixture::Scale(p) => format!("scale, shape {}", p.shape.as_str()),
+        fixture::Fixture::Demo => "demo".into(),
+        fixture::Fixture::Empty => "empty".into(),
+    };
+    println!(
+        "grid-wrapper-sim fixture {shape}: JSON list bytes: {}",
+        fixture::list_bytes_line(&fixture::list_bytes(&store))
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     init_logging();
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    // GRID_WRAPPER_SIM_SHAPE: the default --shape, for benches that start the simulator
+    // themselves (scripts/loadbench.sh's LOADBENCH_SHAPE); a --shape flag after it wins.
+    let argv: Vec<String> = std::env::var("GRID_WRAPPER_SIM_SHAPE")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("--shape={s}"))
+        .into_iter()
+        .chain(std::env::args().skip(1))
+        .collect();
     let flags = match args::parse(&argv) {
         Ok(args::Parsed::Help) => {
             print!("{}", args::HELP);
@@ -199,7 +224,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&flags) {
+    let done = if flags.list_bytes {
+        print_list_bytes(&flags)
+    } else {
+        run(&flags)
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("grid-wrapper-sim: {e}");

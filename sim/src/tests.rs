@@ -535,3 +535,56 @@ fn lists_over_the_threshold_are_gzipped_for_clients_that_ask_and_the_served_log_
     sim(addr, "requests/clear", json!({}));
     assert_eq!(get_json(addr, "/sim/served").1, json!([]));
 }
+
+/// `--fixture scale --shape real`: the store takes every object as given (its uids and
+/// timestamps kept), and `fixture::list_bytes` is what a LIST without a selector serves.
+#[test]
+fn real_shaped_scale_fixture_is_served_as_given_and_list_bytes_are_the_served_bodies() {
+    let p = fixture::ScaleParams {
+        nodes: 12,
+        services: 30,
+        shape: fixture::Shape::Real,
+        ..fixture::ScaleParams::default()
+    };
+    let objs = fixture::objects(fixture::Fixture::Scale(p));
+    let mut st = store::Store::new(1000);
+    for o in objs.clone() {
+        st.apply(o).expect("fixture");
+    }
+    let lists = fixture::list_bytes(&st);
+    let shared = Arc::new(Shared::new(st, SliceVersions::V1, None, None));
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || server::serve(listener, shared, None));
+    let paths = [
+        ("nodes", "/api/v1/nodes", 12),
+        ("services", "/api/v1/services", 30),
+        ("endpoints", "/api/v1/endpoints", 30),
+        (
+            "endpointslices",
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            30,
+        ),
+        ("servicecidrs", "/apis/networking.k8s.io/v1/servicecidrs", 0),
+    ];
+    assert_eq!(lists.len(), paths.len());
+    for ((plural, path, n), (listed, items, bytes)) in paths.into_iter().zip(&lists) {
+        assert_eq!((plural, n), (*listed, *items));
+        let (code, _, body) = call(addr, "GET", path, "", b"");
+        assert_eq!(code, 200, "{path}");
+        assert_eq!(body.len(), *bytes, "{path}");
+    }
+    let (_, node) = get_json(addr, "/api/v1/nodes/node-00003");
+    let given = objs
+        .iter()
+        .find(|o| o["metadata"]["name"] == "node-00003")
+        .expect("node-00003");
+    for k in ["uid", "creationTimestamp", "managedFields", "annotations"] {
+        assert_eq!(node["metadata"][k], given["metadata"][k], "{k}");
+    }
+    assert_eq!(node["status"], given["status"]);
+    let line = fixture::list_bytes_line(&lists);
+    let total: usize = lists.iter().map(|l| l.2).sum();
+    assert!(line.starts_with("nodes 12 items "), "{line}");
+    assert!(line.contains(&format!("total {total} B")), "{line}");
+}
