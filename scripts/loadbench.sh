@@ -14,6 +14,10 @@
 # sweep with grid-wrapper's CPU in cores (~2 min):
 #   bash scripts/loadbench.sh target/release --only fanout [--epoll-threads 2]
 # which writes out/fanoutbench.md (LOADBENCH_OUT overrides any default).
+# LOADBENCH_SHAPE=real runs every scale fixture of the bench with real-shaped objects (the
+# simulator's `--shape real`, through GRID_WRAPPER_SIM_SHAPE; default flat). Either way the
+# report ends with the shape and the bytes of the upstream's JSON lists per kind
+# (`grid-wrapper-sim --list-bytes`), computed from the fixture after the run.
 set -euo pipefail
 BIN=${1:-target/release}
 LIMIT=${LOADBENCH_TIMEOUT:-420}
@@ -37,5 +41,38 @@ if [ -z "$(nginx_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null;
 fi
 NGINX=$(nginx_bin); NGINX=${NGINX:-none}
 
-exec bash "$(dirname "$0")/bounded.sh" loadbench "$LIMIT" \
-  "$BIN/examples/loadbench" --bin-dir "$BIN" --out "$OUT" --nginx "$NGINX" "${@:2}"
+SHAPE=${LOADBENCH_SHAPE:-flat}
+case "$SHAPE" in
+  flat|real) export GRID_WRAPPER_SIM_SHAPE=$SHAPE ;;
+  *) echo "loadbench: LOADBENCH_SHAPE must be flat or real, not '$SHAPE'" >&2; exit 2 ;;
+esac
+
+rc=0
+bash "$(dirname "$0")/bounded.sh" loadbench "$LIMIT" \
+  "$BIN/examples/loadbench" --bin-dir "$BIN" --out "$OUT" --nginx "$NGINX" "${@:2}" || rc=$?
+
+# The scales the example runs (examples/loadbench: SCALE in main.rs, X10 in scale.rs).
+S_ARGS="--nodes 500 --services 2000 --zones 20 --endpoints-per-slice 10"
+X10_ARGS="--nodes 5000 --services 20000 --zones 200 --endpoints-per-slice 10"
+case " ${*:2} " in
+  *" --scale x10 "*) SCALES="x10" ;;
+  *" --only wan "*) SCALES="S x10" ;;
+  *) SCALES="S" ;;
+esac
+if [ "$rc" = 0 ] && [ -f "$OUT" ]; then
+  {
+    echo
+    echo "Fixture shape: \`$SHAPE\` (LOADBENCH_SHAPE; the simulator's \`--shape $SHAPE\`)."
+    echo "Upstream JSON lists, as the simulator serves them without a selector, before gzip"
+    echo "(\`grid-wrapper-sim --list-bytes\`):"
+    echo
+    for sc in $SCALES; do
+      if [ "$sc" = S ]; then a=$S_ARGS; else a=$X10_ARGS; fi
+      # shellcheck disable=SC2086
+      line=$("$BIN/grid-wrapper-sim" --fixture scale --shape "$SHAPE" $a --list-bytes 2>/dev/null \
+        | sed -n 's/.*JSON list bytes: //p') || line=""
+      echo "- $sc (\`$a\`): ${line:-n/a}"
+    done
+  } >> "$OUT"
+fi
+exit "$rc"
