@@ -19,7 +19,9 @@ from), not from the .proto files:
     is unreliable (discovery/v1 has `Ready *bool protobuf:"bytes,1,..."`, `AddressType
     AddressType protobuf:"bytes,4,rep,..."` on a plain string), so the kind and the
     cardinality come from the Go type, as in generated.pb.go;
-  * `json:"name,..."` gives the JSON name;
+  * `json:"name,..."` gives the JSON name, and its options whether Go's JSON leaves the field
+    out (`omitempty`: Empty, `omitzero`: Zero); the order of the struct's fields is the JSON
+    order (`json_order`: indexes into `fields`, which are in field-number order);
   * `*T` is written only when present, `[]T` per element, `map[K]V` per entry (sorted by key),
     anything else always (gogo writes the Go zero value of a non-pointer field);
   * embedded metav1.TypeMeta (no protobuf tag) is skipped: its JSON keys are listed as known;
@@ -264,7 +266,12 @@ class Schema:
                 continue
             number = int(proto.split(",")[1])
             card, kind = self.resolve(pkg, typ, ctx)
-            fields.append((number, json_name, kind, card))
+            opts = json.split(",")[1:]
+            omit = "Zero" if "omitzero" in opts else "Empty" if "omitempty" in opts else "No"
+            if omit == "Zero" and card == "Value" and kind.startswith("Message("):
+                # Go's omitzero on a struct: all its fields zero; not needed so far.
+                raise SystemExit(f"{ctx}: omitzero on a struct is not supported")
+            fields.append((number, json_name, kind, card, omit, len(fields)))
         fields.sort()
         numbers = [f[0] for f in fields]
         if len(set(numbers)) != len(numbers):
@@ -302,7 +309,7 @@ def main():
         w(f"// {'k8s.io/api' if repo == 'api' else 'k8s.io/apimachinery'}/{path}")
     w("//! The protobuf message tables, one per Go struct the encoder reaches (generated).")
     w("")
-    w("use super::{Card::*, Field, Kind::*, Message};")
+    w("use super::{Card::*, Field, Kind::*, Message, Omit::*};")
     w("")
     w("/// Every message of the tables, for tests that check them against the .proto files.")
     w("pub static ALL: &[&Message] = &[")
@@ -317,9 +324,12 @@ def main():
         known = schema.known_only[q]
         w("    known: &[" + ", ".join(f'"{k}"' for k in known) + "],")
         w("    fields: &[")
-        for number, json_name, kind, card in schema.messages[q]:
-            w(f'        Field {{ json: "{json_name}", number: {number}, kind: {kind}, card: {card} }},')
+        fields = schema.messages[q]
+        for number, json_name, kind, card, omit, _ in fields:
+            w(f'        Field {{ json: "{json_name}", number: {number}, kind: {kind}, card: {card}, omit: {omit} }},')
         w("    ],")
+        go_order = sorted(range(len(fields)), key=lambda i: fields[i][5])
+        w("    json_order: &[" + ", ".join(str(i) for i in go_order) + "],")
         w("};")
     sys.stdout.write("\n".join(out) + "\n")
 

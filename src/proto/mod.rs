@@ -34,6 +34,8 @@ pub struct Message {
     pub known: &'static [&'static str],
     /// The fields, in ascending field number (the order gogo writes them in).
     pub fields: &'static [Field],
+    /// Indexes into `fields` in the Go struct's order: the order of the keys in Go's JSON.
+    pub json_order: &'static [u8],
 }
 
 /// One field of a [`Message`].
@@ -47,6 +49,19 @@ pub struct Field {
     pub kind: Kind,
     /// How many values and when they are written.
     pub card: Card,
+    /// When Go's JSON leaves the field out.
+    pub omit: Omit,
+}
+
+/// When Go's `encoding/json` leaves a field out of an object (its struct tag's options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Omit {
+    /// Never: a nil pointer, slice or map is written `null`.
+    No,
+    /// `omitempty`: when false, 0, "", a nil pointer, or an empty slice or map (never a struct).
+    Empty,
+    /// `omitzero`: when the Go zero value (for `metav1.Time`, its `IsZero`).
+    Zero,
 }
 
 /// What one value of a field is, and so how it is encoded.

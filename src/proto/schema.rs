@@ -10,7 +10,7 @@
 // k8s.io/apimachinery/pkg/types/uid.go
 //! The protobuf message tables, one per Go struct the encoder reaches (generated).
 
-use super::{Card::*, Field, Kind::*, Message};
+use super::{Card::*, Field, Kind::*, Message, Omit::*};
 
 /// Every message of the tables, for tests that check them against the .proto files.
 pub static ALL: &[&Message] = &[
@@ -83,9 +83,10 @@ pub static CORE_V1_ATTACHED_VOLUME: Message = Message {
     name: "core.v1.AttachedVolume",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
-        Field { json: "devicePath", number: 2, kind: String, card: Value },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "devicePath", number: 2, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `core.v1.ClientIPConfig`.
@@ -93,8 +94,9 @@ pub static CORE_V1_CLIENT_IP_CONFIG: Message = Message {
     name: "core.v1.ClientIPConfig",
     known: &[],
     fields: &[
-        Field { json: "timeoutSeconds", number: 1, kind: Int32, card: Pointer },
+        Field { json: "timeoutSeconds", number: 1, kind: Int32, card: Pointer, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.ConfigMapNodeConfigSource`.
@@ -102,12 +104,13 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
     name: "core.v1.ConfigMapNodeConfigSource",
     known: &[],
     fields: &[
-        Field { json: "namespace", number: 1, kind: String, card: Value },
-        Field { json: "name", number: 2, kind: String, card: Value },
-        Field { json: "uid", number: 3, kind: String, card: Value },
-        Field { json: "resourceVersion", number: 4, kind: String, card: Value },
-        Field { json: "kubeletConfigKey", number: 5, kind: String, card: Value },
+        Field { json: "namespace", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "name", number: 2, kind: String, card: Value, omit: No },
+        Field { json: "uid", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "resourceVersion", number: 4, kind: String, card: Value, omit: Empty },
+        Field { json: "kubeletConfigKey", number: 5, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0, 1, 2, 3, 4],
 };
 
 /// Go `core.v1.ContainerImage`.
@@ -115,9 +118,10 @@ pub static CORE_V1_CONTAINER_IMAGE: Message = Message {
     name: "core.v1.ContainerImage",
     known: &[],
     fields: &[
-        Field { json: "names", number: 1, kind: String, card: Repeated },
-        Field { json: "sizeBytes", number: 2, kind: Int64, card: Value },
+        Field { json: "names", number: 1, kind: String, card: Repeated, omit: No },
+        Field { json: "sizeBytes", number: 2, kind: Int64, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `core.v1.DaemonEndpoint`.
@@ -125,8 +129,9 @@ pub static CORE_V1_DAEMON_ENDPOINT: Message = Message {
     name: "core.v1.DaemonEndpoint",
     known: &[],
     fields: &[
-        Field { json: "Port", number: 1, kind: Int32, card: Value },
+        Field { json: "Port", number: 1, kind: Int32, card: Value, omit: No },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.EndpointAddress`.
@@ -134,11 +139,12 @@ pub static CORE_V1_ENDPOINT_ADDRESS: Message = Message {
     name: "core.v1.EndpointAddress",
     known: &[],
     fields: &[
-        Field { json: "ip", number: 1, kind: String, card: Value },
-        Field { json: "targetRef", number: 2, kind: Message(&CORE_V1_OBJECT_REFERENCE), card: Pointer },
-        Field { json: "hostname", number: 3, kind: String, card: Value },
-        Field { json: "nodeName", number: 4, kind: String, card: Pointer },
+        Field { json: "ip", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "targetRef", number: 2, kind: Message(&CORE_V1_OBJECT_REFERENCE), card: Pointer, omit: Empty },
+        Field { json: "hostname", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "nodeName", number: 4, kind: String, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 2, 3, 1],
 };
 
 /// Go `core.v1.EndpointPort`.
@@ -146,11 +152,12 @@ pub static CORE_V1_ENDPOINT_PORT: Message = Message {
     name: "core.v1.EndpointPort",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
-        Field { json: "port", number: 2, kind: Int32, card: Value },
-        Field { json: "protocol", number: 3, kind: String, card: Value },
-        Field { json: "appProtocol", number: 4, kind: String, card: Pointer },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "port", number: 2, kind: Int32, card: Value, omit: No },
+        Field { json: "protocol", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "appProtocol", number: 4, kind: String, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3],
 };
 
 /// Go `core.v1.EndpointSubset`.
@@ -158,10 +165,11 @@ pub static CORE_V1_ENDPOINT_SUBSET: Message = Message {
     name: "core.v1.EndpointSubset",
     known: &[],
     fields: &[
-        Field { json: "addresses", number: 1, kind: Message(&CORE_V1_ENDPOINT_ADDRESS), card: Repeated },
-        Field { json: "notReadyAddresses", number: 2, kind: Message(&CORE_V1_ENDPOINT_ADDRESS), card: Repeated },
-        Field { json: "ports", number: 3, kind: Message(&CORE_V1_ENDPOINT_PORT), card: Repeated },
+        Field { json: "addresses", number: 1, kind: Message(&CORE_V1_ENDPOINT_ADDRESS), card: Repeated, omit: Empty },
+        Field { json: "notReadyAddresses", number: 2, kind: Message(&CORE_V1_ENDPOINT_ADDRESS), card: Repeated, omit: Empty },
+        Field { json: "ports", number: 3, kind: Message(&CORE_V1_ENDPOINT_PORT), card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `core.v1.Endpoints`.
@@ -169,9 +177,10 @@ pub static CORE_V1_ENDPOINTS: Message = Message {
     name: "core.v1.Endpoints",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
-        Field { json: "subsets", number: 2, kind: Message(&CORE_V1_ENDPOINT_SUBSET), card: Repeated },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value, omit: Empty },
+        Field { json: "subsets", number: 2, kind: Message(&CORE_V1_ENDPOINT_SUBSET), card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `core.v1.LoadBalancerIngress`.
@@ -179,11 +188,12 @@ pub static CORE_V1_LOAD_BALANCER_INGRESS: Message = Message {
     name: "core.v1.LoadBalancerIngress",
     known: &[],
     fields: &[
-        Field { json: "ip", number: 1, kind: String, card: Value },
-        Field { json: "hostname", number: 2, kind: String, card: Value },
-        Field { json: "ipMode", number: 3, kind: String, card: Pointer },
-        Field { json: "ports", number: 4, kind: Message(&CORE_V1_PORT_STATUS), card: Repeated },
+        Field { json: "ip", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "hostname", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "ipMode", number: 3, kind: String, card: Pointer, omit: Empty },
+        Field { json: "ports", number: 4, kind: Message(&CORE_V1_PORT_STATUS), card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3],
 };
 
 /// Go `core.v1.LoadBalancerStatus`.
@@ -191,8 +201,9 @@ pub static CORE_V1_LOAD_BALANCER_STATUS: Message = Message {
     name: "core.v1.LoadBalancerStatus",
     known: &[],
     fields: &[
-        Field { json: "ingress", number: 1, kind: Message(&CORE_V1_LOAD_BALANCER_INGRESS), card: Repeated },
+        Field { json: "ingress", number: 1, kind: Message(&CORE_V1_LOAD_BALANCER_INGRESS), card: Repeated, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.Node`.
@@ -200,10 +211,11 @@ pub static CORE_V1_NODE: Message = Message {
     name: "core.v1.Node",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
-        Field { json: "spec", number: 2, kind: Message(&CORE_V1_NODE_SPEC), card: Value },
-        Field { json: "status", number: 3, kind: Message(&CORE_V1_NODE_STATUS), card: Value },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value, omit: Empty },
+        Field { json: "spec", number: 2, kind: Message(&CORE_V1_NODE_SPEC), card: Value, omit: Empty },
+        Field { json: "status", number: 3, kind: Message(&CORE_V1_NODE_STATUS), card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `core.v1.NodeAddress`.
@@ -211,9 +223,10 @@ pub static CORE_V1_NODE_ADDRESS: Message = Message {
     name: "core.v1.NodeAddress",
     known: &[],
     fields: &[
-        Field { json: "type", number: 1, kind: String, card: Value },
-        Field { json: "address", number: 2, kind: String, card: Value },
+        Field { json: "type", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "address", number: 2, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `core.v1.NodeCondition`.
@@ -221,13 +234,14 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
     name: "core.v1.NodeCondition",
     known: &[],
     fields: &[
-        Field { json: "type", number: 1, kind: String, card: Value },
-        Field { json: "status", number: 2, kind: String, card: Value },
-        Field { json: "lastHeartbeatTime", number: 3, kind: Time, card: Value },
-        Field { json: "lastTransitionTime", number: 4, kind: Time, card: Value },
-        Field { json: "reason", number: 5, kind: String, card: Value },
-        Field { json: "message", number: 6, kind: String, card: Value },
+        Field { json: "type", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "status", number: 2, kind: String, card: Value, omit: No },
+        Field { json: "lastHeartbeatTime", number: 3, kind: Time, card: Value, omit: Empty },
+        Field { json: "lastTransitionTime", number: 4, kind: Time, card: Value, omit: Empty },
+        Field { json: "reason", number: 5, kind: String, card: Value, omit: Empty },
+        Field { json: "message", number: 6, kind: String, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5],
 };
 
 /// Go `core.v1.NodeConfigSource`.
@@ -235,8 +249,9 @@ pub static CORE_V1_NODE_CONFIG_SOURCE: Message = Message {
     name: "core.v1.NodeConfigSource",
     known: &[],
     fields: &[
-        Field { json: "configMap", number: 2, kind: Message(&CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE), card: Pointer },
+        Field { json: "configMap", number: 2, kind: Message(&CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE), card: Pointer, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.NodeConfigStatus`.
@@ -244,11 +259,12 @@ pub static CORE_V1_NODE_CONFIG_STATUS: Message = Message {
     name: "core.v1.NodeConfigStatus",
     known: &[],
     fields: &[
-        Field { json: "assigned", number: 1, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer },
-        Field { json: "active", number: 2, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer },
-        Field { json: "lastKnownGood", number: 3, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer },
-        Field { json: "error", number: 4, kind: String, card: Value },
+        Field { json: "assigned", number: 1, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer, omit: Empty },
+        Field { json: "active", number: 2, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer, omit: Empty },
+        Field { json: "lastKnownGood", number: 3, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer, omit: Empty },
+        Field { json: "error", number: 4, kind: String, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3],
 };
 
 /// Go `core.v1.NodeDaemonEndpoints`.
@@ -256,8 +272,9 @@ pub static CORE_V1_NODE_DAEMON_ENDPOINTS: Message = Message {
     name: "core.v1.NodeDaemonEndpoints",
     known: &[],
     fields: &[
-        Field { json: "kubeletEndpoint", number: 1, kind: Message(&CORE_V1_DAEMON_ENDPOINT), card: Value },
+        Field { json: "kubeletEndpoint", number: 1, kind: Message(&CORE_V1_DAEMON_ENDPOINT), card: Value, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.NodeFeatures`.
@@ -265,8 +282,9 @@ pub static CORE_V1_NODE_FEATURES: Message = Message {
     name: "core.v1.NodeFeatures",
     known: &[],
     fields: &[
-        Field { json: "supplementalGroupsPolicy", number: 1, kind: Bool, card: Pointer },
+        Field { json: "supplementalGroupsPolicy", number: 1, kind: Bool, card: Pointer, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.NodePodPreemptionPolicy`.
@@ -274,8 +292,9 @@ pub static CORE_V1_NODE_POD_PREEMPTION_POLICY: Message = Message {
     name: "core.v1.NodePodPreemptionPolicy",
     known: &[],
     fields: &[
-        Field { json: "disableResizePreemption", number: 1, kind: String, card: Repeated },
+        Field { json: "disableResizePreemption", number: 1, kind: String, card: Repeated, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.NodeRuntimeHandler`.
@@ -283,9 +302,10 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER: Message = Message {
     name: "core.v1.NodeRuntimeHandler",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
-        Field { json: "features", number: 2, kind: Message(&CORE_V1_NODE_RUNTIME_HANDLER_FEATURES), card: Pointer },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "features", number: 2, kind: Message(&CORE_V1_NODE_RUNTIME_HANDLER_FEATURES), card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `core.v1.NodeRuntimeHandlerFeatures`.
@@ -293,9 +313,10 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER_FEATURES: Message = Message {
     name: "core.v1.NodeRuntimeHandlerFeatures",
     known: &[],
     fields: &[
-        Field { json: "recursiveReadOnlyMounts", number: 1, kind: Bool, card: Pointer },
-        Field { json: "userNamespaces", number: 2, kind: Bool, card: Pointer },
+        Field { json: "recursiveReadOnlyMounts", number: 1, kind: Bool, card: Pointer, omit: Empty },
+        Field { json: "userNamespaces", number: 2, kind: Bool, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `core.v1.NodeSpec`.
@@ -303,15 +324,16 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
     name: "core.v1.NodeSpec",
     known: &[],
     fields: &[
-        Field { json: "podCIDR", number: 1, kind: String, card: Value },
-        Field { json: "externalID", number: 2, kind: String, card: Value },
-        Field { json: "providerID", number: 3, kind: String, card: Value },
-        Field { json: "unschedulable", number: 4, kind: Bool, card: Value },
-        Field { json: "taints", number: 5, kind: Message(&CORE_V1_TAINT), card: Repeated },
-        Field { json: "configSource", number: 6, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer },
-        Field { json: "podCIDRs", number: 7, kind: String, card: Repeated },
-        Field { json: "podPreemptionPolicy", number: 8, kind: Message(&CORE_V1_NODE_POD_PREEMPTION_POLICY), card: Pointer },
+        Field { json: "podCIDR", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "externalID", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "providerID", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "unschedulable", number: 4, kind: Bool, card: Value, omit: Empty },
+        Field { json: "taints", number: 5, kind: Message(&CORE_V1_TAINT), card: Repeated, omit: Empty },
+        Field { json: "configSource", number: 6, kind: Message(&CORE_V1_NODE_CONFIG_SOURCE), card: Pointer, omit: Empty },
+        Field { json: "podCIDRs", number: 7, kind: String, card: Repeated, omit: Empty },
+        Field { json: "podPreemptionPolicy", number: 8, kind: Message(&CORE_V1_NODE_POD_PREEMPTION_POLICY), card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 6, 2, 3, 4, 5, 1, 7],
 };
 
 /// Go `core.v1.NodeStatus`.
@@ -319,21 +341,22 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
     name: "core.v1.NodeStatus",
     known: &[],
     fields: &[
-        Field { json: "capacity", number: 1, kind: Quantity, card: Map },
-        Field { json: "allocatable", number: 2, kind: Quantity, card: Map },
-        Field { json: "phase", number: 3, kind: String, card: Value },
-        Field { json: "conditions", number: 4, kind: Message(&CORE_V1_NODE_CONDITION), card: Repeated },
-        Field { json: "addresses", number: 5, kind: Message(&CORE_V1_NODE_ADDRESS), card: Repeated },
-        Field { json: "daemonEndpoints", number: 6, kind: Message(&CORE_V1_NODE_DAEMON_ENDPOINTS), card: Value },
-        Field { json: "nodeInfo", number: 7, kind: Message(&CORE_V1_NODE_SYSTEM_INFO), card: Value },
-        Field { json: "images", number: 8, kind: Message(&CORE_V1_CONTAINER_IMAGE), card: Repeated },
-        Field { json: "volumesInUse", number: 9, kind: String, card: Repeated },
-        Field { json: "volumesAttached", number: 10, kind: Message(&CORE_V1_ATTACHED_VOLUME), card: Repeated },
-        Field { json: "config", number: 11, kind: Message(&CORE_V1_NODE_CONFIG_STATUS), card: Pointer },
-        Field { json: "runtimeHandlers", number: 12, kind: Message(&CORE_V1_NODE_RUNTIME_HANDLER), card: Repeated },
-        Field { json: "features", number: 13, kind: Message(&CORE_V1_NODE_FEATURES), card: Pointer },
-        Field { json: "declaredFeatures", number: 14, kind: String, card: Repeated },
+        Field { json: "capacity", number: 1, kind: Quantity, card: Map, omit: Empty },
+        Field { json: "allocatable", number: 2, kind: Quantity, card: Map, omit: Empty },
+        Field { json: "phase", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "conditions", number: 4, kind: Message(&CORE_V1_NODE_CONDITION), card: Repeated, omit: Empty },
+        Field { json: "addresses", number: 5, kind: Message(&CORE_V1_NODE_ADDRESS), card: Repeated, omit: Empty },
+        Field { json: "daemonEndpoints", number: 6, kind: Message(&CORE_V1_NODE_DAEMON_ENDPOINTS), card: Value, omit: Empty },
+        Field { json: "nodeInfo", number: 7, kind: Message(&CORE_V1_NODE_SYSTEM_INFO), card: Value, omit: Empty },
+        Field { json: "images", number: 8, kind: Message(&CORE_V1_CONTAINER_IMAGE), card: Repeated, omit: Empty },
+        Field { json: "volumesInUse", number: 9, kind: String, card: Repeated, omit: Empty },
+        Field { json: "volumesAttached", number: 10, kind: Message(&CORE_V1_ATTACHED_VOLUME), card: Repeated, omit: Empty },
+        Field { json: "config", number: 11, kind: Message(&CORE_V1_NODE_CONFIG_STATUS), card: Pointer, omit: Empty },
+        Field { json: "runtimeHandlers", number: 12, kind: Message(&CORE_V1_NODE_RUNTIME_HANDLER), card: Repeated, omit: Empty },
+        Field { json: "features", number: 13, kind: Message(&CORE_V1_NODE_FEATURES), card: Pointer, omit: Empty },
+        Field { json: "declaredFeatures", number: 14, kind: String, card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
 };
 
 /// Go `core.v1.NodeSwapStatus`.
@@ -341,8 +364,9 @@ pub static CORE_V1_NODE_SWAP_STATUS: Message = Message {
     name: "core.v1.NodeSwapStatus",
     known: &[],
     fields: &[
-        Field { json: "capacity", number: 1, kind: Int64, card: Pointer },
+        Field { json: "capacity", number: 1, kind: Int64, card: Pointer, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.NodeSystemInfo`.
@@ -350,19 +374,20 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
     name: "core.v1.NodeSystemInfo",
     known: &[],
     fields: &[
-        Field { json: "machineID", number: 1, kind: String, card: Value },
-        Field { json: "systemUUID", number: 2, kind: String, card: Value },
-        Field { json: "bootID", number: 3, kind: String, card: Value },
-        Field { json: "kernelVersion", number: 4, kind: String, card: Value },
-        Field { json: "osImage", number: 5, kind: String, card: Value },
-        Field { json: "containerRuntimeVersion", number: 6, kind: String, card: Value },
-        Field { json: "kubeletVersion", number: 7, kind: String, card: Value },
-        Field { json: "kubeProxyVersion", number: 8, kind: String, card: Value },
-        Field { json: "operatingSystem", number: 9, kind: String, card: Value },
-        Field { json: "architecture", number: 10, kind: String, card: Value },
-        Field { json: "swap", number: 11, kind: Message(&CORE_V1_NODE_SWAP_STATUS), card: Pointer },
-        Field { json: "runningInUserNamespace", number: 12, kind: Bool, card: Pointer },
+        Field { json: "machineID", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "systemUUID", number: 2, kind: String, card: Value, omit: No },
+        Field { json: "bootID", number: 3, kind: String, card: Value, omit: No },
+        Field { json: "kernelVersion", number: 4, kind: String, card: Value, omit: No },
+        Field { json: "osImage", number: 5, kind: String, card: Value, omit: No },
+        Field { json: "containerRuntimeVersion", number: 6, kind: String, card: Value, omit: No },
+        Field { json: "kubeletVersion", number: 7, kind: String, card: Value, omit: No },
+        Field { json: "kubeProxyVersion", number: 8, kind: String, card: Value, omit: No },
+        Field { json: "operatingSystem", number: 9, kind: String, card: Value, omit: No },
+        Field { json: "architecture", number: 10, kind: String, card: Value, omit: No },
+        Field { json: "swap", number: 11, kind: Message(&CORE_V1_NODE_SWAP_STATUS), card: Pointer, omit: Empty },
+        Field { json: "runningInUserNamespace", number: 12, kind: Bool, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
 };
 
 /// Go `core.v1.ObjectReference`.
@@ -370,14 +395,15 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
     name: "core.v1.ObjectReference",
     known: &[],
     fields: &[
-        Field { json: "kind", number: 1, kind: String, card: Value },
-        Field { json: "namespace", number: 2, kind: String, card: Value },
-        Field { json: "name", number: 3, kind: String, card: Value },
-        Field { json: "uid", number: 4, kind: String, card: Value },
-        Field { json: "apiVersion", number: 5, kind: String, card: Value },
-        Field { json: "resourceVersion", number: 6, kind: String, card: Value },
-        Field { json: "fieldPath", number: 7, kind: String, card: Value },
+        Field { json: "kind", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "namespace", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "name", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "uid", number: 4, kind: String, card: Value, omit: Empty },
+        Field { json: "apiVersion", number: 5, kind: String, card: Value, omit: Empty },
+        Field { json: "resourceVersion", number: 6, kind: String, card: Value, omit: Empty },
+        Field { json: "fieldPath", number: 7, kind: String, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// Go `core.v1.PortStatus`.
@@ -385,10 +411,11 @@ pub static CORE_V1_PORT_STATUS: Message = Message {
     name: "core.v1.PortStatus",
     known: &[],
     fields: &[
-        Field { json: "port", number: 1, kind: Int32, card: Value },
-        Field { json: "protocol", number: 2, kind: String, card: Value },
-        Field { json: "error", number: 3, kind: String, card: Pointer },
+        Field { json: "port", number: 1, kind: Int32, card: Value, omit: No },
+        Field { json: "protocol", number: 2, kind: String, card: Value, omit: No },
+        Field { json: "error", number: 3, kind: String, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `core.v1.Service`.
@@ -396,10 +423,11 @@ pub static CORE_V1_SERVICE: Message = Message {
     name: "core.v1.Service",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
-        Field { json: "spec", number: 2, kind: Message(&CORE_V1_SERVICE_SPEC), card: Value },
-        Field { json: "status", number: 3, kind: Message(&CORE_V1_SERVICE_STATUS), card: Value },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value, omit: Empty },
+        Field { json: "spec", number: 2, kind: Message(&CORE_V1_SERVICE_SPEC), card: Value, omit: Empty },
+        Field { json: "status", number: 3, kind: Message(&CORE_V1_SERVICE_STATUS), card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `core.v1.ServicePort`.
@@ -407,13 +435,14 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
     name: "core.v1.ServicePort",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
-        Field { json: "protocol", number: 2, kind: String, card: Value },
-        Field { json: "port", number: 3, kind: Int32, card: Value },
-        Field { json: "targetPort", number: 4, kind: IntOrString, card: Value },
-        Field { json: "nodePort", number: 5, kind: Int32, card: Value },
-        Field { json: "appProtocol", number: 6, kind: String, card: Pointer },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "protocol", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "port", number: 3, kind: Int32, card: Value, omit: No },
+        Field { json: "targetPort", number: 4, kind: IntOrString, card: Value, omit: Empty },
+        Field { json: "nodePort", number: 5, kind: Int32, card: Value, omit: Empty },
+        Field { json: "appProtocol", number: 6, kind: String, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 5, 2, 3, 4],
 };
 
 /// Go `core.v1.ServiceSpec`.
@@ -421,27 +450,28 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
     name: "core.v1.ServiceSpec",
     known: &[],
     fields: &[
-        Field { json: "ports", number: 1, kind: Message(&CORE_V1_SERVICE_PORT), card: Repeated },
-        Field { json: "selector", number: 2, kind: String, card: Map },
-        Field { json: "clusterIP", number: 3, kind: String, card: Value },
-        Field { json: "type", number: 4, kind: String, card: Value },
-        Field { json: "externalIPs", number: 5, kind: String, card: Repeated },
-        Field { json: "sessionAffinity", number: 7, kind: String, card: Value },
-        Field { json: "loadBalancerIP", number: 8, kind: String, card: Value },
-        Field { json: "loadBalancerSourceRanges", number: 9, kind: String, card: Repeated },
-        Field { json: "externalName", number: 10, kind: String, card: Value },
-        Field { json: "externalTrafficPolicy", number: 11, kind: String, card: Value },
-        Field { json: "healthCheckNodePort", number: 12, kind: Int32, card: Value },
-        Field { json: "publishNotReadyAddresses", number: 13, kind: Bool, card: Value },
-        Field { json: "sessionAffinityConfig", number: 14, kind: Message(&CORE_V1_SESSION_AFFINITY_CONFIG), card: Pointer },
-        Field { json: "ipFamilyPolicy", number: 17, kind: String, card: Pointer },
-        Field { json: "clusterIPs", number: 18, kind: String, card: Repeated },
-        Field { json: "ipFamilies", number: 19, kind: String, card: Repeated },
-        Field { json: "allocateLoadBalancerNodePorts", number: 20, kind: Bool, card: Pointer },
-        Field { json: "loadBalancerClass", number: 21, kind: String, card: Pointer },
-        Field { json: "internalTrafficPolicy", number: 22, kind: String, card: Pointer },
-        Field { json: "trafficDistribution", number: 23, kind: String, card: Pointer },
+        Field { json: "ports", number: 1, kind: Message(&CORE_V1_SERVICE_PORT), card: Repeated, omit: Empty },
+        Field { json: "selector", number: 2, kind: String, card: Map, omit: Empty },
+        Field { json: "clusterIP", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "type", number: 4, kind: String, card: Value, omit: Empty },
+        Field { json: "externalIPs", number: 5, kind: String, card: Repeated, omit: Empty },
+        Field { json: "sessionAffinity", number: 7, kind: String, card: Value, omit: Empty },
+        Field { json: "loadBalancerIP", number: 8, kind: String, card: Value, omit: Empty },
+        Field { json: "loadBalancerSourceRanges", number: 9, kind: String, card: Repeated, omit: Empty },
+        Field { json: "externalName", number: 10, kind: String, card: Value, omit: Empty },
+        Field { json: "externalTrafficPolicy", number: 11, kind: String, card: Value, omit: Empty },
+        Field { json: "healthCheckNodePort", number: 12, kind: Int32, card: Value, omit: Empty },
+        Field { json: "publishNotReadyAddresses", number: 13, kind: Bool, card: Value, omit: Empty },
+        Field { json: "sessionAffinityConfig", number: 14, kind: Message(&CORE_V1_SESSION_AFFINITY_CONFIG), card: Pointer, omit: Empty },
+        Field { json: "ipFamilyPolicy", number: 17, kind: String, card: Pointer, omit: Empty },
+        Field { json: "clusterIPs", number: 18, kind: String, card: Repeated, omit: Empty },
+        Field { json: "ipFamilies", number: 19, kind: String, card: Repeated, omit: Empty },
+        Field { json: "allocateLoadBalancerNodePorts", number: 20, kind: Bool, card: Pointer, omit: Empty },
+        Field { json: "loadBalancerClass", number: 21, kind: String, card: Pointer, omit: Empty },
+        Field { json: "internalTrafficPolicy", number: 22, kind: String, card: Pointer, omit: Empty },
+        Field { json: "trafficDistribution", number: 23, kind: String, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 14, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 13, 16, 17, 18, 19],
 };
 
 /// Go `core.v1.ServiceStatus`.
@@ -449,9 +479,10 @@ pub static CORE_V1_SERVICE_STATUS: Message = Message {
     name: "core.v1.ServiceStatus",
     known: &[],
     fields: &[
-        Field { json: "loadBalancer", number: 1, kind: Message(&CORE_V1_LOAD_BALANCER_STATUS), card: Value },
-        Field { json: "conditions", number: 2, kind: Message(&META_V1_CONDITION), card: Repeated },
+        Field { json: "loadBalancer", number: 1, kind: Message(&CORE_V1_LOAD_BALANCER_STATUS), card: Value, omit: Empty },
+        Field { json: "conditions", number: 2, kind: Message(&META_V1_CONDITION), card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `core.v1.SessionAffinityConfig`.
@@ -459,8 +490,9 @@ pub static CORE_V1_SESSION_AFFINITY_CONFIG: Message = Message {
     name: "core.v1.SessionAffinityConfig",
     known: &[],
     fields: &[
-        Field { json: "clientIP", number: 1, kind: Message(&CORE_V1_CLIENT_IP_CONFIG), card: Pointer },
+        Field { json: "clientIP", number: 1, kind: Message(&CORE_V1_CLIENT_IP_CONFIG), card: Pointer, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `core.v1.Taint`.
@@ -468,11 +500,12 @@ pub static CORE_V1_TAINT: Message = Message {
     name: "core.v1.Taint",
     known: &[],
     fields: &[
-        Field { json: "key", number: 1, kind: String, card: Value },
-        Field { json: "value", number: 2, kind: String, card: Value },
-        Field { json: "effect", number: 3, kind: String, card: Value },
-        Field { json: "timeAdded", number: 4, kind: Time, card: Pointer },
+        Field { json: "key", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "value", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "effect", number: 3, kind: String, card: Value, omit: No },
+        Field { json: "timeAdded", number: 4, kind: Time, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3],
 };
 
 /// Go `discovery.v1.Endpoint`.
@@ -480,15 +513,16 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
     name: "discovery.v1.Endpoint",
     known: &[],
     fields: &[
-        Field { json: "addresses", number: 1, kind: String, card: Repeated },
-        Field { json: "conditions", number: 2, kind: Message(&DISCOVERY_V1_ENDPOINT_CONDITIONS), card: Value },
-        Field { json: "hostname", number: 3, kind: String, card: Pointer },
-        Field { json: "targetRef", number: 4, kind: Message(&CORE_V1_OBJECT_REFERENCE), card: Pointer },
-        Field { json: "deprecatedTopology", number: 5, kind: String, card: Map },
-        Field { json: "nodeName", number: 6, kind: String, card: Pointer },
-        Field { json: "zone", number: 7, kind: String, card: Pointer },
-        Field { json: "hints", number: 8, kind: Message(&DISCOVERY_V1_ENDPOINT_HINTS), card: Pointer },
+        Field { json: "addresses", number: 1, kind: String, card: Repeated, omit: No },
+        Field { json: "conditions", number: 2, kind: Message(&DISCOVERY_V1_ENDPOINT_CONDITIONS), card: Value, omit: Empty },
+        Field { json: "hostname", number: 3, kind: String, card: Pointer, omit: Empty },
+        Field { json: "targetRef", number: 4, kind: Message(&CORE_V1_OBJECT_REFERENCE), card: Pointer, omit: Empty },
+        Field { json: "deprecatedTopology", number: 5, kind: String, card: Map, omit: Empty },
+        Field { json: "nodeName", number: 6, kind: String, card: Pointer, omit: Empty },
+        Field { json: "zone", number: 7, kind: String, card: Pointer, omit: Empty },
+        Field { json: "hints", number: 8, kind: Message(&DISCOVERY_V1_ENDPOINT_HINTS), card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5, 6, 7],
 };
 
 /// Go `discovery.v1.EndpointConditions`.
@@ -496,10 +530,11 @@ pub static DISCOVERY_V1_ENDPOINT_CONDITIONS: Message = Message {
     name: "discovery.v1.EndpointConditions",
     known: &[],
     fields: &[
-        Field { json: "ready", number: 1, kind: Bool, card: Pointer },
-        Field { json: "serving", number: 2, kind: Bool, card: Pointer },
-        Field { json: "terminating", number: 3, kind: Bool, card: Pointer },
+        Field { json: "ready", number: 1, kind: Bool, card: Pointer, omit: Empty },
+        Field { json: "serving", number: 2, kind: Bool, card: Pointer, omit: Empty },
+        Field { json: "terminating", number: 3, kind: Bool, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `discovery.v1.EndpointHints`.
@@ -507,9 +542,10 @@ pub static DISCOVERY_V1_ENDPOINT_HINTS: Message = Message {
     name: "discovery.v1.EndpointHints",
     known: &[],
     fields: &[
-        Field { json: "forZones", number: 1, kind: Message(&DISCOVERY_V1_FOR_ZONE), card: Repeated },
-        Field { json: "forNodes", number: 2, kind: Message(&DISCOVERY_V1_FOR_NODE), card: Repeated },
+        Field { json: "forZones", number: 1, kind: Message(&DISCOVERY_V1_FOR_ZONE), card: Repeated, omit: Empty },
+        Field { json: "forNodes", number: 2, kind: Message(&DISCOVERY_V1_FOR_NODE), card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `discovery.v1.EndpointPort`.
@@ -517,11 +553,12 @@ pub static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
     name: "discovery.v1.EndpointPort",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Pointer },
-        Field { json: "protocol", number: 2, kind: String, card: Pointer },
-        Field { json: "port", number: 3, kind: Int32, card: Pointer },
-        Field { json: "appProtocol", number: 4, kind: String, card: Pointer },
+        Field { json: "name", number: 1, kind: String, card: Pointer, omit: Empty },
+        Field { json: "protocol", number: 2, kind: String, card: Pointer, omit: Empty },
+        Field { json: "port", number: 3, kind: Int32, card: Pointer, omit: Empty },
+        Field { json: "appProtocol", number: 4, kind: String, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3],
 };
 
 /// Go `discovery.v1.EndpointSlice`.
@@ -529,11 +566,12 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
     name: "discovery.v1.EndpointSlice",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
-        Field { json: "endpoints", number: 2, kind: Message(&DISCOVERY_V1_ENDPOINT), card: Repeated },
-        Field { json: "ports", number: 3, kind: Message(&DISCOVERY_V1_ENDPOINT_PORT), card: Repeated },
-        Field { json: "addressType", number: 4, kind: String, card: Value },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value, omit: Empty },
+        Field { json: "endpoints", number: 2, kind: Message(&DISCOVERY_V1_ENDPOINT), card: Repeated, omit: No },
+        Field { json: "ports", number: 3, kind: Message(&DISCOVERY_V1_ENDPOINT_PORT), card: Repeated, omit: No },
+        Field { json: "addressType", number: 4, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0, 3, 1, 2],
 };
 
 /// Go `discovery.v1.ForNode`.
@@ -541,8 +579,9 @@ pub static DISCOVERY_V1_FOR_NODE: Message = Message {
     name: "discovery.v1.ForNode",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0],
 };
 
 /// Go `discovery.v1.ForZone`.
@@ -550,8 +589,9 @@ pub static DISCOVERY_V1_FOR_ZONE: Message = Message {
     name: "discovery.v1.ForZone",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0],
 };
 
 /// Go `discovery.v1beta1.Endpoint`.
@@ -559,14 +599,15 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
     name: "discovery.v1beta1.Endpoint",
     known: &[],
     fields: &[
-        Field { json: "addresses", number: 1, kind: String, card: Repeated },
-        Field { json: "conditions", number: 2, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT_CONDITIONS), card: Value },
-        Field { json: "hostname", number: 3, kind: String, card: Pointer },
-        Field { json: "targetRef", number: 4, kind: Message(&CORE_V1_OBJECT_REFERENCE), card: Pointer },
-        Field { json: "topology", number: 5, kind: String, card: Map },
-        Field { json: "nodeName", number: 6, kind: String, card: Pointer },
-        Field { json: "hints", number: 7, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT_HINTS), card: Pointer },
+        Field { json: "addresses", number: 1, kind: String, card: Repeated, omit: No },
+        Field { json: "conditions", number: 2, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT_CONDITIONS), card: Value, omit: Empty },
+        Field { json: "hostname", number: 3, kind: String, card: Pointer, omit: Empty },
+        Field { json: "targetRef", number: 4, kind: Message(&CORE_V1_OBJECT_REFERENCE), card: Pointer, omit: Empty },
+        Field { json: "topology", number: 5, kind: String, card: Map, omit: Empty },
+        Field { json: "nodeName", number: 6, kind: String, card: Pointer, omit: Empty },
+        Field { json: "hints", number: 7, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT_HINTS), card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// Go `discovery.v1beta1.EndpointConditions`.
@@ -574,10 +615,11 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_CONDITIONS: Message = Message {
     name: "discovery.v1beta1.EndpointConditions",
     known: &[],
     fields: &[
-        Field { json: "ready", number: 1, kind: Bool, card: Pointer },
-        Field { json: "serving", number: 2, kind: Bool, card: Pointer },
-        Field { json: "terminating", number: 3, kind: Bool, card: Pointer },
+        Field { json: "ready", number: 1, kind: Bool, card: Pointer, omit: Empty },
+        Field { json: "serving", number: 2, kind: Bool, card: Pointer, omit: Empty },
+        Field { json: "terminating", number: 3, kind: Bool, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `discovery.v1beta1.EndpointHints`.
@@ -585,9 +627,10 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_HINTS: Message = Message {
     name: "discovery.v1beta1.EndpointHints",
     known: &[],
     fields: &[
-        Field { json: "forZones", number: 1, kind: Message(&DISCOVERY_V1BETA1_FOR_ZONE), card: Repeated },
-        Field { json: "forNodes", number: 2, kind: Message(&DISCOVERY_V1BETA1_FOR_NODE), card: Repeated },
+        Field { json: "forZones", number: 1, kind: Message(&DISCOVERY_V1BETA1_FOR_ZONE), card: Repeated, omit: Empty },
+        Field { json: "forNodes", number: 2, kind: Message(&DISCOVERY_V1BETA1_FOR_NODE), card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1],
 };
 
 /// Go `discovery.v1beta1.EndpointPort`.
@@ -595,11 +638,12 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_PORT: Message = Message {
     name: "discovery.v1beta1.EndpointPort",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Pointer },
-        Field { json: "protocol", number: 2, kind: String, card: Pointer },
-        Field { json: "port", number: 3, kind: Int32, card: Pointer },
-        Field { json: "appProtocol", number: 4, kind: String, card: Pointer },
+        Field { json: "name", number: 1, kind: String, card: Pointer, omit: Empty },
+        Field { json: "protocol", number: 2, kind: String, card: Pointer, omit: Empty },
+        Field { json: "port", number: 3, kind: Int32, card: Pointer, omit: Empty },
+        Field { json: "appProtocol", number: 4, kind: String, card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3],
 };
 
 /// Go `discovery.v1beta1.EndpointSlice`.
@@ -607,11 +651,12 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_SLICE: Message = Message {
     name: "discovery.v1beta1.EndpointSlice",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
-        Field { json: "endpoints", number: 2, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT), card: Repeated },
-        Field { json: "ports", number: 3, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT_PORT), card: Repeated },
-        Field { json: "addressType", number: 4, kind: String, card: Value },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value, omit: Empty },
+        Field { json: "endpoints", number: 2, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT), card: Repeated, omit: No },
+        Field { json: "ports", number: 3, kind: Message(&DISCOVERY_V1BETA1_ENDPOINT_PORT), card: Repeated, omit: No },
+        Field { json: "addressType", number: 4, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0, 3, 1, 2],
 };
 
 /// Go `discovery.v1beta1.ForNode`.
@@ -619,8 +664,9 @@ pub static DISCOVERY_V1BETA1_FOR_NODE: Message = Message {
     name: "discovery.v1beta1.ForNode",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0],
 };
 
 /// Go `discovery.v1beta1.ForZone`.
@@ -628,8 +674,9 @@ pub static DISCOVERY_V1BETA1_FOR_ZONE: Message = Message {
     name: "discovery.v1beta1.ForZone",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0],
 };
 
 /// Go `meta.v1.Condition`.
@@ -637,13 +684,14 @@ pub static META_V1_CONDITION: Message = Message {
     name: "meta.v1.Condition",
     known: &[],
     fields: &[
-        Field { json: "type", number: 1, kind: String, card: Value },
-        Field { json: "status", number: 2, kind: String, card: Value },
-        Field { json: "observedGeneration", number: 3, kind: Int64, card: Value },
-        Field { json: "lastTransitionTime", number: 4, kind: Time, card: Value },
-        Field { json: "reason", number: 5, kind: String, card: Value },
-        Field { json: "message", number: 6, kind: String, card: Value },
+        Field { json: "type", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "status", number: 2, kind: String, card: Value, omit: No },
+        Field { json: "observedGeneration", number: 3, kind: Int64, card: Value, omit: Empty },
+        Field { json: "lastTransitionTime", number: 4, kind: Time, card: Value, omit: No },
+        Field { json: "reason", number: 5, kind: String, card: Value, omit: No },
+        Field { json: "message", number: 6, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5],
 };
 
 /// Go `meta.v1.ListMeta`.
@@ -651,12 +699,13 @@ pub static META_V1_LIST_META: Message = Message {
     name: "meta.v1.ListMeta",
     known: &[],
     fields: &[
-        Field { json: "selfLink", number: 1, kind: String, card: Value },
-        Field { json: "resourceVersion", number: 2, kind: String, card: Value },
-        Field { json: "continue", number: 3, kind: String, card: Value },
-        Field { json: "remainingItemCount", number: 4, kind: Int64, card: Pointer },
-        Field { json: "shardInfo", number: 5, kind: Message(&META_V1_SHARD_INFO), card: Pointer },
+        Field { json: "selfLink", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "resourceVersion", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "continue", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "remainingItemCount", number: 4, kind: Int64, card: Pointer, omit: Empty },
+        Field { json: "shardInfo", number: 5, kind: Message(&META_V1_SHARD_INFO), card: Pointer, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4],
 };
 
 /// Go `meta.v1.ManagedFieldsEntry`.
@@ -664,14 +713,15 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
     name: "meta.v1.ManagedFieldsEntry",
     known: &[],
     fields: &[
-        Field { json: "manager", number: 1, kind: String, card: Value },
-        Field { json: "operation", number: 2, kind: String, card: Value },
-        Field { json: "apiVersion", number: 3, kind: String, card: Value },
-        Field { json: "time", number: 4, kind: Time, card: Pointer },
-        Field { json: "fieldsType", number: 6, kind: String, card: Value },
-        Field { json: "fieldsV1", number: 7, kind: FieldsV1, card: Pointer },
-        Field { json: "subresource", number: 8, kind: String, card: Value },
+        Field { json: "manager", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "operation", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "apiVersion", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "time", number: 4, kind: Time, card: Pointer, omit: Empty },
+        Field { json: "fieldsType", number: 6, kind: String, card: Value, omit: Empty },
+        Field { json: "fieldsV1", number: 7, kind: FieldsV1, card: Pointer, omit: Empty },
+        Field { json: "subresource", number: 8, kind: String, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// Go `meta.v1.ObjectMeta`.
@@ -679,22 +729,23 @@ pub static META_V1_OBJECT_META: Message = Message {
     name: "meta.v1.ObjectMeta",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
-        Field { json: "generateName", number: 2, kind: String, card: Value },
-        Field { json: "namespace", number: 3, kind: String, card: Value },
-        Field { json: "selfLink", number: 4, kind: String, card: Value },
-        Field { json: "uid", number: 5, kind: String, card: Value },
-        Field { json: "resourceVersion", number: 6, kind: String, card: Value },
-        Field { json: "generation", number: 7, kind: Int64, card: Value },
-        Field { json: "creationTimestamp", number: 8, kind: Time, card: Value },
-        Field { json: "deletionTimestamp", number: 9, kind: Time, card: Pointer },
-        Field { json: "deletionGracePeriodSeconds", number: 10, kind: Int64, card: Pointer },
-        Field { json: "labels", number: 11, kind: String, card: Map },
-        Field { json: "annotations", number: 12, kind: String, card: Map },
-        Field { json: "ownerReferences", number: 13, kind: Message(&META_V1_OWNER_REFERENCE), card: Repeated },
-        Field { json: "finalizers", number: 14, kind: String, card: Repeated },
-        Field { json: "managedFields", number: 17, kind: Message(&META_V1_MANAGED_FIELDS_ENTRY), card: Repeated },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "generateName", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "namespace", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "selfLink", number: 4, kind: String, card: Value, omit: Empty },
+        Field { json: "uid", number: 5, kind: String, card: Value, omit: Empty },
+        Field { json: "resourceVersion", number: 6, kind: String, card: Value, omit: Empty },
+        Field { json: "generation", number: 7, kind: Int64, card: Value, omit: Empty },
+        Field { json: "creationTimestamp", number: 8, kind: Time, card: Value, omit: Zero },
+        Field { json: "deletionTimestamp", number: 9, kind: Time, card: Pointer, omit: Empty },
+        Field { json: "deletionGracePeriodSeconds", number: 10, kind: Int64, card: Pointer, omit: Empty },
+        Field { json: "labels", number: 11, kind: String, card: Map, omit: Empty },
+        Field { json: "annotations", number: 12, kind: String, card: Map, omit: Empty },
+        Field { json: "ownerReferences", number: 13, kind: Message(&META_V1_OWNER_REFERENCE), card: Repeated, omit: Empty },
+        Field { json: "finalizers", number: 14, kind: String, card: Repeated, omit: Empty },
+        Field { json: "managedFields", number: 17, kind: Message(&META_V1_MANAGED_FIELDS_ENTRY), card: Repeated, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
 };
 
 /// Go `meta.v1.OwnerReference`.
@@ -702,13 +753,14 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
     name: "meta.v1.OwnerReference",
     known: &[],
     fields: &[
-        Field { json: "kind", number: 1, kind: String, card: Value },
-        Field { json: "name", number: 3, kind: String, card: Value },
-        Field { json: "uid", number: 4, kind: String, card: Value },
-        Field { json: "apiVersion", number: 5, kind: String, card: Value },
-        Field { json: "controller", number: 6, kind: Bool, card: Pointer },
-        Field { json: "blockOwnerDeletion", number: 7, kind: Bool, card: Pointer },
+        Field { json: "kind", number: 1, kind: String, card: Value, omit: No },
+        Field { json: "name", number: 3, kind: String, card: Value, omit: No },
+        Field { json: "uid", number: 4, kind: String, card: Value, omit: No },
+        Field { json: "apiVersion", number: 5, kind: String, card: Value, omit: No },
+        Field { json: "controller", number: 6, kind: Bool, card: Pointer, omit: Empty },
+        Field { json: "blockOwnerDeletion", number: 7, kind: Bool, card: Pointer, omit: Empty },
     ],
+    json_order: &[3, 0, 1, 2, 4, 5],
 };
 
 /// Go `meta.v1.ShardInfo`.
@@ -716,8 +768,9 @@ pub static META_V1_SHARD_INFO: Message = Message {
     name: "meta.v1.ShardInfo",
     known: &[],
     fields: &[
-        Field { json: "selector", number: 1, kind: String, card: Value },
+        Field { json: "selector", number: 1, kind: String, card: Value, omit: No },
     ],
+    json_order: &[0],
 };
 
 /// Go `meta.v1.Status`.
@@ -725,13 +778,14 @@ pub static META_V1_STATUS: Message = Message {
     name: "meta.v1.Status",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_LIST_META), card: Value },
-        Field { json: "status", number: 2, kind: String, card: Value },
-        Field { json: "message", number: 3, kind: String, card: Value },
-        Field { json: "reason", number: 4, kind: String, card: Value },
-        Field { json: "details", number: 5, kind: Message(&META_V1_STATUS_DETAILS), card: Pointer },
-        Field { json: "code", number: 6, kind: Int32, card: Value },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_LIST_META), card: Value, omit: Empty },
+        Field { json: "status", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "message", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "reason", number: 4, kind: String, card: Value, omit: Empty },
+        Field { json: "details", number: 5, kind: Message(&META_V1_STATUS_DETAILS), card: Pointer, omit: Empty },
+        Field { json: "code", number: 6, kind: Int32, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 3, 4, 5],
 };
 
 /// Go `meta.v1.StatusCause`.
@@ -739,10 +793,11 @@ pub static META_V1_STATUS_CAUSE: Message = Message {
     name: "meta.v1.StatusCause",
     known: &[],
     fields: &[
-        Field { json: "reason", number: 1, kind: String, card: Value },
-        Field { json: "message", number: 2, kind: String, card: Value },
-        Field { json: "field", number: 3, kind: String, card: Value },
+        Field { json: "reason", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "message", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "field", number: 3, kind: String, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `meta.v1.StatusDetails`.
@@ -750,13 +805,14 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
     name: "meta.v1.StatusDetails",
     known: &[],
     fields: &[
-        Field { json: "name", number: 1, kind: String, card: Value },
-        Field { json: "group", number: 2, kind: String, card: Value },
-        Field { json: "kind", number: 3, kind: String, card: Value },
-        Field { json: "causes", number: 4, kind: Message(&META_V1_STATUS_CAUSE), card: Repeated },
-        Field { json: "retryAfterSeconds", number: 5, kind: Int32, card: Value },
-        Field { json: "uid", number: 6, kind: String, card: Value },
+        Field { json: "name", number: 1, kind: String, card: Value, omit: Empty },
+        Field { json: "group", number: 2, kind: String, card: Value, omit: Empty },
+        Field { json: "kind", number: 3, kind: String, card: Value, omit: Empty },
+        Field { json: "causes", number: 4, kind: Message(&META_V1_STATUS_CAUSE), card: Repeated, omit: Empty },
+        Field { json: "retryAfterSeconds", number: 5, kind: Int32, card: Value, omit: Empty },
+        Field { json: "uid", number: 6, kind: String, card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2, 5, 3, 4],
 };
 
 /// Go `networking.v1.ServiceCIDR`.
@@ -764,10 +820,11 @@ pub static NETWORKING_V1_SERVICE_CIDR: Message = Message {
     name: "networking.v1.ServiceCIDR",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
-        Field { json: "spec", number: 2, kind: Message(&NETWORKING_V1_SERVICE_CIDR_SPEC), card: Value },
-        Field { json: "status", number: 3, kind: Message(&NETWORKING_V1_SERVICE_CIDR_STATUS), card: Value },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value, omit: Empty },
+        Field { json: "spec", number: 2, kind: Message(&NETWORKING_V1_SERVICE_CIDR_SPEC), card: Value, omit: Empty },
+        Field { json: "status", number: 3, kind: Message(&NETWORKING_V1_SERVICE_CIDR_STATUS), card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `networking.v1.ServiceCIDRSpec`.
@@ -775,8 +832,9 @@ pub static NETWORKING_V1_SERVICE_CIDR_SPEC: Message = Message {
     name: "networking.v1.ServiceCIDRSpec",
     known: &[],
     fields: &[
-        Field { json: "cidrs", number: 1, kind: String, card: Repeated },
+        Field { json: "cidrs", number: 1, kind: String, card: Repeated, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `networking.v1.ServiceCIDRStatus`.
@@ -784,8 +842,9 @@ pub static NETWORKING_V1_SERVICE_CIDR_STATUS: Message = Message {
     name: "networking.v1.ServiceCIDRStatus",
     known: &[],
     fields: &[
-        Field { json: "conditions", number: 1, kind: Message(&META_V1_CONDITION), card: Repeated },
+        Field { json: "conditions", number: 1, kind: Message(&META_V1_CONDITION), card: Repeated, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `networking.v1beta1.ServiceCIDR`.
@@ -793,10 +852,11 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR: Message = Message {
     name: "networking.v1beta1.ServiceCIDR",
     known: &["apiVersion", "kind"],
     fields: &[
-        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value },
-        Field { json: "spec", number: 2, kind: Message(&NETWORKING_V1BETA1_SERVICE_CIDR_SPEC), card: Value },
-        Field { json: "status", number: 3, kind: Message(&NETWORKING_V1BETA1_SERVICE_CIDR_STATUS), card: Value },
+        Field { json: "metadata", number: 1, kind: Message(&META_V1_OBJECT_META), card: Value, omit: Empty },
+        Field { json: "spec", number: 2, kind: Message(&NETWORKING_V1BETA1_SERVICE_CIDR_SPEC), card: Value, omit: Empty },
+        Field { json: "status", number: 3, kind: Message(&NETWORKING_V1BETA1_SERVICE_CIDR_STATUS), card: Value, omit: Empty },
     ],
+    json_order: &[0, 1, 2],
 };
 
 /// Go `networking.v1beta1.ServiceCIDRSpec`.
@@ -804,8 +864,9 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR_SPEC: Message = Message {
     name: "networking.v1beta1.ServiceCIDRSpec",
     known: &[],
     fields: &[
-        Field { json: "cidrs", number: 1, kind: String, card: Repeated },
+        Field { json: "cidrs", number: 1, kind: String, card: Repeated, omit: Empty },
     ],
+    json_order: &[0],
 };
 
 /// Go `networking.v1beta1.ServiceCIDRStatus`.
@@ -813,6 +874,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR_STATUS: Message = Message {
     name: "networking.v1beta1.ServiceCIDRStatus",
     known: &[],
     fields: &[
-        Field { json: "conditions", number: 1, kind: Message(&META_V1_CONDITION), card: Repeated },
+        Field { json: "conditions", number: 1, kind: Message(&META_V1_CONDITION), card: Repeated, omit: Empty },
     ],
+    json_order: &[0],
 };
