@@ -16,9 +16,18 @@
 //! * `pkg/util/framer/framer.go` (`lengthDelimitedFrameWriter`): each watch event is preceded
 //!   by its length as a 4-byte big-endian integer; the stream has no magic and the events no
 //!   `Unknown` of their own (the apiserver's stream serializer is the raw one).
+//!
+//! The decoders take the same bytes apart without copying them: [`unwrap_body`] (a GET body, a
+//! List body, a watch event's object), [`decode_list`] (a List's metadata and items) and
+//! [`decode_frame`] (one watch frame); [`event_json`] turns a frame into the JSON watch line the
+//! apiserver would have sent. Every length is checked against the bytes at hand (and a frame's
+//! against the caller's bound) before anything is read or kept.
 
+use super::decode::{self, DecodeError, Decoded, TypeMeta};
 use super::encode::encode_status;
+use super::read::{self, Value as Wire};
 use super::wire::{put_bytes, put_tag, put_varint, varint_len, LEN};
+use crate::k8s::Resource;
 use serde_json::Value;
 
 /// The first bytes of every non-streaming protobuf body.
@@ -123,6 +132,200 @@ pub fn status_event(status: &Value) -> Vec<u8> {
     put_varint(&mut frame, raw_ext_len as u64);
     put_bytes(&mut frame, 1, &body);
     frame
+}
+
+/// A protobuf body taken apart: what [`MAGIC`] and its `runtime.Unknown` hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Body<'a> {
+    /// `typeMeta.apiVersion` (`v1`, `discovery.k8s.io/v1`).
+    pub api_version: &'a str,
+    /// `typeMeta.kind` (`Service`, `ServiceList`, `Status`).
+    pub kind: &'a str,
+    /// The object's (or the List's) message.
+    pub raw: &'a [u8],
+}
+
+impl<'a> Body<'a> {
+    /// The typeMeta, for [`decode::decode_object`].
+    pub fn type_meta(&self) -> TypeMeta<'a> {
+        TypeMeta {
+            api_version: self.api_version,
+            kind: self.kind,
+        }
+    }
+}
+
+/// A string field of an envelope.
+fn utf8<'a>(b: &'a [u8], what: &'static str) -> Result<&'a str, DecodeError> {
+    std::str::from_utf8(b).map_err(|_| DecodeError::Envelope(what))
+}
+
+/// The bytes of a length-delimited field.
+fn bytes_of<'a>(v: Wire<'a>, what: &'static str) -> Result<&'a [u8], DecodeError> {
+    match v {
+        Wire::Bytes(b) => Ok(b),
+        _ => Err(DecodeError::Envelope(what)),
+    }
+}
+
+/// Takes a body apart: [`MAGIC`], then a `runtime.Unknown` {typeMeta=1, raw=2,
+/// contentEncoding=3, contentType=4}. A content encoding, or a content type other than
+/// protobuf's, is refused (the apiserver sets neither).
+pub fn unwrap_body(body: &[u8]) -> Result<Body<'_>, DecodeError> {
+    let unknown = body
+        .strip_prefix(&MAGIC[..])
+        .ok_or(DecodeError::Envelope("no k8s\\0 magic"))?;
+    let mut out = Body {
+        api_version: "",
+        kind: "",
+        raw: &[],
+    };
+    for f in read::fields(unknown) {
+        match f? {
+            (1, v) => {
+                for f in read::fields(bytes_of(v, "typeMeta is not a message")?) {
+                    match f? {
+                        (1, v) => {
+                            out.api_version =
+                                utf8(bytes_of(v, "bad apiVersion")?, "bad apiVersion")?
+                        }
+                        (2, v) => out.kind = utf8(bytes_of(v, "bad kind")?, "bad kind")?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, v) => out.raw = bytes_of(v, "raw is not bytes")?,
+            (3, v) => {
+                let encoding = bytes_of(v, "bad contentEncoding")?;
+                if !encoding.is_empty() {
+                    return Err(DecodeError::Envelope("a content encoding"));
+                }
+            }
+            (4, v) => {
+                let ct = bytes_of(v, "bad contentType")?;
+                if !ct.is_empty() && ct != CONTENT_TYPE.as_bytes() {
+                    return Err(DecodeError::Envelope("a content type other than protobuf"));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A List message taken apart (the `raw` of a `...List` body).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListBody<'a> {
+    /// `metadata.resourceVersion`.
+    pub resource_version: &'a str,
+    /// `metadata.continue` (empty: the last page).
+    pub continue_token: &'a str,
+    /// `metadata.remainingItemCount`, when set.
+    pub remaining_item_count: Option<i64>,
+    /// Each item's message, in order, for [`decode::decode_object`] (no typeMeta: a JSON
+    /// List's items have no `kind` or `apiVersion` either).
+    pub items: Vec<&'a [u8]>,
+}
+
+/// Takes a List message apart: metadata (ListMeta {selfLink=1, resourceVersion=2, continue=3,
+/// remainingItemCount=4}) and items (2, repeated). Other fields are skipped.
+pub fn decode_list(raw: &[u8]) -> Result<ListBody<'_>, DecodeError> {
+    let mut list = ListBody::default();
+    for f in read::fields(raw) {
+        match f? {
+            (1, v) => {
+                for f in read::fields(bytes_of(v, "metadata is not a message")?) {
+                    match f? {
+                        (2, v) => {
+                            list.resource_version =
+                                utf8(bytes_of(v, "bad resourceVersion")?, "bad resourceVersion")?
+                        }
+                        (3, v) => {
+                            list.continue_token =
+                                utf8(bytes_of(v, "bad continue")?, "bad continue")?
+                        }
+                        (4, Wire::Varint(n)) => list.remaining_item_count = Some(n as i64),
+                        (4, _) => return Err(DecodeError::Envelope("bad remainingItemCount")),
+                        _ => {}
+                    }
+                }
+            }
+            (2, v) => list.items.push(bytes_of(v, "an item is not a message")?),
+            _ => {}
+        }
+    }
+    Ok(list)
+}
+
+/// One watch event taken apart (`metav1.WatchEvent` {type=1, object=2: RawExtension {raw=1}}).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event<'a> {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+    pub event_type: &'a str,
+    /// The object's body (a `Status` for `ERROR`).
+    pub object: Body<'a>,
+}
+
+/// Takes the first watch frame of `buf` apart: `None` while `buf` does not hold all of it, else
+/// the event and the frame's length (4 + its stated length) to consume. A stated length over
+/// `limit` is refused at once, before its bytes arrive.
+pub fn decode_frame(buf: &[u8], limit: usize) -> Result<Option<(Event<'_>, usize)>, DecodeError> {
+    let Some(head) = buf.first_chunk::<4>() else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes(*head) as usize;
+    if len > limit {
+        return Err(DecodeError::FrameTooLong { len, limit });
+    }
+    let Some(frame) = buf.get(4..4 + len) else {
+        return Ok(None);
+    };
+    let mut event_type = None;
+    let mut object = None;
+    for f in read::fields(frame) {
+        match f? {
+            (1, v) => event_type = Some(utf8(bytes_of(v, "bad event type")?, "bad event type")?),
+            (2, v) => {
+                for f in read::fields(bytes_of(v, "object is not a message")?) {
+                    if let (1, v) = f? {
+                        object = Some(bytes_of(v, "bad object raw")?);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let event_type = event_type.ok_or(DecodeError::Envelope("watch event without a type"))?;
+    let object = object.ok_or(DecodeError::Envelope("watch event without an object"))?;
+    Ok(Some((
+        Event {
+            event_type,
+            object: unwrap_body(object)?,
+        },
+        4 + len,
+    )))
+}
+
+/// The JSON watch line (`{"type":"ADDED","object":{...}}`, no newline) the apiserver would have
+/// sent for `event` of a `res` watch: the object with its `kind` and `apiVersion`, decoded as a
+/// `Status` when its kind is `Status` (an `ERROR` event's), else as a `res` object.
+pub fn event_json(res: Resource, event: &Event<'_>) -> Result<Decoded, DecodeError> {
+    let obj = &event.object;
+    let object = if obj.kind == "Status" {
+        decode::decode_status(obj.raw, Some(obj.type_meta()))?
+    } else {
+        decode::decode_object(res, obj.raw, Some(obj.type_meta()))?
+    };
+    let mut json = Vec::with_capacity(object.json.len() + 32 + event.event_type.len());
+    json.extend_from_slice(b"{\"type\":");
+    decode::go_string(&mut json, event.event_type.as_bytes());
+    json.extend_from_slice(b",\"object\":");
+    json.extend_from_slice(&object.json);
+    json.push(b'}');
+    Ok(Decoded {
+        json,
+        unknown: object.unknown,
+    })
 }
 
 #[cfg(test)]

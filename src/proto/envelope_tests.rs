@@ -165,3 +165,98 @@ fn content_types() {
         "application/vnd.kubernetes.protobuf;stream=watch"
     );
 }
+
+#[test]
+fn decoders_take_the_encoders_envelopes_apart() {
+    use crate::proto::decode::DecodeError;
+    let res = Resource::SlicesV1;
+    let items: Vec<_> = (0..3)
+        .map(|i| {
+            let slice = json!({"metadata": {"name": format!("s-{i}"), "namespace": "d"},
+                "addressType": "IPv4"});
+            encode_object(res, &slice)
+        })
+        .collect();
+    let items_len = items.iter().map(|e| e.bytes.len()).sum();
+    let mut body = list_head(res.api_version(), res.list_kind(), "42", items_len);
+    for e in &items {
+        body.extend_from_slice(&e.bytes);
+    }
+    body.extend_from_slice(TAIL);
+    let b = super::unwrap_body(&body).unwrap();
+    assert_eq!(
+        (b.api_version, b.kind),
+        (res.api_version(), "EndpointSliceList")
+    );
+    let list = decode_list(b.raw).unwrap();
+    assert_eq!(list.resource_version, "42");
+    assert_eq!(list.continue_token, "");
+    assert_eq!(list.remaining_item_count, None);
+    assert_eq!(list.items.len(), 3);
+    for (item, e) in list.items.iter().zip(&items) {
+        assert!(e.bytes.ends_with(item));
+    }
+
+    // A watch frame, then an ERROR frame, back to back in one buffer.
+    let obj = &items[1];
+    let mut stream = event_head(
+        "MODIFIED",
+        res.api_version(),
+        "EndpointSlice",
+        obj.bytes.len(),
+    );
+    stream.extend_from_slice(&obj.bytes);
+    stream.extend_from_slice(TAIL);
+    let first_len = stream.len();
+    stream.extend_from_slice(&status_event(&json!({"status": "Failure", "code": 410,
+        "reason": "Expired", "message": "gone"})));
+    let (ev, used) = decode_frame(&stream, 1 << 20).unwrap().unwrap();
+    assert_eq!(used, first_len);
+    assert_eq!(ev.event_type, "MODIFIED");
+    assert_eq!(ev.object.kind, "EndpointSlice");
+    let line = event_json(res, &ev).unwrap();
+    assert_eq!(
+        std::str::from_utf8(&line.json).unwrap(),
+        r#"{"type":"MODIFIED","object":{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":"s-1","namespace":"d"},"addressType":"IPv4","endpoints":null,"ports":null}}"#
+    );
+    let (ev, used) = decode_frame(&stream[first_len..], 1 << 20)
+        .unwrap()
+        .unwrap();
+    assert_eq!(used, stream.len() - first_len);
+    let line = event_json(res, &ev).unwrap();
+    assert_eq!(
+        std::str::from_utf8(&line.json).unwrap(),
+        r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"gone","reason":"Expired","code":410}}"#
+    );
+
+    // Every prefix of a frame waits for more; a stated length over the bound is refused
+    // before its bytes arrive.
+    for cut in 0..first_len {
+        assert_eq!(decode_frame(&stream[..cut], 1 << 20), Ok(None), "{cut}");
+    }
+    assert_eq!(
+        decode_frame(&[0xff, 0xff, 0xff, 0xff], 1 << 20),
+        Err(DecodeError::FrameTooLong {
+            len: u32::MAX as usize,
+            limit: 1 << 20
+        })
+    );
+    // Truncated or garbled bodies are errors, not panics.
+    for cut in 0..body.len() {
+        let _ = super::unwrap_body(&body[..cut]).and_then(|b| decode_list(b.raw));
+    }
+    assert!(super::unwrap_body(b"k8s").is_err());
+    assert!(super::unwrap_body(b"k9s\0").is_err());
+    let mut encoded_body = object_head("v1", "Service");
+    encoded_body.extend_from_slice(&[0x12, 0x00, 0x1a, 0x04]);
+    encoded_body.extend_from_slice(b"gzip");
+    assert_eq!(
+        super::unwrap_body(&encoded_body),
+        Err(DecodeError::Envelope("a content encoding"))
+    );
+    // A frame without an object.
+    let mut frame = 7u32.to_be_bytes().to_vec();
+    frame.extend_from_slice(&[0x0a, 0x05]);
+    frame.extend_from_slice(b"ADDED");
+    assert!(decode_frame(&frame, 64).is_err());
+}

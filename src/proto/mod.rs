@@ -5,13 +5,17 @@
 //! [`encode::encode_object`], driven by the generated message tables of [`schema`]; the
 //! [`envelope`] helpers put that message in the apiserver's envelope (`k8s\0` + `runtime.Unknown`),
 //! a List, or a length-framed watch event, without copying the message. [`read`] reads the wire
-//! format back (the container runtime's CRI answers are protobuf).
+//! format back (the container runtime's CRI answers are protobuf). The other way round,
+//! [`envelope`]'s decoders take an apiserver's protobuf body, List or watch frame apart, and
+//! [`decode::decode_object`] writes an object's message as the JSON the apiserver would have
+//! sent (the same tables, plus the Go JSON order and `omitempty` rules they carry).
 //!
 //! The rules, from the Go types (see `scripts/gen-proto-schema.py`, which generates [`schema`]):
 //! fields go out in ascending field number; a pointer field only when present; a slice per
 //! element; a map per entry, sorted by key; any other field always, its Go zero value included
 //! (an absent string is `""`, an absent struct is written with all its own zero fields).
 
+pub mod decode;
 pub mod encode;
 pub mod envelope;
 pub mod read;

@@ -1,0 +1,45 @@
+//! Arbitrary bytes as what an apiserver sends in protobuf: the first byte picks a resource, the
+//! rest is an object's message for the decoder, and the whole input is also tried as a body
+//! (`k8s\0` + Unknown), a List and a watch frame. Nothing may panic; a decoded object must be
+//! JSON, and that JSON must encode and decode again to the same JSON value (unless the encoder
+//! reports a value it cannot carry, such as a time beyond year 9999).
+#![no_main]
+use grid_wrapper::k8s::Resource;
+use grid_wrapper::proto::decode::decode_object;
+use grid_wrapper::proto::encode::encode_object;
+use grid_wrapper::proto::envelope::{decode_frame, decode_list, event_json, unwrap_body};
+use libfuzzer_sys::fuzz_target;
+
+/// The message inside an encoder's bytes (after `0x12` and the varint length).
+fn strip_prefix(bytes: &[u8]) -> &[u8] {
+    let len_bytes = bytes[1..].iter().take_while(|&&b| b & 0x80 != 0).count() + 1;
+    &bytes[1 + len_bytes..]
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&pick, msg)) = data.split_first() else {
+        return;
+    };
+    let res = Resource::ALL[usize::from(pick) % Resource::ALL.len()];
+    if let Ok(decoded) = decode_object(res, msg, None) {
+        let value: serde_json::Value =
+            serde_json::from_slice(&decoded.json).expect("the decoder writes JSON");
+        let again = encode_object(res, &value);
+        if again.unknown.is_empty() {
+            let twice = decode_object(res, strip_prefix(&again.bytes), None)
+                .expect("the encoder's message decodes");
+            let twice: serde_json::Value =
+                serde_json::from_slice(&twice.json).expect("the decoder writes JSON");
+            assert_eq!(twice, value, "{res:?}");
+        }
+    }
+    if let Ok(body) = unwrap_body(data) {
+        let _ = decode_list(body.raw);
+    }
+    if let Ok(Some((event, used))) = decode_frame(data, 1 << 20) {
+        assert!(used <= data.len());
+        if let Ok(line) = event_json(res, &event) {
+            serde_json::from_slice::<serde_json::Value>(&line.json).expect("a JSON watch line");
+        }
+    }
+});
