@@ -20,7 +20,7 @@
 //! What is approximate: a `resource.Quantity` is written as the text it was sent with, where Go
 //! would write its canonical form (the apiserver only sends canonical text, so its own
 //! messages come out exact); a `FieldsV1` in CBOR (an alpha apiserver feature) is refused, not
-//! converted; times beyond the years Go's `time.Time` holds without overflow are not formatted
+//! converted, and one that is not UTF-8 is refused where Go would pass its bytes through; times beyond the years Go's `time.Time` holds without overflow are not formatted
 //! as Go would.
 //!
 //! Unknown fields (a field number the schema does not know: a newer apiserver's field) are
@@ -619,6 +619,11 @@ impl<'a> Decoder<'a> {
         }
         if serde_json::from_slice::<serde::de::IgnoredAny>(raw).is_err() {
             return Err(self.invalid("FieldsV1 is not JSON"));
+        }
+        // serde_json does not check the UTF-8 of what it ignores; Go would pass invalid UTF-8
+        // through into its JSON, which is refused here instead.
+        if std::str::from_utf8(raw).is_err() {
+            return Err(self.invalid("FieldsV1 is not UTF-8"));
         }
         compact_json(&mut self.out, raw);
         Ok(())

@@ -324,6 +324,12 @@ fn garbage_and_truncation_are_errors() {
         decode_message(&schema::META_V1_MANAGED_FIELDS_ENTRY, &mf, None),
         Err(DecodeError::Invalid { .. })
     ));
+    // JSON, but with invalid UTF-8 in a string: the decoder's output must stay UTF-8.
+    let mf = [0x3a, 0x07, 0x0a, 0x05, b'[', b'"', 0xff, b'"', b']'];
+    assert!(matches!(
+        decode_message(&schema::META_V1_MANAGED_FIELDS_ENTRY, &mf, None),
+        Err(DecodeError::Invalid { .. })
+    ));
     for junk in [&[0xffu8][..], &[0x0b], &[0x12, 0x05, 1], &[0x00, 0x00]] {
         assert!(
             decode_object(Resource::Services, junk, None).is_err(),
