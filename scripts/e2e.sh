@@ -8,7 +8,9 @@
 #   netns <P>n "node" edge-a1: 10.213.0.2 (veth to cloud) and 10.213.1.1 (veth to pods);
 #       grid-wrapper on 127.0.0.1:51006 (metrics 51007) and kube-proxy on its loopback
 #   netns <P>p "pods": one HTTP server per pod on 10.213.1.x:8080, answering its own name
-# The node runs a CRI runtime (e2e/cri-fake, a real grpc-go server) on a unix socket in the
+#   netns <P>f "node" edge-a2 (unless E2E_RELAY=0): 10.213.2.2 (veth to edge-a1's 10.213.2.1,
+#       where edge-a1's grid-wrapper serves its relay port 51010), a follower grid-wrapper
+# Each node runs a CRI runtime (e2e/cri-fake, a real grpc-go server) on a unix socket in the
 # temporary folder, its sandboxes set by this script; grid-wrapper polls it every second
 # (--container-runtime-poll-interval 1; 5 by default).
 # The node netns has no default route: ClusterIPs (10.214.0.0/24) route to the pods' link and
@@ -25,9 +27,11 @@
 #                         run must then fail at its first assertion (pruned pods answer)
 #   E2E_BOUND=SECS        how fast kube-proxy must follow each change (default 30)
 #   E2E_PROXY_MODE=iptables  kube-proxy's iptables mode instead of nftables
-#   E2E_ONLY=runtime      only the setup and the container runtime's scenarios (the offline site
-#                         reboot on edge-a1, a pod moving offline); the other steps are skipped.
-#                         About a minute instead of four.
+#   E2E_RELAY=0           no relay and no second node: scenario B (a pod of the follower's node
+#                         moves, the relay's kube-proxy follows) is skipped
+#   E2E_ONLY=runtime      only the setup and the container runtime's scenarios (A: the offline
+#                         site reboot on edge-a1; B: the relay and follower, unless E2E_RELAY=0);
+#                         the other steps are skipped. About a minute instead of four.
 set -euo pipefail
 # The whole script is one compound command, read before it runs: editing the file during a run
 # cannot change the running one.
@@ -69,8 +73,10 @@ MODE=${E2E_PROXY_MODE:-nftables}
 case "$MODE" in nftables|iptables) ;; *) echo "e2e: E2E_PROXY_MODE must be nftables or iptables"; exit 2;; esac
 ONLY=${E2E_ONLY:-}
 case "$ONLY" in ""|runtime) ;; *) echo "e2e: E2E_ONLY must be empty or runtime"; exit 2;; esac
+RELAY=${E2E_RELAY:-1}
 P=gwe$$
-NC=${P}c NN=${P}n NP=${P}p
+NC=${P}c NN=${P}n NP=${P}p NF=${P}f
+RELAY_IP=10.213.2.1 FOLLOWER_IP=10.213.2.2 RELAY_PORT=51010
 CLOUD_IP=10.213.0.1 NODE_IP=10.213.0.2 NODE_POD_IP=10.213.1.1
 SVC_CIDR=10.214.0.0/24
 API=https://$CLOUD_IP:6443
@@ -154,6 +160,14 @@ ip netns exec "$NP" sysctl -qw "net.ipv4.conf.${P}pn.promote_secondaries=1"
 # default); a later request whose source port comes round to it again would follow that entry to
 # the vanished address, whatever kube-proxy's rules say by then.
 ip netns exec "$NN" sysctl -qw net.netfilter.nf_conntrack_tcp_timeout_syn_sent=3 2>/dev/null || true
+if [ "$RELAY" != 0 ]; then
+  step "network namespace $NF (node edge-a2, the relay's follower), linked to $NN"
+  ip netns add "$NF"; NETNS_MADE+=("$NF"); ip -n "$NF" link set lo up
+  ip link add "${P}nf" type veth peer name "${P}fn"
+  ip link set "${P}nf" netns "$NN"; ip link set "${P}fn" netns "$NF"
+  ip -n "$NN" addr add "$RELAY_IP/24" dev "${P}nf"; ip -n "$NN" link set "${P}nf" up
+  ip -n "$NF" addr add "$FOLLOWER_IP/24" dev "${P}fn"; ip -n "$NF" link set "${P}fn" up
+fi
 
 # --- PKI ------------------------------------------------------------------------------------
 step "certificates and service-account keys (openssl)"
@@ -170,6 +184,11 @@ mkdir -p "$T/pki" && (
   openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
   openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
 )
+if [ "$RELAY" != 0 ]; then
+  # The site PKI as an operator makes it: the relay's serving certificate for its address, the
+  # followers' client certificate, one site CA.
+  bash deploy/relay/make-certs.sh "$T/site" e2e-site "$RELAY_IP" >/dev/null
+fi
 ADMIN_TOKEN=$(openssl rand -hex 24)
 echo "$ADMIN_TOKEN,e2e-admin,e2e-admin,system:masters" > "$T/pki/tokens.csv"
 chmod 600 "$T/pki/tokens.csv"
@@ -219,7 +238,9 @@ set_node_addr() { # name ip
 }
 step "Nodes edge-a1 (zone a, the local node, $NODE_IP), edge-a2 (a), edge-b1 (b), with status.addresses"
 for n in edge-a1:a edge-a2:a edge-b1:b; do node_yaml "${n%%:*}" "${n##*:}" | K apply -f - >/dev/null; done
-set_node_addr edge-a1 "$NODE_IP"; set_node_addr edge-a2 10.213.2.2; set_node_addr edge-b1 10.213.2.3
+# edge-a2's InternalIP is the follower's source address on the relay's link (a relay accepts a
+# node's runtime report only from one of that Node's addresses).
+set_node_addr edge-a1 "$NODE_IP"; set_node_addr edge-a2 "$FOLLOWER_IP"; set_node_addr edge-b1 10.213.2.3
 
 # Pods: name ip node. Each answers GET with its own name.
 PODS=(pa1:10.213.1.11:edge-a1 pa2:10.213.1.12:edge-a2 pa3:10.213.1.13:edge-a2 pb1:10.213.1.21:edge-b1 pb2:10.213.1.22:edge-b1)
@@ -366,14 +387,19 @@ if ! ip netns exec "$NN" "$GW" check --kubeconfig="$T/gw/kubeconfig.conf" --host
 fi
 sed 's/^/    /' "$T/check.log"
 
+RELAY_ARGS=()
+if [ "$RELAY" != 0 ]; then
+  RELAY_ARGS=(--relay-bind-address="$RELAY_IP:$RELAY_PORT" --relay-cert-file="$T/site/relay.crt"
+    --relay-key-file="$T/site/relay.key" --relay-client-ca-file="$T/site/site-ca.crt")
+fi
 GW_ARGS=(--kubeconfig="$T/gw/kubeconfig.conf" --bind-address=127.0.0.1:51006 --hostname=edge-a1
   --metrics-bind-address=127.0.0.1:51007 --cache-dir="$T/cache" "${GW_TLS_ARGS[@]}"
-  --container-runtime-endpoint="unix://$T/cri-a1.sock" --container-runtime-poll-interval=1)
+  --container-runtime-endpoint="unix://$T/cri-a1.sock" --container-runtime-poll-interval=1 "${RELAY_ARGS[@]}")
 start_gw() {
   start grid-wrapper "$NN" "$GW" "${GW_ARGS[@]}" --v="${E2E_GW_V:-2}"
   wait_for 30 "grid-wrapper /readyz" ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/readyz
 }
-step "grid-wrapper in $NN as the DaemonSet runs it (127.0.0.1:51006, --cache-dir, the runtime polled every 1 s)"
+step "grid-wrapper in $NN as the DaemonSet runs it (127.0.0.1:51006, --cache-dir, the runtime polled every 1 s$([ "$RELAY" != 0 ] && echo ", relay port $RELAY_IP:$RELAY_PORT"))"
 start_gw
 step "grid-wrapper ready: $(ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/readyz | head -c 200)"
 
@@ -674,6 +700,70 @@ expect topo "$B" pa1 pa3
 expect plain "$B" pa1 pa2 pb1 pb2
 wait_for 10 "grid_wrapper_runtime_repairs back to 0" test "$(repairs)" = 0
 
+# Scenario B, a relay and its follower: edge-a1's grid-wrapper is the site's relay; edge-a2 runs
+# a follower with its own runtime, which reports its pods' addresses to the relay
+# (PUT /grid-wrapper/v1/runtime-pods/edge-a2 on the relay port, with its client certificate,
+# from edge-a2's InternalIP). A pod of edge-a2 moves: the relay's own kube-proxy must follow.
+# Answers in JSON of edge-a1's grid-wrapper to the follower (its reflectors read the relay port
+# in JSON), left out of the protobuf step's count of kube-proxy's answers below.
+json_answers() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk '$1 == "grid_wrapper_cache_answers_total{format=\"json\"}" {print $2}'; }
+RELAY_JSON=0
+if [ "$RELAY" != 0 ]; then
+  RELAY_JSON0=$(json_answers)
+  step "relay and follower: edge-a2's grid-wrapper in $NF follows the relay https://$RELAY_IP:$RELAY_PORT, its runtime names pa2 and pa3 (apiserver still down)"
+  mkdir -p "$T/follower"
+  printf 'apiVersion: v1\nkind: Config\ncurrent-context: relays\ncontexts:\n- name: relays\n  context:\n    cluster: relays\n    user: follower\nclusters:\n- name: relays\n  cluster:\n    server: https://%s:%s\n    certificate-authority: %s\nusers:\n- name: follower\n  user:\n    client-certificate: %s\n    client-key: %s\n' \
+    "$RELAY_IP" "$RELAY_PORT" "$T/site/site-ca.crt" "$T/site/follower.crt" "$T/site/follower.key" >"$T/follower/relay.kubeconfig"
+  sandbox_new pa2 "$(pod_ip pa2)"; sandbox_new pa3 "$(pod_ip pa3)"
+  cri_write "$T/cri-a2.json" pa2 pa3
+  start_cri cri-a2 "$NF"
+  # Its cloud kubeconfig is grid-wrapper's; the cloud is unreachable from $NF (no route) anyway.
+  start follower "$NF" "$GW" --kubeconfig="$T/gw/kubeconfig.conf" --relay-kubeconfig="$T/follower/relay.kubeconfig" \
+    --hostname=edge-a2 --bind-address=127.0.0.1:51006 --metrics-bind-address=127.0.0.1:51007 \
+    --container-runtime-endpoint="unix://$T/cri-a2.sock" --container-runtime-poll-interval=1 --v="${E2E_GW_V:-2}"
+  wait_for 60 "the follower's /readyz" ip netns exec "$NF" curl -fsS http://127.0.0.1:51007/readyz
+  step "  follower ready, reading from: $(ip netns exec "$NF" curl -fsS http://127.0.0.1:51007/metrics | awk -F'"' '/^grid_wrapper_upstream_current_server_info\{/ && $NF ~ / 1$/ {for (i = 1; i < NF; i++) if ($i ~ /server=$/) print $(i + 1)}' | head -1)"
+  PA3_HOME=$(pod_ip pa3)
+  B_RULES=() B_FIRST=() B_ON=1
+  # The follower serves its own node's repair to its own kube-proxy port whatever the relay does.
+  follower_serves() { ip netns exec "$NF" curl -fsS http://127.0.0.1:51006/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/topo-e2e | grep -q "\"$1\""; }
+  for new in 10.213.1.41 10.213.1.42 10.213.1.43; do
+    pod_move pa3 "$new"
+    sandbox_new pa3 "$new"
+    poll_phase
+    cri_write "$T/cri-a2.json" pa2 pa3
+    if ! measure_move topo pa3 "$EPOCHREALTIME" pa1 pa3; then
+      reports=$(grep -ciE 'runtime-pods|report' "$T/follower.log" || true)
+      finding "the relay's kube-proxy (edge-a1) does not route to pa3 on edge-a2 after it moved to $new: $MOVE_MISS; the follower's log has $reports line(s) about reporting$([ "$reports" -gt 0 ] && echo " (first: $(grep -m1 -iE 'runtime-pods|report' "$T/follower.log" | cut -c1-200))"), the relay's $(grep -c 'runtime-pods' "$T/grid-wrapper.log" || true) naming runtime-pods"
+      B_ON=0
+    fi
+    served=0
+    for _ in $(seq 50); do if follower_serves "$new"; then served=1; break; fi; sleep 0.2; done
+    if [ "$served" = 1 ]; then
+      step "  the follower serves pa3 on $new on its own kube-proxy port (its node's own repair)"
+      PASSED=$((PASSED + 1))
+    else
+      finding "the follower does not serve pa3 on $new on its kube-proxy port: $(ip netns exec "$NF" curl -sS http://127.0.0.1:51006/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/topo-e2e | grep -o '"addresses":[^]]*]' | tr '\n' ' ')"
+    fi
+    [ "$B_ON" = 1 ] || break
+    B_RULES+=("$MOVE_RULES") B_FIRST+=("$MOVE_FIRST")
+    step "  pa3 -> $new: the relay's kube-proxy's rules ${MOVE_RULES}s, first answer ${MOVE_FIRST}s after edge-a2's runtime named it"
+    expect topo "$B" pa1 pa3
+  done
+  if [ "$B_ON" = 1 ]; then
+    step "  edge-a2's runtime -> the relay's kube-proxy's rules: $(stats "${B_RULES[@]}")"
+    step "  edge-a2's runtime -> first request answered: $(stats "${B_FIRST[@]}")"
+  fi
+  step "pa3 back on $PA3_HOME (a new sandbox), where the upstream's slices have it; the follower and edge-a2's runtime stopped"
+  pod_move pa3 "$PA3_HOME"
+  sandbox_new pa3 "$PA3_HOME"
+  cri_write "$T/cri-a2.json" pa2 pa3
+  expect topo "$B" pa1 pa3
+  stop_pid follower
+  stop_pid cri-a2
+  RELAY_JSON=$(( $(json_answers) - ${RELAY_JSON0:-0} ))
+fi
+
 # E2E_ONLY=runtime skips the rest (not re-indented).
 if [ "$ONLY" != runtime ]; then
 step "node cut off (veth down), apiserver back, changes made: pa2 back in topo, edge-b1 into zone a"
@@ -712,9 +802,9 @@ fi
 
 step "protobuf: kube-proxy asks for it (Accept: application/vnd.kubernetes.protobuf, */*); grid-wrapper answers its requests in it"
 answers() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk -v f="$1" '$1 == "grid_wrapper_cache_answers_total{format=\""f"\"}" {print $2}'; }
-pb=$(answers protobuf); js=$(answers json)
+pb=$(answers protobuf); js=$(( $(answers json) - RELAY_JSON ))
 if [ "${pb:-0}" -gt 0 ] && [ "${js:-0}" = 0 ]; then
-  step "  grid_wrapper_cache_answers_total: protobuf $pb, json $js (kube-proxy's lists, gets and watches since the last restart)"
+  step "  grid_wrapper_cache_answers_total: protobuf $pb, json $js (kube-proxy's lists, gets and watches since the last restart$([ "$RELAY_JSON" -gt 0 ] && echo "; the follower's $RELAY_JSON JSON answers on the relay port left out"))"
   PASSED=$((PASSED + 1))
 else
   finding "kube-proxy's answers by format: protobuf ${pb:-none}, json ${js:-none} (want protobuf > 0, json 0)"
