@@ -29,7 +29,6 @@ use crate::server::health;
 use crate::server::relay::RelayPort;
 use crate::server::signals::{self, TlsFiles};
 use crate::server::transport::{self, TlsFlags};
-use crate::sync::lock;
 use crate::upstream::client::{ListSettings, Timeouts, Upstream, UpstreamOptions};
 use crate::upstream::edge_health;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
@@ -179,7 +178,7 @@ fn start_runtime_source(
     let client = cri::Client::new(endpoint, deadline)
         .map_err(|e| AppError::Upstream(format!("--container-runtime-endpoint: {e}")))?;
     let interval = Duration::from_secs(cfg.container_runtime_poll_interval_secs);
-    let own: site_report::OwnView = Arc::default();
+    let own: Arc<site_report::OwnView> = Arc::default();
     if !upstream.relay_servers().is_empty() {
         let writer = writer.clone();
         let on_answer = Box::new(move |views| writer.set_relayed_reports(views));
@@ -189,7 +188,7 @@ fn start_runtime_source(
     }
     let writer = writer.clone();
     let on_view = Box::new(move |pods: RuntimePods| {
-        *lock(&own) = Some(pods.clone());
+        own.set(pods.clone());
         writer.set_runtime_pods(pods);
     });
     cri::source::spawn(client, interval, on_view, stop.clone()).map_err(AppError::Thread)?;

@@ -5,7 +5,8 @@
 //! `crate::writer::WriterHandle::set_relayed_reports`).
 //!
 //! - Nothing is sent before the runtime source's first good view: a follower reports only what
-//!   its runtime said.
+//!   its runtime said. A new view is sent at once ([`OwnView::set`] wakes the thread), not at
+//!   the next interval: a moved pod reaches the relay one poll after the runtime names it.
 //! - Each relay answers with the site's views, or 304 when the follower already holds them
 //!   (`If-None-Match`: the generation it last had of that relay). The relays that answered in a
 //!   round give the views handed over, merged by node; a round in which none answered hands
@@ -15,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,8 +31,45 @@ use crate::upstream::client::Upstream;
 const MIN_REPORT_VALID_FOR: u64 = 60;
 
 /// The latest view of the local runtime, shared by the runtime source (who sets it) and the
-/// reporter (who reads it).
-pub type OwnView = Arc<Mutex<Option<RuntimePods>>>;
+/// reporter (who reads it, woken by each new one).
+#[derive(Debug, Default)]
+pub struct OwnView {
+    /// The view and how many views were set.
+    view: Mutex<(Option<RuntimePods>, u64)>,
+    changed: Condvar,
+}
+
+impl OwnView {
+    /// Sets the runtime source's new view and wakes the reporter.
+    pub fn set(&self, pods: RuntimePods) {
+        let mut v = lock(&self.view);
+        v.0 = Some(pods);
+        v.1 += 1;
+        self.changed.notify_all();
+    }
+
+    /// The view now and its number.
+    fn get(&self) -> (Option<RuntimePods>, u64) {
+        lock(&self.view).clone()
+    }
+
+    /// Waits until `due`, a view after number `seen` is set, or `stop`, whichever first.
+    fn wait(&self, seen: u64, due: Instant, stop: &AtomicBool) {
+        let mut v = lock(&self.view);
+        while v.1 == seen && !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= due {
+                return;
+            }
+            // In slices, so that `stop` is seen within 100 ms.
+            let slice = (due - now).min(Duration::from_millis(100));
+            v = match self.changed.wait_timeout(v, slice) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+}
 
 /// How long a report sent every `interval` says it holds: four intervals, at least a minute
 /// (a report or two lost on the LAN, or a relay restart, does not drop a node's view).
@@ -45,7 +83,7 @@ pub fn spawn(
     upstream: Upstream,
     hostname: String,
     interval: Duration,
-    own: OwnView,
+    own: Arc<OwnView>,
     on_answer: Box<dyn Fn(Vec<NodeReport>) + Send>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -61,7 +99,7 @@ pub fn spawn(
             );
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
-                let view = lock(&own).clone();
+                let (view, seen) = own.get();
                 if let Some(view) = view {
                     let body = site_pods::encode_report(&hostname, &view, valid_for(interval));
                     let path = format!("{}{hostname}", site_pods::REPORT_PATH);
@@ -75,7 +113,7 @@ pub fn spawn(
                         on_answer(merge(answered.iter().map(|r| r.views.as_slice())));
                     }
                 }
-                crate::clock::sleep_until(started + interval, &stop);
+                own.wait(seen, started + interval, &stop);
             }
         })
 }
@@ -167,6 +205,32 @@ mod tests {
             pods: RuntimePods::default(),
             valid_for,
         }
+    }
+
+    #[test]
+    fn a_new_view_wakes_the_reporter_before_its_interval() {
+        let own = Arc::new(OwnView::default());
+        let stop = AtomicBool::new(false);
+        let (_, seen) = own.get();
+        let setter = {
+            let own = own.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                own.set(RuntimePods::default());
+            })
+        };
+        let t = Instant::now();
+        own.wait(seen, t + Duration::from_secs(30), &stop);
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "woken by the new view"
+        );
+        assert_eq!(own.get().1, seen + 1);
+        let _ = setter.join();
+        // Without a new view it waits until due.
+        let t = Instant::now();
+        own.wait(seen + 1, t + Duration::from_millis(200), &stop);
+        assert!(t.elapsed() >= Duration::from_millis(200));
     }
 
     #[test]
