@@ -67,6 +67,10 @@ pub struct Mem {
     pub sim_rss: u64,
     /// (collection, body bytes, items) of the four LISTs.
     pub lists: Vec<(&'static str, u64, usize)>,
+    /// (collection, body bytes) of the same LISTs from the simulator itself, and its
+    /// ServiceCIDRs: the upstream's JSON lists of the cached kinds, the denominator issue 46's
+    /// memory ratios use.
+    pub upstream: Vec<(&'static str, u64)>,
     /// With a protobuf kube-proxy attached (its four LISTs and watches), measured after the
     /// JSON-only readings above and before any other protobuf request.
     pub proto: Option<crate::protobuf::ProtoClient>,
@@ -136,6 +140,43 @@ impl Mem {
     /// `kib` KiB ÷ the cached JSON bytes.
     pub fn per_json(&self, kib: u64) -> f64 {
         (kib * 1024) as f64 / self.json_bytes().max(1) as f64
+    }
+
+    /// Sum of the upstream's LIST bodies.
+    pub fn upstream_bytes(&self) -> u64 {
+        self.upstream.iter().map(|l| l.1).sum()
+    }
+
+    /// `kib` of RSS ÷ the upstream's JSON lists.
+    pub fn per_upstream(&self, kib: u64) -> f64 {
+        (kib * 1024) as f64 / self.upstream_bytes().max(1) as f64
+    }
+
+    /// The "RSS ÷ upstream JSON" row: result and detail.
+    pub fn upstream_row(&self, fmt: impl Fn(u64) -> String) -> (String, String) {
+        let parts: Vec<String> = self
+            .upstream
+            .iter()
+            .map(|(n, b)| format!("{n} {}", fmt(*b)))
+            .collect();
+        let with_pb = match &self.proto {
+            Some(p) => format!(
+                "{:.2}× with the protobuf kube-proxy attached ({})",
+                self.per_upstream(p.rss),
+                fmt(p.rss * 1024)
+            ),
+            None => "no protobuf reading".into(),
+        };
+        (
+            format!("{:.2}×", self.per_upstream(self.rss_sync)),
+            format!(
+                "VmRSS after sync {} ÷ the upstream's JSON lists of the cached kinds {} = {} (the same LISTs asked of the simulator itself); {with_pb}; after the watch phases {:.2}×",
+                fmt(self.rss_sync * 1024),
+                fmt(self.upstream_bytes()),
+                parts.join(" + "),
+                self.per_upstream(self.rss_end),
+            ),
+        )
     }
 }
 
@@ -320,7 +361,7 @@ pub fn item_count(body: &[u8]) -> usize {
 }
 
 /// VmRSS/VmHWM 1 s after sync and the four LIST bodies (the cached JSON bytes).
-pub fn memory(w: &Wrapper, sim_pid: u32) -> BenchResult<Mem> {
+pub fn memory(w: &Wrapper, sim_pid: u32, sim: SocketAddr) -> BenchResult<Mem> {
     thread::sleep(Duration::from_secs(1)); // let start-up allocations settle
     let mut m = Mem {
         rss_sync: rss_kib(w.pid).ok_or("no VmRSS")?,
@@ -341,6 +382,20 @@ pub fn memory(w: &Wrapper, sim_pid: u32) -> BenchResult<Mem> {
             .push((name, r.body.len() as u64, item_count(&r.body)));
     }
     m.rss_after_lists = rss_kib(w.pid).unwrap_or(0);
+    let mut up = Client::new(sim);
+    for (name, path) in [
+        ("nodes", "/api/v1/nodes".to_string()),
+        ("services", format!("/api/v1/services?labelSelector={l}")),
+        ("endpoints", format!("/api/v1/endpoints?labelSelector={l}")),
+        ("endpointslices", slices_path()),
+        (
+            "servicecidrs",
+            "/apis/networking.k8s.io/v1/servicecidrs".to_string(),
+        ),
+    ] {
+        let r = get_ok(&mut up, &path)?;
+        m.upstream.push((name, r.body.len() as u64));
+    }
     Ok(m)
 }
 
@@ -589,7 +644,7 @@ pub fn run_all(children: &Children, opts: &Opts) -> BenchResult<String> {
     eprintln!("loadbench: starting grid-wrapper");
     let (w, first_ready) = start_wrapper(children, opts, &sim_url)?;
     eprintln!("loadbench: ready; memory and LIST latency");
-    let mut mem = memory(&w, sim_pid)?;
+    let mut mem = memory(&w, sim_pid, sim)?;
     // The JSON-only readings are taken; now the protobuf kube-proxy (the run's first protobuf
     // requests), then the LIST phase.
     mem.attach_protobuf(&w);

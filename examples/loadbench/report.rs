@@ -210,6 +210,11 @@ pub fn table(r: &Results) -> String {
         out,
         "| 1 | RSS after sync + protobuf kube-proxy (lists + watches) | {pb} | {pb_detail} |"
     );
+    let (up, up_detail) = mem.upstream_row(bytes);
+    let _ = writeln!(
+        out,
+        "| 1 | RSS ÷ upstream JSON after sync | {up} | {up_detail} |"
+    );
     let _ = writeln!(
         out,
         "| 1 | peak (VmHWM) ÷ JSON | {:.2}× | VmHWM at the end of the watch phases {} ÷ {}; at sync {:.2}× ({}) |",

@@ -214,7 +214,7 @@ pub fn run_x10(children: &Children, opts: &Opts) -> BenchResult<String> {
     let sim_sync_cpu = cpu_secs(s0, cpu_ticks(sim_pid).unwrap_or(0), tck);
 
     eprintln!("loadbench x10: ready; memory");
-    let mut mem = memory(&w, sim_pid)?;
+    let mut mem = memory(&w, sim_pid, sim)?;
     eprintln!("loadbench x10: a protobuf kube-proxy (lists + watches); memory");
     mem.attach_protobuf(&w);
     eprintln!("loadbench x10: LIST latency");

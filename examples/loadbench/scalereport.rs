@@ -89,6 +89,11 @@ pub fn table(r: &X10Results) -> String {
             ))
             .unwrap_or_default(),
     );
+    let (up, up_detail) = mem.upstream_row(bytes);
+    let _ = writeln!(
+        out,
+        "| x2 | RSS ÷ upstream JSON after sync | {up} | {up_detail} |"
+    );
     let p50 = median(r.list_runs.iter().map(|x| x.p50).collect());
     let p99 = median(r.list_runs.iter().map(|x| x.p99).collect());
     let per_run: Vec<String> = r
