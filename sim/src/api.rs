@@ -8,6 +8,7 @@ use grid_wrapper::api::selector::{FieldSelector, LabelLookup, LabelSelector};
 use grid_wrapper::k8s::convert;
 use grid_wrapper::k8s::status::ApiError;
 use grid_wrapper::k8s::{ObjectKey, Resource};
+use grid_wrapper::proto::{encode_object, envelope};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -139,6 +140,44 @@ pub fn list_body(res: Resource, objects: &[Arc<Value>], rv: u64, filter: &Filter
         "items": items,
     });
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The protobuf LIST body of the same items as [`list_body`]: the apiserver's envelope
+/// (`grid_wrapper::proto::envelope::list_head`) around each item's message
+/// (`grid_wrapper::proto::encode_object`), as the apiserver sends for
+/// `Accept: application/vnd.kubernetes.protobuf`.
+pub fn list_body_protobuf(
+    res: Resource,
+    objects: &[Arc<Value>],
+    rv: u64,
+    filter: &Filter,
+) -> Vec<u8> {
+    let items: Vec<Vec<u8>> = objects
+        .iter()
+        .filter(|o| filter.matches(o))
+        .map(|o| encode_object(res, &served(res, o)).bytes)
+        .collect();
+    let items_len = items.iter().map(Vec::len).sum();
+    let mut body = envelope::list_head(
+        res.api_version(),
+        res.list_kind(),
+        &rv.to_string(),
+        items_len,
+    );
+    body.reserve(items_len + envelope::TAIL.len());
+    for item in &items {
+        body.extend_from_slice(item);
+    }
+    body.extend_from_slice(envelope::TAIL);
+    body
+}
+
+/// The protobuf body of one served object (a GET's): the envelope around its message.
+pub fn object_body_protobuf(res: Resource, obj: &Value) -> Vec<u8> {
+    let mut body = envelope::object_head(res.api_version(), res.kind());
+    body.extend_from_slice(&encode_object(res, obj).bytes);
+    body.extend_from_slice(envelope::TAIL);
+    body
 }
 
 /// Takes a consistent LIST snapshot.

@@ -44,6 +44,9 @@ USAGE: grid-wrapper-sim [FLAGS]
   --no-servicecidrs          serve no ServiceCIDRs (404, as an apiserver older than 1.33);
                              by default networking.k8s.io/v1 servicecidrs are served
                              (v1beta1 is 404, as on a 1.33+ apiserver's defaults)
+  --no-protobuf              answer lists, watches and GETs in JSON whatever the Accept (as
+                             an upstream that does not serve protobuf); by default a client
+                             preferring application/vnd.kubernetes.protobuf gets protobuf
   --history N                events kept for watch resumption (default 1000)
   --bookmark-interval SECS   BOOKMARK period for allowWatchBookmarks watches (default 5; 0 = never)
   --tls-cert FILE --tls-key FILE [--client-ca FILE [--client-cert-optional]]
@@ -136,6 +139,8 @@ pub struct Flags {
     pub kube_minor: u32,
     /// Not `--no-servicecidrs`: networking.k8s.io/v1 servicecidrs are served.
     pub cidrs: bool,
+    /// Not `--no-protobuf`: protobuf is served to clients that prefer it.
+    pub protobuf: bool,
     /// `--history`.
     pub history: usize,
     /// `--bookmark-interval` in seconds (0 = never).
@@ -172,6 +177,7 @@ impl Default for Flags {
             slices: SliceVersions::V1,
             kube_minor: crate::api::DEFAULT_KUBE_MINOR,
             cidrs: true,
+            protobuf: true,
             history: DEFAULT_HISTORY,
             bookmark_secs: 5,
             tls_cert: None,
@@ -253,6 +259,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                     .ok_or_else(|| format!("--kube-version: {v:?} is not 1.N"))?;
             }
             "--no-servicecidrs" => f.cidrs = false,
+            "--no-protobuf" => f.protobuf = false,
             "--history" => f.history = num(flag, &value()?)?,
             "--bookmark-interval" => f.bookmark_secs = num(flag, &value()?)?,
             "--tls-cert" => f.tls_cert = Some(value()?.into()),
@@ -371,6 +378,8 @@ mod tests {
         .expect("flat");
         assert_eq!(flat.fixture, Fixture::Scale(ScaleParams::default()));
         assert!(flat.list_bytes);
+        assert!(f.protobuf, "protobuf is served by default");
+        assert!(!run(&["--no-protobuf"]).expect("no-protobuf").protobuf);
         assert_eq!(f.slices, SliceVersions::Both);
         assert_eq!((f.history, f.bookmark_secs), (5, 0));
         assert_eq!(f.token.as_deref(), Some("t0k"));

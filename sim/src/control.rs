@@ -215,11 +215,15 @@ pub fn handle(shared: &Shared, op: SimOp, body: &[u8]) -> Result<Value, ApiError
                     "watchBytes": shared.watch_bytes.load(Ordering::Relaxed),
                     "listPlainBytes": shared.list_plain_bytes.load(Ordering::Relaxed),
                     "gzippedLists": shared.gzipped_lists.load(Ordering::Relaxed),
+                    "protobufLists": shared.protobuf_lists.load(Ordering::Relaxed),
+                    "protobufWatches": shared.protobuf_watches.load(Ordering::Relaxed),
+                    "protobufGets": shared.protobuf_gets.load(Ordering::Relaxed),
                 },
                 "recorded": recorded,
                 "too_large": store.too_large().map(|m| m.as_str()),
                 "edge_health_polls": shared.edge_health.polls(),
                 "refusals": shared.outages(),
+                "servesProtobuf": shared.protobuf,
                 "listens": listens,
             }))
         }

@@ -159,9 +159,9 @@ pub fn write_json<W: Write>(
     send(w, &response::json(code, &body, !close))
 }
 
-/// Starts a chunked 200 `application/json` response and flushes the head.
-pub fn start_chunked<W: Write>(w: &mut W) -> io::Result<()> {
-    let headers = [("Content-Type", "application/json")];
+/// Starts a chunked 200 response of `content_type` and flushes the head.
+pub fn start_chunked<W: Write>(w: &mut W, content_type: &str) -> io::Result<()> {
+    let headers = [("Content-Type", content_type)];
     send(w, &response::head(200, &headers, Body::Chunked, true))
 }
 
@@ -322,7 +322,7 @@ mod tests {
             b"HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"
         );
         let mut out = Vec::new();
-        start_chunked(&mut out).expect("head");
+        start_chunked(&mut out, "application/json").expect("head");
         write_chunk(&mut out, b"hello\n").expect("write");
         write_chunk(&mut out, b"").expect("write");
         end_chunked(&mut out).expect("end");

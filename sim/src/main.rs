@@ -28,6 +28,14 @@
 //! from the store with its `Accept-Encoding` and `Content-Encoding`, and `/sim/state` counts
 //! list bytes as sent and before compression.
 //!
+//! Protobuf: a client whose `Accept` prefers `application/vnd.kubernetes.protobuf` (the
+//! apiserver's negotiation, `api::negotiate`; a reflector's `application/vnd.kubernetes.protobuf,
+//! application/json`) gets lists and GETs in the apiserver's protobuf envelope (gzip'd as JSON
+//! lists are) and watches as length-framed protobuf events, BOOKMARK and ERROR included
+//! (`proto::encode`, `proto::envelope`); errors stay JSON `Status` bodies. `--no-protobuf`
+//! answers JSON whatever the `Accept`, as an upstream that does not serve protobuf. `/sim/served`
+//! gives each list's and watch's `format`, `/sim/state` counts protobuf lists, watches and GETs.
+//!
 //! Failover tests: `--listen A --listen B` serves one store on both addresses (the same objects
 //! and RVs, like two apiservers of one cluster); `/sim/refuse` with `listen` takes one down;
 //! recorded requests and `/sim/state` `listens` say which address served what.
@@ -35,7 +43,8 @@
 //! From the product's pure core (`grid-wrapper` without `io`): the request reader and response
 //! framing (`http::request`, `http::response`, under `httpio`'s blocking glue), label and field
 //! selectors (`api::selector`, matched against stored JSON in `api`), EndpointSlice version
-//! conversion (`k8s::convert`), resource names (`k8s::Resource`) and Status errors
+//! conversion (`k8s::convert`), content negotiation (`api::negotiate`), the protobuf encoding
+//! and envelope (`proto`), resource names (`k8s::Resource`) and Status errors
 //! (`k8s::status::ApiError`); base64 is the `base64` crate. The sim's own: serving as an
 //! apiserver (store, RVs, history, watches, discovery), the `/sim/` control API and fault
 //! injection, routing that takes path segments literally and lenient query decoding (`routes`
@@ -66,6 +75,8 @@ mod tests;
 mod tests_faults;
 #[cfg(test)]
 mod tests_listen;
+#[cfg(test)]
+mod tests_protobuf;
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -115,6 +126,7 @@ fn build(flags: &args::Flags) -> Result<server::Shared, grid_wrapper::k8s::statu
     let interval = (flags.bookmark_secs > 0).then(|| Duration::from_secs(flags.bookmark_secs));
     let mut shared = server::Shared::new(store, flags.slices, interval, flags.token.clone());
     shared.cidrs = flags.cidrs;
+    shared.protobuf = flags.protobuf;
     shared.certificate_authenticates = flags.client_cert_optional;
     shared.load = load::Load::new(load::Settings {
         max_in_flight: flags.max_in_flight.filter(|n| *n > 0),

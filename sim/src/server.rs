@@ -18,6 +18,7 @@ use crate::load;
 use crate::routes::{route, Discovery, Query, Route, SimOp};
 pub use crate::shared::Shared;
 use crate::watch::{self, WatchSpec, DEFAULT_WATCH_TIMEOUT};
+use grid_wrapper::api::negotiate::Format;
 use grid_wrapper::k8s::status::ApiError;
 use serde_json::{json, Value};
 use std::io;
@@ -264,6 +265,7 @@ fn answer(
     match r {
         Route::Collection { res, ns } => {
             let q = Query::parse(&req.query);
+            let format = shared.format(req.header_str("accept"));
             let filter = match Filter::new(res, ns, &q) {
                 Ok(f) => f,
                 Err(e) => return write_status(conn, &e, close),
@@ -300,8 +302,9 @@ fn answer(
                     rv: q.get("resourceVersion").map(str::to_string),
                     bookmarks: q.get("allowWatchBookmarks") == Some("true"),
                     timeout,
+                    format,
                 };
-                shared.log_served(req, "watch", None, (0, 0));
+                shared.log_served(req, "watch", format, None, (0, 0));
                 return watch::run(conn, shared, &spec, close, listener);
             }
             shared.served_lists.fetch_add(1, Ordering::Relaxed);
@@ -314,15 +317,18 @@ fn answer(
                 }
                 api::list(&store, res)
             };
-            let body = api::list_body(res, &objs, rv, &filter);
+            let body = match format {
+                Format::Json => api::list_body(res, &objs, rv, &filter),
+                Format::Protobuf => api::list_body_protobuf(res, &objs, rv, &filter),
+            };
             drop(objs);
             let plain = body.len();
             let (coding, sent) = match gzip::compress(req.header_str("accept-encoding"), &body) {
                 Some(packed) => (Some("gzip"), packed),
                 None => (None, body),
             };
-            shared.log_served(req, "list", coding, (sent.len(), plain));
-            write_coded(conn, 200, "application/json", coding, &sent, close)
+            shared.log_served(req, "list", format, coding, (sent.len(), plain));
+            write_coded(conn, 200, format.content_type(), coding, &sent, close)
         }
         Route::Object { res, ns, name } => {
             shared.served_gets.fetch_add(1, Ordering::Relaxed);
@@ -330,9 +336,14 @@ fn answer(
                 let store = shared.store.lock().unwrap_or_else(PoisonError::into_inner);
                 api::get(&store, res, ns.as_deref(), &name)
             };
-            match got {
-                Ok(v) => write_json(conn, 200, &v, close),
-                Err(e) => write_status(conn, &e, close),
+            match (got, shared.format(req.header_str("accept"))) {
+                (Ok(v), Format::Json) => write_json(conn, 200, &v, close),
+                (Ok(v), Format::Protobuf) => {
+                    shared.protobuf_gets.fetch_add(1, Ordering::Relaxed);
+                    let body = api::object_body_protobuf(res, &v);
+                    write_response(conn, 200, Format::Protobuf.content_type(), &body, close)
+                }
+                (Err(e), _) => write_status(conn, &e, close),
             }
         }
         Route::Discovery(Discovery::Version) => {

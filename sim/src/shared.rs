@@ -12,6 +12,7 @@ use crate::routes::SliceVersions;
 use crate::store::Store;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use grid_wrapper::api::negotiate::{negotiate, Format, Negotiated};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -83,6 +84,8 @@ pub struct Served {
     pub bytes: u64,
     /// Body bytes before compression (equal to `bytes` when not compressed).
     pub plain_bytes: u64,
+    /// The answer's format (`json` or `protobuf`).
+    pub format: Format,
 }
 
 impl Served {
@@ -92,6 +95,7 @@ impl Served {
             "verb": self.verb, "path": self.path, "query": self.query,
             "acceptEncoding": self.accept_encoding, "contentEncoding": self.content_encoding,
             "bytes": self.bytes, "plainBytes": self.plain_bytes,
+            "format": format_name(self.format),
         })
     }
 }
@@ -111,6 +115,9 @@ pub struct Shared {
     pub slices: SliceVersions,
     /// Whether networking.k8s.io/v1 servicecidrs are served (`--no-servicecidrs`: 404).
     pub cidrs: bool,
+    /// Whether lists, watches and GETs are served in protobuf to clients that prefer it
+    /// (`--no-protobuf`: JSON whatever the `Accept`, as an upstream without protobuf).
+    pub protobuf: bool,
     /// BOOKMARK period (`None` = never).
     pub bookmark_interval: Option<Duration>,
     /// Required bearer token.
@@ -127,12 +134,18 @@ pub struct Shared {
     pub served_gets: AtomicU64,
     /// Body bytes of the LIST answers sent (compressed when they were).
     pub list_bytes: AtomicU64,
-    /// Event bytes written to watch streams (each event's JSON line, without chunk framing).
+    /// Event bytes written to watch streams (each event's JSON line or protobuf frame, without chunk framing).
     pub watch_bytes: AtomicU64,
     /// Body bytes of the LIST answers before compression.
     pub list_plain_bytes: AtomicU64,
     /// LIST answers sent gzip'd.
     pub gzipped_lists: AtomicU64,
+    /// LIST answers sent in protobuf.
+    pub protobuf_lists: AtomicU64,
+    /// WATCH streams sent in protobuf.
+    pub protobuf_watches: AtomicU64,
+    /// Single-object GETs answered in protobuf.
+    pub protobuf_gets: AtomicU64,
     /// The `/sim/edge-health` stub.
     pub edge_health: EdgeHealthStub,
     /// The load model (`--max-in-flight`, `/sim/load`): 429s and 503s with `Retry-After`.
@@ -160,6 +173,7 @@ impl Shared {
             served: Mutex::new(VecDeque::new()),
             slices,
             cidrs: true,
+            protobuf: true,
             bookmark_interval,
             token,
             certificate_authenticates: false,
@@ -171,6 +185,9 @@ impl Shared {
             watch_bytes: AtomicU64::new(0),
             list_plain_bytes: AtomicU64::new(0),
             gzipped_lists: AtomicU64::new(0),
+            protobuf_lists: AtomicU64::new(0),
+            protobuf_watches: AtomicU64::new(0),
+            protobuf_gets: AtomicU64::new(0),
             edge_health: EdgeHealthStub::default(),
             load: Load::default(),
             kube_minor: api::DEFAULT_KUBE_MINOR,
@@ -203,15 +220,34 @@ impl Shared {
         self.listens().map(Listen::outages).sum()
     }
 
+    /// The format of a list, watch or GET answer for a request with this `Accept`: protobuf
+    /// when it is the first media type the simulator can serve (the apiserver's negotiation,
+    /// `grid_wrapper::api::negotiate`) and protobuf is served; JSON otherwise (also for an
+    /// `Accept` nothing serves, as before protobuf was served).
+    pub fn format(&self, accept: Option<&str>) -> Format {
+        match negotiate(accept) {
+            Negotiated::Serve(Format::Protobuf) if self.protobuf => Format::Protobuf,
+            _ => Format::Json,
+        }
+    }
+
     /// Logs a list or watch served from the store, and counts a list's bytes.
     pub(crate) fn log_served(
         &self,
         req: &Request,
         verb: &'static str,
+        format: Format,
         coding: Option<&'static str>,
         bytes: (usize, usize),
     ) {
         let (sent, plain) = (bytes.0 as u64, bytes.1 as u64);
+        if format == Format::Protobuf {
+            let counter = match verb {
+                "list" => &self.protobuf_lists,
+                _ => &self.protobuf_watches,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
         if verb == "list" {
             self.list_bytes.fetch_add(sent, Ordering::Relaxed);
             self.list_plain_bytes.fetch_add(plain, Ordering::Relaxed);
@@ -231,6 +267,7 @@ impl Shared {
             content_encoding: coding,
             bytes: sent,
             plain_bytes: plain,
+            format,
         });
     }
 
@@ -253,5 +290,13 @@ impl Shared {
             listen,
             client_certificate,
         });
+    }
+}
+
+/// The name of a format in `/sim/served` and `/sim/state`.
+pub fn format_name(format: Format) -> &'static str {
+    match format {
+        Format::Json => "json",
+        Format::Protobuf => "protobuf",
     }
 }

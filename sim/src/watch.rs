@@ -5,7 +5,9 @@
 //! periodic BOOKMARKs (none while the watcher's RV is ahead of the store's, as after a silent
 //! `/sim/reset-rv`), the `timeoutSeconds` deadline, `/sim/close-watches`, `/sim/reset-rv`, a
 //! refusal of its listener (`/sim/refuse`), lagging (history evicted under the watcher) and client disconnects ending the stream
-//! cleanly. The framing helpers are pure; `run` owns the blocking I/O.
+//! cleanly. Events are JSON lines, or length-framed protobuf `WatchEvent`s for a client that
+//! prefers protobuf (`WatchSpec::format`). The framing helpers are pure; `run` owns the blocking
+//! I/O.
 
 use crate::api::{served, Filter};
 use crate::conn::Conn;
@@ -14,7 +16,9 @@ use crate::httpio::{end_chunked, start_chunked, write_chunk, write_response};
 use crate::listen::Listen;
 use crate::shared::Shared;
 use crate::store::{Event, EventType, Kind, WatchStart};
+use grid_wrapper::api::negotiate::Format;
 use grid_wrapper::k8s::Resource;
+use grid_wrapper::proto::{encode_object, envelope};
 use serde_json::{json, Value};
 use std::io::{self, Write};
 use std::sync::atomic::Ordering;
@@ -39,6 +43,8 @@ pub struct WatchSpec {
     pub bookmarks: bool,
     /// Stream lifetime.
     pub timeout: Duration,
+    /// The stream's format (JSON lines, or length-framed protobuf events).
+    pub format: Format,
 }
 
 /// One framed event line: `{"type":T,"object":O}\n`.
@@ -49,9 +55,36 @@ pub fn frame(etype: &str, obj: &Value) -> Vec<u8> {
     out
 }
 
+/// One event of a `res` watch in `format`: a JSON line ([`frame`]), or a length-framed protobuf
+/// `WatchEvent` whose object is the apiserver's envelope around the object's message
+/// (`grid_wrapper::proto::envelope::event_head`).
+pub fn event(res: Resource, format: Format, etype: &str, obj: &Value) -> Vec<u8> {
+    match format {
+        Format::Json => frame(etype, obj),
+        Format::Protobuf => {
+            let bytes = encode_object(res, obj).bytes;
+            let mut out = envelope::event_head(etype, res.api_version(), res.kind(), bytes.len());
+            out.reserve(bytes.len() + envelope::TAIL.len());
+            out.extend_from_slice(&bytes);
+            out.extend_from_slice(envelope::TAIL);
+            out
+        }
+    }
+}
+
+/// An ERROR event carrying `status` (a `Status` object) in `format`.
+pub fn error_event(format: Format, status: &Value) -> Vec<u8> {
+    match format {
+        Format::Json => frame("ERROR", status),
+        Format::Protobuf => envelope::status_event(status),
+    }
+}
+
 /// A BOOKMARK of the watched kind carrying only the RV.
-pub fn bookmark(res: Resource, rv: u64) -> Vec<u8> {
-    frame(
+pub fn bookmark(res: Resource, format: Format, rv: u64) -> Vec<u8> {
+    event(
+        res,
+        format,
         "BOOKMARK",
         &json!({"kind": res.kind(), "apiVersion": res.api_version(),
                 "metadata": {"resourceVersion": rv.to_string()}}),
@@ -68,20 +101,21 @@ fn restamped(obj: &Value, rv: u64) -> Value {
 
 /// What one logged change means for this watcher (docs/SEMANTICS.md §6, "Selectors on
 /// watches"), as a frame, or `None`.
-pub fn translate(res: Resource, filter: &Filter, ev: &Event) -> Option<Vec<u8>> {
+pub fn translate(res: Resource, format: Format, filter: &Filter, ev: &Event) -> Option<Vec<u8>> {
     if ev.kind != Kind::of(res) {
         return None;
     }
     let old_m = ev.old.as_deref().filter(|o| filter.matches(o));
     let new_m = ev.new.as_deref().filter(|o| filter.matches(o));
-    match (ev.etype, old_m, new_m) {
-        (EventType::Deleted, Some(old), _) => Some(frame("DELETED", &served(res, old))),
-        (EventType::Deleted, None, _) => None,
-        (_, None, Some(new)) => Some(frame("ADDED", &served(res, new))),
-        (_, Some(_), Some(new)) => Some(frame("MODIFIED", &served(res, new))),
-        (_, Some(old), None) => Some(frame("DELETED", &served(res, &restamped(old, ev.rv)))),
-        (_, None, None) => None,
-    }
+    let (etype, obj) = match (ev.etype, old_m, new_m) {
+        (EventType::Deleted, Some(old), _) => ("DELETED", served(res, old)),
+        (EventType::Deleted, None, _) => return None,
+        (_, None, Some(new)) => ("ADDED", served(res, new)),
+        (_, Some(_), Some(new)) => ("MODIFIED", served(res, new)),
+        (_, Some(old), None) => ("DELETED", served(res, &restamped(old, ev.rv))),
+        (_, None, None) => return None,
+    };
+    Some(event(res, format, etype, &obj))
 }
 
 enum Step {
@@ -134,7 +168,7 @@ pub fn run(
         let body = serde_json::to_vec(status).unwrap_or_default();
         return write_response(conn, 504, "application/json", &body, close);
     }
-    start_chunked(conn)?;
+    start_chunked(conn, spec.format.watch_content_type())?;
     let write_chunk = |conn: &mut Conn, frame: &[u8]| {
         shared
             .watch_bytes
@@ -143,17 +177,18 @@ pub fn run(
     };
     let mut cursor = match start {
         WatchStart::Expired(e) => {
-            write_chunk(conn, &frame("ERROR", &e.to_value()))?;
+            write_chunk(conn, &error_event(spec.format, &e.to_value()))?;
             return end_chunked(conn);
         }
         WatchStart::TooLarge { status, .. } => {
-            write_chunk(conn, &frame("ERROR", &status))?;
+            write_chunk(conn, &error_event(spec.format, &status))?;
             return end_chunked(conn);
         }
         WatchStart::Resume { cursor } => cursor,
         WatchStart::Snapshot { objects, cursor } => {
             for o in objects.iter().filter(|o| spec.filter.matches(o)) {
-                write_chunk(conn, &frame("ADDED", &served(spec.res, o)))?;
+                let added = event(spec.res, spec.format, "ADDED", &served(spec.res, o));
+                write_chunk(conn, &added)?;
             }
             conn.flush()?;
             cursor
@@ -221,14 +256,14 @@ pub fn run(
             }
             Step::Events(evs) => {
                 for ev in &evs {
-                    if let Some(f) = translate(spec.res, &spec.filter, ev) {
+                    if let Some(f) = translate(spec.res, spec.format, &spec.filter, ev) {
                         write_chunk(conn, &f)?;
                     }
                 }
                 conn.flush()?;
             }
             Step::Bookmark(rv) => {
-                write_chunk(conn, &bookmark(spec.res, rv))?;
+                write_chunk(conn, &bookmark(spec.res, spec.format, rv))?;
                 conn.flush()?;
                 next_bookmark = interval.map(|i| Instant::now() + i);
             }
@@ -274,7 +309,7 @@ mod tests {
         ];
         let got: Vec<Option<Value>> = evs
             .iter()
-            .map(|e| translate(Resource::Services, &f, e).map(|b| parse(&b)))
+            .map(|e| translate(Resource::Services, Format::Json, &f, e).map(|b| parse(&b)))
             .collect();
         assert!(got[0].is_none());
         let types: Vec<_> = got.iter().flatten().map(|v| v["type"].clone()).collect();
@@ -299,24 +334,24 @@ mod tests {
             )
             .expect("delete");
         assert!(
-            translate(Resource::Services, &f, &gone).is_none(),
+            translate(Resource::Services, Format::Json, &f, &gone).is_none(),
             "already left"
         );
         let all = Filter::default();
-        let d = parse(&translate(Resource::Services, &all, &gone).expect("deleted"));
+        let d = parse(&translate(Resource::Services, Format::Json, &all, &gone).expect("deleted"));
         assert_eq!(
             d["object"]["metadata"]["resourceVersion"],
             gone.rv.to_string()
         );
         assert!(
-            translate(Resource::Nodes, &all, &gone).is_none(),
+            translate(Resource::Nodes, Format::Json, &all, &gone).is_none(),
             "other kind"
         );
     }
 
     #[test]
     fn frames_carry_kind_and_api_version() {
-        let b = parse(&bookmark(Resource::SlicesV1beta1, 123));
+        let b = parse(&bookmark(Resource::SlicesV1beta1, Format::Json, 123));
         assert_eq!(b["type"], "BOOKMARK");
         assert_eq!(b["object"]["kind"], "EndpointSlice");
         assert_eq!(b["object"]["apiVersion"], "discovery.k8s.io/v1beta1");
