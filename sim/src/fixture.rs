@@ -431,49 +431,104 @@ pub(crate) fn pod_ip(idx: usize) -> String {
     )
 }
 
+/// Where the scale fixture puts things, whatever its shape: node names, zones and addresses,
+/// Service names and ClusterIPs, which Services have topology keys, and each Service's backends
+/// (pod address, node, zone), spread round-robin over the nodes.
+pub(crate) struct Layout {
+    /// Nodes (at least one).
+    pub nodes: usize,
+    zones: usize,
+    endpoints_per_slice: usize,
+}
+
+impl Layout {
+    pub fn of(p: &ScaleParams) -> Layout {
+        Layout {
+            nodes: p.nodes.max(1),
+            zones: p.zones.max(1),
+            endpoints_per_slice: p.endpoints_per_slice,
+        }
+    }
+
+    pub fn node_name(&self, i: usize) -> String {
+        format!("node-{i:05}")
+    }
+
+    pub fn zone(&self, i: usize) -> String {
+        format!("zone-{}", i % self.zones)
+    }
+
+    /// The region of node `i` (ten zones each).
+    pub fn region(&self, i: usize) -> String {
+        format!("region-{}", (i % self.zones) / 10)
+    }
+
+    pub fn node_ip(&self, i: usize) -> String {
+        format!("172.{}.{}.{}", 16 + (i >> 16) % 16, (i >> 8) & 255, i & 255)
+    }
+
+    pub fn pod_cidr(&self, i: usize) -> String {
+        format!("10.{}.{}.0/24", (i >> 8) % 128, i & 255)
+    }
+
+    pub fn service_name(s: usize) -> String {
+        format!("svc-{s:05}")
+    }
+
+    pub fn cluster_ip(s: usize) -> String {
+        format!("10.96.{}.{}", (s >> 8) & 255, s & 255)
+    }
+
+    /// Even-numbered Services are annotated `topologyKeys: '["zone"]'`.
+    pub fn has_topology_keys(s: usize) -> bool {
+        s % 2 == 0
+    }
+
+    /// Service `s`'s backends: (pod address, node name, zone).
+    pub fn backends(&self, s: usize) -> Vec<(String, String, String)> {
+        (0..self.endpoints_per_slice)
+            .map(|j| {
+                let idx = s * self.endpoints_per_slice + j;
+                let n = idx % self.nodes;
+                (pod_ip(idx), self.node_name(n), self.zone(n))
+            })
+            .collect()
+    }
+}
+
 /// Generated objects: nodes `node-00000`… in zones `zone-0`…; Services `svc-00000`… in
 /// `default` (even-numbered ones annotated `topologyKeys: '["zone"]'`), each with Endpoints of
 /// the same name and one EndpointSlice `svc-NNNNN-s0` of `endpoints_per_slice` endpoints spread
 /// round-robin over the nodes.
 pub fn scale(p: ScaleParams) -> Vec<Value> {
-    let nodes = p.nodes.max(1);
-    let zones = p.zones.max(1);
-    let mut out = Vec::with_capacity(nodes + 3 * p.services);
-    let node_name = |i: usize| format!("node-{i:05}");
-    let zone_of = |i: usize| format!("zone-{}", i % zones);
-    for i in 0..nodes {
+    let layout = Layout::of(&p);
+    let mut out = Vec::with_capacity(layout.nodes + 3 * p.services);
+    for i in 0..layout.nodes {
         out.push(node(
-            &node_name(i),
-            &zone_of(i),
-            &format!("172.{}.{}.{}", 16 + (i >> 16) % 16, (i >> 8) & 255, i & 255),
-            &format!("10.{}.{}.0/24", (i >> 8) % 128, i & 255),
+            &layout.node_name(i),
+            &layout.zone(i),
+            &layout.node_ip(i),
+            &layout.pod_cidr(i),
         ));
     }
     for s in 0..p.services {
-        let name = format!("svc-{s:05}");
-        let extra = if s % 2 == 0 {
+        let (name, ip) = (Layout::service_name(s), Layout::cluster_ip(s));
+        let extra = if Layout::has_topology_keys(s) {
             json!({"annotations": {"topologyKeys": "[\"zone\"]"}})
         } else {
             json!({})
         };
-        let ip = format!("10.96.{}.{}", (s >> 8) & 255, s & 255);
         out.push(service(
             &name,
             &ip,
             json!([{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]),
             extra,
         ));
-        let owned: Vec<(String, String, String, String)> = (0..p.endpoints_per_slice)
-            .map(|j| {
-                let idx = s * p.endpoints_per_slice + j;
-                let n = idx % nodes;
-                (
-                    pod_ip(idx),
-                    node_name(n),
-                    zone_of(n),
-                    format!("{name}-pod-{j}"),
-                )
-            })
+        let owned: Vec<(String, String, String, String)> = layout
+            .backends(s)
+            .into_iter()
+            .enumerate()
+            .map(|(j, (ip, n, z))| (ip, n, z, format!("{name}-pod-{j}")))
             .collect();
         let backends: Vec<Backend<'_>> = owned
             .iter()
