@@ -45,7 +45,7 @@ use crate::cache::snapshot::Objects;
 use crate::cache::topology::{self, Class};
 use crate::handoff::edge_health::EdgeHealthMap;
 use crate::handoff::runtime_pods::RuntimePods;
-use crate::handoff::site_pods::{self, NodeReport};
+use crate::handoff::site_pods::NodeReport;
 use crate::handoff::{Change, Oversized};
 use crate::k8s::{ObjectKey, Resource};
 
@@ -946,15 +946,7 @@ impl State {
     /// the site's views it answers its followers with are published again.
     fn site_changed(&mut self, now: u64) -> Applied {
         if self.publisher.relays() {
-            let site = self.runtime.site();
-            let items = site.nodes.iter().map(|(node, pods)| {
-                let valid = match self.runtime.valid_for(node, now) {
-                    0 => OWN_VIEW_VALID_FOR,
-                    left => left,
-                };
-                (node.as_str(), pods, valid)
-            });
-            let bytes = site_pods::encode_list(items);
+            let bytes = self.runtime.answer(now, OWN_VIEW_VALID_FOR);
             self.publisher
                 .publish_site(self.runtime.generation(), bytes);
         }

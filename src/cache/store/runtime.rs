@@ -15,7 +15,7 @@ use log::info;
 
 use crate::cache::repair::Outcome;
 use crate::handoff::runtime_pods::RuntimePods;
-use crate::handoff::site_pods::{NodeReport, SitePods};
+use crate::handoff::site_pods::{self, NodeReport, SitePods};
 use crate::k8s::{ObjectKey, Resource};
 
 /// Another node's view, and how long it holds.
@@ -64,21 +64,25 @@ impl Runtime {
         self.site.nodes.keys().filter(|n| *n != hostname).count()
     }
 
-    /// How long another node's view still holds at `now` (seconds; 0 for the local node's).
-    pub(super) fn valid_for(&self, node: &str, now: u64) -> u64 {
-        self.others
-            .get(node)
-            .map_or(0, |o| o.expires.saturating_sub(now))
+    /// Every view in force as a relay answers its followers (§13.1): each other node's with the
+    /// time it still holds at `now`, the local node's with `own_valid_for`.
+    pub(super) fn answer(&self, now: u64, own_valid_for: u64) -> Vec<u8> {
+        let items = self.site.nodes.iter().map(|(node, pods)| {
+            let valid = self
+                .others
+                .get(node)
+                .map_or(own_valid_for, |o| o.expires.saturating_sub(now));
+            (node.as_str(), pods, valid)
+        });
+        site_pods::encode_list(items)
     }
 
     /// Sets `node`'s view (an empty one drops it); `true` when it changed.
     fn put(&mut self, node: &str, pods: RuntimePods) -> bool {
-        let old = if pods.is_empty() {
-            self.site.nodes.remove(node)
-        } else {
-            self.site.nodes.insert(node.to_string(), pods.clone())
+        let changed = match pods.is_empty() {
+            true => self.site.nodes.remove(node).is_some(),
+            false => self.site.nodes.insert(node.to_string(), pods.clone()) != Some(pods),
         };
-        let changed = old.as_ref() != Some(&pods) && !(old.is_none() && pods.is_empty());
         if changed {
             self.dirty.insert(node.to_string());
             self.generation += 1;
