@@ -167,3 +167,26 @@ fn odd_methods_and_paths_are_routed_or_404_never_a_panic() {
         assert_eq!(reply(answer("GET", path, &warm)).0, 404, "{path}");
     }
 }
+
+/// Paths of grid-wrapper's own (docs/SEMANTICS.md §13.1): the runtime report is a PUT naming
+/// one node, taken on a ready view; anything else there is answered, never proxied.
+#[test]
+fn grid_wrappers_own_paths_are_answered_never_routed() {
+    let (cold, warm) = (view(false, false, false), view(true, false, false));
+    let path = "/grid-wrapper/v1/runtime-pods/edge-a2";
+    assert!(matches!(
+        answer("PUT", path, &warm),
+        RelayAnswer::RuntimeReport
+    ));
+    assert!(matches!(answer("PUT", path, &cold), RelayAnswer::NotReady));
+    assert_eq!(reply(answer("GET", path, &warm)).0, 405);
+    assert_eq!(reply(answer("POST", path, &warm)).0, 405);
+    let (code, status) = reply(answer("PUT", "/grid-wrapper/v1/runtime-pods/a/b", &warm));
+    assert_eq!((code, status["kind"].as_str()), (400, Some("Status")));
+    assert_eq!(
+        reply(answer("PUT", "/grid-wrapper/v1/runtime-pods/", &warm)).0,
+        400
+    );
+    assert_eq!(reply(answer("GET", "/grid-wrapper/other", &warm)).0, 404);
+    assert_eq!(reply(answer("PUT", "/grid-wrapper/", &cold)).0, 404);
+}
