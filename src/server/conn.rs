@@ -524,7 +524,6 @@ impl Conn {
     /// writer (never waiting for it: a full queue is a 503, and the follower reports again at its
     /// next poll), then the answer.
     fn take_report(&mut self, node: &str, taken: runtime_report::Taken, ctx: &Ctx<'_>) {
-        site_pods::record_report(taken.report.is_some());
         match taken.report {
             Some(report) => {
                 debug!("{}: runtime report of node {node}", self.peer);
@@ -534,11 +533,17 @@ impl Conn {
                         Some(1),
                     )));
                 }
+                site_pods::record_report(true);
             }
-            None => info!(
-                "{}: runtime report of node {node} refused ({})",
-                self.peer, taken.reply.code
-            ),
+            None => {
+                // Counted; the follower says why once per episode (a line here per report
+                // would be one every poll interval).
+                site_pods::record_report(false);
+                debug!(
+                    "{}: runtime report of node {node} refused ({})",
+                    self.peer, taken.reply.code
+                );
+            }
         }
         let etag = taken.etag;
         let extra: Vec<(&str, &str)> = etag.iter().map(|e| ("ETag", e.as_str())).collect();
