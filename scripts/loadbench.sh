@@ -13,7 +13,10 @@
 # which writes out/wanbench.md, or the watch fan-out alone, latency at 200/s and the sustained-rate
 # sweep with grid-wrapper's CPU in cores (~2 min):
 #   bash scripts/loadbench.sh target/release --only fanout [--epoll-threads 2]
-# which writes out/fanoutbench.md (LOADBENCH_OUT overrides any default).
+# which writes out/fanoutbench.md, or issue 46's memory and sync figures, A/B alternated
+# (--mem-runs runs each; add --scale x10 for ×10, which writes out/membench-x10.md):
+#   bash scripts/loadbench.sh target/release --only mem --gw-bin A --gw-bin-b B
+# which writes out/membench.md (LOADBENCH_OUT overrides any default).
 # LOADBENCH_SHAPE=real runs every scale fixture of the bench with real-shaped objects (the
 # simulator's `--shape real`, through GRID_WRAPPER_SIM_SHAPE; default flat). Either way the
 # report ends with the shape and the bytes of the upstream's JSON lists per kind
@@ -22,6 +25,12 @@ set -euo pipefail
 BIN=${1:-target/release}
 LIMIT=${LOADBENCH_TIMEOUT:-420}
 case " ${*:2} " in
+  *" --only mem "*)
+    case " ${*:2} " in
+      *" --scale x10 "*) OUT=${LOADBENCH_OUT:-out/membench-x10.md} ;;
+      *) OUT=${LOADBENCH_OUT:-out/membench.md} ;;
+    esac
+    LIMIT=${LOADBENCH_TIMEOUT:-2400} ;;
   *" --only list "*) OUT=${LOADBENCH_OUT:-out/listbench.md} ;;
   *" --only fanout "*) OUT=${LOADBENCH_OUT:-out/fanoutbench.md} ;;
   *" --only wan "*) OUT=${LOADBENCH_OUT:-out/wanbench.md}; LIMIT=${LOADBENCH_TIMEOUT:-400} ;;

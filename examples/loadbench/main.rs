@@ -15,6 +15,7 @@ mod http;
 mod idle;
 mod listbench;
 mod listclient;
+mod membench;
 mod nginx;
 mod phases;
 mod procs;
@@ -106,6 +107,14 @@ loadbench: load benchmark of grid-wrapper against grid-wrapper-sim at scale S (m
                               then what a site of --followers followers costs the cloud without
                               a relay and with one (requests, watches, bytes over --site-secs,
                               churn --site-rate/s); tables in out/relaybench.md unless --out
+  --only mem                  run only the memory A/B (issue 46's acceptance): one simulator at
+                              scale S (x10 with --scale x10), each run a fresh grid-wrapper:
+                              sync time and CPU, VmRSS after sync, after a JSON client and after
+                              a protobuf client read kube-proxy's lists, ÷ the upstream's JSON
+                              lists; --gw-bin and --gw-bin-b alternated; table in
+                              out/membench.md (out/membench-x10.md) unless --out
+  --gw-bin-b PATH             with --only mem: the second binary (B), alternated with --gw-bin
+  --mem-runs N                with --only mem: runs per binary (default 3)
   --relay-parts fanout,site   which parts of --only relay run (default both)
   --followers N               followers of the relay bench (default 10)
   --site-secs S               the relay bench's window per mode, from the first start (default 300)
@@ -195,8 +204,14 @@ pub struct Opts {
     pub gw_bin: Option<PathBuf>,
     /// `--idle-bin`: grid-wrapper binary of the idle-RSS row.
     pub idle_bin: Option<PathBuf>,
-    /// `--scale x10`: run the ×10 bench instead.
+    /// `--scale x10`: run the ×10 bench instead (with `--only mem`: at ×10).
     pub x10: bool,
+    /// `--only mem`: run only the memory A/B.
+    pub only_mem: bool,
+    /// `--gw-bin-b`: the memory A/B's second binary.
+    pub gw_bin_b: Option<PathBuf>,
+    /// `--mem-runs`: runs per binary of the memory A/B.
+    pub mem_runs: usize,
 }
 
 impl Opts {
@@ -245,6 +260,9 @@ fn parse_opts() -> BenchResult<Opts> {
         idle_bin: None,
         gw_bin: None,
         x10: false,
+        only_mem: false,
+        gw_bin_b: None,
+        mem_runs: 3,
     };
     let mut out_given = false;
     let mut ramp_given = false;
@@ -285,9 +303,10 @@ fn parse_opts() -> BenchResult<Opts> {
                 "wan" => o.only_wan = true,
                 "relay" => o.only_relay = true,
                 "fanout" => o.only_fanout = true,
+                "mem" => o.only_mem = true,
                 other => {
                     return Err(format!(
-                        "--only {other:?}: `list`, `wan`, `fanout` and `relay` are known"
+                        "--only {other:?}: `list`, `wan`, `fanout`, `relay` and `mem` are known"
                     )
                     .into())
                 }
@@ -317,6 +336,8 @@ fn parse_opts() -> BenchResult<Opts> {
             "--writer-secs" => o.writer_secs = val()?.parse()?,
             "--idle-bin" => o.idle_bin = Some(val()?.into()),
             "--gw-bin" => o.gw_bin = Some(val()?.into()),
+            "--gw-bin-b" => o.gw_bin_b = Some(val()?.into()),
+            "--mem-runs" => o.mem_runs = val()?.parse()?,
             "--scale" => match val()?.as_str() {
                 "x10" => o.x10 = true,
                 other => return Err(format!("--scale {other:?}: only `x10` is known").into()),
@@ -359,8 +380,18 @@ fn parse_opts() -> BenchResult<Opts> {
     if o.snapshot && !out_given {
         o.out = "out/snapbench.md".into();
     }
-    if o.x10 && !out_given {
+    if o.only_mem && !out_given {
+        o.out = if o.x10 {
+            "out/membench-x10.md"
+        } else {
+            "out/membench.md"
+        }
+        .into();
+    } else if o.x10 && !out_given {
         o.out = "out/loadbench-x10.md".into();
+    }
+    if o.only_mem && !(1..=9).contains(&o.mem_runs) {
+        return Err("--mem-runs must be within 1..=9".into());
     }
     if !(1.0..=60.0).contains(&o.writer_secs) {
         return Err("--writer-secs must be within 1..=60".into());
@@ -605,7 +636,9 @@ fn main() {
     };
     let children = Children::default();
     let watchdog = children.clone();
-    let budget = if opts.snapshot {
+    let budget = if opts.only_mem {
+        membench::budget(&opts)
+    } else if opts.snapshot {
         SNAPSHOT_BUDGET
     } else if opts.x10 {
         X10_BUDGET
@@ -626,7 +659,9 @@ fn main() {
         std::process::exit(1);
     });
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if opts.snapshot {
+        if opts.only_mem {
+            membench::run_mem(&children, &opts)
+        } else if opts.snapshot {
             snapshot::run_all(&children, &opts)
         } else if opts.x10 {
             scale::run_x10(&children, &opts)
