@@ -594,12 +594,13 @@ mod tests {
         test_support::list_all_empty(&mut st);
         // A burst of changes at the writer's second 0, then nothing.
         for name in ["a", "b", "c"] {
-            let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}});
-            st.apply(Resource::Nodes, Change::Upsert(node), 0);
+            let meta = json!({"name": name, "namespace": "default"});
+            let svc = json!({"kind": "Service", "apiVersion": "v1", "metadata": meta});
+            st.apply(Resource::Services, Change::Upsert(svc), 0);
         }
         let (view, relay) = (st.view(), st.relay_view().expect("a relay view is kept"));
         let facts = st.shared_facts();
-        let logs = || [&view, &relay].map(|v| v.read().collection(Resource::Nodes).log_len());
+        let logs = || [&view, &relay].map(|v| v.read().collection(Resource::Services).log_len());
         assert_eq!(logs(), [3, 3]);
         let t0 = Instant::now();
         let mut thread = Thread::new(st, t0, Callbacks::none());
@@ -610,11 +611,11 @@ mod tests {
         assert_eq!(logs(), [3, 3], "aged before it was due");
         thread.age_if_due(t0 + Duration::from_secs(79));
         assert_eq!(logs(), [0, 0], "past the window: both views aged");
-        assert_eq!(facts.load().log_entries(Resource::Nodes), 0);
-        assert_eq!(facts.load().objects(Resource::Nodes), 3, "objects kept");
+        assert_eq!(facts.load().log_entries(Resource::Services), 0);
+        assert_eq!(facts.load().objects(Resource::Services), 3, "objects kept");
         let read = view.read();
         assert_eq!(
-            read.collection(Resource::Nodes).horizon(),
+            read.collection(Resource::Services).horizon(),
             read.current_rv()
         );
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::handlers::{not_ready, Reply};
 use crate::api::negotiate::{negotiate, Format, Negotiated};
+use crate::api::query;
 use crate::api::relay::{self, RelayAnswer};
 use crate::api::route::{route, Route};
 use crate::api::serving::Serving;
@@ -113,6 +114,10 @@ pub enum Why {
     CidrsNotServed,
     /// The `Accept` header asks only for conversions the cache does not do (`as=Table` …).
     Conversion,
+    /// A request that could select a Node other than the one the view holds whole (a get of
+    /// another name; a list or watch without `fieldSelector` `metadata.name=<that node>`):
+    /// docs/SEMANTICS.md §1.1.
+    OtherNodes,
 }
 
 /// What the counters count a request as.
@@ -175,6 +180,25 @@ fn can_answer(serving: &Serving, res: Resource) -> bool {
     serving.ready && (serving.serves_v1beta1 || res != Resource::SlicesV1beta1)
 }
 
+/// Whether a request of route `r` with `query` selects nothing the view does not hold whole:
+/// always, but for Nodes on a view that holds only one ([`Serving::only_node`]), where a get
+/// must name it and a list or watch must require `metadata.name=<it>` in its `fieldSelector`
+/// (other terms may be ANDed with it). A query that does not parse proves nothing: it is the
+/// apiserver's to answer too (docs/SEMANTICS.md §1.1).
+fn selects_only(r: &Route, query: &str, serving: &Serving) -> bool {
+    let Some(node) = serving.only_node.as_deref() else {
+        return true;
+    };
+    match r {
+        Route::Object { res, name, .. } if *res == Resource::Nodes => name == node,
+        Route::Collection { res, .. } if *res == Resource::Nodes => {
+            query::parse(query, res.selectable_fields())
+                .is_ok_and(|o| o.field_selector.required("metadata.name") == Some(node))
+        }
+        _ => true,
+    }
+}
+
 /// Decides the fate of `req`, read on `side`'s port whose view has `serving`, at `turn`.
 pub fn decide(req: &Request, side: Side, serving: &Serving, turn: Turn) -> Decision {
     let hold = match turn {
@@ -219,6 +243,10 @@ pub fn decide(req: &Request, side: Side, serving: &Serving, turn: Turn) -> Decis
         // An upstream without ServiceCIDRs (docs/SEMANTICS.md §5): proxied, as any path the
         // cache does not serve.
         return decision(Fate::Proxy(Why::CidrsNotServed), Label::Proxy);
+    }
+    if !selects_only(&r, &req.query, serving) {
+        // Another Node, which the view holds only as facts: the apiserver's to answer.
+        return decision(Fate::Proxy(Why::OtherNodes), Label::Proxy);
     }
     let label = Label::Route(r.clone());
     // The relay view is never asked to build them (the relay's answer above was a 404).

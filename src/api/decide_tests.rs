@@ -35,6 +35,7 @@ fn serving(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> Serving {
         ready,
         serves_v1beta1,
         serves_cidrs,
+        only_node: None,
     }
 }
 
@@ -43,12 +44,14 @@ const WARM: Serving = Serving {
     ready: true,
     serves_v1beta1: true,
     serves_cidrs: true,
+    only_node: None,
 };
 /// Before the first sync.
 const COLD: Serving = Serving {
     ready: false,
     serves_v1beta1: false,
     serves_cidrs: false,
+    only_node: None,
 };
 
 fn arrived(now: Instant) -> Turn {
@@ -395,4 +398,73 @@ fn the_relay_port_holds_no_v1beta1_request_for_a_build() {
     let d = decide(&get("/api/v1/services"), Side::Relay, &COLD, arrived(now));
     assert_eq!(wait_of(&d), Some(Wait::Sync), "{d:?}");
     assert_eq!(d.label, Label::Route(collection(Resource::Services)));
+}
+
+/// The readers' view of node `edge-1`: ready, holding that one Node whole.
+fn only(node: &str, ready: bool) -> Serving {
+    Serving {
+        only_node: Some(node.into()),
+        ..serving(ready, true, true)
+    }
+}
+
+fn proxied_as_other_nodes(d: &Decision) -> bool {
+    matches!(d.fate, Fate::Proxy(Why::OtherNodes)) && d.label == Label::Proxy
+}
+
+#[test]
+fn only_a_request_for_the_local_node_is_served_the_others_are_proxied() {
+    let view = only("edge-1", true);
+    let served = [
+        "/api/v1/nodes/edge-1",
+        // kube-proxy's list and watch of its own Node.
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-1&limit=500&resourceVersion=0",
+        "/api/v1/nodes?allowWatchBookmarks=true&fieldSelector=metadata.name%3Dedge-1&resourceVersion=5&timeoutSeconds=301&watch=true",
+        "/api/v1/nodes?fieldSelector=metadata.name%3D%3Dedge-1",
+        // Other terms ANDed with it, and a label selector.
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-1%2Cmetadata.name%21%3Dx&labelSelector=a%3Db",
+    ];
+    for target in served {
+        let d = decide_now(&get(target), Side::KubeProxy, &view);
+        assert!(matches!(d.fate, Fate::Serve { .. }), "{target}: {d:?}");
+    }
+    let proxied = [
+        "/api/v1/nodes/edge-2",
+        "/api/v1/nodes",
+        "/api/v1/nodes?watch=true",
+        "/api/v1/nodes?labelSelector=a%3Db",
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-2",
+        "/api/v1/nodes?fieldSelector=metadata.name%21%3Dedge-2",
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-1x",
+        // A query the cache does not take proves nothing (a field only the apiserver selects by).
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-1%2Cspec.unschedulable%3Dfalse",
+    ];
+    for target in proxied {
+        let d = decide_now(&get(target), Side::KubeProxy, &view);
+        assert!(proxied_as_other_nodes(&d), "{target}: {d:?}");
+        // Before the first sync too: the cache never serves them, so nothing waits for it.
+        let d = decide_now(&get(target), Side::KubeProxy, &only("edge-1", false));
+        assert!(proxied_as_other_nodes(&d), "{target} (cold): {d:?}");
+    }
+    // Every other resource is as it was.
+    let d = decide_now(&get("/api/v1/services"), Side::KubeProxy, &view);
+    assert!(matches!(d.fate, Fate::Serve { .. }), "{d:?}");
+    // Before the first sync the local node's request is held as any other.
+    let d = decide_now(&get(served[1]), Side::KubeProxy, &only("edge-1", false));
+    assert_eq!(wait_of(&d), Some(Wait::Sync), "{d:?}");
+}
+
+#[test]
+fn the_relay_view_holds_every_node_and_serves_every_node_request() {
+    // The relay view holds every Node whole (`only_node` is `None`): as before, from the cache.
+    for target in [
+        "/api/v1/nodes",
+        "/api/v1/nodes/edge-2",
+        "/api/v1/nodes?watch=true&fieldSelector=metadata.name%3Dedge-2",
+    ] {
+        let d = decide_now(&get(target), Side::Relay, &WARM);
+        assert!(matches!(d.fate, Fate::Serve { .. }), "{target}: {d:?}");
+        let d = decide_now(&get(target), Side::KubeProxy, &WARM);
+        assert!(matches!(d.fate, Fate::Serve { .. }), "{target}: {d:?}");
+    }
 }

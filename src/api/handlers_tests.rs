@@ -199,8 +199,12 @@ fn list_bodies_equal_per_item_bodies_and_share_the_items() {
         }
         assert_items_are_shared(&st, res);
     }
-    // Nodes carrying the excluding labels are served; L still excludes them, per item.
-    assert_eq!(item_names(&list_bytes(&st, Resource::Nodes, "")).len(), 3);
+    // The readers' view holds only the local Node (the others as facts, not served); L
+    // excludes no Node.
+    assert_eq!(
+        item_names(&list_bytes(&st, Resource::Nodes, "")),
+        vec!["edge-1"]
+    );
     assert_eq!(
         item_names(&list_bytes(&st, Resource::Nodes, L)),
         vec!["edge-1"]

@@ -1,11 +1,13 @@
-//! What a request's [decision](crate::api::decide) reads of the view its port serves: three facts,
+//! What a request's [decision](crate::api::decide) reads of the view its port serves: four facts,
 //! copied out by the connection while it holds the view, so that the decision itself locks
 //! nothing. Pure.
+
+use std::sync::Arc;
 
 use crate::cache::published::Published;
 
 /// What one view serves now, which a request's fate depends on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Serving {
     /// The initial sync is complete: cache-backed answers are served (docs/SEMANTICS.md §7).
     pub ready: bool,
@@ -14,6 +16,9 @@ pub struct Serving {
     pub serves_v1beta1: bool,
     /// ServiceCIDRs are served from the cache; until then they are proxied (docs/SEMANTICS.md §5).
     pub serves_cidrs: bool,
+    /// The one Node the view holds whole (the readers' view: `--hostname`); a request that could
+    /// select another Node is proxied (docs/SEMANTICS.md §1.1). `None`: it holds every Node.
+    pub only_node: Option<Arc<str>>,
 }
 
 impl Serving {
@@ -23,6 +28,7 @@ impl Serving {
             ready: view.is_ready(),
             serves_v1beta1: view.serves_v1beta1(),
             serves_cidrs: view.serves_cidrs(),
+            only_node: view.only_node().cloned(),
         }
     }
 }
@@ -48,7 +54,10 @@ mod tests {
             ready: true,
             serves_v1beta1: true,
             serves_cidrs: true,
+            only_node: None,
         };
         assert_eq!(Serving::of(&v), all);
+        v.set_only_node("edge-1");
+        assert_eq!(Serving::of(&v).only_node.as_deref(), Some("edge-1"));
     }
 }

@@ -90,6 +90,10 @@ pub struct Published {
     /// The relay view only: every node's runtime view as the relay answers a follower's report
     /// (docs/SEMANTICS.md §13.1), serialized once, and its generation (the answer's `ETag`).
     site_pods: Option<(u64, Arc<[u8]>)>,
+    /// The readers' view only: the one Node it holds and serves whole (`--hostname`); every
+    /// other Node is the apiserver's to answer (docs/SEMANTICS.md §1.1). `None`: every Node
+    /// the upstream has (the relay view).
+    only_node: Option<Arc<str>>,
 }
 
 /// The readers' handle on the [`Published`] view: cloned freely, read only ([`View::read`]).
@@ -156,6 +160,7 @@ impl Published {
             clock: 0,
             facts: Arc::new(SharedFacts::new(rv)),
             site_pods: None,
+            only_node: None,
         }
     }
 
@@ -197,6 +202,17 @@ impl Published {
     /// Whether ServiceCIDRs are served from the cache (see `State::serves_cidrs`).
     pub fn serves_cidrs(&self) -> bool {
         self.cidrs
+    }
+
+    /// The one Node this view holds whole, when it holds only one (the readers' view): a request
+    /// that could select another Node is forwarded upstream ([`crate::api::decide`]).
+    pub fn only_node(&self) -> Option<&Arc<str>> {
+        self.only_node.as_ref()
+    }
+
+    /// From now on this view holds and serves only the Node `name` ([`Published::only_node`]).
+    pub fn set_only_node(&mut self, name: &str) {
+        self.only_node = Some(Arc::from(name));
     }
 
     /// The writer's clock at its latest trim (seconds, the time base of the log entries).

@@ -10,6 +10,7 @@
 //! - `store/edge_health.rs`: the edge-health map and the abnormal nodes it resolves to (§10);
 //! - `store/serve.rs`: the filter's inputs, borrowed from the parts, and what it serves;
 //! - `store/prepare.rs`: lists prepared off every lock (pure);
+//! - `store/node_facts.rs`: a Node other than the local one, reduced to its facts (pure);
 //! - `store/stale.rs`: the objects held stale (a newer version over the object bound refused);
 //! - [`explain`]: `/debug/topology`'s data (pure, on a copied [`explain::ExplainInput`]);
 //!
@@ -52,6 +53,7 @@ use crate::k8s::{ObjectKey, Resource};
 mod edge_health;
 pub mod explain;
 mod index;
+mod node_facts;
 mod prepare;
 mod publisher;
 mod runtime;
@@ -203,7 +205,8 @@ fn clean(kind: Resource, mut obj: Value) -> Option<(ObjectKey, Value)> {
 impl State {
     /// An empty, not yet ready cache whose RVs start above `seed` (§6, "One counter").
     pub fn new(settings: Settings, seed: u64) -> State {
-        let publisher = Publisher::new(seed, settings.retention);
+        let mut publisher = Publisher::new(seed, settings.retention);
+        publisher.serve_only_node(&settings.hostname);
         State {
             settings,
             upstream: UpstreamObjects::default(),
@@ -327,15 +330,27 @@ impl State {
     }
 
     /// What the facts say beside the view's counts.
-    fn status(&self) -> Status<'_> {
+    fn status(&self) -> Status {
         Status {
             ready: self.ready,
             serving_snapshot: self.from_snapshot,
-            abnormal: self.edge_health.abnormal(),
+            abnormal_nodes: self.abnormal_cached(),
             runtime_repairs: self.runtime.endpoints_repaired(),
             runtime_site_views: self.runtime.other_views(&self.settings.hostname),
             stale: self.stale.counts(),
         }
+    }
+
+    /// How many of the nodes edge-health resolved abnormal are cached Nodes (whole, or as
+    /// facts: only the local one is served).
+    fn abnormal_cached(&self) -> usize {
+        let nodes = self.edge_health.abnormal().iter();
+        nodes
+            .filter(|n| {
+                self.upstream
+                    .contains(Resource::Nodes, &ObjectKey::new("", n))
+            })
+            .count()
     }
 
     /// The filter's inputs as they are now.
@@ -568,8 +583,13 @@ impl State {
     /// only the objects of the Services with topology keys: only a pruned object keeps its
     /// upstream bytes; those of any other are served as they came and a packed copy would be
     /// dropped unused (one whose Service comes later is packed then, `pack_pending`).
+    /// Without a relay view, a list of Nodes keeps only the facts of every Node but the local
+    /// one (`store/node_facts.rs`); a relay serves its followers their own Nodes, whole.
     pub fn list_preparer(&self, kind: Resource) -> ListPreparer {
-        let list = ListPreparer::new(kind, self.hold_for(kind));
+        let mut list = ListPreparer::new(kind, self.hold_for(kind));
+        if kind == Resource::Nodes && !self.publisher.relays() {
+            list = list.facts_only_except(&self.settings.hostname);
+        }
         match list.hold() {
             Hold::Whole => {
                 list.packing_only_for(self.index.service_keys().keys().cloned().collect())
@@ -579,6 +599,9 @@ impl State {
     }
 
     fn upsert(&mut self, kind: Resource, key: ObjectKey, obj: Value, now: u64) {
+        if kind == Resource::Nodes && !self.is_local(&key) {
+            return self.upsert_node_facts(&key, obj, now);
+        }
         let bytes = raw(&obj);
         if self.upstream.same(kind, &key, &bytes, self.stand_in()) {
             return;
@@ -590,6 +613,9 @@ impl State {
     fn upsert_raw(&mut self, kind: Resource, key: ObjectKey, obj: Value, bytes: Raw, now: u64) {
         let bytes = Stored::Own(bytes);
         match kind {
+            Resource::Nodes if !self.is_local(&key) => {
+                return self.upsert_node_facts(&key, obj, now);
+            }
             Resource::Nodes => {
                 self.edge_health.node_changed(&key.name, Some(&obj));
                 let labels = labels_of(&obj);
@@ -644,6 +670,34 @@ impl State {
         self.settle(kind, &key);
     }
 
+    /// Whether `key` is the local Node's (`--hostname`): the one Node the readers' view holds
+    /// whole.
+    fn is_local(&self, key: &ObjectKey) -> bool {
+        *key.name == *self.settings.hostname
+    }
+
+    /// Upserts a Node other than the local one, `node` as the upstream has it (or its facts
+    /// already, a list prepared without a relay view): only its facts are kept
+    /// (`store/node_facts.rs`), compared with the ones kept before; a change outside them (a
+    /// status heartbeat, its images) is no work beyond that comparison, and no event on the
+    /// readers' view, which does not hold it. The relay view takes it whole.
+    fn upsert_node_facts(&mut self, key: &ObjectKey, node: Value, now: u64) {
+        let facts = node_facts::reduce(&node);
+        let bytes = raw(&facts);
+        if !self
+            .upstream
+            .same(Resource::Nodes, key, &bytes, self.stand_in())
+        {
+            self.edge_health.node_changed(&key.name, Some(&facts));
+            self.index
+                .set_node(&key.name, labels_of(&facts), &self.settings.hostname);
+            self.upstream
+                .insert(Resource::Nodes, key, Stored::Own(bytes));
+        }
+        let whole = self.publisher.relays().then_some(node);
+        self.relay_value(Resource::Nodes, key, whole, now);
+    }
+
     /// Publishes a ServiceCIDR in both served versions (`None`: its deletion): the versions
     /// differ only in `apiVersion`, so either is the upstream object as it came. v1 first (the
     /// order RVs are drawn in).
@@ -684,7 +738,12 @@ impl State {
             Resource::Nodes => {
                 self.index.remove_node(&key.name, &self.settings.hostname);
                 self.edge_health.node_changed(&key.name, None);
-                self.publisher.publish(Resource::Nodes, key, None, now);
+                if self.is_local(key) {
+                    // Out of both views.
+                    self.publisher.publish(Resource::Nodes, key, None, now);
+                } else {
+                    self.relay_value(kind, key, None, now);
+                }
             }
             Resource::Services => {
                 self.index.remove_service(key);
@@ -770,7 +829,7 @@ impl State {
     }
 
     /// The relay view's side of an upstream change of an endpoint object of `kind` (the version
-    /// the upstream has), given as its cleaned upstream `Value` (`None`: deleted); nothing
+    /// the upstream has), or of a Node other than the local one, given as its cleaned upstream `Value` (`None`: deleted); nothing
     /// without a relay view.
     fn relay_value(&mut self, kind: Resource, key: &ObjectKey, obj: Option<Value>, now: u64) {
         if !self.publisher.relays() {
@@ -1173,8 +1232,17 @@ impl State {
     /// and RV): taken by the writer (pointer copies), made whole and written by the snapshot
     /// writer.
     pub fn export(&self) -> Objects<Exported> {
+        // A relay's snapshot holds every Node whole (its followers' own), from the relay view;
+        // any other node's holds the local Node whole and the others' facts.
+        let nodes = match self.publisher.relay_blobs(Resource::Nodes) {
+            Some(whole) => whole
+                .into_iter()
+                .map(|(bytes, rv)| Exported::served(bytes, rv))
+                .collect(),
+            None => self.upstream.blobs(Resource::Nodes, self.stand_in()),
+        };
         Objects {
-            nodes: self.upstream.blobs(Resource::Nodes, self.stand_in()),
+            nodes,
             services: self.upstream.blobs(Resource::Services, self.stand_in()),
             endpoints: self.upstream.blobs(Resource::Endpoints, self.stand_in()),
             slices: self.upstream.blobs(self.slice_kind, self.stand_in()),

@@ -399,7 +399,8 @@ pub struct Totals {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServedCounts {
-    /// Nodes.
+    /// Nodes: the local one, if the upstream has it (every other Node is held as its facts
+    /// and its requests proxied, docs/SEMANTICS.md §1.1).
     pub nodes: usize,
     /// Services.
     pub services: usize,

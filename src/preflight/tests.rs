@@ -170,7 +170,8 @@ fn a_good_node_is_ready_with_kept_counts_from_the_cache() {
             t.served.endpoints,
             t.served.endpointslices
         ),
-        (4, 2, 2, 2)
+        (1, 2, 2, 2),
+        "the local Node only"
     );
     let text = render::text(&r);
     assert!(text.contains("version v1.28.3"), "{text}");

@@ -23,8 +23,9 @@ use crate::writer::{self, CacheSink, Callbacks, WriterHandle};
 /// How long an answer may take before it counts as waiting for the writer.
 const WITHIN: Duration = Duration::from_secs(3);
 
-fn node(name: &str) -> serde_json::Value {
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "labels": {"zone": "a"}}})
+/// A Service (the readers' view serves every one, as the upstream has it).
+fn service(name: &str) -> serde_json::Value {
+    json!({"kind": "Service", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default"}})
 }
 
 /// Sends one request and reads the whole answer (the server closes: `Connection: close`).
@@ -110,7 +111,7 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
     // An earlier change, applied and served.
     // The reflectors' sink, as the server gives it them.
     let sink = Arc::new(CacheSink::new(writer.clone()));
-    sink.apply(Resource::Nodes, Change::Upsert(node("early")));
+    sink.apply(Resource::Services, Change::Upsert(service("early")));
     let rv1 = writer.ask(|s| s.current_rv()).expect("the writer answers");
     assert_eq!(rv1, rv0 + 1, "the early change applied");
 
@@ -118,9 +119,9 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
     let parked = writer.park_mid_apply(1);
     let relist_sink = sink.clone();
     let relist = std::thread::spawn(move || {
-        let mut list = relist_sink.list_items(Resource::Nodes);
+        let mut list = relist_sink.list_items(Resource::Services);
         for name in ["early", "m1", "m2", "m3"] {
-            list.push(node(name).to_string().into());
+            list.push(service(name).to_string().into());
         }
         list.apply();
     });
@@ -133,10 +134,10 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
 
     let readyz = get(probes_addr, "/readyz");
     let metrics = get(probes_addr, "/metrics");
-    let list = get(addr, "/api/v1/nodes");
+    let list = get(addr, "/api/v1/services");
     let watched = watch_until(
         addr,
-        &format!("/api/v1/nodes?watch=1&resourceVersion={rv0}"),
+        &format!("/api/v1/services?watch=1&resourceVersion={rv0}"),
         "\"early\"",
     );
     // Still parked: a question waits behind the relist.

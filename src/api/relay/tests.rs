@@ -7,6 +7,7 @@ fn view(ready: bool, serves_v1beta1: bool, serves_cidrs: bool) -> Serving {
         ready,
         serves_v1beta1,
         serves_cidrs,
+        only_node: None,
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use log::warn;
 use serde_json::Value;
 
-use super::{clean, excluded, excluding, raw, Raw};
+use super::{clean, excluded, excluding, node_facts, raw, Raw};
 use crate::cache::canonical::{self, AsIs, Item};
 use crate::cache::pack;
 use crate::handoff::refused::{self, Reason};
@@ -174,6 +174,9 @@ pub struct ListPreparer {
     pushed: usize,
     /// An item of this list was refused and named in a WARN ([`refuse_item`]).
     warned_misfit: bool,
+    /// A list of Nodes: every Node but this one (the local one) is kept as its facts only
+    /// ([`ListPreparer::facts_only_except`]).
+    facts_except: Option<String>,
 }
 
 impl ListPreparer {
@@ -187,6 +190,16 @@ impl ListPreparer {
             out: BTreeMap::new(),
             pushed: 0,
             warned_misfit: false,
+            facts_except: None,
+        }
+    }
+
+    /// The same, keeping of every Node but `local` only its facts (`store/node_facts.rs`),
+    /// reduced here, off the writer (a list of any other kind is unchanged).
+    pub fn facts_only_except(self, local: &str) -> Self {
+        ListPreparer {
+            facts_except: Some(local.to_string()),
+            ..self
         }
     }
 
@@ -238,6 +251,13 @@ impl ListPreparer {
                 None
             }
         };
+        let kept = kept.map(|(key, listed)| match (&self.facts_except, listed.bytes()) {
+            (Some(local), Some(bytes)) if kind == Resource::Nodes && *key.name != **local => {
+                let facts = node_facts::reduce_bytes(bytes).unwrap_or_else(|| bytes.clone());
+                (key, Listed::new(facts, None))
+            }
+            _ => (key, listed),
+        });
         self.out.extend(kept);
     }
 

@@ -9,7 +9,6 @@
 //! v1beta1 copy, RV or log entry exists until `v1beta1` is set
 //! ([`Publisher::start_v1beta1`]).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -54,11 +53,11 @@ impl std::fmt::Debug for RecordHook {
 
 /// What the cache's figures say beside the view's counts ([`Publisher::facts`]).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Status<'a> {
+pub(super) struct Status {
     pub(super) ready: bool,
     pub(super) serving_snapshot: bool,
-    /// The nodes edge-health resolved abnormal.
-    pub(super) abnormal: &'a BTreeSet<String>,
+    /// The cached Nodes (whole or as facts) edge-health resolved abnormal.
+    pub(super) abnormal_nodes: usize,
     /// Endpoints served as the container runtime says.
     pub(super) runtime_repairs: usize,
     /// Other nodes whose runtime view is in force.
@@ -87,6 +86,19 @@ impl Publisher {
             let retention = self.view.read().retention();
             self.relay = Some(ViewWriter::new(self.rv, retention));
         }
+    }
+
+    /// The readers' view holds and serves only the Node `name` from now on.
+    pub(super) fn serve_only_node(&mut self, name: &str) {
+        self.view.write().set_only_node(name);
+    }
+
+    /// Every object of `res` in the relay view, its bytes and RV, in key order (`None`: no
+    /// relay view).
+    pub(super) fn relay_blobs(&self, res: Resource) -> Option<Vec<(Arc<[u8]>, u64)>> {
+        let relay = self.relay.as_ref()?.read();
+        let coll = relay.collection(res);
+        Some(coll.objects().map(|s| (s.bytes.clone(), s.rv)).collect())
     }
 
     /// The relay view's handle, when one is kept.
@@ -335,30 +347,24 @@ impl Publisher {
     /// Ends a change: stores the figures the health listener reads without this lock or the
     /// view's (`crate::cache::facts`), counted under the view's lock and stored while it is
     /// held (the event loop stores the logs' lengths under it too when it ages them).
-    pub(super) fn publish_facts(&self, status: Status<'_>) {
+    pub(super) fn publish_facts(&self, status: Status) {
         let view = self.view.read();
         view.facts().store(&self.count_facts(&view, status));
     }
 
     /// The cache's figures now (one lock of the view; nothing allocated per object).
-    pub(super) fn facts(&self, status: Status<'_>) -> Facts {
+    pub(super) fn facts(&self, status: Status) -> Facts {
         self.count_facts(&self.view.read(), status)
     }
 
-    fn count_facts(&self, view: &Published, status: Status<'_>) -> Facts {
-        let nodes = view.collection(Resource::Nodes);
-        let abnormal = status
-            .abnormal
-            .iter()
-            .filter(|n| nodes.get(&ObjectKey::new("", n.as_str())).is_some())
-            .count();
+    fn count_facts(&self, view: &Published, status: Status) -> Facts {
         Facts {
             ready: status.ready,
             serving_snapshot: status.serving_snapshot,
             resource_version: self.rv,
             objects: view.object_counts(),
             log_entries: view.log_lens(),
-            abnormal_nodes: abnormal as u64,
+            abnormal_nodes: status.abnormal_nodes as u64,
             runtime_repairs: status.runtime_repairs as u64,
             runtime_site_views: status.runtime_site_views as u64,
             stale: status.stale,

@@ -320,14 +320,10 @@ fn case_19_node_change_without_topology_effect() {
     n2["status"] = json!({"conditions":[{"type":"Ready","status":"False"}]});
     st.apply(Resource::Nodes, Change::Upsert(n2), 1);
     assert!(events(&st, Resource::Endpoints, cur).is_empty());
-    let nev = events(&st, Resource::Nodes, cur);
-    assert_eq!(
-        nev.iter().map(|e| e.0).collect::<Vec<_>>(),
-        vec!["MODIFIED", "MODIFIED"]
-    );
-    let got = served(&st, Resource::Nodes, "", "n2");
-    assert_eq!(got["status"]["conditions"][0]["status"], "False");
-    assert_eq!(rv_of(&got), nev[1].2);
+    // Other nodes are not served (held as facts): no Node event, no RV.
+    assert!(events(&st, Resource::Nodes, cur).is_empty());
+    assert_eq!(served(&st, Resource::Nodes, "", "n2"), Value::Null);
+    assert_eq!(st.current_rv(), cur);
 }
 
 #[test]
@@ -489,6 +485,7 @@ mod fallback;
 mod intake;
 mod kept;
 mod lifecycle;
+mod node_facts;
 mod persist;
 mod relay;
 mod runtime;

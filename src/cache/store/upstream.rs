@@ -77,6 +77,11 @@ impl ServedBytes {
 }
 
 impl Exported {
+    /// A served object's bytes, stamped with `rv` (the relay view's).
+    pub(super) fn served(bytes: Arc<[u8]>, rv: u64) -> Exported {
+        Exported::Served(ServedBytes::new(bytes, rv))
+    }
+
     /// What the cache holds for one object: shared, and `served` (the served object's bytes
     /// and RV) only asked for when the cache keeps it as that.
     fn of(stored: &Stored, served: impl FnOnce() -> Option<(Arc<[u8]>, u64)>) -> Option<Exported> {

@@ -98,18 +98,18 @@ fn a_version_within_the_bound_equal_to_the_served_one_clears_the_mark() {
 fn a_deletion_of_a_stale_object_deletes_it() {
     let fx = fixture_f();
     let mut st = load(&fx);
-    st.apply(Resource::Nodes, Change::Oversized(too_big("", "n2")), 1);
+    st.apply(Resource::Nodes, Change::Oversized(too_big("", "h")), 1);
     let cursor = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Delete(node_objects_named(&fx, "n2")),
+        Change::Delete(node_objects_named(&fx, "h")),
         2,
     );
-    assert_eq!(served(&st, Resource::Nodes, "", "n2"), Value::Null);
+    assert_eq!(served(&st, Resource::Nodes, "", "h"), Value::Null);
     assert_eq!(stale_nodes(&st), 0);
     let evs = events(&st, Resource::Nodes, cursor);
     assert_eq!(evs.len(), 1);
-    assert_eq!((evs[0].0, evs[0].1.as_str()), ("DELETED", "n2"));
+    assert_eq!((evs[0].0, evs[0].1.as_str()), ("DELETED", "h"));
 }
 
 #[test]
