@@ -438,29 +438,29 @@ fn a_symlink_at_the_snapshot_or_epoch_name_is_not_read_through() {
 fn a_snapshot_of_a_newer_format_is_kept_aside_not_overwritten() {
     let d = Dir::new("newer");
     let path = d.0.join(SNAPSHOT_FILE);
-    let newer = with_version(snapshot_bytes(1_000), 3);
+    let newer = with_version(snapshot_bytes(1_000), 4);
     std::fs::write(&path, &newer).expect("write");
     let cache = CacheDir::open(&d.0, test_identity()).expect("open");
     assert!(cache.load().is_none(), "this binary cannot read it");
     assert_eq!(warnings(&cache), 1, "one WARN");
-    assert_eq!(names(&d.0), [kept_name(3)]);
-    assert_eq!(std::fs::read(d.0.join(kept_name(3))).expect("read"), newer);
+    assert_eq!(names(&d.0), [kept_name(4)]);
+    assert_eq!(std::fs::read(d.0.join(kept_name(4))).expect("read"), newer);
     // This binary's writes leave it alone.
     write_atomically(&path, cache.warnings(), fill_with(b"ours")).expect("write");
-    assert_eq!(std::fs::read(d.0.join(kept_name(3))).expect("read"), newer);
+    assert_eq!(std::fs::read(d.0.join(kept_name(4))).expect("read"), newer);
 
-    // Another rollback from version 3: the newer copy replaces the older (one per version).
-    let newest = with_version(snapshot_bytes(2_000), 3);
+    // Another rollback from version 4: the newer copy replaces the older (one per version).
+    let newest = with_version(snapshot_bytes(2_000), 4);
     std::fs::write(&path, &newest).expect("write");
     assert!(cache.load().is_none());
     assert_eq!(warnings(&cache), 2);
-    assert_eq!(names(&d.0), [kept_name(3)]);
-    assert_eq!(std::fs::read(d.0.join(kept_name(3))).expect("read"), newest);
+    assert_eq!(names(&d.0), [kept_name(4)]);
+    assert_eq!(std::fs::read(d.0.join(kept_name(4))).expect("read"), newest);
 
     // An older unknown version is not ours to keep: ignored, as damage is.
     std::fs::write(&path, with_version(snapshot_bytes(1_000), 0)).expect("write");
     assert!(cache.load().is_none());
-    assert_eq!(names(&d.0), [SNAPSHOT_FILE, &kept_name(3)]);
+    assert_eq!(names(&d.0), [SNAPSHOT_FILE, &kept_name(4)]);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! versions mirrored, the last resourceVersion handed out, and what ties it to its node and
 //! upstream.
 //!
-//! # File format (version 2; version 1 is still read)
+//! # File format (version 3; versions 1 and 2 are still read)
 //!
 //! Integers are little-endian. `L` is the length of the whole file.
 //!
@@ -32,6 +32,12 @@
 //! ```text
 //! {"hostname":"edge-1","upstream":"…","written_unix_secs":1700000000,"rv":"1234","endpointslices":"v1","servicecidrs":"v1"}
 //! ```
+//!
+//! Version 3 has the layout of version 2; its nodes section holds the local Node whole and,
+//! on a node without a relay port, every other Node as its facts only (name, labels, addresses:
+//! docs/SEMANTICS.md §1.1). A binary that reads only version 2 would serve those as whole
+//! Nodes, so the version says it: such a binary keeps the file aside instead. A version 2 file
+//! (every Node whole) is read as it is, its other Nodes reduced on restore.
 //!
 //! Version 1, written before grid-wrapper served ServiceCIDRs, is the same without the
 //! `servicecidrs` field and the cidrs section; it is read as a snapshot that does not say
@@ -151,8 +157,12 @@ pub struct Snapshot<B = Arc<[u8]>> {
     pub objects: Objects<B>,
 }
 
-/// The version of the file format this binary writes (and reads, with [`OLD_FORMAT_VERSION`]).
-pub const FORMAT_VERSION: u32 = 2;
+/// The version of the file format this binary writes (and reads, with [`WHOLE_NODES_FORMAT_VERSION`]
+/// and [`OLD_FORMAT_VERSION`]).
+pub const FORMAT_VERSION: u32 = 3;
+/// The version before Nodes were kept as facts (the layout of [`FORMAT_VERSION`], every Node
+/// whole), still read.
+pub const WHOLE_NODES_FORMAT_VERSION: u32 = 2;
 /// The version before ServiceCIDRs, still read (its snapshot serves without them).
 pub const OLD_FORMAT_VERSION: u32 = 1;
 /// The largest object accepted, in bytes (64 MiB; the apiserver's own limit is far lower).
@@ -211,7 +221,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::NotASnapshot => f.write_str("not a grid-wrapper snapshot"),
             SnapshotError::Version { found } => write!(
                 f,
-                "snapshot format version {found}, this binary reads {OLD_FORMAT_VERSION} and {FORMAT_VERSION}"
+                "snapshot format version {found}, this binary reads {OLD_FORMAT_VERSION} to {FORMAT_VERSION}"
             ),
             SnapshotError::Truncated {
                 len,
@@ -281,9 +291,12 @@ fn parse_rv(s: &str) -> Option<u64> {
 fn parse_meta(bytes: &[u8], version: u32) -> Result<Meta, SnapshotError> {
     let m: MetaJson = serde_json::from_slice(bytes).map_err(|e| malformed(format!("meta: {e}")))?;
     let cidr_kind = match (version, m.servicecidrs.as_deref()) {
-        (OLD_FORMAT_VERSION, None) | (FORMAT_VERSION, Some("")) => None,
-        (FORMAT_VERSION, Some("v1")) => Some(Resource::CidrsV1),
-        (FORMAT_VERSION, Some("v1beta1")) => Some(Resource::CidrsV1beta1),
+        (OLD_FORMAT_VERSION, None) => None,
+        (WHOLE_NODES_FORMAT_VERSION | FORMAT_VERSION, Some("")) => None,
+        (WHOLE_NODES_FORMAT_VERSION | FORMAT_VERSION, Some("v1")) => Some(Resource::CidrsV1),
+        (WHOLE_NODES_FORMAT_VERSION | FORMAT_VERSION, Some("v1beta1")) => {
+            Some(Resource::CidrsV1beta1)
+        }
         (_, other) => return Err(malformed(format!("meta: servicecidrs {other:?}"))),
     };
     let rv = parse_rv(&m.rv).ok_or_else(|| malformed(format!("meta: rv {:?}", m.rv)))?;
@@ -468,7 +481,13 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
         _ => return Err(SnapshotError::NotASnapshot),
     }
     let found = le32(bytes, 8).ok_or_else(|| short.clone())?;
-    if found != FORMAT_VERSION && found != OLD_FORMAT_VERSION {
+    if ![
+        OLD_FORMAT_VERSION,
+        WHOLE_NODES_FORMAT_VERSION,
+        FORMAT_VERSION,
+    ]
+    .contains(&found)
+    {
         return Err(SnapshotError::Version { found });
     }
     let file_len = le64(bytes, 12).ok_or(short)?;

@@ -100,26 +100,26 @@ fn cache_dir_snapshot_of_a_newer_format_is_kept_aside_not_overwritten() {
     assert!(autonomy::wait_exit(&mut w, Duration::from_secs(10)).is_some());
     drop(w);
 
-    // As a later grid-wrapper (format version 3) would have left it before a rollback.
+    // As a later grid-wrapper (format version 4) would have left it before a rollback.
     let path = dir.path.join("snapshot");
     let mut newer = std::fs::read(&path).expect("read");
-    newer[8..12].copy_from_slice(&3u32.to_le_bytes());
+    newer[8..12].copy_from_slice(&4u32.to_le_bytes());
     std::fs::write(&path, &newer).expect("write");
 
     let (w, log) = autonomy::start(&sim.url, "edge-a1", &flags);
     w.wait_ready();
     autonomy::wait_snapshot_writes(&w, 1);
-    let kept = dir.path.join("snapshot.v3");
+    let kept = dir.path.join("snapshot.v4");
     assert_eq!(std::fs::read(&kept).expect("kept aside"), newer);
-    let text = log.wait_for_text("newer than this binary's 2", Duration::from_secs(20));
+    let text = log.wait_for_text("newer than this binary's 3", Duration::from_secs(20));
     assert_eq!(
-        text.matches("newer than this binary's 2").count(),
+        text.matches("newer than this binary's 3").count(),
         1,
         "{text}"
     );
     assert!(text.contains("moved to"), "{text}");
     wait_for("this binary's own snapshot", || {
-        std::fs::read(&path).is_ok_and(|b| b.get(8..12) == Some(&2u32.to_le_bytes()[..]))
+        std::fs::read(&path).is_ok_and(|b| b.get(8..12) == Some(&3u32.to_le_bytes()[..]))
     });
     assert_eq!(std::fs::read(&kept).expect("still kept"), newer);
 }
