@@ -24,6 +24,7 @@ mod health_probes;
 mod http10;
 mod kube_proxy_node;
 mod kubectl;
+mod node_facts;
 mod offline_start;
 mod oversized_update;
 mod preflight;

@@ -22,8 +22,8 @@ const EVENTS: &str = "/api/v1/namespaces/default/events";
 /// A relay: grid-wrapper as node `edge-a1` in front of `sim`, its relay port on port 0,
 /// with its own upstream credentials (`Bearer relay-token`), which no follower request may carry.
 /// Its client CA is the file `relay-client-ca.crt`, a copy of the test CA.
-struct Relay {
-    w: Wrapper,
+pub(crate) struct Relay {
+    pub(crate) w: Wrapper,
     url: String,
 }
 
@@ -52,7 +52,7 @@ fn relay_of(pki: &Pki, url: &str, extra: &[String]) -> Relay {
 }
 
 /// A test PKI, the simulator (demo fixture) and a relay in front of it; `None` without openssl.
-fn started() -> Option<(Pki, Sim, Relay)> {
+pub(crate) fn started() -> Option<(Pki, Sim, Relay)> {
     let pki = Pki::generate()?;
     let sim = Sim::start(&[]);
     let r = relay(&pki, &sim);
@@ -81,7 +81,7 @@ fn relay_watches(r: &Relay, resource: &str) -> u64 {
 /// A follower: grid-wrapper as node `edge-b1` reading the relay (`--relay-kubeconfig`: the
 /// relay's CA and the follower's client certificate, which the relay port requires, on its
 /// proxied requests too), then `sim`, ready.
-fn follower(pki: &Pki, sim: &Sim, r: &Relay) -> Wrapper {
+pub(crate) fn follower(pki: &Pki, sim: &Sim, r: &Relay) -> Wrapper {
     let cluster = format!("    certificate-authority-data: {}\n", pki.b64("ca.crt"));
     let creds = format!(
         "    client-certificate-data: {}\n    client-key-data: {}\n",
