@@ -554,6 +554,9 @@ impl Thread {
         if applied.events > 0 || applied.became_ready {
             (self.callbacks.changed)();
             (self.callbacks.wake)();
+        } else if applied.facts_changed {
+            // Another Node's facts: nothing served changed, the snapshot did.
+            (self.callbacks.changed)();
         }
     }
 }

@@ -131,6 +131,9 @@ pub struct State {
     stale: Stale,
     /// `--max-object-bytes`, for log lines (`None`: not told).
     object_bound: Option<u64>,
+    /// The facts of a Node other than the local one changed in the current change
+    /// ([`Applied::facts_changed`]).
+    facts_changed: bool,
 }
 
 /// Whether a publication is of an upstream change, which the relay view takes too, or of a
@@ -152,6 +155,9 @@ pub struct Applied {
     pub became_ready: bool,
     /// Every reflector has now listed from the upstream after a start from the snapshot.
     pub upstream_synced: bool,
+    /// The facts of a Node other than the local one changed (no event: the readers' view does
+    /// not hold it), which the snapshot carries.
+    pub facts_changed: bool,
 }
 
 /// Whether `obj` is outside selector L. The reflectors already list+watch with L; this guard
@@ -223,6 +229,7 @@ impl State {
             decoder: Default::default(),
             stale: Stale::default(),
             object_bound: None,
+            facts_changed: false,
         }
     }
 
@@ -462,6 +469,7 @@ impl State {
         self.flush_derived(now);
         let mut applied = Applied {
             events: (self.current_rv() - before) as usize,
+            facts_changed: std::mem::take(&mut self.facts_changed),
             ..Applied::default()
         };
         if listed {
@@ -693,6 +701,7 @@ impl State {
                 .set_node(&key.name, labels_of(&facts), &self.settings.hostname);
             self.upstream
                 .insert(Resource::Nodes, key, Stored::Own(bytes));
+            self.facts_changed = true;
         }
         let whole = self.publisher.relays().then_some(node);
         self.relay_value(Resource::Nodes, key, whole, now);
@@ -742,6 +751,7 @@ impl State {
                     // Out of both views.
                     self.publisher.publish(Resource::Nodes, key, None, now);
                 } else {
+                    self.facts_changed = true;
                     self.relay_value(kind, key, None, now);
                 }
             }

@@ -104,6 +104,7 @@ fn a_non_local_heartbeat_is_no_publication() {
             beat.into(),
         );
         assert_eq!(applied.events, 0, "beat {beat}");
+        assert!(!applied.facts_changed, "beat {beat}: no snapshot due");
     }
     assert_eq!(st.current_rv(), cur, "no RV spent");
     assert!(events(&st, Resource::Nodes, cur).is_empty());
@@ -129,11 +130,12 @@ fn a_non_local_relabel_still_prunes_its_endpoints() {
     };
     assert!(!has_n2(&st), "n2 is in zone b, h in zone a");
     let cur = st.current_rv();
-    st.apply(
+    let applied = st.apply(
         Resource::Nodes,
         Change::Upsert(kubelet_node("n2", Some("a"), 1)),
         1,
     );
+    assert!(applied.facts_changed, "a snapshot is due");
     assert!(has_n2(&st), "n2 moved to zone a");
     assert!(events(&st, Resource::Nodes, cur).is_empty());
     assert_eq!(names(&st, Resource::Endpoints, cur).len(), 1);
