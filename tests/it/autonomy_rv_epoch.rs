@@ -21,12 +21,13 @@ fn foreign_rv_gets_410_after_a_restart_with_the_same_stale_clock_without_cache_d
         return;
     };
     // RVs a client of the first process holds: list RVs and an event's RV.
-    let list = w1.get_json("/api/v1/nodes");
+    let list = w1.get_json(common::OWN_NODE);
     let mut watch = w1.watch(&format!(
-        "/api/v1/nodes?watch=true&timeoutSeconds=10&resourceVersion={}",
+        "{}&watch=true&timeoutSeconds=10&resourceVersion={}",
+        common::OWN_NODE,
         common::rv(&list)
     ));
-    sim.label_node("edge-b1", json!({"epoch-test": "1"}));
+    sim.label_node("edge-a1", json!({"epoch-test": "1"}));
     let event_rv = common::rv(&watch.expect()["object"]);
     let mut held: Vec<u64> = autonomy::COLLECTIONS
         .iter()
@@ -44,7 +45,8 @@ fn foreign_rv_gets_410_after_a_restart_with_the_same_stale_clock_without_cache_d
     for rv in held {
         assert_ne!(rv >> 40, current >> 40, "a new epoch");
         let mut stale = w2.watch(&format!(
-            "/api/v1/nodes?watch=true&timeoutSeconds=5&resourceVersion={rv}"
+            "{}&watch=true&timeoutSeconds=5&resourceVersion={rv}",
+            common::OWN_NODE
         ));
         let ev = stale.expect();
         assert_eq!(ev["type"], "ERROR", "RV {rv} of the first process: {ev}");

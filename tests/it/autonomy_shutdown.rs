@@ -27,16 +27,19 @@ fn graceful_shutdown_ends_watches_cleanly_writes_the_snapshot_and_exits_0_within
     w.wait_ready();
     let mut watches: Vec<RawWatch> = autonomy::COLLECTIONS
         .iter()
-        .map(|p| RawWatch::open(w.addr, &format!("{p}?watch=true&timeoutSeconds=60")))
+        .map(|p| {
+            let sep = if p.contains('?') { '&' } else { '?' };
+            RawWatch::open(w.addr, &format!("{p}{sep}watch=true&timeoutSeconds=60"))
+        })
         .collect();
     for watch in &mut watches {
         assert!(!watch.read_for(Duration::from_millis(100)), "watch open");
     }
 
     // A change served just before the signal.
-    sim.label_node("edge-b1", json!({"shutdown-test": "served"}));
+    sim.label_node("edge-a1", json!({"shutdown-test": "served"}));
     wait_for("the relabel to be served", || {
-        w.get_json("/api/v1/nodes/edge-b1")["metadata"]["labels"]["shutdown-test"] == "served"
+        w.get_json(common::OWN_NODE)["items"][0]["metadata"]["labels"]["shutdown-test"] == "served"
     });
     let before = autonomy::served(&w).expect("served state");
 

@@ -31,7 +31,7 @@ fn cache_dir_snapshot_is_served_whatever_the_order_of_the_masters() {
     // Offline, the same two servers in the other order.
     let (w, log) = autonomy::start(&format!("{dead},{url}"), "edge-a1", &flags);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while w.get("/api/v1/nodes").0 != 200 {
+    while w.get(common::OWN_NODE).0 != 200 {
         assert!(
             Instant::now() < deadline,
             "the snapshot of --master={url},{dead} is not served with --master={dead},{url}:\n{}",

@@ -54,11 +54,11 @@ fn assert_close_delimited(head: &[String]) {
 fn an_http10_watch_is_a_close_delimited_stream_of_events() {
     let shared = shared_demo();
     let w = &shared.w;
-    let nodes = names(&w.get_json("/api/v1/nodes"));
+    let nodes = names(&w.get_json("/api/v1/services"));
     assert!(!nodes.is_empty());
     let (head, body) = exchange(
         w.addr,
-        "GET /api/v1/nodes?watch=true&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=1 HTTP/1.0\r\nHost: x\r\n\r\n",
+        "GET /api/v1/services?watch=true&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=1 HTTP/1.0\r\nHost: x\r\n\r\n",
     );
     assert!(head[0].starts_with("HTTP/1.1 200"), "{head:?}");
     assert_close_delimited(&head);

@@ -252,10 +252,13 @@ const V1: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 const V1B1: &str = "/apis/discovery.k8s.io/v1beta1/endpointslices";
 const NODES: &str = "/api/v1/nodes";
 const NODE_BY_NAME: &str = "fieldSelector=metadata.name%3Dedge-a1";
+/// kube-proxy's list of its own Node: the one Node list the cache serves (the others are
+/// proxied, docs/SEMANTICS.md §1.1).
+const OWN_NODES: &str = "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-a1";
 
 /// (path, list kind, item kind, apiVersion).
 const COLLECTIONS: &[(&str, &str, &str, &str)] = &[
-    (NODES, "NodeList", "Node", "v1"),
+    (OWN_NODES, "NodeList", "Node", "v1"),
     (SVC, "ServiceList", "Service", "v1"),
     (EPS, "EndpointsList", "Endpoints", "v1"),
     (
@@ -385,9 +388,10 @@ fn kube_proxy_lists_and_node_get_are_protobuf_equal_to_json() {
     // v1beta1 EndpointSlices are built at the first request (held until built): before.
     json_get(w, V1B1);
     for (path, list_kind, _, api) in COLLECTIONS {
+        let sep = if path.contains('?') { '&' } else { '?' };
         assert_list_same(
             w,
-            &format!("{path}?limit=500&resourceVersion=0"),
+            &format!("{path}{sep}limit=500&resourceVersion=0"),
             list_kind,
             api,
         );
@@ -425,13 +429,14 @@ fn kube_proxy_watches_are_protobuf_frames_equal_to_json_events() {
     let w = &shared.w;
     json_get(w, V1B1);
     for (path, _, kind, api) in COLLECTIONS {
+        let sep = if path.contains('?') { '&' } else { '?' };
         let list = json_get(w, path);
         let n = list["items"].as_array().map_or(0, Vec::len);
         let list_rv = &list["metadata"]["resourceVersion"];
 
         // From RV 0 with bookmarks: an ADDED per item, then a BOOKMARK at the snapshot RV.
         let q = format!(
-            "{path}?allowWatchBookmarks=true&resourceVersion=0&timeoutSeconds=30&watch=true"
+            "{path}{sep}allowWatchBookmarks=true&resourceVersion=0&timeoutSeconds=30&watch=true"
         );
         let (mut j, mut p) = both(w, &q);
         let evs = assert_events_same(&q, &mut j, &mut p, n + 1);
@@ -455,7 +460,7 @@ fn kube_proxy_watches_are_protobuf_frames_equal_to_json_events() {
 
         // WatchList (kube-proxy with WatchListClient): ADDED, then the initial-events-end
         // BOOKMARK; the stream stays open.
-        let q = format!("{path}?allowWatchBookmarks=true&resourceVersion=&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=30&watch=true");
+        let q = format!("{path}{sep}allowWatchBookmarks=true&resourceVersion=&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=30&watch=true");
         let (mut j, mut p) = both(w, &q);
         let evs = assert_events_same(&q, &mut j, &mut p, n + 1);
         assert!(evs[..n].iter().all(|(t, _)| t == "ADDED"), "{q}");
@@ -470,7 +475,7 @@ fn kube_proxy_watches_are_protobuf_frames_equal_to_json_events() {
         assert!(!p.ended_within(Duration::from_millis(200)), "{q}: closed");
 
         // From the list RV (the reflector's watch after its list): nothing yet, stream open.
-        let q = format!("{path}?allowWatchBookmarks=true&resourceVersion={}&timeout=7m36s&timeoutSeconds=456&watch=true", list_rv.as_str().unwrap());
+        let q = format!("{path}{sep}allowWatchBookmarks=true&resourceVersion={}&timeout=7m36s&timeoutSeconds=456&watch=true", list_rv.as_str().unwrap());
         let mut p = ProtoWatch::kube_proxy(w.addr, &q);
         let evs = p.drain(Duration::from_millis(300));
         assert!(evs.iter().all(|(t, _)| t == "BOOKMARK"), "{q}: {evs:?}");
@@ -497,9 +502,8 @@ fn web_endpoints(sim: &Sim, f: impl FnOnce(&mut Vec<Value>)) -> Value {
 fn protobuf_watch_follows_relabels_and_endpoint_changes_like_json() {
     let (sim, w) = demo(&[]);
     json_get(&w, V1B1);
-    let start = rv(&json_get(&w, NODES));
-    let mut paths: Vec<String> = COLLECTIONS.iter().map(|c| c.0.to_string()).collect();
-    paths.push(format!("{NODES}?{NODE_BY_NAME}"));
+    let start = rv(&json_get(&w, OWN_NODES));
+    let paths: Vec<String> = COLLECTIONS.iter().map(|c| c.0.to_string()).collect();
     let mut watches: Vec<(String, Watch, ProtoWatch)> = paths
         .iter()
         .map(|p| {
@@ -598,7 +602,7 @@ fn errors_are_protobuf_statuses_when_protobuf_was_negotiated() {
             410,
             "Expired",
         ),
-        ("/api/v1/nodes/nope", 404, "NotFound"),
+        ("/api/v1/namespaces/default/services/nope", 404, "NotFound"),
     ] {
         let (got, headers, body) = kp_get(w, path);
         assert_eq!(got, code, "{path}: {}", preview(&body));
@@ -615,9 +619,10 @@ fn errors_are_protobuf_statuses_when_protobuf_was_negotiated() {
     }
     // A watch from a garbage RV: 200, one ERROR frame with the 410 Status, then the end.
     for (path, _, _, _) in COLLECTIONS {
+        let sep = if path.contains('?') { '&' } else { '?' };
         for q in [
-            format!("{path}?allowWatchBookmarks=true&resourceVersion=abc&timeoutSeconds=10&watch=true"),
-            format!("{path}?allowWatchBookmarks=true&resourceVersion=abc&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=10&watch=true"),
+            format!("{path}{sep}allowWatchBookmarks=true&resourceVersion=abc&timeoutSeconds=10&watch=true"),
+            format!("{path}{sep}allowWatchBookmarks=true&resourceVersion=abc&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=10&watch=true"),
         ] {
             let (mut j, mut p) = both(w, &q);
             let evs = assert_events_same(&q, &mut j, &mut p, 1);

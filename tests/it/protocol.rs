@@ -53,14 +53,8 @@ const COLLECTIONS: &[Collection] = &[
         "EndpointSlice",
         &["api-xyz89", "kubernetes", "web-abc12"],
     ),
-    (
-        "/api/v1/nodes",
-        "",
-        "NodeList",
-        "v1",
-        "Node",
-        &["edge-a1", "edge-a2", "edge-b1", "edge-c1"],
-    ),
+    // Nodes: kube-proxy's list of its own (the cache serves no other, docs/SEMANTICS.md §1.1).
+    (common::OWN_NODE, "", "NodeList", "v1", "Node", &["edge-a1"]),
     (
         "/apis/networking.k8s.io/v1/servicecidrs",
         "",
@@ -105,7 +99,8 @@ fn c01_serves_list_and_watch_of_every_resource_on_exact_paths() {
             let other = ns_path.replace("/default/", "/kube-system/");
             assert!(list_names(&w, &other).is_empty(), "{other}");
         }
-        let mut watch = w.watch(&format!("{path}?watch=true&timeoutSeconds=10"));
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let mut watch = w.watch(&format!("{path}{sep}watch=true&timeoutSeconds=10"));
         assert_eq!(watch.code, 200, "watch {path}");
         let events = watch.drain(Duration::from_millis(400));
         let got: Vec<&str> = events
@@ -157,27 +152,23 @@ fn c01_serves_list_and_watch_of_every_resource_on_exact_paths() {
 fn c02_serves_single_node_get_from_cache_and_404_status_if_unknown() {
     let (sim, w) = demo(&[]);
     let gets = sim_counter(&sim, "gets");
-    let nodes = w.get_json("/api/v1/nodes");
-    for item in nodes["items"].as_array().unwrap() {
-        let name = item["metadata"]["name"].as_str().unwrap();
-        let got = w.get_json(&format!("/api/v1/nodes/{name}"));
-        assert_eq!(
-            &got, item,
-            "GET node {name} = its list item (any node, unfiltered)"
-        );
-        assert_eq!(got["kind"], "Node");
-        assert_eq!(got["apiVersion"], "v1");
-    }
+    // Its own Node from the cache: its item of kube-proxy's list.
+    let own = w.get_json(common::OWN_NODE);
+    let got = w.get_json("/api/v1/nodes/edge-a1");
+    assert_eq!(got, own["items"][0], "GET node edge-a1 = its list item");
+    assert_eq!(got["kind"], "Node");
+    assert_eq!(got["apiVersion"], "v1");
+    assert_eq!(sim_counter(&sim, "gets"), gets, "the cache's");
+    // Any other Node is the upstream's (§1.1): answered whole, unfiltered.
     let b1 = w.get_json("/api/v1/nodes/edge-b1");
     assert_eq!(b1["metadata"]["labels"]["zone"], "zone-b");
     assert_eq!(b1["status"]["addresses"][0]["address"], "192.168.2.11");
+    assert_eq!(sim_counter(&sim, "gets"), gets + 1, "the upstream's");
 
     let (code, headers, body) = w.get("/api/v1/nodes/nope");
     let st = assert_status(code, &headers, &body, 404);
     assert_eq!(st["reason"], "NotFound");
-    assert_eq!(st["message"], "nodes \"nope\" not found");
-    assert_eq!(st["details"]["name"], "nope");
-    assert_eq!(st["details"]["kind"], "nodes");
+    assert_eq!(sim_counter(&sim, "gets"), gets + 2, "the upstream's");
 
     // The namespaced single-object GETs (SHOULD) come from the cache too, filtered.
     let ep = w.get_json("/api/v1/namespaces/default/endpoints/web");
@@ -203,8 +194,8 @@ fn c02_serves_single_node_get_from_cache_and_404_status_if_unknown() {
     assert_eq!(st["message"], "services \"nope\" not found");
     assert_eq!(
         sim_counter(&sim, "gets"),
-        gets,
-        "single GETs reached the upstream"
+        gets + 2,
+        "single GETs but edge-b1's and nope's reached the upstream"
     );
 }
 
@@ -306,6 +297,11 @@ fn c09_list_body_shape_empty_items_limit_ignored_no_continue() {
     }
     for (path, _, list_kind, api, _, _) in COLLECTIONS {
         for q in ["", "?limit=1", "?limit=500&resourceVersion=0"] {
+            let q = if path.contains('?') {
+                q.replacen('?', "&", 1)
+            } else {
+                q.to_string()
+            };
             let v = w.get_json(&format!("{path}{q}"));
             let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
             let mut sorted = keys.clone();
@@ -325,7 +321,13 @@ fn c09_list_body_shape_empty_items_limit_ignored_no_continue() {
             );
             assert!(rv(&v) > 0);
             let items = v["items"].as_array().unwrap();
-            assert!(items.len() > 1, "{path}{q}: limit is ignored");
+            // (kube-proxy's list of its own Node has one item whatever the limit.)
+            let want = if path.starts_with("/api/v1/nodes") {
+                1
+            } else {
+                2
+            };
+            assert!(items.len() >= want, "{path}{q}: limit is ignored");
             let keys: Vec<(String, String)> = items
                 .iter()
                 .map(|i| {
@@ -403,7 +405,7 @@ fn epoch_start(rv: u64) -> u64 {
 fn c11_every_served_object_carries_the_servers_own_numeric_rv() {
     let sim = Sim::start(&[]);
     let w = Wrapper::start(&sim.url, "edge-a1", &[]);
-    let started = epoch_start(rv(&w.get_json("/api/v1/nodes")));
+    let started = epoch_start(rv(&w.get_json(common::OWN_NODE)));
     assert!(started >= 1 << 40, "RVs carry a non-zero epoch");
     let upstream_paths = [
         "/api/v1/services",
@@ -443,8 +445,9 @@ fn c11_every_served_object_carries_the_servers_own_numeric_rv() {
                 "{path}: upstream RV {n} exposed"
             );
         }
+        let sep = if path.contains('?') { '&' } else { '?' };
         let mut watch = w.watch(&format!(
-            "{path}?watch=true&timeoutSeconds=5&allowWatchBookmarks=true"
+            "{path}{sep}watch=true&timeoutSeconds=5&allowWatchBookmarks=true"
         ));
         for ev in watch.drain(Duration::from_millis(300)) {
             let n = rv(&ev["object"]);
@@ -459,24 +462,22 @@ fn c11_every_served_object_carries_the_servers_own_numeric_rv() {
 fn c12_rv_counter_strictly_increases_and_a_new_process_never_reissues_an_rv() {
     let sim = Sim::start(&[]);
     let w1 = Wrapper::start(&sim.url, "edge-a1", &[]);
-    let l1 = w1.get_json("/api/v1/nodes");
+    let l1 = w1.get_json(common::OWN_NODE);
     let mut watch = w1.watch(&format!(
-        "/api/v1/nodes?watch=true&timeoutSeconds=15&resourceVersion={}",
+        "{}&watch=true&timeoutSeconds=15&resourceVersion={}",
+        common::OWN_NODE,
         rv(&l1)
     ));
     let mut last = rv(&l1);
     for i in 0..5 {
-        sim.label_node(
-            if i % 2 == 0 { "edge-b1" } else { "edge-c1" },
-            json!({"round": i.to_string()}),
-        );
+        sim.label_node("edge-a1", json!({"round": i.to_string()}));
         let ev = watch.expect();
         assert_eq!(ev["type"], "MODIFIED");
         let n = rv(&ev["object"]);
         assert!(n > last, "RV {n} after {last}");
         last = n;
     }
-    let l1b = w1.get_json("/api/v1/nodes");
+    let l1b = w1.get_json(common::OWN_NODE);
     assert_eq!(rv(&l1b), last, "the list RV is the last one handed out");
     let max_w1 = last;
     drop(watch);
@@ -499,7 +500,8 @@ fn c12_rv_counter_strictly_increases_and_a_new_process_never_reissues_an_rv() {
         }
     }
     let mut stale = w2.watch(&format!(
-        "/api/v1/nodes?watch=true&timeoutSeconds=5&resourceVersion={max_w1}"
+        "{}&watch=true&timeoutSeconds=5&resourceVersion={max_w1}",
+        common::OWN_NODE
     ));
     assert_eq!(stale.code, 200);
     let ev = stale.expect();

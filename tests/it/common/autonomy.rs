@@ -12,9 +12,10 @@ use serde_json::Value;
 
 use super::{request, try_request, LogSink, Wrapper};
 
-/// The seven served collections (cluster-wide list paths).
+/// The seven served collections: cluster-wide list paths, and for Nodes kube-proxy's list of
+/// its own (`edge-a1`, the node these tests run as: the cache serves no other Node).
 pub const COLLECTIONS: [&str; 7] = [
-    "/api/v1/nodes",
+    super::OWN_NODE,
     "/api/v1/services",
     "/api/v1/endpoints",
     "/apis/discovery.k8s.io/v1/endpointslices",

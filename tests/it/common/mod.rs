@@ -340,6 +340,22 @@ impl Wrapper {
     }
 }
 
+/// kube-proxy's list of its own Node on node `edge-a1` (`fieldSelector=metadata.name=edge-a1`):
+/// the only Node list the cache serves there (docs/SEMANTICS.md §1.1); add `&watch=…` to watch.
+pub const OWN_NODE: &str = "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-a1";
+
+/// The demo's `web` endpoint on `edge-a2` (zone-a, as `edge-a1`): served on `edge-a1` while
+/// `edge-a2` is in its zone.
+pub const EDGE_A2_WEB: &str = "10.244.2.10";
+
+/// Whether `w` (on `edge-a1`) serves the demo's `web` endpoint on `edge-a2`: how a test sees the
+/// cache take another Node's relabel (it serves that Node only as facts).
+pub fn serves_edge_a2_web(w: &Wrapper) -> bool {
+    web_ips(&w.get_json("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"))
+        .iter()
+        .any(|ip| ip == EDGE_A2_WEB)
+}
+
 /// `metadata.resourceVersion` as a number.
 pub fn rv(v: &Value) -> u64 {
     v["metadata"]["resourceVersion"]
