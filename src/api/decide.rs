@@ -13,6 +13,7 @@ use crate::api::negotiate::{negotiate, Format, Negotiated};
 use crate::api::query;
 use crate::api::relay::{self, RelayAnswer};
 use crate::api::route::{route, Route};
+use crate::api::selector::FieldSelector;
 use crate::api::serving::Serving;
 use crate::http::request::Request;
 use crate::k8s::status::ApiError;
@@ -183,8 +184,10 @@ fn can_answer(serving: &Serving, res: Resource) -> bool {
 /// Whether a request of route `r` with `query` selects nothing the view does not hold whole:
 /// always, but for Nodes on a view that holds only one ([`Serving::only_node`]), where a get
 /// must name it and a list or watch must require `metadata.name=<it>` in its `fieldSelector`
-/// (other terms may be ANDed with it). A query that does not parse proves nothing: it is the
-/// apiserver's to answer too (docs/SEMANTICS.md §1.1).
+/// (other terms may be ANDed with it). A `fieldSelector` the cache does not take (a field only
+/// the apiserver selects by), or a query that does not decode, proves nothing: the apiserver's
+/// to answer. The query's other parameters are then checked as for any cache-backed request
+/// (docs/SEMANTICS.md §1.1).
 fn selects_only(r: &Route, query: &str, serving: &Serving) -> bool {
     let Some(node) = serving.only_node.as_deref() else {
         return true;
@@ -192,8 +195,14 @@ fn selects_only(r: &Route, query: &str, serving: &Serving) -> bool {
     match r {
         Route::Object { res, name, .. } if *res == Resource::Nodes => name == node,
         Route::Collection { res, .. } if *res == Resource::Nodes => {
-            query::parse(query, res.selectable_fields())
-                .is_ok_and(|o| o.field_selector.required("metadata.name") == Some(node))
+            let Ok(params) = query::decode_query(query) else {
+                return false;
+            };
+            // The first `fieldSelector`, as `query::parse` reads it.
+            let fields = params.iter().find(|(k, _)| k == "fieldSelector");
+            let fields = fields.map_or("", |(_, v)| v.as_str());
+            FieldSelector::parse(fields, res.selectable_fields())
+                .is_ok_and(|f| f.required("metadata.name") == Some(node))
         }
         _ => true,
     }

@@ -285,10 +285,11 @@ impl State {
         self.publisher.collection(res)
     }
 
-    /// Served Nodes, Services, Endpoints, v1 EndpointSlices and v1 ServiceCIDRs (one lock, for
-    /// log lines).
+    /// Nodes held (the local one served whole, the others as their facts), served Services,
+    /// Endpoints, v1 EndpointSlices and v1 ServiceCIDRs (one lock, for log lines).
     pub fn served_counts(&self) -> [usize; 5] {
-        self.with_view(|view| {
+        let nodes = self.upstream.count(Resource::Nodes);
+        let mut counts = self.with_view(|view| {
             [
                 Resource::Nodes,
                 Resource::Services,
@@ -297,7 +298,9 @@ impl State {
                 Resource::CidrsV1,
             ]
             .map(|r| view.collection(r).len())
-        })
+        });
+        counts[0] = nodes;
+        counts
     }
 
     /// Runs `f` on the locked served view (one lock for several collections).

@@ -55,7 +55,7 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
     };
     gauge(
         "grid_wrapper_objects",
-        "Served objects per resource.",
+        "Served objects per resource (on the kube-proxy port: one Node, the local one).",
         per(&|r| facts.objects(r)),
     );
     gauge(

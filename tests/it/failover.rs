@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::autonomy::{metric, metrics, served};
-use common::generations::{assert_every_change_once, gens, node_watch};
+use common::generations::{assert_every_change_once, gens, node_watch, own_node};
 use common::{request, wait_for, wait_for_long, LogSink, Sim, Wrapper};
 use serde_json::{json, Value};
 
@@ -111,7 +111,7 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
     });
 
     // A client watch on grid-wrapper, open through everything that follows.
-    let mut watch = node_watch(&w, 120);
+    let mut watch = node_watch(&w, "edge-a1", 120);
     let mut done = Vec::new();
     churn(b, 10, &mut done);
 
@@ -144,9 +144,9 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
         "{warn:?}"
     );
     // Lists stay right (they converge on the upstream's state), every collection answers.
-    let upstream = gens(&sim_nodes(b));
-    wait_for("the wrapper's nodes to match the upstream's", || {
-        gens(&w.get_json("/api/v1/nodes")) == upstream
+    let upstream = own_gen(&sim_nodes(b));
+    wait_for("the wrapper's own Node to match the upstream's", || {
+        gens(&w.get_json(&own_node("edge-a1"))) == upstream
     });
     assert!(served(&w).is_some(), "every collection is served");
     // Proxied requests go to B.
@@ -194,8 +194,11 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
     churn(a, 10, &mut done);
 
     // Every change exactly once, in order, with increasing resourceVersions.
-    assert_every_change_once(&mut watch, &done);
-    assert_eq!(gens(&w.get_json("/api/v1/nodes")), gens(&sim_nodes(a)));
+    assert_every_change_once(&mut watch, "edge-a1", &done);
+    assert_eq!(
+        gens(&w.get_json(&own_node("edge-a1"))),
+        own_gen(&sim_nodes(a))
+    );
     // Resumed at its resourceVersion on each server: never relisted.
     assert_eq!(
         metric(
@@ -215,6 +218,13 @@ fn failover_to_the_second_server_and_back_delivers_every_change_exactly_once() {
 }
 
 /// The simulator's node list, asked at `addr`.
+/// `edge-a1 → gen` of the upstream's node list (the wrapper's own Node).
+fn own_gen(list: &Value) -> Vec<(String, String)> {
+    let mut g = gens(list);
+    g.retain(|(n, _)| n == "edge-a1");
+    g
+}
+
 fn sim_nodes(addr: SocketAddr) -> Value {
     let (code, _, body) = request(addr, "GET", "/api/v1/nodes", &[], b"");
     assert_eq!(code, 200);

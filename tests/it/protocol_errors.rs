@@ -188,11 +188,12 @@ fn bad_input_continue_token_on_list_gets_400() {
         "/api/v1/services",
         "/api/v1/endpoints",
         "/apis/discovery.k8s.io/v1/endpointslices",
-        "/api/v1/nodes",
+        common::OWN_NODE,
     ] {
+        let sep = if path.contains('?') { '&' } else { '?' };
         let st = bad_get(
             w,
-            &format!("{path}?continue=abc&limit=500"),
+            &format!("{path}{sep}continue=abc&limit=500"),
             400,
             "BadRequest",
         );
@@ -239,10 +240,11 @@ fn c26_send_initial_events_on_list_and_rv_match_on_plain_watch_get_422() {
         SVC,
         "/api/v1/endpoints",
         "/apis/discovery.k8s.io/v1beta1/endpointslices",
-        "/api/v1/nodes",
+        common::OWN_NODE,
     ] {
+        let sep = if path.contains('?') { '&' } else { '?' };
         for (q, msg) in cases {
-            let st = bad_get(w, &format!("{path}?{q}"), 422, "Invalid");
+            let st = bad_get(w, &format!("{path}{sep}{q}"), 422, "Invalid");
             assert!(
                 st["message"].as_str().unwrap().contains(msg),
                 "{path}?{q}: {st}"
@@ -250,7 +252,7 @@ fn c26_send_initial_events_on_list_and_rv_match_on_plain_watch_get_422() {
         }
         let st = bad_get(
             w,
-            &format!("{path}?resourceVersionMatch=Bogus"),
+            &format!("{path}{sep}resourceVersionMatch=Bogus"),
             422,
             "Invalid",
         );
@@ -355,7 +357,7 @@ fn half_closed_client_still_gets_its_answer() {
         );
     }
     // Two pipelined requests before the FIN: both answered, in order.
-    let two = b"GET /api/v1/nodes/edge-a1 HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/nodes/nope HTTP/1.1\r\nHost: x\r\n\r\n";
+    let two = b"GET /api/v1/nodes/edge-a1 HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/namespaces/default/services/nope HTTP/1.1\r\nHost: x\r\n\r\n";
     let answer = raw(w.addr, two);
     let mut r = BufReader::new(Cursor::new(answer));
     assert_eq!(read_response(&mut r).unwrap().0, 200);

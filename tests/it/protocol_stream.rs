@@ -16,6 +16,9 @@ const EPS: &str = "/api/v1/endpoints";
 const V1: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 const V1B1: &str = "/apis/discovery.k8s.io/v1beta1/endpointslices";
 const NODES: &str = "/api/v1/nodes";
+/// kube-proxy's list of its own Node: the one Node list the cache serves (docs/SEMANTICS.md
+/// §1.1).
+const OWN: &str = "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-a1";
 
 fn service(name: &str, ns: &str, labels: Value, cluster_ip: &str) -> Value {
     json!({"kind": "Service", "apiVersion": "v1",
@@ -141,23 +144,24 @@ fn whole(w: &Wrapper, path_query: &str) -> Vec<Value> {
 fn c22_bookmarks_have_the_watched_kind_only_an_rv_and_need_allow_watch_bookmarks() {
     let shared = shared_demo();
     let w = &shared.w;
-    let current = rv(&w.get_json(NODES));
+    let current = rv(&w.get_json(OWN));
     let kinds = [
         (EPS, "Endpoints", "v1"),
         (V1B1, "EndpointSlice", "discovery.k8s.io/v1beta1"),
         (V1, "EndpointSlice", "discovery.k8s.io/v1"),
-        (NODES, "Node", "v1"),
+        (OWN, "Node", "v1"),
         (SVC, "Service", "v1"),
     ];
     std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (path, kind, api) in kinds {
             let w = &w;
+            let sep = if path.contains('?') { '&' } else { '?' };
             handles.push(s.spawn(move || {
                 // timeoutSeconds=3: the snapshot BOOKMARK, then the final one ~2 s before the end.
                 let evs = whole(
                     w,
-                    &format!("{path}?watch=true&allowWatchBookmarks=true&timeoutSeconds=3"),
+                    &format!("{path}{sep}watch=true&allowWatchBookmarks=true&timeoutSeconds=3"),
                 );
                 let bookmarks: Vec<&Value> =
                     evs.iter().filter(|e| e["type"] == "BOOKMARK").collect();
@@ -180,7 +184,7 @@ fn c22_bookmarks_have_the_watched_kind_only_an_rv_and_need_allow_watch_bookmarks
                     assert!(rv(&b["object"]) >= current, "{path}");
                 }
                 for q in ["", "&allowWatchBookmarks=false"] {
-                    let evs = whole(w, &format!("{path}?watch=true&timeoutSeconds=3{q}"));
+                    let evs = whole(w, &format!("{path}{sep}watch=true&timeoutSeconds=3{q}"));
                     assert!(
                         evs.iter().all(|e| e["type"] == "ADDED"),
                         "{path}{q}: {evs:?}"
@@ -213,11 +217,11 @@ fn raw_watch(w: &Wrapper, path_query: &str) -> (Duration, Vec<u8>) {
 fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
     let shared = shared_demo();
     let w = &shared.w;
-    let current = rv(&w.get_json(NODES));
+    let current = rv(&w.get_json(OWN));
     // A quiet watch with timeoutSeconds=2: headers, no events, a clean end of the chunked body.
     let (took, out) = raw_watch(
         w,
-        &format!("{NODES}?watch=true&timeoutSeconds=2&resourceVersion={current}"),
+        &format!("{OWN}&watch=true&timeoutSeconds=2&resourceVersion={current}"),
     );
     let text = String::from_utf8_lossy(&out);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
@@ -236,7 +240,7 @@ fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
     // A negative timeoutSeconds: the apiserver's watch timer has already fired, so the watch
     // ends at once, cleanly (it used to get the default lifetime, 30 to 60 minutes).
     for q in ["&timeoutSeconds=-1", "&timeoutSeconds=-5"] {
-        let mut watch = w.watch(&format!("{NODES}?watch=true&resourceVersion={current}{q}"));
+        let mut watch = w.watch(&format!("{OWN}&watch=true&resourceVersion={current}{q}"));
         assert_eq!(watch.code, 200, "{q}");
         assert!(
             watch.next(Duration::from_secs(10)).is_none(),
@@ -247,7 +251,7 @@ fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
     // Absent or zero timeoutSeconds: the default lifetime (≥ 1800 s) — still open.
     let mut open: Vec<Watch> = ["", "&timeoutSeconds=0"]
         .iter()
-        .map(|q| w.watch(&format!("{NODES}?watch=true&resourceVersion={current}{q}")))
+        .map(|q| w.watch(&format!("{OWN}&watch=true&resourceVersion={current}{q}")))
         .collect();
     std::thread::sleep(Duration::from_millis(2500));
     for (i, watch) in open.iter_mut().enumerate() {
@@ -260,7 +264,7 @@ fn c23_watch_ends_cleanly_at_timeout_seconds_and_never_early() {
     }
     // An unusable timeoutSeconds is rejected with a Status, never an early-closed stream.
     for bad in ["abc", "1.5", "1s"] {
-        let (code, headers, body) = w.get(&format!("{NODES}?watch=true&timeoutSeconds={bad}"));
+        let (code, headers, body) = w.get(&format!("{OWN}&watch=true&timeoutSeconds={bad}"));
         let st = assert_status(code, &headers, &body, 400);
         assert_eq!(st["reason"], "BadRequest");
     }
@@ -271,11 +275,11 @@ fn c24_watchers_are_freed_on_disconnect() {
     let (_sim, w) = demo(&[]);
     // More watches than the server's connection cap (1024), opened and dropped one by one: if a
     // disconnected watcher were kept, the later ones would be refused.
-    let current = rv(&w.get_json(NODES));
+    let current = rv(&w.get_json(OWN));
     for i in 0..1100 {
         let mut watch = Watch::open(
             w.addr,
-            &format!("{NODES}?watch=true&resourceVersion={current}&timeoutSeconds=60"),
+            &format!("{OWN}&watch=true&resourceVersion={current}&timeoutSeconds=60"),
             &[],
         );
         assert_eq!(watch.code, 200, "watch {i}");
@@ -283,9 +287,9 @@ fn c24_watchers_are_freed_on_disconnect() {
             assert!(watch.next(Duration::from_millis(5)).is_none());
         }
     }
-    let mut watch = w.watch(&format!("{NODES}?watch=true&timeoutSeconds=5"));
-    assert_eq!(watch.drain(Duration::from_millis(300)).len(), 4);
-    assert_eq!(names(&w.get_json(NODES)).len(), 4);
+    let mut watch = w.watch(&format!("{OWN}&watch=true&timeoutSeconds=5"));
+    assert_eq!(watch.drain(Duration::from_millis(300)).len(), 1);
+    assert_eq!(names(&w.get_json(OWN)).len(), 1);
 }
 
 #[test]
@@ -391,10 +395,6 @@ fn c27_node_watch_by_name_returns_exactly_that_node_and_no_synthetic_deletions()
     let mut initial = w.watch(&format!(
         "{NODES}?watch=true&timeoutSeconds=20&fieldSelector=metadata.name%3Dedge-a1"
     ));
-    let mut all = w.watch(&format!(
-        "{NODES}?watch=true&timeoutSeconds=20&resourceVersion={}",
-        rv(&list)
-    ));
     assert_eq!(
         ev_name(&initial.expect()),
         ("ADDED".into(), "edge-a1".into())
@@ -405,15 +405,15 @@ fn c27_node_watch_by_name_returns_exactly_that_node_and_no_synthetic_deletions()
     );
     // Other nodes change: nothing for the by-name watches.
     sim.label_node("edge-b1", json!({"x": "1"}));
-    assert_eq!(
-        ev_name(&all.expect()),
-        ("MODIFIED".into(), "edge-b1".into())
-    );
+    for watch in [&mut informer, &mut initial] {
+        let evs = watch.drain(Duration::from_millis(300));
+        assert!(evs.iter().all(|e| e["type"] == "BOOKMARK"), "{evs:?}");
+    }
     // The node itself changes (status only): MODIFIED.
     let mut node = sim.get_json("/api/v1/nodes/edge-a1");
     node["status"]["conditions"][0]["reason"] = json!("Changed");
     sim.apply(&node);
-    for watch in [&mut informer, &mut initial, &mut all] {
+    for watch in [&mut informer, &mut initial] {
         let ev = watch.expect();
         assert_eq!(ev_name(&ev), ("MODIFIED".into(), "edge-a1".into()));
         assert_eq!(ev["object"]["status"]["conditions"][0]["reason"], "Changed");
@@ -425,14 +425,14 @@ fn c27_node_watch_by_name_returns_exactly_that_node_and_no_synthetic_deletions()
     sim.control("compact", &json!({}));
     sim.control("close-watches", &json!({}));
     std::thread::sleep(Duration::from_millis(1500));
-    for watch in [&mut informer, &mut initial, &mut all] {
+    for watch in [&mut informer, &mut initial] {
         let evs = watch.drain(Duration::from_millis(300));
         assert!(evs.iter().all(|e| e["type"] == "BOOKMARK"), "{evs:?}");
     }
-    assert_eq!(names(&w.get_json(NODES)).len(), 4);
+    assert_eq!(names(&w.get_json(OWN)), ["edge-a1"]);
     // And the watches are still live.
     sim.label_node("edge-a1", json!({"after": "relist"}));
-    for watch in [&mut informer, &mut initial, &mut all] {
+    for watch in [&mut informer, &mut initial] {
         let ev = watch.until(|e| e["type"] != "BOOKMARK");
         assert_eq!(ev_name(&ev), ("MODIFIED".into(), "edge-a1".into()));
     }

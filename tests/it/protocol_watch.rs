@@ -14,13 +14,25 @@ const EPS: &str = "/api/v1/endpoints";
 const V1: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 const V1B1: &str = "/apis/discovery.k8s.io/v1beta1/endpointslices";
 const SVC: &str = "/api/v1/services";
-const NODES: &str = "/api/v1/nodes";
+/// kube-proxy's list of its own Node: the one Node list the cache serves (docs/SEMANTICS.md
+/// §1.1); a change of another Node is no Node event here.
+const NODES: &str = "/api/v1/nodes?fieldSelector=metadata.name%3Dedge-a1";
 const QUIET: Duration = Duration::from_millis(600);
+
+/// What joins a query to `path`: `&` when it has one already.
+fn sep(path: &str) -> char {
+    if path.contains('?') {
+        '&'
+    } else {
+        '?'
+    }
+}
 
 /// Opens a watch on `path` from `rv` (no bookmarks), bounded to 15 s.
 fn watch_from(w: &Wrapper, path: &str, rv: u64) -> Watch {
     let watch = w.watch(&format!(
-        "{path}?watch=true&timeoutSeconds=15&resourceVersion={rv}"
+        "{path}{}watch=true&timeoutSeconds=15&resourceVersion={rv}",
+        sep(path)
     ));
     assert_eq!(watch.code, 200, "watch {path}");
     watch
@@ -100,12 +112,13 @@ fn c13_each_filtered_change_yields_exactly_one_event_with_a_new_rv() {
     assert!(v1.drain(Duration::from_millis(100)).is_empty());
     assert_eq!(rv(item(&w.get_json(EPS), "web")), r1);
 
-    // A node status update is a change of the served Node only.
-    let mut node = sim.get_json("/api/v1/nodes/edge-c1");
+    // A node status update is a change of the served Node only (the local one: another Node's
+    // status is not held).
+    let mut node = sim.get_json("/api/v1/nodes/edge-a1");
     node["status"]["conditions"][0]["status"] = json!("False");
     sim.apply(&node);
     let ev = nodes.expect();
-    assert_eq!(ev_name(&ev), ("MODIFIED".into(), "edge-c1".into()));
+    assert_eq!(ev_name(&ev), ("MODIFIED".into(), "edge-a1".into()));
     assert!(rv(&ev["object"]) > r1);
     assert!(nodes.drain(QUIET).is_empty());
     assert!(
@@ -113,11 +126,11 @@ fn c13_each_filtered_change_yields_exactly_one_event_with_a_new_rv() {
         "node status moved endpoints"
     );
 
-    // A topology change (edge-b1 joins zone-a): one MODIFIED per affected object and version.
+    // A topology change (edge-b1 joins zone-a): one MODIFIED per affected object and version;
+    // none on kube-proxy's own Node.
     sim.label_node("edge-b1", json!({"zone": "zone-a"}));
     let mut seen = Vec::new();
     for (name, watch, obj) in [
-        ("nodes", &mut nodes, "edge-b1"),
         ("endpoints", &mut eps, "web"),
         ("v1", &mut v1, "web-abc12"),
         ("v1beta1", &mut v1b1, "web-abc12"),
@@ -127,6 +140,7 @@ fn c13_each_filtered_change_yields_exactly_one_event_with_a_new_rv() {
         assert_eq!(got, [("MODIFIED".to_string(), obj.to_string())], "{name}");
         seen.push(rv(&evs[0]["object"]));
     }
+    assert!(nodes.drain(QUIET).is_empty(), "another Node's relabel");
     let distinct: BTreeSet<u64> = seen.iter().copied().collect();
     assert_eq!(
         distinct.len(),
@@ -154,7 +168,10 @@ fn c14_watch_from_absent_empty_or_zero_rv_starts_with_added_for_every_match() {
         let list = w.get_json(path);
         let items = list["items"].as_array().unwrap().clone();
         for q in ["", "&resourceVersion=", "&resourceVersion=0"] {
-            let mut watch = w.watch(&format!("{path}?watch=true&timeoutSeconds=10{q}"));
+            let mut watch = w.watch(&format!(
+                "{path}{}watch=true&timeoutSeconds=10{q}",
+                sep(path)
+            ));
             let evs = take(&mut watch, items.len());
             for (ev, it) in evs.iter().zip(&items) {
                 assert_eq!(ev["type"], "ADDED", "{path}{q}");
@@ -164,14 +181,16 @@ fn c14_watch_from_absent_empty_or_zero_rv_starts_with_added_for_every_match() {
         // Selectors apply to the initial events too.
         let first = items[0]["metadata"]["name"].as_str().unwrap();
         let mut watch = w.watch(&format!(
-            "{path}?watch=true&timeoutSeconds=10&fieldSelector={}",
+            "{path}{}watch=true&timeoutSeconds=10&fieldSelector={}",
+            sep(path),
             enc(&format!("metadata.name={first}"))
         ));
         let got: Vec<(String, String)> = take(&mut watch, 1).iter().map(ev_name).collect();
         assert_eq!(got, [("ADDED".to_string(), first.to_string())], "{path}");
         // With bookmarks, a BOOKMARK at the snapshot RV follows the initial events.
         let mut watch = w.watch(&format!(
-            "{path}?watch=true&timeoutSeconds=10&allowWatchBookmarks=true"
+            "{path}{}watch=true&timeoutSeconds=10&allowWatchBookmarks=true",
+            sep(path)
         ));
         let evs = take(&mut watch, items.len() + 1);
         let last = evs.last().unwrap();
@@ -204,7 +223,7 @@ fn c15_watch_from_buffered_rv_replays_exactly_the_missed_changes_then_live() {
     });
     sim.label_node("edge-b1", json!({"zone": "zone-a"}));
     wait_lists(&w, "the relabel", |w| {
-        w.get_json("/api/v1/nodes/edge-b1")["metadata"]["labels"]["zone"] == "zone-a"
+        web_ips(&w.get_json(V1)).contains(&"10.244.3.10".to_string())
     });
     sim.delete("Endpoints", "default", "api");
     wait_lists(&w, "the Endpoints deletion", |w| {
@@ -244,7 +263,8 @@ fn c15_watch_from_buffered_rv_replays_exactly_the_missed_changes_then_live() {
         (EPS, &[("MODIFIED", "web"), ("DELETED", "api")]),
         (V1, &[("MODIFIED", "web-abc12"), ("DELETED", "api-xyz89")]),
         (V1B1, &[("MODIFIED", "web-abc12"), ("DELETED", "api-xyz89")]),
-        (NODES, &[("MODIFIED", "edge-b1")]),
+        // Another Node's relabel: no event for kube-proxy's own Node.
+        (NODES, &[]),
     ];
     let mut watches = Vec::new();
     for (i, (path, want)) in expect.iter().enumerate() {
@@ -277,7 +297,7 @@ fn c15_watch_from_buffered_rv_replays_exactly_the_missed_changes_then_live() {
     }
     // Then live: the replaying watches continue with new changes.
     sim.label_node("edge-b1", json!({"zone": "zone-b"}));
-    for (i, path) in [(1, EPS), (2, V1), (3, V1B1), (4, NODES)] {
+    for (i, path) in [(1, EPS), (2, V1), (3, V1B1)] {
         let ev = watches[i].expect();
         assert_eq!(ev["type"], "MODIFIED", "{path} live: {ev}");
         assert!(rv(&ev["object"]) > rv(&after[i]));
@@ -286,12 +306,17 @@ fn c15_watch_from_buffered_rv_replays_exactly_the_missed_changes_then_live() {
         watches[0].drain(Duration::from_millis(200)).is_empty(),
         "services unaffected"
     );
+    assert!(
+        watches[4].drain(Duration::from_millis(200)).is_empty(),
+        "kube-proxy's own Node unaffected"
+    );
 }
 
 /// Expects `200`, exactly one `ERROR` 410 `Expired` event, and the end of the stream.
 fn assert_expired(w: &Wrapper, path: &str, rv_param: &str) {
     let mut watch = w.watch(&format!(
-        "{path}?watch=true&timeoutSeconds=10&resourceVersion={rv_param}"
+        "{path}{}watch=true&timeoutSeconds=10&resourceVersion={rv_param}",
+        sep(path)
     ));
     assert_eq!(watch.code, 200, "{path} rv={rv_param}");
     let ev = watch.expect();
@@ -350,7 +375,7 @@ fn c16_evicted_rv_gets_error_410_after_enough_changes() {
     let batch: Vec<Value> = (0..n)
         .map(|i| {
             json!({"kind": "Node", "apiVersion": "v1",
-            "metadata": {"name": "edge-c1", "labels": {"zone": "zone-c", "round": i.to_string()}}})
+            "metadata": {"name": "edge-a1", "labels": {"zone": "zone-a", "round": i.to_string()}}})
         })
         .collect();
     sim.apply(&Value::Array(batch));
@@ -358,7 +383,7 @@ fn c16_evicted_rv_gets_error_410_after_enough_changes() {
         "all node changes to reach the cache",
         Duration::from_secs(60),
         || {
-            w.get_json("/api/v1/nodes/edge-c1")["metadata"]["labels"]["round"]
+            w.get_json("/api/v1/nodes/edge-a1")["metadata"]["labels"]["round"]
                 .as_str()
                 .and_then(|r| r.parse::<usize>().ok())
                 == Some(n - 1)
@@ -396,7 +421,7 @@ fn c17_headers_flushed_before_first_event_and_events_flushed_promptly() {
     assert!(watch.next(Duration::from_millis(500)).is_none());
     for i in 0..3 {
         let t = Instant::now();
-        sim.label_node("edge-c1", json!({"step": i.to_string()}));
+        sim.label_node("edge-a1", json!({"step": i.to_string()}));
         let ev = watch.expect();
         assert_eq!(ev["object"]["metadata"]["labels"]["step"], i.to_string());
         assert!(
@@ -407,8 +432,8 @@ fn c17_headers_flushed_before_first_event_and_events_flushed_promptly() {
     }
     // A burst: nothing is held back waiting for more.
     sim.apply(&json!([
-        {"kind": "Node", "metadata": {"name": "edge-c1", "labels": {"zone": "zone-c", "b": "1"}}},
-        {"kind": "Node", "metadata": {"name": "edge-c1", "labels": {"zone": "zone-c", "b": "2"}}}
+        {"kind": "Node", "metadata": {"name": "edge-a1", "labels": {"zone": "zone-a", "b": "1"}}},
+        {"kind": "Node", "metadata": {"name": "edge-a1", "labels": {"zone": "zone-a", "b": "2"}}}
     ]));
     assert_eq!(watch.expect()["object"]["metadata"]["labels"]["b"], "1");
     assert_eq!(watch.expect()["object"]["metadata"]["labels"]["b"], "2");
@@ -445,7 +470,7 @@ fn c18_one_json_object_per_line_every_event_has_kind_and_api_version() {
     assert!(types.contains(&"ADDED") && types.contains(&"MODIFIED") && types.contains(&"DELETED"));
     assert!(types.contains(&"BOOKMARK"), "{types:?}");
     let mut all = evs;
-    let mut err = w.watch(&format!("{NODES}?watch=true&resourceVersion=abc"));
+    let mut err = w.watch(&format!("{NODES}&watch=true&resourceVersion=abc"));
     all.push(err.expect());
     for ev in &all {
         let keys: Vec<&String> = ev.as_object().unwrap().keys().collect();

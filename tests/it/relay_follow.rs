@@ -147,11 +147,11 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     assert_eq!(cloud_served(&cloud), Vec::<Value>::new());
 
     // A client watch on the follower, open through everything that follows.
-    let mut watch = node_watch(&w, 180);
+    let mut watch = node_watch(&w, "edge-a1", 180);
     let mut done = Vec::new();
     churn(&pki, &relay, &cloud, 6, &mut done);
     wait_for("the follower to follow the relay", || {
-        converged(&w, &NODES, &done)
+        converged(&w, "edge-a1", &done)
     });
 
     // The relay dies: every reflector moves to the cloud, relisting from scratch.
@@ -174,7 +174,7 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     assert!(!cloud_served(&cloud).is_empty(), "the cloud is read now");
     churn(&pki, &relay, &cloud, 6, &mut done);
     wait_for("the follower to follow the cloud", || {
-        converged(&w, &NODES, &done)
+        converged(&w, "edge-a1", &done)
     });
 
     // The relay returns (with the changes made meanwhile): back to it.
@@ -192,7 +192,7 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
     cloud.control("requests/clear", &Value::Null);
     churn(&pki, &relay, &cloud, 6, &mut done);
     wait_for("the follower to follow the relay again", || {
-        converged(&w, &NODES, &done)
+        converged(&w, "edge-a1", &done)
     });
     assert_eq!(
         cloud_served(&cloud),
@@ -202,7 +202,7 @@ fn a_follower_reads_the_relay_fails_over_to_the_cloud_and_back_with_every_change
 
     // Every change exactly once, as MODIFIED, and nothing else (no DELETED/ADDED of the
     // unchanged objects at the switches).
-    assert_every_change_once(&mut watch, &done);
+    assert_every_change_once(&mut watch, "edge-a1", &done);
     // No credential went to the wrong side: both simulators require their own token (the
     // relay also the client certificate), and nothing was refused.
     let m = metrics(&w);

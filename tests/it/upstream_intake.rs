@@ -50,13 +50,13 @@ fn a_lying_nodes_watch_is_refused_what_does_not_fit_and_what_goes_backwards() {
         event(
             "MODIFIED",
             json!({"kind": "Node", "apiVersion": "v1",
-                   "metadata": {"name": "edge-a2", "resourceVersion": "99999990",
+                   "metadata": {"name": "edge-a1", "resourceVersion": "99999990",
                                 "labels": {"version": "newer", "zone": "zone-a"}}}),
         ),
         event(
             "MODIFIED",
             json!({"kind": "Node", "apiVersion": "v1",
-                   "metadata": {"name": "edge-a2", "resourceVersion": "99999980",
+                   "metadata": {"name": "edge-a1", "resourceVersion": "99999980",
                                 "labels": {"version": "older", "zone": "zone-a"}}}),
         ),
     ]
@@ -83,20 +83,19 @@ fn a_lying_nodes_watch_is_refused_what_does_not_fit_and_what_goes_backwards() {
     assert_eq!(refused(&w, "scope"), 1);
     assert_eq!(refused(&w, "older_resource_version"), 1);
 
-    // Not served by LIST, GET or watch; the newer version stays served.
-    let names = common::names(&w.get_json("/api/v1/nodes"));
-    assert_eq!(names, ["edge-a1", "edge-a2", "edge-b1", "edge-c1"]);
-    assert_eq!(w.get("/api/v1/nodes/liar").0, 404);
-    assert_eq!(w.get("/api/v1/nodes/namespaced").0, 404);
-    let a2 = w.get_json("/api/v1/nodes/edge-a2");
-    assert_eq!(a2["metadata"]["labels"]["version"], "newer", "{a2}");
-    let mut watch = w.watch("/api/v1/nodes?watch=true");
+    // Not served by LIST, GET or watch of the local Node (the only one the cache serves); the
+    // newer version stays served.
+    let names = common::names(&w.get_json(common::OWN_NODE));
+    assert_eq!(names, ["edge-a1"]);
+    let a1 = w.get_json("/api/v1/nodes/edge-a1");
+    assert_eq!(a1["metadata"]["labels"]["version"], "newer", "{a1}");
+    let mut watch = w.watch(&format!("{}&watch=true", common::OWN_NODE));
     let events = watch.drain(Duration::from_millis(500));
     let watched: Vec<&str> = events
         .iter()
         .filter_map(|e| e["object"]["metadata"]["name"].as_str())
         .collect();
-    assert_eq!(watched, ["edge-a1", "edge-a2", "edge-b1", "edge-c1"]);
+    assert_eq!(watched, ["edge-a1"]);
 
     // One WARN for the stream, naming the first object refused.
     let refusing_warn = |l: &str| l.contains("WARN") && l.contains("refusing");

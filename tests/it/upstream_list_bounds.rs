@@ -101,12 +101,14 @@ fn refused_on_relist(answer: fn(&mut TcpStream), marker: &str, parts: &[&str]) {
     let pid = w.proc.child.id();
     // Move the upstream's RV well above where the reset will put it.
     for i in 0..40 {
-        sim.label_node("edge-c1", json!({"bump": i.to_string()}));
+        sim.label_node("edge-a1", json!({"bump": i.to_string()}));
     }
     wait_for("the bumps to be served", || {
-        w.get_json("/api/v1/nodes/edge-c1")["metadata"]["labels"]["bump"] == "39"
+        w.get_json("/api/v1/nodes/edge-a1")["metadata"]["labels"]["bump"] == "39"
     });
-    let nodes = names(&w.get_json("/api/v1/nodes"));
+    // kube-proxy's list of its own Node: from the cache (any other Node list is proxied, to
+    // the hostile upstream).
+    let nodes = names(&w.get_json(common::OWN_NODE));
     assert!(nodes.contains(&"edge-a1".to_string()), "{nodes:?}");
 
     // From now on every Nodes list is hostile; the RV reset ends the watches and makes every
@@ -127,7 +129,7 @@ fn refused_on_relist(answer: fn(&mut TcpStream), marker: &str, parts: &[&str]) {
     std::thread::sleep(RETRY_WINDOW);
     let hostile = node_lists(&proxy).iter().filter(|(_, h)| *h).count();
     let hwm = hwm_kib(pid);
-    let served = names(&w.get_json("/api/v1/nodes"));
+    let served = names(&w.get_json(common::OWN_NODE));
     let marker_warn = |l: &str| l.contains("WARN") && l.contains(marker);
     let text = log.wait_for_line("the refusal's WARN", Duration::from_secs(20), marker_warn);
     let warns: Vec<&str> = text.lines().filter(|l| marker_warn(l)).collect();

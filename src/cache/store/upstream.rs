@@ -260,6 +260,11 @@ impl UpstreamObjects {
         }
     }
 
+    /// How many objects of `kind` are kept.
+    pub(super) fn count(&self, kind: Resource) -> usize {
+        self.map(kind).map_or(self.nodes.len(), BTreeMap::len)
+    }
+
     /// The keys of `kind`, in order.
     pub(super) fn keys(&self, kind: Resource) -> Vec<ObjectKey> {
         match self.map(kind) {
