@@ -281,7 +281,8 @@ fn json_output_parses_and_has_the_fields() {
     );
     assert_eq!(web["fullyPruned"], false);
     assert_eq!(v["totals"]["topologyServices"], 1);
-    assert_eq!(v["totals"]["served"]["nodes"], 4);
+    // The local Node only: the others are held as facts (docs/SEMANTICS.md §1.1).
+    assert_eq!(v["totals"]["served"]["nodes"], 1);
     assert_eq!(v["problems"], json!([]));
 
     // Problems are in the document too, and the exit code follows `ready`.
