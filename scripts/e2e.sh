@@ -850,7 +850,8 @@ step "changes after the backup: 400 ConfigMaps (resourceVersions move on), then 
 for i in $(seq 400); do printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: e2e-after-%s\n  namespace: default\n---\n' "$i"; done | K create -f - >/dev/null
 slice_apply topo pa1 pa3 pb1 pb2
 slice_apply plain pa1 pa2 pa3 pb1 pb2
-K label node edge-a2 e2e-restore=after >/dev/null
+# The local Node (edge-a1): the only one grid-wrapper serves (another is proxied, SEMANTICS §1.1).
+K label node edge-a1 e2e-restore=after >/dev/null
 K annotate svc plain e2e-restore=after >/dev/null
 printf 'apiVersion: v1\nkind: Endpoints\nmetadata:\n  name: e2e-restore\n  namespace: default\n' | K apply -f - >/dev/null
 K annotate servicecidr kubernetes e2e-restore=after >/dev/null
@@ -859,7 +860,7 @@ K annotate servicecidr kubernetes e2e-restore=after >/dev/null
 expect topo 120 pa1 pa3
 expect plain "$B" pa1 pa2 pa3 pb1 pb2
 after_served() {
-  gw_get /api/v1/nodes/edge-a2 | grep -q '"e2e-restore":"after"' && gw_get /api/v1/namespaces/default/endpoints/e2e-restore >/dev/null \
+  gw_get /api/v1/nodes/edge-a1 | grep -q '"e2e-restore":"after"' && gw_get /api/v1/namespaces/default/endpoints/e2e-restore >/dev/null \
     && gw_get /api/v1/services | grep -q '"e2e-restore":"after"' && gw_get /apis/networking.k8s.io/v1/servicecidrs | grep -q '"e2e-restore":"after"'
 }
 wait_for 120 "the changes after the backup served by grid-wrapper" after_served
@@ -869,13 +870,13 @@ wait_for 120 "the changes after the backup served by grid-wrapper" after_served
 # and whether an apiserver bookmark happened to come in between decided whether any reflector
 # could say below that the resourceVersion went back.
 step "  one more change of each kind, on every reflector's watch (annotations e2e-progress)"
-K annotate node edge-a2 e2e-progress=1 >/dev/null
+K annotate node edge-a1 e2e-progress=1 >/dev/null
 K annotate svc plain e2e-progress=1 >/dev/null
 K annotate endpoints e2e-restore e2e-progress=1 >/dev/null
 K annotate endpointslice topo-e2e e2e-progress=1 >/dev/null
 K annotate servicecidr kubernetes e2e-progress=1 >/dev/null
 progress_served() {
-  gw_get /api/v1/nodes/edge-a2 | grep -q '"e2e-progress":"1"' && gw_get /api/v1/namespaces/default/endpoints/e2e-restore | grep -q '"e2e-progress":"1"' \
+  gw_get /api/v1/nodes/edge-a1 | grep -q '"e2e-progress":"1"' && gw_get /api/v1/namespaces/default/endpoints/e2e-restore | grep -q '"e2e-progress":"1"' \
     && gw_get /api/v1/services | grep -q '"e2e-progress":"1"' && gw_get /apis/networking.k8s.io/v1/servicecidrs | grep -q '"e2e-progress":"1"' \
     && gw_get /apis/discovery.k8s.io/v1/namespaces/default/endpointslices/topo-e2e | grep -q '"e2e-progress":"1"'
 }
@@ -908,7 +909,7 @@ step "  kube-proxy converges to the restored state (pa2 back in topo, pa3 out of
 expect topo 60 pa1 pa2 pa3
 expect plain 60 pa1 pa2 pb1 pb2
 restored_served() {
-  ! gw_get /api/v1/nodes/edge-a2 | grep -q e2e-restore && ! gw_get /api/v1/namespaces/default/endpoints/e2e-restore >/dev/null 2>&1 \
+  ! gw_get /api/v1/nodes/edge-a1 | grep -q e2e-restore && ! gw_get /api/v1/namespaces/default/endpoints/e2e-restore >/dev/null 2>&1 \
     && ! gw_get /api/v1/services | grep -q e2e-restore && ! gw_get /apis/networking.k8s.io/v1/servicecidrs | grep -q e2e-restore
 }
 wait_for 60 "the restored Node, Service, Endpoints and ServiceCIDR served by grid-wrapper" restored_served

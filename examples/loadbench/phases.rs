@@ -372,7 +372,14 @@ pub fn memory(w: &Wrapper, sim_pid: u32, sim: SocketAddr) -> BenchResult<Mem> {
     let mut c = Client::new(w.addr);
     let l = SELECTOR_L;
     for (name, path) in [
-        ("nodes", "/api/v1/nodes".to_string()),
+        // kube-proxy's list of its own Node: the one Node list grid-wrapper serves.
+        (
+            "nodes",
+            format!(
+                "/api/v1/nodes?fieldSelector=metadata.name%3D{}",
+                crate::HOSTNAME
+            ),
+        ),
         ("services", format!("/api/v1/services?labelSelector={l}")),
         ("endpoints", format!("/api/v1/endpoints?labelSelector={l}")),
         ("endpointslices", slices_path()),
