@@ -821,8 +821,14 @@ impl State {
         };
         let served_rv = self.collection(res).get(key).map_or(0, |s| s.rv);
         let mark = StaleMark { bytes, served_rv };
+        let kept = if kind == Resource::Nodes && !self.is_local(key) {
+            // Not served here: only its facts are held (docs/SEMANTICS.md §1.1).
+            "keeps the facts of its last accepted version (name, labels, addresses)".to_string()
+        } else {
+            format!("keeps serving its last accepted version, of resourceVersion {served_rv}")
+        };
         let text = format!(
-            "{what} {key}: its new upstream version of {bytes} bytes is over --max-object-bytes{bound}: keeps serving its last accepted version, of resourceVersion {served_rv} (stale), until a version within the bound or its deletion comes"
+            "{what} {key}: its new upstream version of {bytes} bytes is over --max-object-bytes{bound}: {kept} (stale), until a version within the bound or its deletion comes"
         );
         match self.stale.refused(kind, key, mark) {
             StaleWarning::Opened => warn!("{text}"),
