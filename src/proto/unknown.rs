@@ -41,6 +41,25 @@ pub fn note(res: Resource, key: &ObjectKey, paths: &[String]) {
     }
 }
 
+/// Records the unknown fields of one object `key` of `res` as the upstream sent it in protobuf
+/// (a newer apiserver's fields, by number: `spec.#30`): skipped by the decoder, so no client of
+/// grid-wrapper gets them; logs each new path once.
+pub fn note_upstream(res: Resource, key: &ObjectKey, paths: &[String]) {
+    if paths.is_empty() {
+        return;
+    }
+    let mut reg = lock(&REGISTRY);
+    reg.objects[res.index()] += 1;
+    for path in paths {
+        if reg.paths.insert((res.index(), path.clone())) {
+            log::warn!(
+                "{}: field {path} of the upstream's protobuf (first met in {key}) is not in grid-wrapper's protobuf schema: skipped, no client gets it (upgrade grid-wrapper to carry it)",
+                res.plural()
+            );
+        }
+    }
+}
+
 /// Encoded objects that left out a field, per resource in [`Resource::ALL`] order.
 pub fn objects() -> [u64; Resource::ALL.len()] {
     lock(&REGISTRY).objects

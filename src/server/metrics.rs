@@ -138,7 +138,7 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
     }
     let _ = writeln!(
         out,
-        "# HELP grid_wrapper_protobuf_unknown_field_objects_total Object versions encoded to protobuf without a field grid-wrapper's schema does not know (logged at WARN once per field)."
+        "# HELP grid_wrapper_protobuf_unknown_field_objects_total Object versions encoded to protobuf without a field grid-wrapper's schema does not know, or decoded from the upstream's protobuf with such a field skipped (logged at WARN once per field)."
     );
     let _ = writeln!(
         out,

@@ -29,6 +29,8 @@ use crate::upstream::domain::{Role, RvOrigin};
 use crate::upstream::failover::{self, check_server, Failed, Failover, FollowSelection};
 use crate::upstream::kubeconfig::UpstreamConfig;
 use crate::upstream::list_split::ListSplitter;
+use crate::upstream::proto_list::ProtoListSplitter;
+use crate::upstream::proto_watch::ProtoWatch;
 use crate::upstream::retry_after::{self, Gate};
 use crate::upstream::stats::{self, RequestStats, Stats, Verb};
 use crate::upstream::throttle::TokenBucket;
@@ -70,6 +72,12 @@ pub const DEFAULT_MAX_LIST_ITEMS: usize = 40_000;
 pub const MAX_LIST_BYTES: u64 = 256 * 1024 * 1024;
 /// Read size of a LIST body on its way to the [`ListSplitter`].
 const LIST_READ_BYTES: usize = 32 * 1024;
+/// The `Accept` of lists and watches of the cached kinds: protobuf preferred (what kube-proxy
+/// asks for; smaller and cheaper to decode than JSON), JSON from an upstream that does not serve
+/// it. Whichever `Content-Type` comes back is taken.
+pub const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
+/// The `Accept` of every other request of grid-wrapper's own (discovery, probes, reports).
+const ACCEPT_JSON: &str = "application/json";
 /// Largest error (`Status`) body read.
 pub const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
 /// A token file is re-read at most this often.
@@ -198,6 +206,8 @@ struct GetBounds {
     limit: u64,
     /// Ask for a gzip'd body.
     gzip: bool,
+    /// The `Accept` header.
+    accept: &'static str,
 }
 
 /// How one side's servers are reached: the agent (its TLS roots and client certificate) and
@@ -430,7 +440,7 @@ impl Upstream {
     /// [`failover::PROBE_TIMEOUT`], not paced, not counted): its HTTP status.
     pub(crate) fn probe(&self, i: usize) -> Result<u16, UpstreamError> {
         let resp = self
-            .authorized_get(i, failover::PROBE_PATH)
+            .authorized_get(i, failover::PROBE_PATH, ACCEPT_JSON)
             .map_err(Failed::into_error)?
             .config()
             .timeout_global(Some(failover::PROBE_TIMEOUT))
@@ -516,13 +526,14 @@ impl Upstream {
         &self,
         i: usize,
         path_and_query: &str,
+        accept: &str,
     ) -> Result<ureq::RequestBuilder<ureq::typestate::WithoutBody>, Failed> {
         let access = self.access_of(i)?;
         let base = self.inner.failover.base(i);
         let mut req = access
             .agent
             .get(format!("{base}{path_and_query}"))
-            .header("Accept", "application/json");
+            .header("Accept", accept);
         if let Some(tok) = access.token.current(Instant::now()) {
             req = req.header("Authorization", format!("Bearer {tok}"));
         }
@@ -607,14 +618,14 @@ impl Upstream {
         verb: Verb,
         path_and_query: &str,
         (bounds, rv_from): (GetBounds, Option<RvOrigin>),
-        mut consume: impl FnMut(Decoded<ureq::BodyReader<'static>>) -> Result<T, Failed>,
+        mut consume: impl FnMut(Decoded<ureq::BodyReader<'static>>, Format) -> Result<T, Failed>,
     ) -> Result<(T, RvOrigin), UpstreamError> {
         let f = &self.inner.failover;
         let limit = bounds.limit;
         f.call(verb, &self.inner.requests, rv_from, |i, _| {
             self.await_gate(i, path_and_query);
             self.pace();
-            let mut req = self.authorized_get(i, path_and_query)?;
+            let mut req = self.authorized_get(i, path_and_query, bounds.accept)?;
             if bounds.gzip {
                 req = req.header("Accept-Encoding", encoding::ACCEPT_GZIP);
             }
@@ -627,13 +638,14 @@ impl Upstream {
             let resp =
                 Self::check_status(resp).map_err(|e| self.held_back(i, path_and_query, e))?;
             let code = resp.status().as_u16();
+            let format = Format::of(&resp);
             let coding = resp
                 .headers()
                 .get(http::header::CONTENT_ENCODING)
                 .map(|v| v.as_bytes().to_vec());
             let body = resp.into_body().into_with_config().limit(limit).reader();
             let body = Decoded::new(body, coding.as_deref(), limit).map_err(UpstreamError::from)?;
-            Ok(((consume(body)?, f.origin(i)), code))
+            Ok(((consume(body, format)?, f.origin(i)), code))
         })
     }
 
@@ -644,8 +656,9 @@ impl Upstream {
             per_read: self.inner.timeouts.idle,
             limit: MAX_ERROR_BODY_BYTES * 16,
             gzip: false,
+            accept: ACCEPT_JSON,
         };
-        let (body, _) = self.get_bounded(Verb::Get, path_and_query, (bounds, None), |r| {
+        let (body, _) = self.get_bounded(Verb::Get, path_and_query, (bounds, None), |r, _| {
             let mut body = Vec::new();
             r.feed_all(&mut [0; 8192], |chunk| body.extend_from_slice(chunk))?;
             Ok(body)
@@ -692,11 +705,16 @@ impl Upstream {
             per_read: self.inner.timeouts.list_progress,
             limit: MAX_LIST_BYTES,
             gzip: self.inner.list_gzip,
+            accept: ACCEPT_PROTOBUF,
         };
-        let (split, origin) =
-            self.get_bounded(Verb::List, path_and_query, (bounds, rv_from), |r| {
+        let requests = &self.inner.requests;
+        let (split, origin) = self.get_bounded(
+            Verb::List,
+            path_and_query,
+            (bounds, rv_from),
+            |r, format| {
                 items.clear();
-                let mut split = ListSplitter::with_max_item_bytes(self.inner.max_object_bytes);
+                let mut split = Splitter::new(format, self.inner.max_object_bytes);
                 let mut buf = vec![0; LIST_READ_BYTES];
                 // Stops reading once the list has failed for its bytes outside the items or
                 // the taker takes no more (a list bound): the rest is not worth its bytes.
@@ -706,8 +724,10 @@ impl Upstream {
                     split.take_oversized().for_each(|o| items.skipped(o));
                     !split.failed() && !items.full()
                 })?;
+                requests.record_format(Verb::List, format.name());
                 Ok(split)
-            })?;
+            },
+        )?;
         let (list, oversized) = split.finish_with_oversized();
         oversized.into_iter().for_each(|o| items.skipped(o));
         let mut list = list?;
@@ -753,17 +773,117 @@ impl Upstream {
         f.call(Verb::Watch, &self.inner.requests, rv_from, |i, _| {
             self.await_gate(i, path_and_query);
             self.pace();
-            let req = self.authorized_get(i, path_and_query)?.config();
+            let req = self
+                .authorized_get(i, path_and_query, ACCEPT_PROTOBUF)?
+                .config();
             let resp = req.timeout_per_read(Some(per_read)).build().call()?;
             let resp =
                 Self::check_status(resp).map_err(|e| self.held_back(i, path_and_query, e))?;
             let code = resp.status().as_u16();
+            let format = Format::of(&resp);
+            self.inner
+                .requests
+                .record_format(Verb::Watch, format.name());
             let lines = BufReader::with_capacity(WATCH_BUF_BYTES, resp.into_body().into_reader());
-            let lines: Box<dyn BufRead + Send> =
-                Box::new(FollowSelection::new(lines, f.clone(), i, per_read));
+            let lines = FollowSelection::new(lines, f.clone(), i, per_read);
+            let lines: Box<dyn BufRead + Send> = match format {
+                Format::Json => Box::new(lines),
+                Format::Protobuf => Box::new(ProtoWatch::new(
+                    lines,
+                    self.inner
+                        .max_object_bytes
+                        .saturating_add(decode::WATCH_EVENT_ENVELOPE_BYTES),
+                )),
+            };
             let origin = Some(f.origin(i));
             Ok((WatchStream { lines, origin }, code))
         })
+    }
+}
+
+/// The format of a list or watch answer, by its `Content-Type`: protobuf for
+/// `application/vnd.kubernetes.protobuf` (with any parameters, `;stream=watch` for a watch), JSON
+/// otherwise (also without a `Content-Type`, as before protobuf was asked for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Json,
+    Protobuf,
+}
+
+impl Format {
+    fn of(resp: &http::Response<ureq::Body>) -> Format {
+        let media = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(str::trim);
+        match media {
+            Some(m) if m.eq_ignore_ascii_case(crate::proto::envelope::CONTENT_TYPE) => {
+                Format::Protobuf
+            }
+            _ => Format::Json,
+        }
+    }
+
+    /// The `format` label of `grid_wrapper_upstream_responses_total`.
+    fn name(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Protobuf => "protobuf",
+        }
+    }
+}
+
+/// A list body's splitter for its format.
+enum Splitter {
+    Json(ListSplitter),
+    Protobuf(Box<ProtoListSplitter>),
+}
+
+impl Splitter {
+    fn new(format: Format, max_item: usize) -> Splitter {
+        match format {
+            Format::Json => Splitter::Json(ListSplitter::with_max_item_bytes(max_item)),
+            Format::Protobuf => {
+                Splitter::Protobuf(Box::new(ProtoListSplitter::with_max_item_bytes(max_item)))
+            }
+        }
+    }
+    fn feed(&mut self, chunk: &[u8]) {
+        match self {
+            Splitter::Json(s) => s.feed(chunk),
+            Splitter::Protobuf(s) => s.feed(chunk),
+        }
+    }
+    fn take_items(&mut self) -> std::vec::Drain<'_, Box<str>> {
+        match self {
+            Splitter::Json(s) => s.take_items(),
+            Splitter::Protobuf(s) => s.take_items(),
+        }
+    }
+    fn take_oversized(&mut self) -> std::vec::Drain<'_, crate::handoff::Oversized> {
+        match self {
+            Splitter::Json(s) => s.take_oversized(),
+            Splitter::Protobuf(s) => s.take_oversized(),
+        }
+    }
+    fn failed(&self) -> bool {
+        match self {
+            Splitter::Json(s) => s.failed(),
+            Splitter::Protobuf(s) => s.failed(),
+        }
+    }
+    fn finish_with_oversized(
+        self,
+    ) -> (
+        Result<ListResult, DecodeError>,
+        Vec<crate::handoff::Oversized>,
+    ) {
+        match self {
+            Splitter::Json(s) => s.finish_with_oversized(),
+            Splitter::Protobuf(s) => s.finish_with_oversized(),
+        }
     }
 }
 

@@ -136,7 +136,8 @@ fn list_and_watch_send_the_token_and_decode_status_errors() {
     );
     for r in &seen {
         assert_eq!(r.header("authorization"), Some(&b"Bearer server-token"[..]));
-        assert_eq!(r.header("accept"), Some(&b"application/json"[..]));
+        // Lists and watches prefer protobuf; a JSON answer is taken (the canned ones are JSON).
+        assert_eq!(r.header("accept"), Some(ACCEPT_PROTOBUF.as_bytes()));
     }
 }
 
@@ -561,4 +562,40 @@ fn lists_ask_for_gzip_and_split_it_as_plain_while_watches_and_proxied_requests_d
     .unwrap();
     assert_eq!(off.list("/api/v1/services").unwrap().items.len(), 2);
     assert_eq!(server.join().unwrap()[0].header("accept-encoding"), None);
+}
+
+#[test]
+fn a_gzipped_protobuf_list_is_split_as_the_same_list_in_json() {
+    use crate::proto::encode::encode_object;
+    use crate::proto::envelope::{list_head, CONTENT_TYPE, TAIL};
+    use crate::upstream::proto_list::split_proto_list;
+    let objs: Vec<_> = (0..50)
+        .map(|i| {
+            serde_json::json!({"metadata": {"name": format!("s{i}"), "namespace": "d",
+            "annotations": {"x": "y".repeat(i * 500)}}})
+        })
+        .collect();
+    let items: Vec<_> = objs
+        .iter()
+        .map(|o| encode_object(crate::k8s::Resource::Services, o).bytes)
+        .collect();
+    let mut body = list_head("v1", "ServiceList", "77", items.iter().map(Vec::len).sum());
+    items.iter().for_each(|i| body.extend_from_slice(i));
+    body.extend_from_slice(TAIL);
+    let want = split_proto_list(&body, usize::MAX).unwrap();
+    let packed = gzip(&body);
+    let mut resp = chunked_coded(&packed, 1000, Some("gzip"));
+    // The apiserver's Content-Type, with a parameter.
+    let at = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let ct = format!("\r\nContent-Type: {CONTENT_TYPE}; charset=binary");
+    resp.splice(at..at, ct.into_bytes());
+    let (url, server) = serve(vec![resp]);
+    let up = upstream(&url, None);
+    let l = up.list("/api/v1/services").unwrap();
+    assert_eq!(l.items, want.items);
+    assert_eq!(l.items.len(), 50);
+    assert_eq!(l.resource_version, "77");
+    let seen = server.join().unwrap();
+    assert_eq!(seen[0].header("accept"), Some(ACCEPT_PROTOBUF.as_bytes()));
+    assert_eq!(seen[0].header("accept-encoding"), Some(&b"gzip"[..]));
 }

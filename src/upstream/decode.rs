@@ -21,6 +21,10 @@ pub const CAUSE_RV_TOO_LARGE: &str = "ResourceVersionTooLarge";
 /// than protobuf but far below this.
 pub const MAX_WATCH_LINE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Room for a watch event's envelope (`{"type":"MODIFIED","object":…}`) around its object: a
+/// watch line may be this much longer than the largest object taken.
+pub const WATCH_EVENT_ENVELOPE_BYTES: usize = 4096;
+
 /// A decoding failure. The payload is a short human-readable detail.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -41,6 +45,9 @@ pub enum DecodeError {
     /// A body in a content coding that is not supported, or not valid in its coding (a corrupt
     /// gzip stream).
     Encoding(String),
+    /// A protobuf body or watch frame that is not the apiserver's (truncated, a length past its
+    /// end, an undecodable object; the detail says which).
+    Protobuf(String),
 }
 
 impl fmt::Display for DecodeError {
@@ -52,6 +59,7 @@ impl fmt::Display for DecodeError {
             DecodeError::UnknownType(t) => write!(f, "unknown watch event type {t:?}"),
             DecodeError::LineTooLong { limit } => write!(f, "watch line longer than {limit} bytes"),
             DecodeError::Encoding(e) => write!(f, "content encoding: {e}"),
+            DecodeError::Protobuf(e) => write!(f, "invalid protobuf: {e}"),
         }
     }
 }

@@ -37,6 +37,8 @@ pub mod kubeconfig;
 #[cfg(feature = "io")]
 pub mod list;
 pub mod list_split;
+pub mod proto_list;
+pub mod proto_watch;
 #[cfg(feature = "io")]
 pub mod reflector;
 pub mod retry_after;

@@ -60,7 +60,7 @@ use crate::handoff::{Change, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{is_stall, Upstream, UpstreamError, WatchStream};
-use crate::upstream::decode::{self, Line, ListResult, WatchEvent};
+use crate::upstream::decode::{self, Line, ListResult, WatchEvent, WATCH_EVENT_ENVELOPE_BYTES};
 pub use crate::upstream::discovery::{
     discover_cidr_kind, discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
     recheck_cidr_kind,
@@ -71,6 +71,7 @@ use crate::upstream::episode::{Cause, Ended, Episode, Phase, WatchFailure};
 use crate::upstream::kind::with_query;
 pub use crate::upstream::kind::SERVICE_PROXY_SELECTOR;
 pub use crate::upstream::list::{list_all, list_all_into};
+use crate::upstream::proto_watch;
 use crate::upstream::retry_after;
 use crate::upstream::rewatch::{self, Rewatch};
 use crate::upstream::stats::{self, KindStats, RelistReason};
@@ -84,8 +85,6 @@ use std::time::{Duration, Instant};
 pub const WATCH_TIMEOUT_SECONDS: (u64, u64) = (300, 600);
 /// A watch that ends sooner than this without any event counts as a failure (backoff).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
-/// Room for a watch event's envelope (`{"type":"MODIFIED","object":…}`) around its object.
-const WATCH_EVENT_ENVELOPE_BYTES: usize = 4096;
 /// Objects a reflector names in a WARN for their size; past that, at DEBUG.
 const MAX_WARNED_OVERSIZED: usize = 1024;
 /// Granularity of the interruptible backoff sleep.
@@ -795,6 +794,11 @@ impl<L: ListWatch> Reflector<L> {
             }
             Ok(Line::TooLong) => return self.oversized_event(rv, stream),
             Err(e) if is_stall(&e) => return self.watch_stalled(rv, &stream),
+            Err(e) if proto_watch::undecodable(&e).is_some() => {
+                self.dropped += 1;
+                let f = WatchFailure::Undecodable(format!("undecodable watch event: {e}"));
+                return self.watch_failed(rv, f);
+            }
             Err(e) => {
                 let f = WatchFailure::Other(Cause::Unreachable, format!("watch stream broke: {e}"));
                 return self.watch_failed(rv, f);

@@ -906,3 +906,6 @@ fn a_retry_after_is_waited_for_and_the_backoff_continues_from_there() {
     assert_eq!(w[4], Duration::from_millis(6400));
     assert_eq!(stats.throttled(), 1);
 }
+
+#[path = "reflector_proto_tests.rs"]
+mod proto;

@@ -545,10 +545,10 @@ mod tests {
         }
         assert!(!out.contains("services"), "{out}");
         // Every sample line is `name{labels} value`, preceded by its HELP and TYPE: 8 reflector
-        // metrics (16 samples), then the request counter (no sample yet) and the latency
-        // histogram (4 verbs × (9 buckets + sum + count)); no server metrics before an upstream
-        // client registers its servers.
-        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 10);
+        // metrics (16 samples), then the request and response-format counters (no sample yet)
+        // and the latency histogram (4 verbs × (9 buckets + sum + count)); no server metrics
+        // before an upstream client registers its servers.
+        assert_eq!(out.lines().filter(|l| l.starts_with("# HELP")).count(), 11);
         assert_eq!(out.lines().filter(|l| !l.starts_with('#')).count(), 16 + 44);
         assert!(
             !out.contains("grid_wrapper_upstream_switches_total"),

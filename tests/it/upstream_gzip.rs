@@ -12,7 +12,8 @@ use common::fault_proxy::{Fault, FaultProxy, Misbehaviour};
 use common::{wait_for_long, Sim, Wrapper, SELECTOR_L};
 use serde_json::Value;
 
-/// A cluster whose Services, Endpoints and EndpointSlices lists are each over 128 KiB.
+/// A cluster whose Services, Endpoints and EndpointSlices lists are each over 128 KiB (in
+/// protobuf, which the reflectors ask for first, as in JSON).
 const SCALE: [&str; 10] = [
     "--fixture",
     "scale",
@@ -21,7 +22,7 @@ const SCALE: [&str; 10] = [
     "--zones",
     "4",
     "--services",
-    "400",
+    "800",
     "--endpoints-per-slice",
     "10",
 ];
@@ -117,8 +118,8 @@ fn lists_ask_for_gzip_arrive_gzipped_and_are_served_as_without_it_while_watches_
             "{path}: served differently with and without gzip"
         );
     }
-    assert_eq!(a[1].1.len(), 400, "every Service");
-    assert_eq!(a[2].1.len(), 400, "every Endpoints");
+    assert_eq!(a[1].1.len(), 800, "every Service");
+    assert_eq!(a[2].1.len(), 800, "every Endpoints");
 }
 
 #[test]

@@ -58,6 +58,8 @@ pub struct RequestStats {
     /// `(verb, code)` → count; code 0 = no HTTP answer.
     codes: Mutex<BTreeMap<(Verb, u16), u64>>,
     latency: [Histogram; 4],
+    /// `(verb, format)` → successful lists and watches answered in that format.
+    formats: Mutex<BTreeMap<(Verb, &'static str), u64>>,
 }
 
 impl Default for RequestStats {
@@ -65,6 +67,7 @@ impl Default for RequestStats {
         RequestStats {
             codes: Mutex::default(),
             latency: [const { Histogram::new(&LATENCY_BUCKETS) }; 4],
+            formats: Mutex::default(),
         }
     }
 }
@@ -79,6 +82,19 @@ impl RequestStats {
         if let Some(h) = self.latency.get(verb.index()) {
             h.observe(took);
         }
+    }
+
+    /// Records a 2xx list or watch answer in `format` (`json` or `protobuf`).
+    pub fn record_format(&self, verb: Verb, format: &'static str) {
+        *lock(&self.formats).entry((verb, format)).or_insert(0) += 1;
+    }
+
+    /// Answers recorded for `verb` in `format`.
+    pub fn format_count(&self, verb: Verb, format: &'static str) -> u64 {
+        lock(&self.formats)
+            .get(&(verb, format))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Requests recorded for `verb` with `code` (`None`: without an answer).
@@ -107,6 +123,20 @@ impl RequestStats {
             let _ = writeln!(
                 out,
                 "{name}{{verb=\"{}\",code=\"{code}\"}} {n}",
+                verb.name()
+            );
+        }
+        let name = "grid_wrapper_upstream_responses_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Successful upstream lists and watches by the format they were answered in (json or protobuf)."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let formats = lock(&self.formats).clone();
+        for ((verb, format), n) in formats {
+            let _ = writeln!(
+                out,
+                "{name}{{verb=\"{}\",format=\"{format}\"}} {n}",
                 verb.name()
             );
         }

@@ -26,8 +26,9 @@ pub enum Misbehaviour {
     /// Forward the response's first `bytes` bytes after its head, then go silent with the
     /// connection open.
     StallAfter { bytes: usize },
-    /// Forward a watch up to and including its first line that holds `BOOKMARK`, then go silent
-    /// with the connection open.
+    /// Forward a watch up to and including its first event that holds `BOOKMARK` (a JSON line,
+    /// or a protobuf frame and the end of its HTTP chunk), then go silent with the connection
+    /// open.
     SilenceAfterBookmark,
     /// Close the connection without an answer (a connection reset by a broken hop).
     Drop,
@@ -318,8 +319,23 @@ fn serve(mut client: TcpStream, upstream: SocketAddr, s: &Shared) {
                 let old = window.len();
                 window.extend_from_slice(data);
                 if let Some(at) = find(&window, b"BOOKMARK") {
-                    if let Some(nl) = window[at..].iter().position(|&b| b == b'\n') {
-                        let end = at + nl + 1;
+                    // A protobuf frame: its 4-byte length, then the type field (tag 0x0a, length
+                    // 8): the event ends with the frame, and the HTTP chunk with its CRLF.
+                    let frame = at
+                        .checked_sub(6)
+                        .filter(|&f| window[f + 4..at] == [0x0a, 0x08])
+                        .map(|f| {
+                            let len = u32::from_be_bytes(window[f..f + 4].try_into().unwrap());
+                            f + 4 + len as usize + 2
+                        });
+                    let end = match frame {
+                        Some(end) => (end <= window.len()).then_some(end),
+                        None => window[at..]
+                            .iter()
+                            .position(|&b| b == b'\n')
+                            .map(|nl| at + nl + 1),
+                    };
+                    if let Some(end) = end {
                         cut = Some(end.saturating_sub(old).min(n));
                     }
                 }
