@@ -52,4 +52,5 @@ mod upstream_faults;
 mod upstream_gzip;
 mod upstream_intake;
 mod upstream_list_bounds;
+mod upstream_protobuf;
 mod watch_stuck;
