@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${FUZZ_SECS:-30}
-TARGETS=${FUZZ_TARGETS:-"http_request selectors watch_decode kubeconfig cache_ops snapshot list_item pack list_split object_ref proto_encode watch_transition cri_frames cri_hpack cri_messages site_report proto_decode"}
+TARGETS=${FUZZ_TARGETS:-"http_request selectors watch_decode kubeconfig cache_ops snapshot list_item pack list_split object_ref proto_encode watch_transition cri_frames cri_hpack cri_messages site_report proto_decode proto_list_split"}
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   echo "fuzz: no nightly toolchain installed (rustup toolchain install nightly); skipping fuzzing"
   exit 0

@@ -82,8 +82,8 @@ pub struct ProtoListSplitter {
     res: Option<Resource>,
     /// The List was met (its raw).
     listed: bool,
-    resource_version: String,
-    continue_token: String,
+    /// The List's metadata fields as they came (merged as protobuf merges them at the end).
+    meta: Vec<u8>,
     /// Items met so far (for errors).
     index: usize,
     items: Vec<Box<str>>,
@@ -110,8 +110,7 @@ impl ProtoListSplitter {
             envelope_bytes: 0,
             res: None,
             listed: false,
-            resource_version: String::new(),
-            continue_token: String::new(),
+            meta: Vec::new(),
             index: 0,
             items: Vec::new(),
             oversized: Vec::new(),
@@ -350,10 +349,10 @@ impl ProtoListSplitter {
     fn kept(&mut self, list: bool, field: u32, bytes: &[u8]) -> Result<(), DecodeError> {
         let mut msg = Vec::with_capacity(bytes.len() + 16);
         if list {
+            // Checked now, read at the end with the others (a field met twice is merged).
             put_bytes(&mut msg, field, bytes);
-            let meta = envelope::decode_list(&msg).map_err(pb_error)?;
-            self.resource_version = meta.resource_version.to_string();
-            self.continue_token = meta.continue_token.to_string();
+            envelope::decode_list(&msg).map_err(pb_error)?;
+            self.meta.extend_from_slice(&msg);
             return Ok(());
         }
         msg.extend_from_slice(&envelope::MAGIC);
@@ -456,11 +455,13 @@ impl ProtoListSplitter {
         if !self.listed {
             return Err(pb_error("a protobuf body without a list"));
         }
+        let meta = envelope::decode_list(&self.meta).map_err(pb_error)?;
         Ok(ListResult {
             items: std::mem::take(&mut self.items),
-            resource_version: std::mem::take(&mut self.resource_version),
-            continue_token: Some(std::mem::take(&mut self.continue_token))
-                .filter(|c| !c.is_empty()),
+            resource_version: meta.resource_version.to_string(),
+            continue_token: Some(meta.continue_token)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string),
             origin: None,
         })
     }
