@@ -482,6 +482,17 @@ B=${E2E_BOUND:-30} # seconds within which kube-proxy must follow each change
 metric() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk -v m="$1" '$1 == m {print $2}'; }
 failing() { ip netns exec "$NN" curl -fsS http://127.0.0.1:51007/metrics | awk '/^grid_wrapper_upstream_failing[{ ]/ {s+=$NF} END {print s+0}'; }
 lost() { [ "$(failing)" -gt 0 ]; }
+# The reflectors asked the apiserver for protobuf (docs/SEMANTICS.md §1, "What grid-wrapper asks
+# the upstream for") and got it: every list and watch of the sync, none in JSON.
+responses() { metric "grid_wrapper_upstream_responses_total{verb=\"$1\",format=\"$2\"}"; }
+PB_LISTS=$(responses list protobuf); PB_WATCHES=$(responses watch protobuf)
+JSON_LISTS=$(responses list json); JSON_WATCHES=$(responses watch json)
+if [ "${PB_LISTS:-0}" -ge 4 ] && [ "${PB_WATCHES:-0}" -ge 4 ] && [ -z "$JSON_LISTS$JSON_WATCHES" ]; then
+  step "the reflectors read the apiserver in protobuf: ${PB_LISTS} lists and ${PB_WATCHES} watches so far, none in JSON"
+  PASSED=$((PASSED + 1))
+else
+  fail "the reflectors' reads by format: protobuf lists '${PB_LISTS}', watches '${PB_WATCHES}'; JSON lists '${JSON_LISTS}', watches '${JSON_WATCHES}'"
+fi
 # E2E_ONLY=runtime skips from here to the container runtime's scenarios (not re-indented).
 if [ "$ONLY" != runtime ]; then
 step "endpoint added: pa3 (edge-a2, zone a) into topo's slice"
