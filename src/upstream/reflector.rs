@@ -25,7 +25,7 @@
 //! | silence past `--watch-progress-timeout` after a bookmark on the stream | `Listed` (counted as a stall) | backoff |
 //! | silence past it without any bookmark on the stream | `Listed` (later watches get the idle limit until a bookmark comes) | — |
 //! | a line over the object bound, its object named in its first bytes | `Watching` (`Change::Oversized`: the cache keeps serving the version it holds, stale; a `DELETED` deletes) | — |
-//! | undecodable line, or one over the bound whose object its first bytes do not name | `Empty` (relist at RV) | backoff |
+//! | undecodable line (or protobuf frame: `upstream::proto_watch`), or one over the bound whose object its first bytes do not name | `Empty` (relist at RV) | backoff |
 //! | an object that does not fit the resource (kind, apiVersion, scope) or older than the stream's RV ([`decode::refusal`]) | `Watching` (refused: not applied, RV unchanged; WARN once per stream, counted) | — |
 //! | the [`MAX_FAILURES_WITHOUT_PROGRESS`]th failure in a row without progress of a request naming an RV | `Empty`, RV omitted (from scratch) | backoff |
 //!

@@ -156,3 +156,55 @@ fn a_protobuf_upstream_lists_pages_and_watches_as_a_json_one() {
     assert_eq!(requests.format_count(Verb::Watch, "protobuf"), 1);
     assert_eq!(requests.format_count(Verb::List, "json"), 0);
 }
+
+#[test]
+fn an_undecodable_protobuf_frame_relists_as_an_undecodable_json_line_does() {
+    let good = frame("ADDED", &obj("c", "11", 0));
+    // A well-framed event whose object is not the apiserver's.
+    let mut bad = 5u32.to_be_bytes().to_vec();
+    bad.extend_from_slice(&[0x0a, 0x09, 0x41, 0x42, 0x43]);
+    let mut watch = good;
+    watch.extend(bad);
+    let pb = envelope::CONTENT_TYPE;
+    let (url, server) = serve(vec![
+        answer(pb, &page("9", "", &[obj("a", "5", 0)]), 4096),
+        answer(envelope::WATCH_CONTENT_TYPE, &watch, 4096),
+    ]);
+    let cfg = crate::upstream::kubeconfig::UpstreamConfig {
+        server: url,
+        ..Default::default()
+    };
+    let up = Upstream::new(&cfg, crate::upstream::client::UpstreamOptions::default()).unwrap();
+    let sink = Arc::new(Rec::default());
+    let stats = Arc::new(KindStats::new());
+    let mut r = Reflector::new(
+        up,
+        Resource::Services,
+        sink.clone(),
+        Backoff::without_jitter(),
+        stats.clone(),
+    );
+    let mut stage = Stage::Empty;
+    for _ in 0..4 {
+        let (next, _) = r.step(stage);
+        stage = next;
+        if matches!(stage, Stage::Empty) {
+            break;
+        }
+    }
+    assert_eq!(stage.describe(), ("Empty", ""));
+    assert_eq!(
+        stats.relists_for(crate::upstream::stats::RelistReason::Undecodable),
+        1
+    );
+    let got = sink.take();
+    assert_eq!(got.len(), 2, "the list and the good event: {got:?}");
+    assert!(
+        stats
+            .last_error()
+            .contains("undecodable protobuf watch frame"),
+        "{}",
+        stats.last_error()
+    );
+    server.join().unwrap();
+}
