@@ -6,12 +6,17 @@
 //! time that is not RFC 3339...) is treated as absent, as `null` is: a value field is written
 //! as its Go zero value, a pointer field is not written, a list element or map value is written
 //! as its zero value; and it is reported too, e.g. `spec.ports[].port (not an int32)`.
+//!
+//! The input is either the served JSON text itself ([`encode_json`]: what the cache encodes,
+//! read without a `serde_json::Value`) or a `Value` ([`encode_object`]); one encoder, generic
+//! over [`Json`], reads both, so both give the same bytes and reports for the same JSON.
 
+use super::json::{self, Json, Tree};
 use super::schema;
 use super::wire::{put_bytes, put_nested, put_varint_field};
 use super::{Card, Field, Kind, Message};
 use crate::k8s::Resource;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// One object's message, ready to be shared by a List and a GET body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +43,22 @@ pub fn message_of(res: Resource) -> &'static Message {
 
 /// Encodes `obj` as a `res` object (see [`Encoded`]).
 pub fn encode_object(res: Resource, obj: &Value) -> Encoded {
+    encode(res, obj)
+}
+
+/// Encodes the JSON text `json` (a served object's bytes) as a `res` object: the same bytes and
+/// reports as [`encode_object`] of `serde_json::from_slice(json)`, without building that
+/// `Value`. A text that does not parse as JSON is encoded as `null` is (not an object: every
+/// field its zero value, reported `(not an object)`), as `Value::default()` would be.
+pub fn encode_json(res: Resource, json: &[u8]) -> Encoded {
+    let mut tree = Tree::default();
+    match tree.read(json) {
+        Ok(root) => encode(res, tree.at(&root)),
+        Err(_) => encode(res, Tree::default().at(&json::NULL)),
+    }
+}
+
+fn encode<'t>(res: Resource, obj: impl Json<'t>) -> Encoded {
     let mut enc = Encoder::default();
     let mut bytes = Vec::with_capacity(256);
     put_nested(&mut bytes, 2, |b| enc.top(message_of(res), obj, b));
@@ -63,13 +84,12 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn top(&mut self, msg: &Message, obj: &Value, buf: &mut Vec<u8>) {
-        match obj {
-            Value::Object(map) => self.message(msg, Some(map), buf),
-            _ => {
-                self.report("(not an object)");
-                self.message(msg, None, buf);
-            }
+    fn top<'t, J: Json<'t>>(&mut self, msg: &Message, obj: J, buf: &mut Vec<u8>) {
+        if obj.is_object() {
+            self.message(msg, Some(obj), buf);
+        } else {
+            self.report("(not an object)");
+            self.message::<J>(msg, None, buf);
         }
     }
 
@@ -97,11 +117,11 @@ impl Encoder {
         r
     }
 
-    /// The fields of `msg` from `obj`; `None` is the Go zero value of the struct.
-    fn message(&mut self, msg: &Message, obj: Option<&Map<String, Value>>, buf: &mut Vec<u8>) {
-        if let Some(obj) = obj {
-            for key in obj.keys() {
-                let known = msg.fields.iter().any(|f| f.json == key) || msg.known.contains(&&**key);
+    /// The fields of `msg` from the object `obj`; `None` is the Go zero value of the struct.
+    fn message<'t, J: Json<'t>>(&mut self, msg: &Message, obj: Option<J>, buf: &mut Vec<u8>) {
+        if let Some(entries) = obj.and_then(J::entries) {
+            for (key, _) in entries {
+                let known = msg.fields.iter().any(|f| f.json == key) || msg.known.contains(&key);
                 if !known {
                     self.at(key, |e| e.report(""));
                 }
@@ -113,27 +133,25 @@ impl Encoder {
         }
     }
 
-    fn field(&mut self, field: &Field, value: Option<&Value>, buf: &mut Vec<u8>) {
+    fn field<'t, J: Json<'t>>(&mut self, field: &Field, value: Option<J>, buf: &mut Vec<u8>) {
         match field.card {
             Card::Value => self.value(field.number, &field.kind, value, true, buf),
             Card::Pointer => self.value(field.number, &field.kind, value, false, buf),
-            Card::Repeated => match value {
+            Card::Repeated => match value.map(J::items) {
                 None => {}
-                Some(Value::Array(items)) => self.at("[]", |e| {
+                Some(Some(items)) => self.at("[]", |e| {
                     for item in items {
                         let item = Some(item).filter(|v| !v.is_null());
                         e.value(field.number, &field.kind, item, true, buf);
                     }
                 }),
-                Some(_) => self.report("(not an array)"),
+                Some(None) => self.report("(not an array)"),
             },
-            Card::Map => match value {
+            Card::Map => match value.map(J::entries) {
                 None => {}
-                Some(Value::Object(map)) => self.at("{}", |e| {
-                    // Go sorts the keys (sort.Strings: byte order); so does this, whatever
-                    // order the JSON map iterates in.
-                    let mut entries: Vec<_> = map.iter().collect();
-                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                Some(Some(entries)) => self.at("{}", |e| {
+                    // Go sorts the keys (sort.Strings: byte order); the entries come in that
+                    // order, whatever order the JSON text has them in.
                     for (key, v) in entries {
                         let v = Some(v).filter(|v| !v.is_null());
                         put_nested(buf, field.number, |b| {
@@ -142,18 +160,18 @@ impl Encoder {
                         });
                     }
                 }),
-                Some(_) => self.report("(not an object)"),
+                Some(None) => self.report("(not an object)"),
             },
         }
     }
 
     /// Writes one value of `kind` as field `number`. `None` (absent, `null` or wrong-typed) is
     /// written as the zero value when `always`, else not at all.
-    fn value(
+    fn value<'t, J: Json<'t>>(
         &mut self,
         number: u32,
         kind: &Kind,
-        value: Option<&Value>,
+        value: Option<J>,
         always: bool,
         buf: &mut Vec<u8>,
     ) {
@@ -170,25 +188,25 @@ impl Encoder {
         }
         match kind {
             Kind::String => {
-                let s = value.and_then(Value::as_str).unwrap_or("");
+                let s = value.and_then(J::as_str).unwrap_or("");
                 put_bytes(buf, number, s.as_bytes());
             }
             Kind::Bool => {
-                let b = value.and_then(Value::as_bool).unwrap_or(false);
+                let b = value.and_then(J::as_bool).unwrap_or(false);
                 put_varint_field(buf, number, u64::from(b));
             }
             Kind::Int32 | Kind::Int64 => {
                 // accepts() checked the range: an int32 is sign-extended like Go's uint64(int32).
-                let n = value.and_then(Value::as_i64).unwrap_or(0);
+                let n = value.and_then(J::as_i64).unwrap_or(0);
                 put_varint_field(buf, number, n as u64);
             }
             Kind::Message(msg) => {
-                let obj = value.and_then(Value::as_object);
+                let obj = value.filter(|v| v.is_object());
                 put_nested(buf, number, |b| self.message(msg, obj, b));
             }
             Kind::Time | Kind::MicroTime => {
                 let micro = matches!(kind, Kind::MicroTime);
-                let ts = value.and_then(Value::as_str).and_then(parse_rfc3339);
+                let ts = value.and_then(J::as_str).and_then(parse_rfc3339);
                 put_nested(buf, number, |b| {
                     // time_proto.go: the zero time (and an absent one) writes nothing inside.
                     if let Some(ts) = ts.filter(|ts| !ts.is_go_zero()) {
@@ -203,16 +221,14 @@ impl Encoder {
                 // quantity_proto.go writes String(): the canonical form, which is what an
                 // apiserver's JSON already holds; a JSON number is written as its JSON text.
                 // The zero Quantity's String() is "0".
-                let text = match value {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Number(n)) => n.to_string(),
-                    _ => "0".to_owned(),
-                };
+                let s = value.and_then(J::as_str);
+                let n = value.and_then(J::number_text);
+                let text = s.or(n.as_deref()).unwrap_or("0");
                 put_nested(buf, number, |b| put_bytes(b, 1, text.as_bytes()));
             }
             Kind::IntOrString => {
                 let (ty, int, s) = match value {
-                    Some(Value::String(s)) => (1, 0, s.as_str()),
+                    Some(v) if v.is_string() => (1, 0, v.as_str().unwrap_or("")),
                     Some(v) => (0, v.as_i64().unwrap_or(0), ""),
                     None => (0, 0, ""),
                 };
@@ -224,7 +240,7 @@ impl Encoder {
             }
             Kind::FieldsV1 => {
                 // fieldsv1.go: raw is the JSON as received; serde_json's compact form of it.
-                let raw = value.map(Value::to_string).unwrap_or_default();
+                let raw = value.map(J::compact).unwrap_or_default();
                 put_nested(buf, number, |b| {
                     if !raw.is_empty() {
                         put_bytes(b, 1, raw.as_bytes());
@@ -236,10 +252,10 @@ impl Encoder {
 }
 
 /// Whether `v` (not null) is a value of `kind` Go's JSON decoding accepts.
-fn accepts(kind: &Kind, v: &Value) -> bool {
+fn accepts<'t>(kind: &Kind, v: impl Json<'t>) -> bool {
     match kind {
         Kind::String => v.is_string(),
-        Kind::Bool => v.is_boolean(),
+        Kind::Bool => v.as_bool().is_some(),
         Kind::Int32 => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
         Kind::Int64 => v.as_i64().is_some(),
         Kind::Message(_) => v.is_object(),
@@ -369,3 +385,7 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 #[path = "encode_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "encode_json_tests.rs"]
+mod json_tests;

@@ -18,6 +18,7 @@
 pub mod decode;
 pub mod encode;
 pub mod envelope;
+mod json;
 pub mod read;
 #[rustfmt::skip]
 pub mod schema;
@@ -27,7 +28,7 @@ pub mod wire;
 #[cfg(test)]
 mod testpool;
 
-pub use encode::{encode_object, encode_status, Encoded};
+pub use encode::{encode_json, encode_object, encode_status, Encoded};
 
 /// A protobuf message: one Go struct of k8s.io/api or k8s.io/apimachinery.
 #[derive(Debug)]
