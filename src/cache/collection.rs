@@ -165,9 +165,9 @@ impl Served {
     /// held (two first readers at once: one encodes, the other waits for that cell only).
     pub fn protobuf(&self, res: Resource) -> Arc<[u8]> {
         let bytes = self.protobuf.get_or_init(|| {
-            // Our own bytes always parse; an object that somehow does not encodes as empty.
-            let value: Value = serde_json::from_slice(&self.bytes).unwrap_or_default();
-            let encoded = crate::proto::encode_object(res, &value);
+            // Straight from the JSON text, without a `serde_json::Value`. Our own bytes always
+            // parse; an object that somehow does not encodes as empty.
+            let encoded = crate::proto::encode_json(res, &self.bytes);
             crate::proto::unknown::note(res, &self.key, &encoded.unknown);
             encoded.bytes.into()
         });

@@ -10,7 +10,7 @@ use crate::cache::collection::Served;
 use crate::http::response::{push_chunk_size, CHUNK_END};
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
-use crate::proto::{encode_object, envelope};
+use crate::proto::{encode_json, envelope};
 
 /// A list body: the envelope and list metadata, then each item's shared protobuf bytes (each
 /// already framed as the list's `items` field), then the envelope's tail.
@@ -73,8 +73,7 @@ pub fn event(res: Resource, kind: &str, object: Segment) -> EventChunk {
 /// A BOOKMARK frame of the object `json` ([`super::json::bookmark_object`]).
 pub fn bookmark(res: Resource, json: &[u8]) -> EventChunk {
     // Our own JSON: it parses, and every field of it is in the schema.
-    let value = serde_json::from_slice(json).unwrap_or_default();
-    let bytes = encode_object(res, &value).bytes;
+    let bytes = encode_json(res, json).bytes;
     event(res, "BOOKMARK", Segment::Owned(bytes))
 }
 
