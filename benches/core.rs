@@ -21,7 +21,7 @@ use grid_wrapper::cache::topology::{self, Class, Locality, ServedBy, TopologyKey
 use grid_wrapper::handoff::Change;
 use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
-use grid_wrapper::proto::encode_object;
+use grid_wrapper::proto::{encode_json, encode_object};
 use grid_wrapper::server::outbound::Outbound;
 use grid_wrapper::server::watch::{StreamOptions, Watcher};
 use grid_wrapper::upstream::decode::decode_list;
@@ -214,6 +214,24 @@ fn list_and_fanout(c: &mut Criterion) {
     let one = slice(3, EPS);
     c.bench_function("proto/encode_one_slice", |b| {
         b.iter(|| black_box(encode_object(Resource::SlicesV1, &one).bytes.len()))
+    });
+    // What a first protobuf read of that slice costs from its served JSON: parsed into a
+    // `serde_json::Value`, then encoded (`from_json_value`), or encoded from the text itself.
+    let one_json = serde_json::to_vec(&one).expect("a slice serializes");
+    c.bench_function("proto/encode_one_slice_from_json_value", |b| {
+        b.iter(|| {
+            let value: Value = serde_json::from_slice(black_box(&one_json)).unwrap_or_default();
+            black_box(encode_object(Resource::SlicesV1, &value).bytes.len())
+        })
+    });
+    c.bench_function("proto/encode_one_slice_from_json", |b| {
+        b.iter(|| {
+            black_box(
+                encode_json(Resource::SlicesV1, black_box(&one_json))
+                    .bytes
+                    .len(),
+            )
+        })
     });
 
     // The same LIST right after a change of one slice (nothing is rebuilt: the body shares items).
