@@ -1,9 +1,12 @@
 //! Arbitrary bytes as a served object's JSON: for every resource, the protobuf encoder must not
 //! panic, and its message must decode with an independent decoder (prost-reflect) built from
-//! the official .proto files vendored in tests/proto, to exactly as many bytes.
+//! the official .proto files vendored in tests/proto, to exactly as many bytes. The encoder from
+//! the JSON text (`encode_json`, what the cache uses) must not panic on any bytes, and must give
+//! exactly what the encoder of the parsed `Value` gives (bytes and reports); on a text serde_json
+//! refuses, what the `Value` encoder gives for `null`.
 #![no_main]
 use grid_wrapper::k8s::Resource;
-use grid_wrapper::proto::encode::{encode_object, message_of};
+use grid_wrapper::proto::encode::{encode_json, encode_object, message_of};
 use grid_wrapper::proto::wire::varint_len;
 use libfuzzer_sys::fuzz_target;
 use prost_reflect::prost::Message as _;
@@ -31,10 +34,15 @@ fn pool() -> &'static DescriptorPool {
 
 fuzz_target!(|data: &[u8]| {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
+        for res in Resource::ALL {
+            let null = encode_object(res, &serde_json::Value::Null);
+            assert_eq!(encode_json(res, data), null, "{res:?}: refused text");
+        }
         return;
     };
     for res in Resource::ALL {
         let encoded = encode_object(res, &value);
+        assert_eq!(encode_json(res, data), encoded, "{res:?}: the encoders differ");
         let bytes = &encoded.bytes;
         assert_eq!(bytes[0], 0x12, "{res:?}: the items/raw field tag");
         // The prefix's varint length is the length of the rest.

@@ -1,8 +1,9 @@
 //! The Kubernetes protobuf encoding (`application/vnd.kubernetes.protobuf`), written by hand and
 //! byte-compatible with the apiserver's gogo-generated marshal code.
 //!
-//! Pure: no I/O, threads or clocks. A served object's JSON becomes its protobuf message with
-//! [`encode::encode_object`], driven by the generated message tables of [`schema`]; the
+//! Pure: no I/O, threads or clocks. A served object's JSON text becomes its protobuf message with
+//! [`encode::encode_json`] (without a `serde_json::Value`; [`encode::encode_object`] encodes a
+//! `Value` the same way), driven by the generated message tables of [`schema`]; the
 //! [`envelope`] helpers put that message in the apiserver's envelope (`k8s\0` + `runtime.Unknown`),
 //! a List, or a length-framed watch event, without copying the message. [`read`] reads the wire
 //! format back (the container runtime's CRI answers are protobuf). The other way round,
