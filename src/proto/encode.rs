@@ -11,6 +11,8 @@
 //! read without a `serde_json::Value`) or a `Value` ([`encode_object`]); one encoder, generic
 //! over [`Json`], reads both, so both give the same bytes and reports for the same JSON.
 
+use std::cell::Cell;
+
 use super::json::{self, Json, Tree};
 use super::schema;
 use super::wire::{put_bytes, put_nested, put_varint_field};
@@ -43,7 +45,7 @@ pub fn message_of(res: Resource) -> &'static Message {
 
 /// Encodes `obj` as a `res` object (see [`Encoded`]).
 pub fn encode_object(res: Resource, obj: &Value) -> Encoded {
-    encode(res, obj)
+    encode(res, obj, 256)
 }
 
 /// Encodes the JSON text `json` (a served object's bytes) as a `res` object: the same bytes and
@@ -51,16 +53,32 @@ pub fn encode_object(res: Resource, obj: &Value) -> Encoded {
 /// `Value`. A text that does not parse as JSON is encoded as `null` is (not an object: every
 /// field its zero value, reported `(not an object)`), as `Value::default()` would be.
 pub fn encode_json(res: Resource, json: &[u8]) -> Encoded {
-    let mut tree = Tree::default();
-    match tree.read(json) {
-        Ok(root) => encode(res, tree.at(&root)),
-        Err(_) => encode(res, Tree::default().at(&json::NULL)),
+    // A message is most often smaller than its JSON: room for it at once.
+    let capacity = json.len() * 3 / 4 + 64;
+    let mut tree = SPARE.with(Cell::take).unwrap_or_default().recycle();
+    let encoded = match tree.read(json) {
+        Ok(root) => encode(res, tree.at(&root), capacity),
+        Err(_) => encode(res, tree.at(&json::NULL), 64),
+    };
+    if tree.bytes() <= SPARE_MAX {
+        SPARE.with(|spare| spare.set(Some(tree.recycle())));
     }
+    encoded
 }
 
-fn encode<'t>(res: Resource, obj: impl Json<'t>) -> Encoded {
+thread_local! {
+    /// The tree [`encode_json`] read its last text into, emptied: reading the next one allocates
+    /// nothing once its buffers have grown (musl's allocator is slow at many small allocations).
+    static SPARE: Cell<Option<Tree<'static>>> = const { Cell::new(None) };
+}
+
+/// The most a thread's spare tree keeps (bytes of buffers): an unusually large object's tree is
+/// freed rather than kept.
+const SPARE_MAX: usize = 256 * 1024;
+
+fn encode<'t>(res: Resource, obj: impl Json<'t>, capacity: usize) -> Encoded {
     let mut enc = Encoder::default();
-    let mut bytes = Vec::with_capacity(256);
+    let mut bytes = Vec::with_capacity(capacity);
     put_nested(&mut bytes, 2, |b| enc.top(message_of(res), obj, b));
     Encoded {
         bytes,

@@ -123,6 +123,31 @@ pub struct Tree<'a> {
 pub static NULL: Node<'static> = Node::Null;
 
 impl<'a> Tree<'a> {
+    /// Emptied, for a text of another lifetime, keeping its allocations (collecting an empty
+    /// `Vec`'s `into_iter` into one of a type of the same layout reuses its buffer).
+    // `filter` could not change the element type's lifetime, which is the point.
+    #[allow(clippy::unnecessary_filter_map)]
+    pub fn recycle<'b>(self) -> Tree<'b> {
+        fn empty<T, U>(mut v: Vec<T>) -> Vec<U> {
+            v.clear();
+            v.into_iter().filter_map(|_| None).collect()
+        }
+        Tree {
+            entries: empty(self.entries),
+            items: empty(self.items),
+            open_entries: empty(self.open_entries),
+            open_items: empty(self.open_items),
+        }
+    }
+
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(Cow<'_, str>, Node<'_>)>();
+        let node = std::mem::size_of::<Node<'_>>();
+        (self.entries.capacity() + self.open_entries.capacity()) * entry
+            + (self.items.capacity() + self.open_items.capacity()) * node
+    }
+
     /// Reads one JSON text (and nothing after it but whitespace) into the tree, which must be
     /// empty; its root. What `serde_json::from_slice::<Value>` refuses, this refuses.
     pub fn read(&mut self, text: &'a [u8]) -> Result<Node<'a>, serde_json::Error> {
@@ -425,5 +450,22 @@ impl<'de> de::Deserialize<'de> for Key<'de> {
             }
         }
         d.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recycled_tree_keeps_its_buffers() {
+        let text = br#"{"a":[1,2,{"b":"c"}],"d":{"e":null}}"#.to_vec();
+        let mut tree = Tree::default();
+        tree.read(&text).unwrap();
+        let held = tree.bytes();
+        assert!(held > 0);
+        let tree: Tree<'static> = tree.recycle();
+        assert_eq!(tree.bytes(), held);
+        assert!(tree.entries.is_empty() && tree.items.is_empty());
     }
 }

@@ -38,7 +38,28 @@ pub fn put_tag(buf: &mut Vec<u8>, number: u32, wire: u8) {
 pub fn put_bytes(buf: &mut Vec<u8>, number: u32, bytes: &[u8]) {
     put_tag(buf, number, LEN);
     put_varint(buf, bytes.len() as u64);
-    buf.extend_from_slice(bytes);
+    append(buf, bytes);
+}
+
+/// `buf.extend_from_slice(bytes)` in copies of a fixed size, which the compiler inlines: an
+/// object's message is mostly short strings, and musl's `memcpy` (what the static builds link)
+/// costs more to start than such a string takes to copy. A long one goes to `memcpy`.
+fn append(buf: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes.len() >= 64 {
+        buf.extend_from_slice(bytes);
+        return;
+    }
+    buf.reserve(bytes.len());
+    let mut rest = bytes;
+    while let Some((chunk, tail)) = rest.split_first_chunk::<8>() {
+        buf.extend_from_slice(chunk);
+        rest = tail;
+    }
+    if let Some((chunk, tail)) = rest.split_first_chunk::<4>() {
+        buf.extend_from_slice(chunk);
+        rest = tail;
+    }
+    buf.extend(rest.iter().copied());
 }
 
 /// Appends a varint field.
@@ -90,6 +111,19 @@ mod tests {
         let mut buf = Vec::new();
         put_varint(&mut buf, -1i32 as i64 as u64);
         assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn bytes_fields_of_every_short_length_and_a_long_one() {
+        let data: Vec<u8> = (0..=200u8).collect();
+        for n in (0..=80).chain([200]) {
+            let mut buf = vec![0xaa];
+            put_bytes(&mut buf, 3, &data[..n]);
+            let mut want = vec![0xaa, 0x1a];
+            put_varint(&mut want, n as u64);
+            want.extend_from_slice(&data[..n]);
+            assert_eq!(buf, want, "{n}");
+        }
     }
 
     #[test]
