@@ -96,8 +96,9 @@ pub fn encode_status(status: &Value) -> Vec<u8> {
 
 #[derive(Default)]
 struct Encoder {
-    /// The JSON path of the value being encoded (`spec.ports[]`).
-    path: String,
+    /// The JSON path of the value being encoded, a segment a level (`spec`, `ports`, `[]`),
+    /// joined only for a report.
+    path: Vec<&'static str>,
     unknown: Vec<String>,
 }
 
@@ -113,25 +114,35 @@ impl Encoder {
 
     /// Records the current path, followed by `why` (e.g. `(not a string)`) when non-empty.
     fn report(&mut self, why: &str) {
-        let entry = match (self.path.is_empty(), why.is_empty()) {
-            (_, true) => self.path.clone(),
-            (true, false) => why.to_owned(),
-            (false, false) => format!("{} {why}", self.path),
-        };
+        self.report_in(None, why);
+    }
+
+    /// Records the current path, then `last` when there is one, then `why` when non-empty:
+    /// `spec.ports[].port (not an int32)`, `spec.someNewField`.
+    fn report_in(&mut self, last: Option<&str>, why: &str) {
+        let mut entry = String::new();
+        for segment in self.path.iter().copied().chain(last) {
+            if !entry.is_empty() && !segment.starts_with(['[', '{']) {
+                entry.push('.');
+            }
+            entry.push_str(segment);
+        }
+        if !why.is_empty() {
+            if !entry.is_empty() {
+                entry.push(' ');
+            }
+            entry.push_str(why);
+        }
         if !self.unknown.contains(&entry) {
             self.unknown.push(entry);
         }
     }
 
-    /// Runs `f` with `segment` appended to the path (`.name`, `[]`, `{}`).
-    fn at<R>(&mut self, segment: &str, f: impl FnOnce(&mut Self) -> R) -> R {
-        let len = self.path.len();
-        if !self.path.is_empty() && !segment.starts_with(['[', '{']) {
-            self.path.push('.');
-        }
-        self.path.push_str(segment);
+    /// Runs `f` with `segment` appended to the path (`name`, `[]`, `{}`).
+    fn at<R>(&mut self, segment: &'static str, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.path.push(segment);
         let r = f(self);
-        self.path.truncate(len);
+        self.path.pop();
         r
     }
 
@@ -141,7 +152,7 @@ impl Encoder {
             for (key, _) in entries {
                 let known = msg.fields.iter().any(|f| f.json == key) || msg.known.contains(&key);
                 if !known {
-                    self.at(key, |e| e.report(""));
+                    self.report_in(Some(key), "");
                 }
             }
         }

@@ -314,6 +314,27 @@ fn unknown_fields_are_dropped_and_reported_once() {
 }
 
 #[test]
+fn unknown_keys_of_odd_names_are_reported_as_they_are_spelled() {
+    // A dot joins a key to its parent's path, but not before a key that starts like `[]`/`{}`;
+    // an empty key at the top is the empty path.
+    let svc = json!({"": 1, "{a": 1, "metadata": {"": 1, "[x": 1, "{y": 1, "z.w": 1},
+        "spec": {"ports": [{"": 1}]}});
+    let e = encode_object(Resource::Services, &svc);
+    assert_eq!(
+        e.unknown,
+        [
+            "",
+            "{a",
+            "metadata.",
+            "metadata[x",
+            "metadata.z.w",
+            "metadata{y",
+            "spec.ports[]."
+        ]
+    );
+}
+
+#[test]
 fn wrong_types_are_zero_values_and_reported() {
     let svc = json!({
         "metadata": {"name": 5, "labels": {"a": 1}, "deletionGracePeriodSeconds": "x",

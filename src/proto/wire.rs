@@ -5,11 +5,14 @@ pub const VARINT: u8 = 0;
 /// Wire type of a length-delimited field (string, bytes, message, map entry).
 pub const LEN: u8 = 2;
 
-/// Appends `v` as a base-128 varint (least significant group first).
-pub fn put_varint(buf: &mut Vec<u8>, v: u64) {
-    let mut bytes = [0u8; 10];
-    let n = write_varint(&mut bytes, v);
-    buf.extend_from_slice(&bytes[..n]);
+/// Appends `v` as a base-128 varint (least significant group first), a byte at a time (not
+/// through `memcpy`, which musl starts slowly).
+pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v & 0x7f) as u8 | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
 }
 
 /// Writes `v` as a varint at the start of `out`; returns its length.
