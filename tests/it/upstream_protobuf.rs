@@ -173,8 +173,19 @@ fn syncs_and_watches_in_protobuf_and_serves_the_same_bytes_as_from_a_json_upstre
     .iter()
     .map(|p| (watch_from(&pb, p, starts.0), watch_from(&js, p, starts.1)))
     .collect();
+    // One change at a time, each seen by both wrappers before the next: the relabel and the
+    // endpoint come through two reflectors, whose order between them is not fixed.
     for sim in [&pb_sim, &json_sim] {
         sim.label_node("edge-b1", json!({"zone": "zone-a"}));
+    }
+    for w in [&pb, &js] {
+        wait_for("edge-b1's endpoint kept after its relabel", || {
+            w.get_json("/api/v1/namespaces/default/endpoints/web")
+                .to_string()
+                .contains("10.244.3.10")
+        });
+    }
+    for sim in [&pb_sim, &json_sim] {
         let mut ep = sim.get_json("/api/v1/namespaces/default/endpoints/web");
         ep["subsets"][0]["addresses"]
             .as_array_mut()
