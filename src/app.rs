@@ -259,6 +259,7 @@ fn connect_upstream(cfg: &Config) -> Result<(UpstreamConfig, Upstream), AppError
     let lists = ListSettings {
         max_object_bytes: usize::try_from(cfg.max_object_bytes).unwrap_or(usize::MAX),
         gzip: cfg.upstream_gzip,
+        protobuf: cfg.upstream_protobuf,
         max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),
     };
     let opts = UpstreamOptions {

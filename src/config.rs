@@ -155,6 +155,8 @@ pub struct Config {
     pub max_list_items: u64,
     /// `--upstream-gzip`: the reflectors' lists ask for gzip.
     pub upstream_gzip: bool,
+    /// `--upstream-protobuf`: the reflectors' lists and watches ask for protobuf.
+    pub upstream_protobuf: bool,
     /// `--list-progress-timeout`: seconds without a byte after which a list is abandoned.
     pub list_progress_timeout_secs: u64,
     /// `--watch-progress-timeout`: seconds without a byte after which a watch whose upstream
@@ -216,6 +218,7 @@ impl Default for Config {
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
             max_list_items: DEFAULT_MAX_LIST_ITEMS,
             upstream_gzip: true,
+            upstream_protobuf: true,
             list_progress_timeout_secs: DEFAULT_LIST_PROGRESS_TIMEOUT_SECS,
             relay_bind_address: None,
             relay_cert_file: None,
@@ -457,6 +460,7 @@ pub fn parse_args(args: Vec<OsString>) -> Result<Command, ConfigError> {
                 Id::WrapperInCluster => cfg.wrapper_in_cluster = on,
                 Id::Debug => cfg.debug = on,
                 Id::UpstreamGzip => cfg.upstream_gzip = on,
+                Id::UpstreamProtobuf => cfg.upstream_protobuf = on,
                 Id::SupportEndpointslice => cfg.support_endpointslice_given = true,
                 _ => {}
             }

@@ -247,6 +247,7 @@ fn fetch_relay(
 fn reach(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<Upstream>, Result<Value, UpstreamError>) {
     let lists = ListSettings {
         gzip: cfg.upstream_gzip,
+        protobuf: cfg.upstream_protobuf,
         max_list_items: usize::try_from(cfg.max_list_items).unwrap_or(usize::MAX),
         ..ListSettings::default()
     };

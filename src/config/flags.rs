@@ -37,6 +37,7 @@ pub(super) enum Id {
     MaxObjectBytes,
     MaxListItems,
     UpstreamGzip,
+    UpstreamProtobuf,
     ListProgressTimeout,
     WatchProgressTimeout,
     WatchStallTimeout,
@@ -296,6 +297,14 @@ pub(super) const FLAGS: &[Flag] = &[
         "true",
         "ask the upstream for gzip'd lists (an apiserver compresses a list over 128 KiB), \
          decompressed as they are read; false = plain JSON (less CPU, more bytes)",
+    ),
+    flag(
+        Id::UpstreamProtobuf,
+        "--upstream-protobuf",
+        None,
+        "true",
+        "the reflectors' lists and watches ask for protobuf, JSON only if the upstream does not \
+         serve it; false = JSON (more bytes, less CPU per sync)",
     ),
     flag(
         Id::ListProgressTimeout,
@@ -646,6 +655,7 @@ pub(super) fn set_value(cfg: &mut Config, flag: &Flag, value: String) -> Result<
         | Id::WrapperInCluster
         | Id::Debug
         | Id::UpstreamGzip
+        | Id::UpstreamProtobuf
         | Id::SupportEndpointslice
         | Id::Help
         | Id::Version => {}

@@ -44,6 +44,7 @@ fn defaults_match_the_original() {
     );
     assert!(c.wrapper_in_cluster);
     assert!(c.upstream_gzip);
+    assert!(c.upstream_protobuf);
     assert_eq!(c.notify_channel_size, 100);
     assert!(!c.debug);
     assert_eq!(
@@ -200,6 +201,8 @@ fn boolean_flag_forms() {
     assert!(!run(&["--upstream-gzip=false"]).upstream_gzip);
     assert!(!run(&["--upstream_gzip=0"]).upstream_gzip);
     assert!(run(&["--upstream-gzip=false", "--upstream-gzip"]).upstream_gzip);
+    assert!(!run(&["--upstream-protobuf=false"]).upstream_protobuf);
+    assert!(run(&["--upstream-protobuf=false", "--upstream-protobuf"]).upstream_protobuf);
     assert!(run(&["--support-endpointslice=false"]).support_endpointslice_given);
     assert!(run(&["--support_endpointslice"]).support_endpointslice_given);
 }

@@ -72,11 +72,12 @@ pub const DEFAULT_MAX_LIST_ITEMS: usize = 40_000;
 pub const MAX_LIST_BYTES: u64 = 256 * 1024 * 1024;
 /// Read size of a LIST body on its way to the [`ListSplitter`].
 const LIST_READ_BYTES: usize = 32 * 1024;
-/// The `Accept` of lists and watches of the cached kinds: protobuf preferred (what kube-proxy
-/// asks for; smaller and cheaper to decode than JSON), JSON from an upstream that does not serve
-/// it. Whichever `Content-Type` comes back is taken.
+/// The `Accept` of lists and watches of the cached kinds (`--upstream-protobuf`, the default):
+/// protobuf preferred (what kube-proxy asks for; smaller than JSON), JSON from an upstream that
+/// does not serve it. Whichever `Content-Type` comes back is taken.
 pub const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
-/// The `Accept` of every other request of grid-wrapper's own (discovery, probes, reports).
+/// The `Accept` of every other request of grid-wrapper's own (discovery, probes, reports), and
+/// of the reflectors' lists and watches with `--upstream-protobuf=false`.
 const ACCEPT_JSON: &str = "application/json";
 /// Largest error (`Status`) body read.
 pub const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
@@ -140,7 +141,7 @@ impl Default for Timeouts {
     }
 }
 
-/// How LISTs are read.
+/// How LISTs are read, and the format the reflectors' lists and watches ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ListSettings {
     /// The largest list item taken (`--max-object-bytes`, default
@@ -149,6 +150,9 @@ pub struct ListSettings {
     /// Ask for a gzip'd body (`--upstream-gzip`, on by default); it is decompressed as it is
     /// split.
     pub gzip: bool,
+    /// Ask for protobuf, lists and watches alike (`--upstream-protobuf`, on by default; off:
+    /// JSON only).
+    pub protobuf: bool,
     /// The most items one list may bring, all its pages (`--max-list-items`, default
     /// [`DEFAULT_MAX_LIST_ITEMS`]); a longer list is abandoned as it passes it.
     pub max_list_items: usize,
@@ -159,6 +163,7 @@ impl Default for ListSettings {
         ListSettings {
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
             gzip: true,
+            protobuf: true,
             max_list_items: DEFAULT_MAX_LIST_ITEMS,
         }
     }
@@ -179,7 +184,8 @@ pub struct UpstreamOptions<'a> {
     pub burst: u32,
     /// The time limits.
     pub timeouts: Timeouts,
-    /// The list limits (`--max-object-bytes`, `--upstream-gzip`, `--max-list-items`).
+    /// The list limits and format (`--max-object-bytes`, `--upstream-gzip`,
+    /// `--upstream-protobuf`, `--max-list-items`).
     pub lists: ListSettings,
 }
 
@@ -246,6 +252,8 @@ struct Inner {
     max_object_bytes: usize,
     /// LISTs ask for gzip (`--upstream-gzip`).
     list_gzip: bool,
+    /// The `Accept` of lists and watches of the cached kinds (`--upstream-protobuf`).
+    cache_accept: &'static str,
     /// The most items of one list (`--max-list-items`).
     max_list_items: usize,
     requests: Arc<RequestStats>,
@@ -385,6 +393,11 @@ impl Upstream {
             timeouts,
             max_object_bytes: lists.max_object_bytes,
             list_gzip: lists.gzip,
+            cache_accept: if lists.protobuf {
+                ACCEPT_PROTOBUF
+            } else {
+                ACCEPT_JSON
+            },
             max_list_items: lists.max_list_items,
             requests: stats.requests().clone(),
             gate: Mutex::new(Gate::default()),
@@ -705,7 +718,7 @@ impl Upstream {
             per_read: self.inner.timeouts.list_progress,
             limit: MAX_LIST_BYTES,
             gzip: self.inner.list_gzip,
-            accept: ACCEPT_PROTOBUF,
+            accept: self.inner.cache_accept,
         };
         let requests = &self.inner.requests;
         let (split, origin) = self.get_bounded(
@@ -774,7 +787,7 @@ impl Upstream {
             self.await_gate(i, path_and_query);
             self.pace();
             let req = self
-                .authorized_get(i, path_and_query, ACCEPT_PROTOBUF)?
+                .authorized_get(i, path_and_query, self.inner.cache_accept)?
                 .config();
             let resp = req.timeout_per_read(Some(per_read)).build().call()?;
             let resp =

@@ -544,22 +544,13 @@ fn lists_ask_for_gzip_and_split_it_as_plain_while_watches_and_proxied_requests_d
 
     // With gzip off, a list does not ask for it.
     let (url, server) = serve(vec![canned("200 OK", &body)]);
-    let cfg = UpstreamConfig {
-        server: url,
-        ..Default::default()
-    };
-    let lists = ListSettings {
-        gzip: false,
-        ..ListSettings::default()
-    };
-    let off = Upstream::new(
-        &cfg,
-        UpstreamOptions {
-            lists,
-            ..UpstreamOptions::default()
+    let off = with_lists(
+        url,
+        ListSettings {
+            gzip: false,
+            ..ListSettings::default()
         },
-    )
-    .unwrap();
+    );
     assert_eq!(off.list("/api/v1/services").unwrap().items.len(), 2);
     assert_eq!(server.join().unwrap()[0].header("accept-encoding"), None);
 }
@@ -598,4 +589,50 @@ fn a_gzipped_protobuf_list_is_split_as_the_same_list_in_json() {
     let seen = server.join().unwrap();
     assert_eq!(seen[0].header("accept"), Some(ACCEPT_PROTOBUF.as_bytes()));
     assert_eq!(seen[0].header("accept-encoding"), Some(&b"gzip"[..]));
+}
+
+#[test]
+fn with_protobuf_off_lists_and_watches_ask_for_json_only() {
+    let body =
+        r#"{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}"#;
+    let (url, server) = serve(vec![
+        canned("200 OK", body),
+        canned("200 OK", "{\"type\":\"BOOKMARK\"}\n"),
+    ]);
+    let up = with_lists(
+        url,
+        ListSettings {
+            protobuf: false,
+            ..ListSettings::default()
+        },
+    );
+    assert_eq!(up.list("/api/v1/services").unwrap().resource_version, "5");
+    let mut s = String::new();
+    up.watch("/api/v1/services?watch=true", false)
+        .unwrap()
+        .read_to_string(&mut s)
+        .unwrap();
+    let seen = server.join().unwrap();
+    assert_eq!(seen.len(), 2);
+    for r in &seen {
+        assert_eq!(
+            r.header("accept"),
+            Some(&b"application/json"[..]),
+            "{}",
+            r.request_line
+        );
+    }
+}
+
+/// A client of `url` with `lists` and every other option at its default.
+fn with_lists(url: String, lists: ListSettings) -> Upstream {
+    let cfg = UpstreamConfig {
+        server: url,
+        ..Default::default()
+    };
+    let opts = UpstreamOptions {
+        lists,
+        ..UpstreamOptions::default()
+    };
+    Upstream::new(&cfg, opts).unwrap()
 }

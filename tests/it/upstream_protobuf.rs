@@ -42,6 +42,19 @@ fn formats(sim: &Sim) -> Vec<(String, String)> {
     }
 }
 
+/// Every list and watch `sim` served was in `format`, and there were some of each.
+fn all_served_in(sim: &Sim, format: &str) {
+    let served = formats(sim);
+    for verb in ["list", "watch"] {
+        let of: Vec<_> = served.iter().filter(|(v, _)| v == verb).collect();
+        assert!(!of.is_empty(), "{verb}s were served: {served:?}");
+        assert!(
+            of.iter().all(|(_, f)| f == format),
+            "every {verb} in {format}: {served:?}"
+        );
+    }
+}
+
 fn responses(w: &Wrapper, verb: &str, format: &str) -> f64 {
     let sample =
         format!("grid_wrapper_upstream_responses_total{{verb=\"{verb}\",format=\"{format}\"}}");
@@ -106,15 +119,7 @@ fn syncs_and_watches_in_protobuf_and_serves_the_same_bytes_as_from_a_json_upstre
     let js = Wrapper::start(&json_sim.url, "edge-a1", &[]);
 
     // Every list and watch of the sync was protobuf from the one, JSON from the other.
-    let served = formats(&pb_sim);
-    for verb in ["list", "watch"] {
-        let of: Vec<_> = served.iter().filter(|(v, _)| v == verb).collect();
-        assert!(!of.is_empty(), "{verb}s were served: {served:?}");
-        assert!(
-            of.iter().all(|(_, f)| f == "protobuf"),
-            "every {verb} in protobuf: {served:?}"
-        );
-    }
+    all_served_in(&pb_sim, "protobuf");
     let served = formats(&json_sim);
     assert!(
         !served.is_empty() && served.iter().all(|(_, f)| f == "json"),
@@ -221,4 +226,27 @@ fn syncs_and_watches_in_protobuf_and_serves_the_same_bytes_as_from_a_json_upstre
         responses(&pb, "list", "json") == 0.0,
         "no JSON list was needed"
     );
+}
+
+#[test]
+fn with_upstream_protobuf_off_the_reflectors_ask_a_protobuf_upstream_for_json() {
+    let sim = Sim::start(&[]);
+    let w = Wrapper::start(&sim.url, "edge-a1", &["--upstream-protobuf=false"]);
+    wait_for("the watches counted", || {
+        responses(&w, "watch", "json") >= 4.0
+    });
+    all_served_in(&sim, "json");
+    assert!(responses(&w, "list", "json") >= 4.0);
+    assert_eq!(responses(&w, "list", "protobuf"), 0.0);
+    assert_eq!(responses(&w, "watch", "protobuf"), 0.0);
+    // kube-proxy still reads protobuf from grid-wrapper: the flag is about the upstream only.
+    let (code, _, body) = request(
+        w.addr,
+        "GET",
+        "/api/v1/nodes/edge-a1",
+        &[("Accept", KUBE_PROXY_ACCEPT)],
+        b"",
+    );
+    assert_eq!(code, 200);
+    assert_eq!(decode_body(&body).kind, "Node");
 }
