@@ -245,7 +245,7 @@ fn list_and_fanout(c: &mut Criterion) {
                 s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
                 changing
                     .borrow_mut()
-                    .apply(Resource::SlicesV1, Change::Upsert(s), 0);
+                    .apply(Resource::SlicesV1, Change::upsert(&s), 0);
             },
             |()| match changing
                 .borrow()
@@ -293,7 +293,7 @@ fn list_and_fanout(c: &mut Criterion) {
                 let mut s = slice(3, EPS);
                 s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
                 st.borrow_mut()
-                    .apply(Resource::SlicesV1, Change::Upsert(s), 0);
+                    .apply(Resource::SlicesV1, Change::upsert(&s), 0);
                 watchers
             },
             |mut watchers| {
@@ -317,7 +317,7 @@ fn relabel(c: &mut Criterion) {
         b.iter(|| {
             flip = !flip;
             let zone = if flip { 1 } else { 0 };
-            black_box(st.apply(Resource::Nodes, Change::Upsert(node(0, zone)), 0))
+            black_box(st.apply(Resource::Nodes, Change::upsert(&node(0, zone)), 0))
         })
     });
     // Another node: only the objects with an endpoint on it are recomputed.
@@ -325,7 +325,7 @@ fn relabel(c: &mut Criterion) {
         b.iter(|| {
             flip = !flip;
             let zone = if flip { 1 } else { 7 };
-            black_box(st.apply(Resource::Nodes, Change::Upsert(node(7, zone)), 0))
+            black_box(st.apply(Resource::Nodes, Change::upsert(&node(7, zone)), 0))
         })
     });
 }
@@ -340,7 +340,7 @@ fn publish(c: &mut Criterion) {
             gen += 1;
             let mut s = slice(3, EPS);
             s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
-            black_box(st.apply(Resource::SlicesV1, Change::Upsert(s), 0))
+            black_box(st.apply(Resource::SlicesV1, Change::upsert(&s), 0))
         })
     });
 }

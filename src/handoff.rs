@@ -7,7 +7,7 @@
 //! hands the cache). Both the upstream side and the cache import it; it imports neither. Pure
 //! but for the refusal counts.
 
-use crate::k8s::Resource;
+use crate::k8s::{ObjectKey, Resource};
 use serde_json::Value;
 
 pub mod edge_health;
@@ -32,17 +32,50 @@ pub struct Oversized {
 }
 
 /// A single change for the cache (a watch event's). A list is never a `Change`: it is taken item
-/// by item ([`Sink::list_items`]).
+/// by item ([`Sink::list_items`]). The object comes as the upstream sent it (its JSON text, not
+/// decoded: the cache makes it canonical on the reflector's thread, as it does a list item), with
+/// the key the reflector read from it while checking it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
     /// Object added or modified.
-    Upsert(Value),
-    /// Object deleted (its last state).
-    Delete(Value),
+    Upsert(Watched),
+    /// Object deleted: its key (the rest of its last state is not needed).
+    Delete(ObjectKey),
     /// A new version of an object (a watch's ADDED or MODIFIED) over the object bound, not
     /// taken: the cache keeps serving the version it holds, marked stale, or leaves a new
     /// object out (docs/SEMANTICS.md §7, "Objects over `--max-object-bytes`").
     Oversized(Oversized),
+}
+
+/// A watch event's object as the upstream sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watched {
+    /// `metadata.namespace` and `metadata.name`, as read from `text`.
+    pub key: ObjectKey,
+    /// The object's JSON text (`kind`/`apiVersion` possibly absent: the cache fills them in).
+    pub text: Box<str>,
+}
+
+impl Change {
+    /// An upsert of `obj` (for the tests, the fuzz targets and the benches, which build
+    /// objects as `Value`s; a reflector hands on the text it read). A nameless object has an
+    /// empty key, which the cache drops.
+    pub fn upsert(obj: &Value) -> Change {
+        Change::Upsert(Watched {
+            key: key_or_empty(obj),
+            text: obj.to_string().into(),
+        })
+    }
+
+    /// The deletion of `obj` (see [`Change::upsert`]).
+    pub fn delete(obj: &Value) -> Change {
+        Change::Delete(key_or_empty(obj))
+    }
+}
+
+/// The key of `obj`, empty when it has no name.
+fn key_or_empty(obj: &Value) -> ObjectKey {
+    ObjectKey::of(obj).unwrap_or_default()
 }
 
 /// Where a LIST's items go as they are split from the body, one at a time (so that a list
@@ -91,9 +124,9 @@ pub trait ListApply: ListItems {
     fn apply(self: Box<Self>);
 }
 
-/// Receiver of a reflector's changes. Watched objects carry `kind`, `apiVersion` and a
-/// `metadata.name` (filled in; nameless objects are dropped); list items stay JSON texts,
-/// which the cache cleans and types itself.
+/// Receiver of a reflector's changes. A watched object has a `metadata.name` (nameless objects
+/// are dropped) and was checked against the resource ([`refused`]); it and list items stay JSON
+/// texts, which the cache cleans, types and makes canonical itself.
 pub trait Sink: Send + Sync + 'static {
     /// Applies one watch event's change for `kind`.
     fn apply(&self, kind: Resource, change: Change);

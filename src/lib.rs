@@ -66,13 +66,14 @@
 //! [`server::proxy::Proxied::pump`] frames the answer's pieces for the client.
 //!
 //! **An upstream change**, on its resource's `reflect-<Kind>` thread: [`upstream::reflector`]
-//! reads through [`upstream::client`] (failover, sliced reads). A watch line is decoded by
-//! [`upstream::decode`] and handed on unchanged ([`cache::store::prepare`]); a list's items are
+//! reads through [`upstream::client`] (failover, sliced reads). A watch line is split into its
+//! type and its object's text by [`upstream::decode`] (the object checked, not decoded) and the
+//! object made canonical bytes by the sink ([`cache::store::WatchPreparer`]); a list's items are
 //! split by [`upstream::list_split`] and made canonical bytes as they come
-//! ([`cache::store::ListPreparer`]). The sink, [`writer::CacheSink`], is chosen in `app` and
-//! handed to each reflector by [`upstream::supervisor`], which starts them. On the
-//! `cache-writer` thread, [`writer`] calls [`cache::store::State::apply_prepared`]: a watch
-//! event is cleaned and serialized there, compared, pruned by [`cache::topology`], and its
+//! ([`cache::store::ListPreparer`]), the same way. The sink, [`writer::CacheSink`], is chosen in
+//! `app` and handed to each reflector by [`upstream::supervisor`], which starts them. On the
+//! `cache-writer` thread, [`writer`] calls [`cache::store::State::apply_prepared`]: each object
+//! is compared on its bytes, pruned by [`cache::topology`], and its
 //! served bytes are made once with a new resourceVersion and recorded in the
 //! [`cache::published::Published`] view, one record at a time under the view's lock. Then
 //! [`writer::Callbacks`] (also set in `app`) wake the loop, whose watchers pull the new entries:

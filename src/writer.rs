@@ -599,7 +599,7 @@ mod tests {
         for name in ["a", "b", "c"] {
             let meta = json!({"name": name, "namespace": "default"});
             let svc = json!({"kind": "Service", "apiVersion": "v1", "metadata": meta});
-            st.apply(Resource::Services, Change::Upsert(svc), 0);
+            st.apply(Resource::Services, Change::upsert(&svc), 0);
         }
         let (view, relay) = (st.view(), st.relay_view().expect("a relay view is kept"));
         let facts = st.shared_facts();

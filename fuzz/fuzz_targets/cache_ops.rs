@@ -138,15 +138,15 @@ fuzz_target!(|data: &[u8]| {
             last_rv = st.current_rv();
             continue;
         }
-        let (kind_i, change) = match op[0] % 10 {
-            0 => (0, Change::Upsert(node(op[1], op[2]))),
-            1 => (0, Change::Delete(node(op[1], 0))),
-            2 => (1, Change::Upsert(service(op[1], op[2]))),
-            3 => (1, Change::Delete(service(op[1], 0))),
-            4 => (2, Change::Upsert(endpoints(op[1], op[2]))),
-            5 => (2, Change::Delete(endpoints(op[1], 0))),
-            6 => (3, Change::Upsert(slice(op[1], op[2]))),
-            7 => (3, Change::Delete(slice(op[1], 0))),
+        let (kind_i, obj, upsert) = match op[0] % 10 {
+            0 => (0, node(op[1], op[2]), true),
+            1 => (0, node(op[1], 0), false),
+            2 => (1, service(op[1], op[2]), true),
+            3 => (1, service(op[1], 0), false),
+            4 => (2, endpoints(op[1], op[2]), true),
+            5 => (2, endpoints(op[1], 0), false),
+            6 => (3, slice(op[1], op[2]), true),
+            7 => (3, slice(op[1], 0), false),
             _ => {
                 // A relist of one kind with the model's objects (nothing changed: no events).
                 let k = usize::from(op[1]) % 4;
@@ -158,15 +158,14 @@ fuzz_target!(|data: &[u8]| {
             }
         };
         let m = model.get_mut(&kind_i).expect("kinds are preset");
-        match &change {
-            Change::Upsert(v) => {
-                m.insert(key(v), v.clone());
-            }
-            Change::Delete(v) => {
-                m.remove(&key(v));
-            }
-            Change::Oversized(_) => {}
-        }
+        // A watch event's object as a reflector hands it over: its text, prepared as it comes.
+        let change = if upsert {
+            m.insert(key(&obj), obj.clone());
+            Change::upsert(&obj)
+        } else {
+            m.remove(&key(&obj));
+            Change::delete(&obj)
+        };
         st.apply(KINDS[kind_i], change, step as u64);
         assert!(st.current_rv() >= last_rv);
         last_rv = st.current_rv();

@@ -233,9 +233,9 @@ fuzz_target!(|data: &[u8]| {
     for op in ops.chunks_exact(2).take(64) {
         slow.step(&st, res, &filter, everything, usize::from(op[1] >> 6) + 1);
         let change = if op[0] & 0x80 != 0 {
-            Change::Delete(object(res, op[0], 0))
+            Change::delete(&object(res, op[0], 0))
         } else {
-            Change::Upsert(object(res, op[0], op[1]))
+            Change::upsert(&object(res, op[0], op[1]))
         };
         st.apply(res, change, 0);
         let entries = st.collection(res).after(cursor, usize::MAX).expect("the log holds the entries after the cursor");

@@ -229,7 +229,7 @@ fn a_list_after_a_change_reflects_it() {
 
     st.apply(
         Resource::SlicesV1,
-        Change::Upsert(slice("default", "web-c", 0)),
+        Change::upsert(&slice("default", "web-c", 0)),
         0,
     );
     let after = list_bytes(&st, res, L);
@@ -245,7 +245,7 @@ fn a_list_after_a_change_reflects_it() {
     // A modification, then an object leaving the view by gaining an excluding label.
     st.apply(
         Resource::SlicesV1,
-        Change::Upsert(slice("default", "web-a", 1)),
+        Change::upsert(&slice("default", "web-a", 1)),
         0,
     );
     let modified = list_bytes(&st, res, L);
@@ -253,7 +253,7 @@ fn a_list_after_a_change_reflects_it() {
     assert!(String::from_utf8_lossy(&modified).contains("\"gen\":\"1\""));
     let mut hl = slice("default", "web-b", 0);
     hl["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
-    st.apply(Resource::SlicesV1, Change::Upsert(hl), 0);
+    st.apply(Resource::SlicesV1, Change::upsert(&hl), 0);
     let left = list_bytes(&st, res, L);
     assert_eq!(item_names(&left), vec!["web-a", "web-c"]);
     assert_eq!(left, per_item_bytes(&st, res, L));
@@ -261,7 +261,7 @@ fn a_list_after_a_change_reflects_it() {
     // A change elsewhere moves only the envelope's RV.
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "new", json!({}))),
+        Change::upsert(&service("default", "new", json!({}))),
         0,
     );
     assert_eq!(list_bytes(&st, res, L), per_item_bytes(&st, res, L));
@@ -313,7 +313,7 @@ fn case_37_headless_service_only_without_field_selector() {
     let mut st = test_support::loaded(&fx, 1_000, Resource::SlicesV1, vec![]);
     let mut hl = fixtures::service("default", "hl", None);
     hl["spec"]["clusterIP"] = json!("None");
-    st.apply(Resource::Services, Change::Upsert(hl), 1);
+    st.apply(Resource::Services, Change::upsert(&hl), 1);
     let all = |fields: &str| {
         let filter = Filter {
             fields: FieldSelector::parse(fields, Resource::Services.selectable_fields())

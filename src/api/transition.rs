@@ -203,9 +203,9 @@ pub(crate) mod tests {
     /// matching gets its old content with the change's RV) and a deletion.
     pub(crate) fn slice_entries() -> (Resource, Vec<Entry>) {
         logged(vec![
-            Change::Upsert(slice("a", 1, None)),
-            Change::Upsert(slice("a", 2, Some(("gen-old", "")))),
-            Change::Delete(slice("a", 2, None)),
+            Change::upsert(&slice("a", 1, None)),
+            Change::upsert(&slice("a", 2, Some(("gen-old", "")))),
+            Change::delete(&slice("a", 2, None)),
         ])
     }
 
@@ -233,12 +233,12 @@ pub(crate) mod tests {
         // "a" is served at gen 0 before the entries: it enters `gen=1`, stays in it (another
         // label changes), leaves it, and is deleted outside it; "b" comes and goes inside it.
         let (res, entries) = logged(vec![
-            Change::Upsert(slice("a", 1, None)),
-            Change::Upsert(slice("a", 1, Some(("x", "y")))),
-            Change::Upsert(slice("a", 2, None)),
-            Change::Delete(slice("a", 2, None)),
-            Change::Upsert(slice("b", 1, None)),
-            Change::Delete(slice("b", 1, None)),
+            Change::upsert(&slice("a", 1, None)),
+            Change::upsert(&slice("a", 1, Some(("x", "y")))),
+            Change::upsert(&slice("a", 2, None)),
+            Change::delete(&slice("a", 2, None)),
+            Change::upsert(&slice("b", 1, None)),
+            Change::delete(&slice("b", 1, None)),
         ]);
         let filter = filter_of(res, "labelSelector=gen%3D1");
         let got: Vec<Option<Event>> = entries
@@ -279,11 +279,11 @@ pub(crate) mod tests {
     #[test]
     fn events_for_everything_selections_skip_matching_but_are_the_same() {
         let (res, entries) = logged(vec![
-            Change::Upsert(slice("b", 0, None)),
-            Change::Upsert(slice("a", 1, None)),
+            Change::upsert(&slice("b", 0, None)),
+            Change::upsert(&slice("a", 1, None)),
             // Gains an excluding label: leaves the view (a deletion).
-            Change::Upsert(slice("b", 1, Some(("service.kubernetes.io/headless", "")))),
-            Change::Delete(slice("a", 1, None)),
+            Change::upsert(&slice("b", 1, Some(("service.kubernetes.io/headless", "")))),
+            Change::delete(&slice("a", 1, None)),
         ]);
         for q in [
             L,

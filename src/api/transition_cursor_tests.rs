@@ -124,8 +124,8 @@ fn change(n: u64) -> Change {
         >> 33;
     let i = (x % KEYS as u64) as usize;
     match (x >> 8) % 4 {
-        0 => Change::Delete(slice(i, 0, 0)),
-        g => Change::Upsert(slice(i, g % 2, n)),
+        0 => Change::delete(&slice(i, 0, 0)),
+        g => Change::upsert(&slice(i, g % 2, n)),
     }
 }
 
@@ -193,10 +193,10 @@ fn changes_past_the_cursor_are_sent_once_as_their_current_version() {
     let (mut st, f, held, mut cursor) = one_sent();
     assert_eq!(held.len(), 1);
     // s-10 (past the cursor) is updated twice, s-00 (sent) once, s-01 (before it) is created.
-    st.apply(RES, Change::Upsert(slice(10, 0, 1)), 0);
-    st.apply(RES, Change::Upsert(slice(10, 0, 2)), 0);
-    st.apply(RES, Change::Upsert(slice(0, 0, 3)), 0);
-    st.apply(RES, Change::Upsert(slice(1, 0, 4)), 0);
+    st.apply(RES, Change::upsert(&slice(10, 0, 1)), 0);
+    st.apply(RES, Change::upsert(&slice(10, 0, 2)), 0);
+    st.apply(RES, Change::upsert(&slice(0, 0, 3)), 0);
+    st.apply(RES, Change::upsert(&slice(1, 0, 4)), 0);
     let mut items = Vec::new();
     let done = st.with_view(|v| {
         cursor.step(v.collection(RES), v.current_rv(), &f.0, f.1, |item| {

@@ -334,7 +334,7 @@ mod tests {
         let mut st = test_support::state("h", 1);
         test_support::list_all_empty(&mut st);
         let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "h"}});
-        st.apply(Resource::Nodes, Change::Upsert(node), 0);
+        st.apply(Resource::Nodes, Change::upsert(&node), 0);
         let rv = st.current_rv();
         let view = st.view();
         let writer = Mutex::new(st);
@@ -377,7 +377,7 @@ mod tests {
         assert!(!facts.load().ready);
         test_support::list_all_empty(&mut st);
         let node = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "h"}});
-        st.apply(Resource::Nodes, Change::Upsert(node), 0);
+        st.apply(Resource::Nodes, Change::upsert(&node), 0);
         let now = facts.load();
         assert_eq!(now, st.facts());
         assert!(now.ready && !now.serving_snapshot);

@@ -71,7 +71,7 @@ use explain::{ExplainInput, Overview, ServiceExplanation};
 use index::{Index, Target};
 #[cfg(test)]
 use prepare::fresh;
-pub use prepare::{prepare, values_oracle, Hold, ListPreparer, Listed, Prepared};
+pub use prepare::{values_oracle, Hold, ListPreparer, Listed, Prepared, WatchPreparer};
 #[cfg(test)]
 pub(crate) use publisher::RecordHook;
 use publisher::{Publisher, Status};
@@ -408,8 +408,27 @@ impl State {
 
     /// Applies one watch event's change, recomputes what it affects, and logs every change of
     /// served content with a new RV. `now` is monotonic seconds (for the log's time window).
+    /// The change is prepared here, on the caller's thread, as the server prepares it on the
+    /// reflector's ([`State::watch_preparer`]); what `grid-wrapper check`, the tests and the
+    /// benches apply.
     pub fn apply(&mut self, kind: Resource, change: Change, now: u64) -> Applied {
-        self.apply_prepared(kind, prepare(change), now)
+        match self.watch_preparer().prepare(kind, change) {
+            Some(prepared) => self.apply_prepared(kind, prepared, now),
+            None => Applied::default(),
+        }
+    }
+
+    /// A preparer of watch events: without a relay view, every Node but the local one is
+    /// reduced to its facts before it reaches the writer, as a list's are
+    /// ([`State::list_preparer`]); a relay serves its followers their own Nodes, whole.
+    pub fn watch_preparer(&self) -> WatchPreparer {
+        WatchPreparer::new(self.watch_preparer_except().as_deref())
+    }
+
+    /// The Node a [`State::watch_preparer`] keeps whole besides every other's facts (the local
+    /// one), `None` with a relay view (every Node whole).
+    pub fn watch_preparer_except(&self) -> Option<String> {
+        (!self.publisher.relays()).then(|| self.settings.hostname.clone())
     }
 
     /// Applies a full list of `kind` given as its items' JSON texts, taken as the server takes a
@@ -428,7 +447,7 @@ impl State {
     }
 
     /// Applies a change already prepared on the reflector's thread: a list
-    /// ([`ListPreparer::finish`]) or a watch event ([`prepare`]).
+    /// ([`ListPreparer::finish`]) or a watch event ([`WatchPreparer::prepare`]).
     pub fn apply_prepared(&mut self, kind: Resource, change: Prepared, now: u64) -> Applied {
         let before = self.current_rv();
         if matches!(kind, Resource::SlicesV1 | Resource::SlicesV1beta1) && kind != self.slice_kind {
@@ -449,24 +468,14 @@ impl State {
         }
         let listed = matches!(change, Prepared::Listed(_));
         match change {
-            Prepared::One(Change::Upsert(obj)) => {
-                let out_of_view = excluded(kind, &obj);
-                if let Some((key, obj)) = clean(kind, obj) {
-                    self.unstale(kind, &key);
-                    if out_of_view {
-                        // An object that gained an excluding label left the view: a deletion.
-                        self.delete(kind, &key, now);
-                    } else {
-                        self.upsert(kind, key, obj, now);
-                    }
-                }
+            Prepared::Upserted(key, item) => self.apply_item(kind, key, item, now),
+            Prepared::Left(key) => {
+                // An object that gained an excluding label left the view: a deletion.
+                self.unstale(kind, &key);
+                self.delete(kind, &key, now);
             }
-            Prepared::One(Change::Delete(obj)) => {
-                if let Some((key, _)) = clean(kind, obj) {
-                    self.delete(kind, &key, now);
-                }
-            }
-            Prepared::One(Change::Oversized(item)) => self.oversized(kind, &item),
+            Prepared::Deleted(key) => self.delete(kind, &key, now),
+            Prepared::Oversized(item) => self.oversized(kind, &item),
             Prepared::Listed(fresh) => self.replace(kind, fresh, now),
         }
         self.flush_derived(now);
@@ -553,30 +562,39 @@ impl State {
             self.delete(kind, &key, now);
         }
         for (key, listed) in fresh {
-            if let Some(bytes) = listed.too_large() {
-                self.refused_version(kind, &key, bytes);
-                continue;
+            self.apply_item(kind, key, listed, now);
+        }
+    }
+
+    /// Applies one prepared object, a list's item or a watch event's (the one body both take,
+    /// so that a watched object and the same object listed are stored and served alike): an
+    /// item over the object bound keeps the version held (stale); an unchanged one is left as
+    /// it is (compared on its bytes, packed to packed where it can be); a changed endpoint
+    /// object is served as it came where it can be, without a `Value`; any other is decoded
+    /// from its canonical bytes and upserted.
+    fn apply_item(&mut self, kind: Resource, key: ObjectKey, listed: Listed, now: u64) {
+        if let Some(bytes) = listed.too_large() {
+            self.refused_version(kind, &key, bytes);
+            return;
+        }
+        self.unstale(kind, &key);
+        if self
+            .upstream
+            .same_listed(kind, &key, &listed, self.stand_in())
+        {
+            return; // unchanged: no need to decode it again
+        }
+        let Some(bytes) = listed.whole() else {
+            log::warn!("{kind:?} {key}: prepared bytes that do not unpack; skipped");
+            return;
+        };
+        if let Some(facts) = listed.as_is {
+            if self.upsert_as_is(kind, &key, &bytes, facts, Relay::Too, now) {
+                return; // served as it came: published without decoding it
             }
-            self.unstale(kind, &key);
-            if self
-                .upstream
-                .same_listed(kind, &key, &listed, self.stand_in())
-            {
-                continue; // unchanged: no need to decode it again
-            }
-            let Some(bytes) = listed.whole() else {
-                log::warn!("{kind:?} {key}: listed bytes that do not unpack; skipped");
-                continue;
-            };
-            let as_is = listed.as_is;
-            if let Some(facts) = as_is {
-                if self.upsert_as_is(kind, &key, &bytes, facts, Relay::Too, now) {
-                    continue; // served as it came: published without decoding it
-                }
-            }
-            if let Some(obj) = parse(&bytes) {
-                self.upsert_raw(kind, key, obj, bytes, now);
-            }
+        }
+        if let Some(obj) = parse(&bytes) {
+            self.upsert_raw(kind, key, obj, bytes, now);
         }
     }
 
@@ -609,18 +627,7 @@ impl State {
         }
     }
 
-    fn upsert(&mut self, kind: Resource, key: ObjectKey, obj: Value, now: u64) {
-        if kind == Resource::Nodes && !self.is_local(&key) {
-            return self.upsert_node_facts(&key, obj, now);
-        }
-        let bytes = raw(&obj);
-        if self.upstream.same(kind, &key, &bytes, self.stand_in()) {
-            return;
-        }
-        self.upsert_raw(kind, key, obj, bytes, now);
-    }
-
-    /// [`State::upsert`] of a changed object whose compact bytes are already known (a list).
+    /// Upserts a changed object, decoded from its canonical bytes `bytes` ([`State::apply_item`]).
     fn upsert_raw(&mut self, kind: Resource, key: ObjectKey, obj: Value, bytes: Raw, now: u64) {
         let bytes = Stored::Own(bytes);
         match kind {

@@ -111,7 +111,7 @@ fn readers_answer_while_the_writer_is_parked_mid_apply() {
     // An earlier change, applied and served.
     // The reflectors' sink, as the server gives it them.
     let sink = Arc::new(CacheSink::new(writer.clone()));
-    sink.apply(Resource::Services, Change::Upsert(service("early")));
+    sink.apply(Resource::Services, Change::upsert(&service("early")));
     let rv1 = writer.ask(|s| s.current_rv()).expect("the writer answers");
     assert_eq!(rv1, rv0 + 1, "the early change applied");
 

@@ -427,6 +427,148 @@ pub fn object_ref_from_prefix(prefix: &[u8]) -> ObjectRef {
     r
 }
 
+/// Who a whole object is and what it says it is, read from its JSON text without decoding it
+/// ([`object_head`]): what [`refusal`] and the key of a watch event need.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectHead {
+    /// `metadata.namespace`, `metadata.name`, `metadata.resourceVersion`.
+    pub meta: ObjectRef,
+    /// `kind`: `None` when absent, `Some(None)` when not a string (as [`refused::misfit`]
+    /// takes it).
+    pub kind: Option<Option<String>>,
+    /// `apiVersion`, the same way.
+    pub api_version: Option<Option<String>>,
+}
+
+impl ObjectHead {
+    /// Its key, `None` without a name (or with an empty one), as [`crate::k8s::ObjectKey::of`]
+    /// reads it from a `Value`.
+    pub fn key(&self) -> Option<crate::k8s::ObjectKey> {
+        let name = self.meta.name.as_deref().filter(|n| !n.is_empty())?;
+        let namespace = self.meta.namespace.as_deref().unwrap_or("");
+        Some(crate::k8s::ObjectKey::new(namespace, name))
+    }
+}
+
+/// [`object_ref_from_prefix`] of a whole object, with its `kind` and `apiVersion`: for valid
+/// JSON the members a `serde_json::Value` of it gives (the last of repeated keys).
+pub fn object_head(text: &[u8]) -> ObjectHead {
+    let mut head = ObjectHead::default();
+    walk_prefix(text, |path, token| {
+        let text = || token.and_then(|t| serde_json::from_slice::<String>(t).ok());
+        match path {
+            [Key::Metadata] => head.meta = ObjectRef::default(),
+            [Key::Metadata, field] => head.meta.set(*field, token),
+            [Key::Kind] => head.kind = Some(text()),
+            [Key::ApiVersion] => head.api_version = Some(text()),
+            _ => {}
+        }
+    });
+    head
+}
+
+/// [`refusal`] of an object read by [`object_head`], without a `Value`.
+pub fn refusal_of(res: Resource, head: &ObjectHead, position: &str) -> Option<Reason> {
+    let key = head.key()?;
+    let (kind, api) = (head.kind.as_ref(), head.api_version.as_ref());
+    refused::misfit(
+        res,
+        kind.map(Option::as_deref),
+        api.map(Option::as_deref),
+        &key.namespace,
+    )
+    .or_else(|| {
+        head.meta
+            .resource_version
+            .as_deref()
+            .filter(|rv| refused::older(rv, position))
+            .map(|_| Reason::OlderVersion)
+    })
+}
+
+/// A watch event's object, not decoded into a `Value`: its JSON text as it came and what
+/// [`object_head`] read from it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventObject {
+    /// The object's JSON text.
+    pub text: Box<str>,
+    /// Who it is.
+    pub head: ObjectHead,
+}
+
+/// One watch event as the reflector takes it ([`decode_event_text`]): an object's event carries
+/// the object's text, not a `Value`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TextEvent {
+    /// `ADDED` with the object.
+    Added(EventObject),
+    /// `MODIFIED` with the object.
+    Modified(EventObject),
+    /// `DELETED` with the object's last state.
+    Deleted(EventObject),
+    /// `BOOKMARK`: only the resourceVersion matters.
+    Bookmark {
+        /// `object.metadata.resourceVersion`.
+        resource_version: String,
+    },
+    /// `ERROR` with a Status object.
+    Error(StatusInfo),
+}
+
+/// Decodes one watch line as [`decode_event`] does (the same events and the same errors), but
+/// an object's event keeps the object as its text: the line is split into `type` and `object`
+/// (a `RawValue`), and the object read only for who it is ([`object_head`]). A line of another
+/// shape than `{"type":"<string>","object":{…}}` (repeated members, another order of
+/// unusual types) goes through [`decode_event`], so that it means what it means there; a
+/// BOOKMARK or ERROR event's object is decoded as there.
+pub fn decode_event_text(line: &[u8]) -> Result<TextEvent, DecodeError> {
+    #[derive(serde::Deserialize)]
+    struct Parts<'a> {
+        #[serde(borrow, rename = "type")]
+        kind: Option<&'a str>,
+        #[serde(borrow)]
+        object: Option<&'a serde_json::value::RawValue>,
+    }
+    let first = line.iter().find(|b| !b.is_ascii_whitespace());
+    let parts = match first {
+        Some(b'{') => serde_json::from_slice::<Parts<'_>>(line).ok(),
+        _ => None,
+    };
+    let (Some(kind), Some(object)) = parts.map(|p| (p.kind, p.object)).unwrap_or_default() else {
+        return decode_event(line).map(TextEvent::from);
+    };
+    if !object.get().starts_with('{') {
+        return decode_event(line).map(TextEvent::from);
+    }
+    let take = || EventObject {
+        text: Box::from(object.get()),
+        head: object_head(object.get().as_bytes()),
+    };
+    match kind {
+        "ADDED" => Ok(TextEvent::Added(take())),
+        "MODIFIED" => Ok(TextEvent::Modified(take())),
+        "DELETED" => Ok(TextEvent::Deleted(take())),
+        _ => decode_event(line).map(TextEvent::from),
+    }
+}
+
+impl From<WatchEvent> for TextEvent {
+    fn from(event: WatchEvent) -> TextEvent {
+        let text = |o: Value| {
+            let text: Box<str> = o.to_string().into();
+            let head = object_head(text.as_bytes());
+            EventObject { text, head }
+        };
+        match event {
+            WatchEvent::Added(o) => TextEvent::Added(text(o)),
+            WatchEvent::Modified(o) => TextEvent::Modified(text(o)),
+            WatchEvent::Deleted(o) => TextEvent::Deleted(text(o)),
+            WatchEvent::Bookmark { resource_version } => TextEvent::Bookmark { resource_version },
+            WatchEvent::Error(s) => TextEvent::Error(s),
+        }
+    }
+}
+
 /// [`object_ref_from_prefix`] for the first bytes of a watch event line
 /// (`{"type":"MODIFIED","object":{…}}`, the members in any order): the event's `type` when it
 /// is a complete string there, and the ref of the object under the top-level `object` key.
@@ -451,6 +593,8 @@ enum Key {
     ResourceVersion,
     Type,
     Object,
+    Kind,
+    ApiVersion,
     /// Any other key, or an array element.
     Other,
 }
@@ -486,6 +630,8 @@ impl Key {
             b"resourceVersion" => Key::ResourceVersion,
             b"type" => Key::Type,
             b"object" => Key::Object,
+            b"kind" => Key::Kind,
+            b"apiVersion" => Key::ApiVersion,
             _ => Key::Other,
         }
     }

@@ -26,7 +26,7 @@
 //! | silence past it without any bookmark on the stream | `Listed` (later watches get the idle limit until a bookmark comes) | — |
 //! | a line over the object bound, its object named in its first bytes | `Watching` (`Change::Oversized`: the cache keeps serving the version it holds, stale; a `DELETED` deletes) | — |
 //! | undecodable line (or protobuf frame: `upstream::proto_watch`), or one over the bound whose object its first bytes do not name | `Empty` (relist at RV) | backoff |
-//! | an object that does not fit the resource (kind, apiVersion, scope) or older than the stream's RV ([`decode::refusal`]) | `Watching` (refused: not applied, RV unchanged; WARN once per stream, counted) | — |
+//! | an object that does not fit the resource (kind, apiVersion, scope) or older than the stream's RV ([`decode::refusal_of`], read from the object's text: [`decode::object_head`]) | `Watching` (refused: not applied, RV unchanged; WARN once per stream, counted) | — |
 //! | the [`MAX_FAILURES_WITHOUT_PROGRESS`]th failure in a row without progress of a request naming an RV | `Empty`, RV omitted (from scratch) | backoff |
 //!
 //! *Progress* is an event or bookmark, or a watch that ended normally; a list is not (a watch
@@ -56,11 +56,11 @@
 
 use crate::clock::unix_now;
 use crate::handoff::refused;
-use crate::handoff::{Change, ListItems, Oversized, Sink};
-use crate::k8s::Resource;
+use crate::handoff::{Change, ListItems, Oversized, Sink, Watched};
+use crate::k8s::{ObjectKey, Resource};
 use crate::upstream::backoff::{random_below, Backoff};
 use crate::upstream::client::{is_stall, Upstream, UpstreamError, WatchStream};
-use crate::upstream::decode::{self, Line, ListResult, WatchEvent, WATCH_EVENT_ENVELOPE_BYTES};
+use crate::upstream::decode::{self, Line, ListResult, TextEvent, WATCH_EVENT_ENVELOPE_BYTES};
 pub use crate::upstream::discovery::{
     discover_cidr_kind, discover_slice_kind, discover_slice_kind_checked, discovered_slice_kind,
     recheck_cidr_kind,
@@ -461,23 +461,17 @@ impl<L: ListWatch> Reflector<L> {
         self.recovered(ended);
     }
 
-    /// Fills in `kind`/`apiVersion`; `None` (and counted) for objects without a name.
-    fn normalize(&mut self, mut obj: Value) -> Option<Value> {
-        let has_name = obj
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .is_some_and(|n| !n.is_empty());
-        let Some(map) = obj.as_object_mut().filter(|_| has_name) else {
+    /// The key of a watched object; `None` (and counted) for objects without a name.
+    fn named(&mut self, head: &decode::ObjectHead) -> Option<ObjectKey> {
+        let key = head.key();
+        if key.is_none() {
             self.dropped += 1;
             log::warn!(
                 "{:?}: dropping upstream object without metadata.name",
                 self.kind
             );
-            return None;
-        };
-        self.kind.fill_type_meta(map);
-        Some(obj)
+        }
+        key
     }
 
     /// The list from the upstream, each item handed to `items`; the items skipped for their
@@ -804,7 +798,7 @@ impl<L: ListWatch> Reflector<L> {
                 return self.watch_failed(rv, f);
             }
         }
-        let event = match decode::decode_event(&self.line) {
+        let event = match decode::decode_event_text(&self.line) {
             Ok(ev) => ev,
             Err(e) => {
                 self.dropped += 1;
@@ -812,21 +806,24 @@ impl<L: ListWatch> Reflector<L> {
                 return self.watch_failed(rv, f);
             }
         };
-        if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &event {
-            if let Some(reason) = decode::refusal(self.kind, o, &rv) {
-                return self.refused(rv, stream, o, reason);
+        if let TextEvent::Added(o) | TextEvent::Modified(o) | TextEvent::Deleted(o) = &event {
+            if let Some(reason) = decode::refusal_of(self.kind, &o.head, &rv) {
+                return self.refused(rv, stream, &o.head, reason);
             }
         }
         let (change, new_rv) = match event {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                let new_rv = decode::resource_version_of(&o).map(str::to_string);
-                (self.normalize(o).map(Change::Upsert), new_rv)
+            TextEvent::Added(o) | TextEvent::Modified(o) => {
+                let new_rv = o.head.meta.resource_version.clone();
+                let change = self
+                    .named(&o.head)
+                    .map(|key| Change::Upsert(Watched { key, text: o.text }));
+                (change, new_rv)
             }
-            WatchEvent::Deleted(o) => {
-                let new_rv = decode::resource_version_of(&o).map(str::to_string);
-                (self.normalize(o).map(Change::Delete), new_rv)
+            TextEvent::Deleted(o) => {
+                let new_rv = o.head.meta.resource_version.clone();
+                (self.named(&o.head).map(Change::Delete), new_rv)
             }
-            WatchEvent::Bookmark { resource_version } => {
+            TextEvent::Bookmark { resource_version } => {
                 if !self.bookmarks_expected {
                     log::info!(
                         "{:?}: the upstream sends bookmarks again: its watches are held to the {} s progress deadline from the next one",
@@ -838,7 +835,7 @@ impl<L: ListWatch> Reflector<L> {
                 stream.bookmarked = true;
                 (None, Some(resource_version))
             }
-            WatchEvent::Error(s) => {
+            TextEvent::Error(s) => {
                 let text = format!("watch error {} {}: {}", s.code, s.reason, s.message);
                 let f = if s.is_rv_too_large() {
                     WatchFailure::TooLarge(text)
@@ -862,25 +859,24 @@ impl<L: ListWatch> Reflector<L> {
     }
 
     /// A watch event whose object does not fit the resource, or is older than the stream's
-    /// position ([`decode::refusal`]): not applied, counted, named in one WARN per stream; the
+    /// position ([`decode::refusal_of`]): not applied, counted, named in one WARN per stream; the
     /// stream goes on at the same resourceVersion (a relist from the same upstream would not
     /// make it tell the truth, and the version the cache holds is the newer one).
     fn refused(
         &mut self,
         rv: String,
         mut stream: Stream,
-        obj: &Value,
+        head: &decode::ObjectHead,
         reason: refused::Reason,
     ) -> (Stage, Option<Duration>) {
         refused::record(self.kind, reason);
-        let meta = |f: &str| obj.pointer(f).and_then(Value::as_str).unwrap_or("");
         let text = format!(
             "{:?}: refusing a watch event's object {:?} {}/{} at resourceVersion {:?} ({}; the stream is at {rv:?}): not served",
             self.kind,
-            meta("/kind"),
-            meta("/metadata/namespace"),
-            meta("/metadata/name"),
-            meta("/metadata/resourceVersion"),
+            head.kind.clone().flatten().unwrap_or_default(),
+            head.meta.namespace.as_deref().unwrap_or(""),
+            head.meta.name.as_deref().unwrap_or(""),
+            head.meta.resource_version.as_deref().unwrap_or(""),
             reason.label(),
         );
         if std::mem::replace(&mut stream.warned_refusal, true) {
@@ -922,14 +918,16 @@ impl<L: ListWatch> Reflector<L> {
         let bytes = read + more;
         self.skip_oversized(obj.namespace.as_deref(), Some(&name), bytes);
         if kind.as_deref() == Some("DELETED") {
-            let mut meta = serde_json::Map::new();
-            meta.insert("name".into(), Value::String(name));
-            if let Some(ns) = obj.namespace {
-                meta.insert("namespace".into(), Value::String(ns));
-            }
-            let gone = serde_json::json!({ "metadata": meta });
-            if let Some(o) = self.normalize(gone) {
-                self.sink.apply(self.kind, Change::Delete(o));
+            let head = decode::ObjectHead {
+                meta: decode::ObjectRef {
+                    namespace: obj.namespace,
+                    name: Some(name),
+                    resource_version: None,
+                },
+                ..Default::default()
+            };
+            if let Some(key) = self.named(&head) {
+                self.sink.apply(self.kind, Change::Delete(key));
             }
         } else {
             // The cache keeps serving the version it holds (stale), or leaves a new one out.
@@ -941,7 +939,7 @@ impl<L: ListWatch> Reflector<L> {
             self.sink.apply(self.kind, Change::Oversized(item));
         }
         self.progressed();
-        // The stream's position never goes back (as for a refused event: `decode::refusal`).
+        // The stream's position never goes back (as for a refused event: `decode::refusal_of`).
         let rv = obj
             .resource_version
             .filter(|r| !r.is_empty() && !refused::older(r, &rv))

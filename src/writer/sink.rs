@@ -1,12 +1,15 @@
 //! The reflectors' side of the writer: [`CacheSink`] takes each upstream change on its
 //! reflector's thread, prepares a list there (item by item as it is read: the one way a list
 //! reaches the cache) and hands it to the one writer ([`WriterHandle`]), which applies it in the order
-//! it comes. A watch event, which the reflector decoded, goes through [`prepare`] unchanged: the
-//! writer cleans and serializes it. The reflectors are given this sink in `src/app.rs`.
+//! it comes. A watch event's object is prepared there too, as a list's item is
+//! ([`WatchPreparer`]: canonical bytes, no `serde_json::Value`), so that the writer only compares,
+//! keeps and publishes it. The reflectors are given this sink in `src/app.rs`.
 
+use std::cell::RefCell;
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use crate::cache::store::{prepare, ListPreparer};
+use crate::cache::store::{ListPreparer, WatchPreparer};
 use crate::handoff::list_order::{self, ListOrder};
 use crate::handoff::{Change, ListApply, ListItems, Oversized, Sink};
 use crate::k8s::Resource;
@@ -18,6 +21,14 @@ pub struct CacheSink {
     writer: WriterHandle,
     /// Nodes and Services list first.
     order: ListOrder,
+    /// Whose Node a watch event keeps whole (the local one; `None`: every one, a relay), asked
+    /// of the writer once, at the first watch event.
+    facts_except: OnceLock<Option<String>>,
+}
+
+thread_local! {
+    /// Each reflector thread's watch preparer (its decoder's buffers kept from event to event).
+    static PREPARER: RefCell<Option<WatchPreparer>> = const { RefCell::new(None) };
 }
 
 impl CacheSink {
@@ -26,6 +37,7 @@ impl CacheSink {
         CacheSink {
             writer,
             order: ListOrder::new(list_order::PATIENCE),
+            facts_except: OnceLock::new(),
         }
     }
 }
@@ -36,8 +48,29 @@ impl Sink for CacheSink {
     }
 
     fn apply(&self, kind: Resource, change: Change) {
-        // On the reflector's thread; today `prepare` passes the event on as it came.
-        self.writer.apply(kind, prepare(change));
+        // On the reflector's thread: the object made canonical here, not on the writer.
+        let local = self.facts_except.get_or_init(|| {
+            // Ask once: whether the state keeps a relay view is set before the first change.
+            // A writer gone keeps every Node whole here (the writer reduces them itself).
+            self.writer
+                .ask(|s| s.watch_preparer_except())
+                .unwrap_or(None)
+        });
+        let prepared = PREPARER.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            match &mut *cell {
+                Some(p) if p.facts_except() == local.as_deref() => p.prepare(kind, change),
+                other => {
+                    let mut p = WatchPreparer::new(local.as_deref());
+                    let prepared = p.prepare(kind, change);
+                    *other = Some(p);
+                    prepared
+                }
+            }
+        });
+        if let Some(prepared) = prepared {
+            self.writer.apply(kind, prepared);
+        }
     }
 
     fn list_items(&self, kind: Resource) -> Box<dyn ListApply + '_> {

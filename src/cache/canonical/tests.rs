@@ -23,7 +23,7 @@ fn listed(p: Prepared) -> BTreeMap<ObjectKey, Vec<u8>> {
                 (k, bytes.to_vec())
             })
             .collect(),
-        Prepared::One(_) => panic!("a list prepares to Listed"),
+        _ => panic!("a list prepares to Listed"),
     }
 }
 

@@ -1,10 +1,10 @@
-//! Upstream changes prepared before they reach the writer. A list, the one shape a list has
-//! ([`ListPreparer`]), is taken item by item on the reflector's thread as it is read: each item
-//! decoded, cleaned and made canonical compact bytes there, so that the writer only compares
-//! bytes and recomputes what changed. A watch event is not: [`prepare`] hands it on as it came
-//! ([`Prepared::One`]: the reflector decoded it into a `serde_json::Value`; the writer cleans it
-//! and serializes it). [`prepare`] is the seam where a change of the object's form would move
-//! that work onto the reflector's thread.
+//! Upstream changes prepared before they reach the writer, on the reflector's thread. A list,
+//! the one shape a list has ([`ListPreparer`]), is taken item by item as it is read; a watch
+//! event's object ([`WatchPreparer`]) the same way, one item: each object decoded, cleaned and
+//! made canonical compact bytes there (`canonical::Decoder::item`, no `serde_json::Value`), a
+//! Node other than the local one reduced to its facts, an endpoint object's spans recorded and
+//! its bytes packed, so that the writer only compares bytes, recomputes what changed and
+//! publishes (`State::apply_item`, the same for a listed item and a watched one).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,19 +15,25 @@ use super::{clean, excluded, excluding, node_facts, raw, Raw};
 use crate::cache::canonical::{self, AsIs, Item};
 use crate::cache::pack;
 use crate::handoff::refused::{self, Reason};
-use crate::handoff::{Change, Oversized};
+use crate::handoff::{Change, Oversized, Watched};
 use crate::k8s::ObjectKey;
 use crate::k8s::Resource;
 
-/// An upstream change as the reflector thread hands it to the writer: a list's items decoded,
-/// cleaned and re-serialized ([`ListPreparer::finish`]), so that applying a relist only compares
-/// bytes and recomputes what changed; a watch event as it came ([`prepare`]).
+/// An upstream change as the reflector thread hands it to the writer: a list's items, or a watch
+/// event's object, decoded, cleaned and re-serialized, so that applying either only compares
+/// bytes and recomputes what changed.
 #[derive(Debug)]
 pub enum Prepared {
     /// A full list (initial or relist) as compact bytes by key, excluded objects dropped.
     Listed(BTreeMap<ObjectKey, Listed>),
-    /// A watch event's change, applied (cleaned, serialized) by the writer.
-    One(Change),
+    /// A watch event's object added or modified, prepared as a list's item is.
+    Upserted(ObjectKey, Listed),
+    /// A watch event's object that carries an excluding label: it left the view (a deletion).
+    Left(ObjectKey),
+    /// A watch event's deletion.
+    Deleted(ObjectKey),
+    /// A watch event's object over the object bound, not taken ([`Change::Oversized`]).
+    Oversized(Oversized),
 }
 
 /// How a prepared list holds its endpoint objects' bytes ([`super::State::hold_for`] chooses).
@@ -299,10 +305,66 @@ impl ListPreparer {
     }
 }
 
-/// Prepares a watch event's `change` for [`super::State::apply_prepared`], on the reflector's
-/// thread. Today it hands the change on as it came: the reflector decoded it into a `Value`, and
-/// the writer cleans it and serializes it (`clean`, `raw`, then the publisher's `finish`). This
-/// is the one place where that work would move off the writer thread.
-pub fn prepare(change: Change) -> Prepared {
-    Prepared::One(change)
+/// Prepares watch events' changes on the reflector's thread ([`WatchPreparer::prepare`]), with
+/// the decoder's buffers kept from event to event.
+#[derive(Debug)]
+pub struct WatchPreparer {
+    decoder: canonical::Decoder,
+    /// Every Node but this one (the local one) is kept as its facts only, as a list's
+    /// ([`ListPreparer::facts_only_except`]); `None`: Nodes whole (a relay).
+    facts_except: Option<String>,
+}
+
+impl WatchPreparer {
+    /// A preparer that packs every endpoint object's bytes (whether the object is pruned, which
+    /// keeps the packed copy, is only known on the writer) and reduces every Node but `local`
+    /// to its facts (`None`: none, a relay).
+    pub fn new(facts_except: Option<&str>) -> Self {
+        WatchPreparer {
+            decoder: canonical::Decoder::packing(),
+            facts_except: facts_except.map(str::to_string),
+        }
+    }
+
+    /// The Node it keeps whole besides every other's facts (`None`: every Node whole).
+    pub fn facts_except(&self) -> Option<&str> {
+        self.facts_except.as_deref()
+    }
+
+    /// `change` of `kind` prepared for [`super::State::apply_prepared`]: an upserted object
+    /// made canonical by the list's decoder (`canonical::Decoder::item`: cleaned, typed, its
+    /// endpoint spans and packed bytes; a Node reduced to its facts), an object carrying an
+    /// excluding label as its leaving, a deletion by its key. `None` for an object that is not
+    /// one (undecodable, nameless, or not of `kind`: the reflector has checked it already).
+    pub fn prepare(&mut self, kind: Resource, change: Change) -> Option<Prepared> {
+        let Watched { key, text } = match change {
+            Change::Upsert(watched) => watched,
+            Change::Delete(key) => return Some(Prepared::Deleted(key)),
+            Change::Oversized(item) => return Some(Prepared::Oversized(item)),
+        };
+        let read = self.decoder.item(&text, kind, excluding(kind));
+        self.decoder.shrink();
+        let (key, listed) = match read {
+            Ok(Item::Kept(key, bytes, as_is)) => (key, Listed::new(bytes, as_is)),
+            Ok(Item::Dropped) if !key.name.is_empty() => return Some(Prepared::Left(key)),
+            Ok(Item::Slow) => {
+                let obj: Value = serde_json::from_str(&text).ok()?;
+                if excluded(kind, &obj) {
+                    return Some(Prepared::Left(key));
+                }
+                refused::misfit_value(kind, &obj).is_none().then_some(())?;
+                let (key, obj) = clean(kind, obj)?;
+                (key, Listed::new(raw(&obj), None))
+            }
+            Ok(Item::Dropped | Item::Misfit(..)) | Err(_) => return None,
+        };
+        let listed = match (&self.facts_except, listed.bytes()) {
+            (Some(local), Some(bytes)) if kind == Resource::Nodes && *key.name != **local => {
+                let facts = node_facts::reduce_bytes(bytes).unwrap_or_else(|| bytes.clone());
+                Listed::new(facts, None)
+            }
+            _ => listed,
+        };
+        Some(Prepared::Upserted(key, listed))
+    }
 }

@@ -58,10 +58,10 @@ pub(crate) fn watched(fx: &Fixture, seed: u64, kind: Resource, slices: Vec<Value
     let done = st.apply_list(kind, texts(&[]), 0);
     assert!(done.became_ready && st.is_ready());
     for ep in &fx.endpoints {
-        st.apply(Resource::Endpoints, Change::Upsert(ep.clone()), 0);
+        st.apply(Resource::Endpoints, Change::upsert(&ep.clone()), 0);
     }
     for slice in slices {
-        st.apply(kind, Change::Upsert(slice), 0);
+        st.apply(kind, Change::upsert(&slice), 0);
     }
     st
 }

@@ -82,7 +82,7 @@ fn assert_every_logged_change_is_real(st: &State, res: Resource) {
 fn relabel(st: &mut State, name: &str, pairs: &[(&str, &str)]) {
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node(name, &labels(pairs))),
+        Change::upsert(&node(name, &labels(pairs))),
         1,
     );
 }
@@ -131,7 +131,7 @@ fn case_04_05_service_annotation_changes() {
     let cur = st.current_rv();
     let mut svc = service("default", "no-region", None);
     svc["metadata"]["annotations"] = json!({"non-relative": "true"});
-    st.apply(Resource::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::upsert(&svc), 1);
     assert!(events(&st, Resource::Endpoints, cur).is_empty());
     let sev = events(&st, Resource::Services, cur);
     assert_eq!(sev.len(), 1);
@@ -139,7 +139,7 @@ fn case_04_05_service_annotation_changes() {
     // Case 5.
     let cur = st.current_rv();
     let svc = service("default", "no-region", Some(r#"["region"]"#));
-    st.apply(Resource::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::upsert(&svc), 1);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].1, "no-region");
@@ -158,7 +158,7 @@ fn case_06_service_event_sequence() {
         let keys = (i % 2 == 0).then_some(r#"["foo", "bar"]"#);
         st.apply(
             Resource::Services,
-            Change::Upsert(service("default", &i.to_string(), keys)),
+            Change::upsert(&service("default", &i.to_string(), keys)),
             1,
         );
     }
@@ -171,11 +171,11 @@ fn case_06_service_event_sequence() {
                 (i % 2 == 0).then_some(r#"["foo", "bar"]"#),
             );
             svc["metadata"]["annotations"]["updated"] = json!("true");
-            st.apply(Resource::Services, Change::Upsert(svc), 1);
+            st.apply(Resource::Services, Change::upsert(&svc), 1);
         } else {
             st.apply(
                 Resource::Services,
-                Change::Delete(service("default", &name, None)),
+                Change::delete(&service("default", &name, None)),
                 1,
             );
         }
@@ -207,17 +207,17 @@ fn case_07_upserts_deletes_and_unknown_keys() {
         let n = i.to_string();
         st.apply(
             Resource::Nodes,
-            Change::Upsert(node(&format!("node-{i}"), &labels(&[]))),
+            Change::upsert(&node(&format!("node-{i}"), &labels(&[]))),
             1,
         );
         st.apply(
             Resource::Services,
-            Change::Upsert(service("default", &n, None)),
+            Change::upsert(&service("default", &n, None)),
             1,
         );
         st.apply(
             Resource::Endpoints,
-            Change::Upsert(json!({"metadata":{"namespace":"default","name":n}})),
+            Change::upsert(&json!({"metadata":{"namespace":"default","name":n}})),
             1,
         );
     }
@@ -226,7 +226,7 @@ fn case_07_upserts_deletes_and_unknown_keys() {
     // An update for an unknown key is an upsert (Deviation from T1).
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "new", None)),
+        Change::upsert(&service("default", "new", None)),
         1,
     );
     assert_eq!(st.collection(Resource::Services).len(), 11);
@@ -234,12 +234,12 @@ fn case_07_upserts_deletes_and_unknown_keys() {
     let cur = st.current_rv();
     st.apply(
         Resource::Services,
-        Change::Delete(service("default", "nope", None)),
+        Change::delete(&service("default", "nope", None)),
         1,
     );
     st.apply(
         Resource::Endpoints,
-        Change::Delete(json!({"metadata":{"namespace":"x","name":"y"}})),
+        Change::delete(&json!({"metadata":{"namespace":"x","name":"y"}})),
         1,
     );
     assert_eq!(st.current_rv(), cur);
@@ -281,7 +281,7 @@ fn case_17_endpoints_before_service() {
     let cur = st.current_rv();
     st.apply(
         Resource::Services,
-        Change::Upsert(fx.services[0].clone()),
+        Change::upsert(&fx.services[0].clone()),
         1,
     );
     let sev = events(&st, Resource::Services, cur);
@@ -301,7 +301,7 @@ fn case_18_service_deleted() {
     let cur = st.current_rv();
     st.apply(
         Resource::Services,
-        Change::Delete(fx.services[0].clone()),
+        Change::delete(&fx.services[0].clone()),
         1,
     );
     let sev = events(&st, Resource::Services, cur);
@@ -318,7 +318,7 @@ fn case_19_node_change_without_topology_effect() {
     relabel(&mut st, "n3", &[("foo", "bar")]);
     let mut n2 = node("n2", &labels(&[("zone", "b")]));
     n2["status"] = json!({"conditions":[{"type":"Ready","status":"False"}]});
-    st.apply(Resource::Nodes, Change::Upsert(n2), 1);
+    st.apply(Resource::Nodes, Change::upsert(&n2), 1);
     assert!(events(&st, Resource::Endpoints, cur).is_empty());
     // Other nodes are not served (held as facts): no Node event, no RV.
     assert!(events(&st, Resource::Nodes, cur).is_empty());
@@ -331,7 +331,11 @@ fn case_20_21_node_deleted_and_back_and_local_node_deleted() {
     let fx = fixture_f();
     let mut st = load(&fx);
     let cur = st.current_rv();
-    st.apply(Resource::Nodes, Change::Delete(node("n1", &labels(&[]))), 1);
+    st.apply(
+        Resource::Nodes,
+        Change::delete(&node("n1", &labels(&[]))),
+        1,
+    );
     relabel(&mut st, "n1", &[("zone", "a")]);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 2);
@@ -340,16 +344,16 @@ fn case_20_21_node_deleted_and_back_and_local_node_deleted() {
     // Case 21: the local node goes; a normal service is untouched.
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "plain", None)),
+        Change::upsert(&service("default", "plain", None)),
         1,
     );
     st.apply(
         Resource::Endpoints,
-        Change::Upsert(endpoints("default", "plain", f_addresses())),
+        Change::upsert(&endpoints("default", "plain", f_addresses())),
         1,
     );
     let cur = st.current_rv();
-    st.apply(Resource::Nodes, Change::Delete(node("h", &labels(&[]))), 1);
+    st.apply(Resource::Nodes, Change::delete(&node("h", &labels(&[]))), 1);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].1, "s");
@@ -365,7 +369,7 @@ fn case_22_endpoints_deleted_carry_last_served_content() {
     let cur = st.current_rv();
     st.apply(
         Resource::Endpoints,
-        Change::Delete(fx.endpoints[0].clone()),
+        Change::delete(&fx.endpoints[0].clone()),
         1,
     );
     let ev = events(&st, Resource::Endpoints, cur);
@@ -387,7 +391,7 @@ fn case_23_identical_redelivery_is_silent() {
     // A different upstream RV alone is no change either.
     let mut svc = fx.services[0].clone();
     svc["metadata"]["resourceVersion"] = json!("999");
-    st.apply(Resource::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::upsert(&svc), 1);
     assert_eq!(st.current_rv(), cur);
 }
 
@@ -396,7 +400,7 @@ fn case_24_25_key_set_semantics() {
     let mut st = load(&fixture_f());
     let cur = st.current_rv();
     let svc = service("default", "s", Some(r#"[ "zone", "zone" ]"#));
-    st.apply(Resource::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::upsert(&svc), 1);
     assert_eq!(events(&st, Resource::Services, cur).len(), 1);
     assert!(
         events(&st, Resource::Endpoints, cur).is_empty(),
@@ -405,7 +409,7 @@ fn case_24_25_key_set_semantics() {
     let cur = st.current_rv();
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "s", Some("[zone"))),
+        Change::upsert(&service("default", "s", Some("[zone"))),
         1,
     );
     let ev = events(&st, Resource::Endpoints, cur);
@@ -442,7 +446,7 @@ fn case_39_every_slice_of_the_service_gets_a_new_rv() {
     let cur = st.current_rv();
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "s", None)),
+        Change::upsert(&service("default", "s", None)),
         1,
     );
     for res in [Resource::SlicesV1, Resource::SlicesV1beta1] {

@@ -140,7 +140,7 @@ fn explains_what_it_serves_and_follows_changes() {
     // n2 joins zone a: kept now, with the new served RV.
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node("n2", &labels(&[("zone", "a")]))),
+        Change::upsert(&node("n2", &labels(&[("zone", "a")]))),
         1,
     );
     let e = assert_agrees(&st, "s");
@@ -151,7 +151,7 @@ fn explains_what_it_serves_and_follows_changes() {
         .expect("row");
     assert_eq!((n2.kept, n2.reason), (true, "KeyMatches"));
     // The local node leaves every zone: nothing kept, the reason says why.
-    st.apply(Resource::Nodes, Change::Upsert(node("h", &labels(&[]))), 2);
+    st.apply(Resource::Nodes, Change::upsert(&node("h", &labels(&[]))), 2);
     let e = assert_agrees(&st, "s");
     assert!(e
         .objects
@@ -161,7 +161,7 @@ fn explains_what_it_serves_and_follows_changes() {
     // Edge-health on a normal Service.
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "s", None)),
+        Change::upsert(&service("default", "s", None)),
         3,
     );
     st.set_edge_health(EdgeHealthMap::from([("n1".to_string(), false)]), 4);

@@ -58,7 +58,8 @@ fn servicecidrs_are_served_in_both_versions_with_own_rvs_and_one_event_each() {
         json!({}),
     );
     assert_eq!(
-        st.apply(Resource::CidrsV1, Change::Upsert(grown), 1).events,
+        st.apply(Resource::CidrsV1, Change::upsert(&grown), 1)
+            .events,
         2
     );
     let (v1, rv1) = served(&st, Resource::CidrsV1, "kubernetes").expect("v1");
@@ -73,11 +74,12 @@ fn servicecidrs_are_served_in_both_versions_with_own_rvs_and_one_event_each() {
         json!({}),
     );
     assert_eq!(
-        st.apply(Resource::CidrsV1, Change::Upsert(again), 2).events,
+        st.apply(Resource::CidrsV1, Change::upsert(&again), 2)
+            .events,
         0
     );
     // A deletion reaches both versions.
-    let gone = st.apply(Resource::CidrsV1, Change::Delete(kubernetes("v1")), 3);
+    let gone = st.apply(Resource::CidrsV1, Change::delete(&kubernetes("v1")), 3);
     assert_eq!(gone.events, 2);
     for res in [Resource::CidrsV1, Resource::CidrsV1beta1] {
         assert!(served(&st, res, "kubernetes").is_none(), "{res:?}");
@@ -97,7 +99,8 @@ fn a_v1beta1_upstream_is_served_as_v1_too_and_the_other_version_is_ignored() {
     let rv = st.current_rv();
     let other = cidr("v1", "other", &["10.0.0.0/16"], json!({}));
     assert_eq!(
-        st.apply(Resource::CidrsV1, Change::Upsert(other), 1).events,
+        st.apply(Resource::CidrsV1, Change::upsert(&other), 1)
+            .events,
         0
     );
     assert_eq!(st.current_rv(), rv);
@@ -109,7 +112,7 @@ fn an_upstream_without_servicecidrs_does_not_hold_the_sync_and_none_are_served()
     list_all_empty(&mut st);
     assert!(st.is_ready(), "no ServiceCIDRs expected");
     assert!(!st.serves_cidrs(), "requests for them are proxied");
-    let ignored = st.apply(Resource::CidrsV1, Change::Upsert(kubernetes("v1")), 0);
+    let ignored = st.apply(Resource::CidrsV1, Change::upsert(&kubernetes("v1")), 0);
     assert_eq!(ignored.events, 0);
     assert_eq!(st.collection(Resource::CidrsV1).len(), 0);
 }
@@ -140,7 +143,7 @@ fn servicecidrs_are_cached_whole_whatever_their_labels() {
     let mut changed = labelled;
     changed["spec"]["cidrs"] = json!(["10.101.0.0/16"]);
     assert_eq!(
-        st.apply(Resource::CidrsV1, Change::Upsert(changed), 1)
+        st.apply(Resource::CidrsV1, Change::upsert(&changed), 1)
             .events,
         2
     );

@@ -148,7 +148,7 @@ fn topology_service_and_relabel_interplay() {
     let cur = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node_ips("n2", &[("zone", "a")], &["192.168.0.12"])),
+        Change::upsert(&node_ips("n2", &[("zone", "a")], &["192.168.0.12"])),
         2,
     );
     let ev = events(&st, Resource::Endpoints, cur);
@@ -176,7 +176,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     let cur = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node_ips("n2", &[("zone", "b")], &["192.168.0.99"])),
+        Change::upsert(&node_ips("n2", &[("zone", "b")], &["192.168.0.99"])),
         2,
     );
     assert_eq!(
@@ -188,7 +188,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     let cur = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node_ips("n3", &[], &["192.168.0.12"])),
+        Change::upsert(&node_ips("n3", &[], &["192.168.0.12"])),
         2,
     );
     assert_eq!(names(&st, Resource::Endpoints, cur), modified(&["plain"]));
@@ -202,7 +202,11 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     );
     // n3 deleted: its IP no longer names it, its endpoints are served again.
     let cur = st.current_rv();
-    st.apply(Resource::Nodes, Change::Delete(node("n3", &labels(&[]))), 3);
+    st.apply(
+        Resource::Nodes,
+        Change::delete(&node("n3", &labels(&[]))),
+        3,
+    );
     assert_eq!(names(&st, Resource::Endpoints, cur), modified(&["plain"]));
     assert_eq!(
         slice_ips(&served(&st, Resource::SlicesV1, "default", "plain-b")),
@@ -212,14 +216,18 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     let cur = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node_ips("n3", &[], &["192.168.0.12"])),
+        Change::upsert(&node_ips("n3", &[], &["192.168.0.12"])),
         4,
     );
     assert_eq!(names(&st, Resource::Endpoints, cur), modified(&["plain"]));
     // A name key survives the node's deletion (an endpoint still names it).
     st.set_edge_health(map(&[("n1", false)]), 5);
     let cur = st.current_rv();
-    st.apply(Resource::Nodes, Change::Delete(node("n1", &labels(&[]))), 6);
+    st.apply(
+        Resource::Nodes,
+        Change::delete(&node("n1", &labels(&[]))),
+        6,
+    );
     // Nothing changes: `s` and `plain` already drop n1's 10.0.0.2, and still do.
     assert!(names(&st, Resource::Endpoints, cur).is_empty());
     assert!(!ips(&served(&st, Resource::Endpoints, "default", "plain"))
@@ -228,7 +236,7 @@ fn ip_keys_follow_node_ip_changes_and_node_add_delete() {
     let cur = st.current_rv();
     let mut n2 = node_ips("n2", &[("zone", "b")], &["192.168.0.99"]);
     n2["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
-    st.apply(Resource::Nodes, Change::Upsert(n2), 7);
+    st.apply(Resource::Nodes, Change::upsert(&n2), 7);
     assert!(names(&st, Resource::Endpoints, cur).is_empty());
 }
 
@@ -238,7 +246,7 @@ fn node_ip_changes_without_a_map_recompute_nothing() {
     let cur = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node_ips("n2", &[("zone", "b")], &["192.168.0.77"])),
+        Change::upsert(&node_ips("n2", &[("zone", "b")], &["192.168.0.77"])),
         1,
     );
     // n2 is not the local node: its new address is a fact kept, not a served change.
@@ -251,12 +259,12 @@ fn default_kubernetes_ignores_edge_health() {
     let mut st = world();
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "kubernetes", None)),
+        Change::upsert(&service("default", "kubernetes", None)),
         1,
     );
     st.apply(
         Resource::Endpoints,
-        Change::Upsert(endpoints(
+        Change::upsert(&endpoints(
             "default",
             "kubernetes",
             vec![address("10.0.0.2", Some("n1"))],
@@ -319,14 +327,14 @@ fn incremental_health_view_equals_rebuild() {
                     .collect();
                 let n = node_ips(name, &[("zone", zone)], &ip);
                 nodes.insert(name.into(), n.clone());
-                st.apply(Resource::Nodes, Change::Upsert(n), step);
+                st.apply(Resource::Nodes, Change::upsert(&n), step);
             }
             2 => {
                 let name = names_[1 + rng.next(4) as usize];
                 nodes.remove(name);
                 st.apply(
                     Resource::Nodes,
-                    Change::Delete(node(name, &labels(&[]))),
+                    Change::delete(&node(name, &labels(&[]))),
                     step,
                 );
             }
@@ -348,7 +356,7 @@ fn incremental_health_view_equals_rebuild() {
                 let keys = [None, Some(r#"["zone"]"#)][rng.next(2) as usize];
                 let svc = service("default", name, keys);
                 services.insert(name.into(), svc.clone());
-                st.apply(Resource::Services, Change::Upsert(svc), step);
+                st.apply(Resource::Services, Change::upsert(&svc), step);
             }
             6 => {
                 let name = ["s", "t", "kubernetes", "u"][rng.next(4) as usize];
@@ -363,7 +371,7 @@ fn incremental_health_view_equals_rebuild() {
                     .collect();
                 let e = endpoints("default", name, addrs);
                 eps.insert(name.into(), e.clone());
-                st.apply(Resource::Endpoints, Change::Upsert(e), step);
+                st.apply(Resource::Endpoints, Change::upsert(&e), step);
             }
             _ => {
                 let name = format!("sl-{}", rng.next(4));
@@ -376,7 +384,7 @@ fn incremental_health_view_equals_rebuild() {
                     .collect();
                 let s = slice_v1("default", &name, Some(svc), list);
                 slices.insert(name, s.clone());
-                st.apply(Resource::SlicesV1, Change::Upsert(s), step);
+                st.apply(Resource::SlicesV1, Change::upsert(&s), step);
             }
         }
         if step % 10 != 9 {

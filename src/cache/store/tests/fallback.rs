@@ -51,7 +51,7 @@ fn case_67_a_slice_change_switches_its_siblings() {
     assert_eq!(ips(&st, "s-c"), strs(&["10.0.0.5"]));
     // The zone's last ready endpoint fails.
     let cur = st.current_rv();
-    st.apply(Resource::SlicesV1, Change::Upsert(a(false)), 1);
+    st.apply(Resource::SlicesV1, Change::upsert(&a(false)), 1);
     let ev = events(&st, Resource::SlicesV1, cur);
     let names: Vec<&str> = ev.iter().map(|e| e.1.as_str()).collect();
     // s-c kept its not-ready zone endpoint and keeps it: no event.
@@ -82,7 +82,7 @@ fn case_67_a_slice_change_switches_its_siblings() {
         .all(|r| r.kept && r.reason == "Fallback"));
     // It recovers.
     let cur = st.current_rv();
-    st.apply(Resource::SlicesV1, Change::Upsert(a(true)), 2);
+    st.apply(Resource::SlicesV1, Change::upsert(&a(true)), 2);
     let names: Vec<String> = events(&st, Resource::SlicesV1, cur)
         .into_iter()
         .map(|e| e.1)
@@ -90,21 +90,21 @@ fn case_67_a_slice_change_switches_its_siblings() {
     assert_eq!(names, strs(&["s-a", "s-b"]));
     assert!(ips(&st, "s-b").is_empty());
     // A change of s-b flips the decision back: its own event first, then its sibling's (§6.2).
-    st.apply(Resource::SlicesV1, Change::Upsert(a(false)), 3);
+    st.apply(Resource::SlicesV1, Change::upsert(&a(false)), 3);
     let cur = st.current_rv();
     let b_local = slice("s-b", &[("10.0.0.4", "n2", true), ("10.0.0.6", "h", true)]);
-    st.apply(Resource::SlicesV1, Change::Upsert(b_local), 3);
+    st.apply(Resource::SlicesV1, Change::upsert(&b_local), 3);
     let names: Vec<String> = events(&st, Resource::SlicesV1, cur)
         .into_iter()
         .map(|e| e.1)
         .collect();
     assert_eq!(names, strs(&["s-b", "s-a"]));
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1"]));
-    st.apply(Resource::SlicesV1, Change::Upsert(a(true)), 3);
-    st.apply(Resource::SlicesV1, Change::Upsert(b.clone()), 3);
+    st.apply(Resource::SlicesV1, Change::upsert(&a(true)), 3);
+    st.apply(Resource::SlicesV1, Change::upsert(&b.clone()), 3);
     // The sibling that held the ready endpoint is deleted: the other one switches too.
     let cur = st.current_rv();
-    st.apply(Resource::SlicesV1, Change::Delete(a(true)), 3);
+    st.apply(Resource::SlicesV1, Change::delete(&a(true)), 3);
     let ev = events(&st, Resource::SlicesV1, cur);
     let got: Vec<(&str, &str)> = ev.iter().map(|e| (e.0, e.1.as_str())).collect();
     assert_eq!(got, vec![("DELETED", "s-a"), ("MODIFIED", "s-b")]);
@@ -128,7 +128,7 @@ fn dynamic_keys_incremental_view_equals_from_scratch() {
                 let name = ["h", "n1", "n2", "n3"][rng.next(4) as usize];
                 let l = labels(&[("zone", zones[rng.next(2) as usize])]);
                 fx.nodes.insert(name.into(), l.clone());
-                st.apply(Resource::Nodes, Change::Upsert(node(name, &l)), step);
+                st.apply(Resource::Nodes, Change::upsert(&node(name, &l)), step);
             }
             1 => {
                 let keys = [
@@ -145,12 +145,12 @@ fn dynamic_keys_incremental_view_equals_from_scratch() {
                 fx.services
                     .retain(|s| ObjectKey::of(s).as_ref() != Some(&key));
                 fx.services.push(svc.clone());
-                st.apply(Resource::Services, Change::Upsert(svc), step);
+                st.apply(Resource::Services, Change::upsert(&svc), step);
             }
             2 if !slices.is_empty() => {
                 let name = format!("sl-{}", rng.next(4));
                 if let Some(gone) = slices.remove(&name) {
-                    st.apply(Resource::SlicesV1, Change::Delete(gone), step);
+                    st.apply(Resource::SlicesV1, Change::delete(&gone), step);
                 }
             }
             _ => {
@@ -166,7 +166,7 @@ fn dynamic_keys_incremental_view_equals_from_scratch() {
                     .collect();
                 let s = slice_v1("default", &name, Some(svc), eps);
                 slices.insert(name, s.clone());
-                st.apply(Resource::SlicesV1, Change::Upsert(s), step);
+                st.apply(Resource::SlicesV1, Change::upsert(&s), step);
             }
         }
         let logged = events(&st, Resource::SlicesV1, cur);

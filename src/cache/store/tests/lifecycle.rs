@@ -35,7 +35,7 @@ fn not_ready_until_every_kind_listed_and_history_starts_at_ready() {
     st.apply_list(Resource::Nodes, texts(&fx.node_objects()), 0);
     st.apply(
         Resource::Services,
-        Change::Upsert(fx.services[0].clone()),
+        Change::upsert(&fx.services[0].clone()),
         0,
     );
     st.apply_list(Resource::Services, texts(&fx.services), 0);
@@ -63,14 +63,14 @@ fn incremental_view_equals_from_scratch_recompute() {
                 let name = ["h", "n1", "n2", "n3", "n4"][rng.next(5) as usize];
                 let l = labels(&[("zone", zones[rng.next(3) as usize])]);
                 fx.nodes.insert(name.into(), l.clone());
-                st.apply(Resource::Nodes, Change::Upsert(node(name, &l)), step);
+                st.apply(Resource::Nodes, Change::upsert(&node(name, &l)), step);
             }
             1 => {
                 let name = ["n1", "n2", "n3", "n4"][rng.next(4) as usize];
                 fx.nodes.remove(name);
                 st.apply(
                     Resource::Nodes,
-                    Change::Delete(node(name, &labels(&[]))),
+                    Change::delete(&node(name, &labels(&[]))),
                     step,
                 );
             }
@@ -82,7 +82,7 @@ fn incremental_view_equals_from_scratch_recompute() {
                 fx.services
                     .retain(|s| ObjectKey::of(s).as_ref() != Some(&key));
                 fx.services.push(svc.clone());
-                st.apply(Resource::Services, Change::Upsert(svc), step);
+                st.apply(Resource::Services, Change::upsert(&svc), step);
             }
             3 => {
                 let name = ["s", "t"][rng.next(2) as usize];
@@ -90,7 +90,7 @@ fn incremental_view_equals_from_scratch_recompute() {
                     .retain(|s| ObjectKey::of(s) != Some(ObjectKey::new("default", name)));
                 st.apply(
                     Resource::Services,
-                    Change::Delete(service("default", name, None)),
+                    Change::delete(&service("default", name, None)),
                     step,
                 );
             }
@@ -105,7 +105,7 @@ fn incremental_view_equals_from_scratch_recompute() {
                     .collect();
                 let s = slice_v1("default", &name, Some(svc), eps);
                 slices.insert(name, s.clone());
-                st.apply(Resource::SlicesV1, Change::Upsert(s), step);
+                st.apply(Resource::SlicesV1, Change::upsert(&s), step);
             }
         }
         for (name, upstream) in &slices {
@@ -136,7 +136,7 @@ fn case_37_headless_endpoints_never_served() {
     hl["spec"]["clusterIP"] = json!("None");
     let mut hl_eps = endpoints("default", "hl", f_addresses());
     hl_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
-    st.apply(Resource::Services, Change::Upsert(hl), 1);
+    st.apply(Resource::Services, Change::upsert(&hl), 1);
     st.apply_list(
         Resource::Endpoints,
         texts(&[fx.endpoints[0].clone(), hl_eps.clone()]),
@@ -150,7 +150,7 @@ fn case_37_headless_endpoints_never_served() {
     let cur = st.current_rv();
     let mut s_eps = fx.endpoints[0].clone();
     s_eps["metadata"]["labels"]["service.kubernetes.io/headless"] = json!("");
-    st.apply(Resource::Endpoints, Change::Upsert(s_eps), 1);
+    st.apply(Resource::Endpoints, Change::upsert(&s_eps), 1);
     let ev = events(&st, Resource::Endpoints, cur);
     assert_eq!((ev.len(), ev[0].0, ev[0].1.as_str()), (1, "DELETED", "s"));
 }
@@ -169,7 +169,7 @@ fn case_38_service_proxy_name_objects_never_served() {
     );
     sl["metadata"]["labels"]["service.kubernetes.io/service-proxy-name"] = json!("foo");
     let cur = st.current_rv();
-    st.apply(Resource::Services, Change::Upsert(svc), 1);
+    st.apply(Resource::Services, Change::upsert(&svc), 1);
     st.apply_list(Resource::SlicesV1, texts(&[sl]), 1);
     assert_eq!(st.current_rv(), cur, "nothing entered the view");
     assert!(st
@@ -211,7 +211,7 @@ fn a_pinned_slice_version_ignores_the_other_and_its_first_list_replaces_the_old(
     // A late change from the replaced v1 reflector: ignored.
     st.apply(
         Resource::SlicesV1,
-        Change::Upsert(slice_v1("default", "s-b", Some("s"), vec![])),
+        Change::upsert(&slice_v1("default", "s-b", Some("s"), vec![])),
         1,
     );
     assert_eq!(st.current_rv(), cur);
@@ -238,7 +238,7 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
     let mut st = load(&fx);
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "t", None)),
+        Change::upsert(&service("default", "t", None)),
         1,
     );
     // s-a is pruned (its Service has topology keys; n2 is in another zone than h), t-a is not.
@@ -288,7 +288,7 @@ fn a_relist_keeps_endpoint_objects_packed_and_republishes_only_what_changed() {
     // upstream object is the new one (n2 joining h's zone shows it).
     st.apply_list(Resource::SlicesV1, list("10.0.0.9", "10.0.1.1"), 1);
     let n2 = node("n2", &labels(&[("zone", "a")]));
-    st.apply(Resource::Nodes, Change::Upsert(n2), 1);
+    st.apply(Resource::Nodes, Change::upsert(&n2), 1);
     assert_eq!(ips(&st, "s-a"), strs(&["10.0.0.1", "10.0.0.9"]));
     // An object served whole changes: one event.
     let changed = st.apply_list(Resource::SlicesV1, list("10.0.0.9", "10.0.1.2"), 1);
@@ -344,7 +344,7 @@ fn a_list_taken_item_by_item_then_read_again_holds_only_the_second_reading() {
     // Both pruned to h's endpoint (n2 is in another zone), and then n2 joining h's zone
     // shows the upstream object kept is the second reading's.
     let n2 = node("n2", &labels(&[("zone", "a")]));
-    taken.apply(Resource::Nodes, Change::Upsert(n2), 1);
+    taken.apply(Resource::Nodes, Change::upsert(&n2), 1);
     let ips = slice_ips(&served(&taken, Resource::SlicesV1, "default", "s-a"));
     assert_eq!(ips, strs(&["10.0.0.1", "10.0.0.7"]));
 }
@@ -355,7 +355,7 @@ fn a_first_list_packs_only_the_objects_of_topology_services() {
     let mut st = load(&fx);
     st.apply(
         Resource::Services,
-        Change::Upsert(service("default", "t", None)),
+        Change::upsert(&service("default", "t", None)),
         1,
     );
     let slice = |name: &str, svc: &str| {
@@ -390,11 +390,11 @@ fn a_first_list_packs_only_the_objects_of_topology_services() {
     // "u" comes with topology keys: its slice is pruned now, its upstream bytes kept (packed
     // later), so that n2 joining h's zone serves its endpoint again.
     let u = service("default", "u", Some(r#"["zone"]"#));
-    st.apply(Resource::Services, Change::Upsert(u), 1);
+    st.apply(Resource::Services, Change::upsert(&u), 1);
     while st.pack_pending(16) > 0 {}
     assert_eq!(ips(&st, "u-a"), strs(&["10.0.0.1"]));
     let n2 = node("n2", &labels(&[("zone", "a")]));
-    st.apply(Resource::Nodes, Change::Upsert(n2), 1);
+    st.apply(Resource::Nodes, Change::upsert(&n2), 1);
     for name in ["s-a", "u-a", "t-a"] {
         assert_eq!(ips(&st, name), strs(&["10.0.0.1", "10.0.0.2"]), "{name}");
     }

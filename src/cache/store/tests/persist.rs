@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::super::State;
+use super::super::{fresh, Listed, Prepared, State};
 use crate::cache::topology::fixtures::*;
 use crate::k8s::Resource;
 
@@ -78,9 +78,12 @@ fn restore_builds_the_listed_view_with_new_rvs_and_is_ready_at_once() {
     let facts = restored.shared_facts().load();
     assert!(facts.ready && facts.serving_snapshot, "{facts:?}");
     assert_eq!(facts, restored.facts(), "the health listener's figures");
-    // Objects that came as watch events leave their pruned upstream bytes to pack afterwards; a
-    // restore reads them as a list's items, packed as they are read.
-    assert!(online.pack_pending(0) > 0, "the fixture prunes something");
+    // Objects that came as watch events come packed where they are pruned, as a list's items
+    // do; a restore reads them as a list's items, packed as they are read.
+    assert!(
+        online.pack_pending(0) == 0,
+        "packed on the reflector's thread"
+    );
     assert_eq!(restored.pack_pending(0), 0, "packed as they were read");
     assert_eq!(view(&restored), view(&online), "same served content");
     assert!(!view(&online).is_empty());
@@ -214,7 +217,22 @@ fn an_export_writes_the_file_its_whole_objects_write() {
     use crate::cache::store::Exported;
     let (fx, slices) = world();
     let mut online = watched(&fx, &slices, 1_000);
-    // One object packed, the others not yet.
+    // The slices again, changed, taken without their as-is facts (the `Value` path): a pruned
+    // one is kept whole until the writer packs it. One object packed, the others not yet.
+    for (kind, objects) in [
+        (Resource::SlicesV1, &slices),
+        (Resource::Endpoints, &fx.endpoints),
+    ] {
+        let changed = objects.iter().map(|s| {
+            let mut s = s.clone();
+            s["metadata"]["labels"]["again"] = json!("yes");
+            s
+        });
+        for (key, bytes) in fresh(kind, changed) {
+            let item = Prepared::Upserted(key, Listed::new(bytes, None));
+            online.apply_prepared(kind, item, 0);
+        }
+    }
     assert!(online.pack_pending(1) > 0);
     let export = online.export();
     let all: Vec<&Exported> = [&export.nodes, &export.services, &export.endpoints]

@@ -117,7 +117,7 @@ fn a_recomputation_leaves_the_relay_view_alone() {
     // The local node moves to region 2: the local view's topology objects change...
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node("hostname", &labels(&[("region", "2")]))),
+        Change::upsert(&node("hostname", &labels(&[("region", "2")]))),
         1,
     );
     let local = st.view();
@@ -139,7 +139,7 @@ fn an_upstream_change_is_one_relay_event_and_a_deletion_another() {
     // A pruned-away address changes: nothing for the local view, one event for the relay's.
     let mut ep = fixture_t().endpoints_of("default", "region-1").clone();
     ep["subsets"][0]["addresses"][2]["ip"] = "127.0.0.9".into();
-    st.apply(Resource::Endpoints, Change::Upsert(ep.clone()), 1);
+    st.apply(Resource::Endpoints, Change::upsert(&ep.clone()), 1);
     let local = st.view();
     assert_eq!(log_len_after(&local, Resource::Endpoints, before), 0);
     assert_eq!(log_len_after(&relay, Resource::Endpoints, before), 1);
@@ -155,12 +155,12 @@ fn an_upstream_change_is_one_relay_event_and_a_deletion_another() {
     );
     assert_eq!(relay.read().current_rv(), rv);
     // The same again: nothing.
-    st.apply(Resource::Endpoints, Change::Upsert(ep.clone()), 1);
+    st.apply(Resource::Endpoints, Change::upsert(&ep.clone()), 1);
     assert_eq!(log_len_after(&relay, Resource::Endpoints, before), 1);
     // A slice deleted upstream: DELETED in both views.
     let gone = slices().remove(0);
     let at = st.current_rv();
-    st.apply(Resource::SlicesV1, Change::Delete(gone), 2);
+    st.apply(Resource::SlicesV1, Change::delete(&gone), 2);
     assert!(get(&relay, Resource::SlicesV1, "region-1-abc").is_none());
     assert_eq!(log_len_after(&relay, Resource::SlicesV1, at), 1);
     assert_eq!(log_len_after(&local, Resource::SlicesV1, at), 1);

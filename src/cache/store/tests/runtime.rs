@@ -103,8 +103,8 @@ fn a_new_view_is_one_modified_per_object_and_the_upstream_catching_up_is_none() 
     assert_eq!(st.set_runtime_pods(view("10.0.9.9"), 2), Applied::default());
     // The upstream catches up: the served bytes are the same, no event; the repair ends.
     let (slice, eps) = objects("10.0.9.9");
-    st.apply(Resource::SlicesV1, Change::Upsert(slice), 3);
-    st.apply(Resource::Endpoints, Change::Upsert(eps), 3);
+    st.apply(Resource::SlicesV1, Change::upsert(&slice), 3);
+    st.apply(Resource::Endpoints, Change::upsert(&eps), 3);
     assert_eq!(
         st.current_rv(),
         cur,
@@ -161,7 +161,7 @@ fn random_changes_and_views_serve_what_the_rule_gives() {
                 })
                 .collect();
             upstream["endpoints"] = Value::Array(eps);
-            st.apply(Resource::SlicesV1, Change::Upsert(upstream.clone()), step);
+            st.apply(Resource::SlicesV1, Change::upsert(&upstream.clone()), step);
         } else {
             let mut v = RuntimePods::default();
             for pod in pods {

@@ -62,7 +62,7 @@ fn an_oversized_update_of_the_local_node_keeps_it_served_and_the_topology_as_it_
     // A version within the bound replaces it and clears the mark.
     let mut relabelled = node_objects_named(&fx, "h");
     relabelled["metadata"]["labels"]["extra"] = json!("1");
-    st.apply(Resource::Nodes, Change::Upsert(relabelled), 7);
+    st.apply(Resource::Nodes, Change::upsert(&relabelled), 7);
     assert_eq!(stale_nodes(&st), 0);
     assert_eq!(
         served(&st, Resource::Nodes, "", "h")["metadata"]["labels"]["extra"],
@@ -88,7 +88,7 @@ fn a_version_within_the_bound_equal_to_the_served_one_clears_the_mark() {
     let rv = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Upsert(node_objects_named(&fx, "n1")),
+        Change::upsert(&node_objects_named(&fx, "n1")),
         2,
     );
     assert_eq!((stale_nodes(&st), st.current_rv()), (0, rv), "no event");
@@ -102,7 +102,7 @@ fn a_deletion_of_a_stale_object_deletes_it() {
     let cursor = st.current_rv();
     st.apply(
         Resource::Nodes,
-        Change::Delete(node_objects_named(&fx, "h")),
+        Change::delete(&node_objects_named(&fx, "h")),
         2,
     );
     assert_eq!(served(&st, Resource::Nodes, "", "h"), Value::Null);

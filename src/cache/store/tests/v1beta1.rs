@@ -48,7 +48,7 @@ fn beta_content(st: &State) -> Vec<Value> {
 
 fn relabel_local(st: &mut State, zone: &str) -> usize {
     let h = node("h", &labels(&[("zone", zone)]));
-    st.apply(Resource::Nodes, Change::Upsert(h), 1).events
+    st.apply(Resource::Nodes, Change::upsert(&h), 1).events
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn v1beta1_built_on_demand_equals_v1beta1_served_all_along() {
         .collect();
     assert_eq!(names, ["s-a", "s-b"]);
     let gone = json!({"metadata": {"namespace": "default", "name": "other-a"}});
-    lazy.apply(Resource::SlicesV1, Change::Delete(gone), 2);
+    lazy.apply(Resource::SlicesV1, Change::delete(&gone), 2);
     assert_eq!(lazy.collection(Resource::SlicesV1beta1).len(), 2);
     // A second call changes nothing.
     let rv = lazy.current_rv();
