@@ -47,7 +47,7 @@ use crate::cache::topology::{self, Class};
 use crate::handoff::edge_health::EdgeHealthMap;
 use crate::handoff::runtime_pods::RuntimePods;
 use crate::handoff::site_pods::NodeReport;
-use crate::handoff::{Change, Oversized};
+use crate::handoff::Change;
 use crate::k8s::{ObjectKey, Resource};
 
 mod edge_health;
@@ -475,7 +475,6 @@ impl State {
                 self.delete(kind, &key, now);
             }
             Prepared::Deleted(key) => self.delete(kind, &key, now),
-            Prepared::Oversized(item) => self.oversized(kind, &item),
             Prepared::Listed(fresh) => self.replace(kind, fresh, now),
         }
         self.flush_derived(now);
@@ -792,15 +791,6 @@ impl State {
             }
             Resource::CidrsV1 | Resource::CidrsV1beta1 => self.publish_cidr(key, None, now),
         }
-    }
-
-    /// A watch event's version of an object over the object bound (named in its first bytes).
-    fn oversized(&mut self, kind: Resource, item: &Oversized) {
-        let Some(name) = item.name.as_deref().filter(|n| !n.is_empty()) else {
-            return;
-        };
-        let key = ObjectKey::new(item.namespace.as_deref().unwrap_or(""), name);
-        self.refused_version(kind, &key, item.bytes);
     }
 
     /// A version of `key` of `bytes`, over the object bound, was not taken: an object the cache

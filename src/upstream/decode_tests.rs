@@ -426,3 +426,74 @@ fn line_reader_handles_complete_truncated_and_long_lines() {
     let mut r = Cursor::new(&b"01234\n"[..]);
     assert_eq!(read_line(&mut r, &mut buf, 5).unwrap(), Line::Complete);
 }
+
+/// The reflector's decoder keeps an object's event's object as its text, read only for who it
+/// is; it means what the `Value` decoder's event means, odd shapes included (repeated members,
+/// members in any order, escapes, mistyped members, a top-level array).
+#[test]
+fn text_events_mean_what_value_events_mean() {
+    let lines = [
+        r#"{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}}"#,
+        r#"{"object":{"metadata":{"name":"a"},"kind":7},"type":"MODIFIED"}"#,
+        r#" {"type":"DELETED","object":{"metadata":{"name":"x","name":"b","namespace":3}}} "#,
+        r#"{"type":"ADDED","type":"MODIFIED","object":{"metadata":{"name":"c"}}}"#,
+        r#"{"type":"ADD\u0045D","object":{"metadata":{"na\u006de":"d"},"apiVersion":"v1"}}"#,
+        r#"{"type":"ADDED","object":{"metadata":{"name":"e"},"metadata":{"namespace":"n"}}}"#,
+        r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#,
+        r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}"#,
+        r#"["ADDED",{"metadata":{"name":"a"}}]"#,
+        r#"{"type":"ADDED","object":[1]}"#,
+        r#"{"type":7,"object":{}}"#,
+        r#"{"type":"ADDED"}"#,
+        r#"{"type":"NEW","object":{}}"#,
+        r#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}x"#,
+    ];
+    for line in lines {
+        let (text, value) = (
+            decode_event_text(line.as_bytes()),
+            decode_event(line.as_bytes()),
+        );
+        let same = |o: &EventObject, v: &Value| {
+            let parsed: Value = serde_json::from_str(&o.text).unwrap();
+            let s = |p: &str| v.pointer(p).map(|x| x.as_str().map(str::to_string));
+            parsed == *v
+                && o.head.kind == s("/kind")
+                && o.head.api_version == s("/apiVersion")
+                && o.head.meta.name == s("/metadata/name").flatten()
+                && o.head.meta.namespace == s("/metadata/namespace").flatten()
+                && o.head.key() == crate::k8s::ObjectKey::of(v)
+        };
+        let ok = match (&text, &value) {
+            (Ok(TextEvent::Added(o)), Ok(WatchEvent::Added(v)))
+            | (Ok(TextEvent::Modified(o)), Ok(WatchEvent::Modified(v)))
+            | (Ok(TextEvent::Deleted(o)), Ok(WatchEvent::Deleted(v))) => same(o, v),
+            (
+                Ok(TextEvent::Bookmark {
+                    resource_version: a,
+                }),
+                Ok(WatchEvent::Bookmark {
+                    resource_version: b,
+                }),
+            ) => a == b,
+            (Ok(TextEvent::Error(a)), Ok(WatchEvent::Error(b))) => a == b,
+            (Err(a), Err(b)) => a == b,
+            _ => false,
+        };
+        assert!(ok, "{line}: {text:?} against {value:?}");
+    }
+    // The head is read from the text: kind, apiVersion, and the key the refusals use.
+    let Ok(TextEvent::Added(o)) = decode_event_text(lines[0].as_bytes()) else {
+        panic!("an ADDED event")
+    };
+    assert_eq!(o.head.kind, Some(Some("Service".into())));
+    assert_eq!(o.head.meta.resource_version.as_deref(), Some("7"));
+    assert_eq!(refusal_of(Resource::Services, &o.head, "6"), None);
+    assert_eq!(
+        refusal_of(Resource::Services, &o.head, "8"),
+        Some(Reason::OlderVersion)
+    );
+    assert_eq!(
+        refusal_of(Resource::Nodes, &o.head, "6"),
+        Some(Reason::Kind)
+    );
+}

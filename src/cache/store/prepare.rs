@@ -32,8 +32,6 @@ pub enum Prepared {
     Left(ObjectKey),
     /// A watch event's deletion.
     Deleted(ObjectKey),
-    /// A watch event's object over the object bound, not taken ([`Change::Oversized`]).
-    Oversized(Oversized),
 }
 
 /// How a prepared list holds its endpoint objects' bytes ([`super::State::hold_for`] chooses).
@@ -333,14 +331,20 @@ impl WatchPreparer {
 
     /// `change` of `kind` prepared for [`super::State::apply_prepared`]: an upserted object
     /// made canonical by the list's decoder (`canonical::Decoder::item`: cleaned, typed, its
-    /// endpoint spans and packed bytes; a Node reduced to its facts), an object carrying an
-    /// excluding label as its leaving, a deletion by its key. `None` for an object that is not
-    /// one (undecodable, nameless, or not of `kind`: the reflector has checked it already).
+    /// endpoint spans and packed bytes; a Node reduced to its facts), an object over the bound
+    /// as a list's item over it is (by its key), an object carrying an excluding label as its
+    /// leaving, a deletion by its key. `None` for an object that is not one (undecodable,
+    /// nameless, or not of `kind`: the reflector has checked it already).
     pub fn prepare(&mut self, kind: Resource, change: Change) -> Option<Prepared> {
         let Watched { key, text } = match change {
             Change::Upsert(watched) => watched,
             Change::Delete(key) => return Some(Prepared::Deleted(key)),
-            Change::Oversized(item) => return Some(Prepared::Oversized(item)),
+            Change::Oversized(item) => {
+                // As a list's item over the bound: known by its key (`None` unnamed).
+                let name = item.name.as_deref().filter(|n| !n.is_empty())?;
+                let key = ObjectKey::new(item.namespace.as_deref().unwrap_or(""), name);
+                return Some(Prepared::Upserted(key, Listed::oversized(item.bytes)));
+            }
         };
         let read = self.decoder.item(&text, kind, excluding(kind));
         self.decoder.shrink();

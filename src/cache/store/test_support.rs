@@ -50,8 +50,8 @@ pub(crate) fn loaded(fx: &Fixture, seed: u64, kind: Resource, slices: Vec<Value>
 }
 
 /// The same cache, but its endpoint objects (the fixture's Endpoints, then `slices`) came as
-/// watch events after empty lists: the upstream bytes of those served pruned are kept whole
-/// until the writer packs them ([`State::pack_pending`]), where a list's are packed as read.
+/// watch events after empty lists, each prepared as a list's item is (packed as it is read, the
+/// copy kept where it is served pruned).
 pub(crate) fn watched(fx: &Fixture, seed: u64, kind: Resource, slices: Vec<Value>) -> State {
     let mut st = nodes_and_services(fx, seed);
     st.apply_list(Resource::Endpoints, texts(&[]), 0);

@@ -495,3 +495,4 @@ mod relay;
 mod runtime;
 mod stale;
 mod v1beta1;
+mod watched;
