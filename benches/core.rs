@@ -16,7 +16,7 @@ use grid_wrapper::api::route::Route;
 use grid_wrapper::api::selector::{FieldSelector, LabelSelector};
 use grid_wrapper::cache::collection::Retention;
 use grid_wrapper::cache::pack::{pack, Packed};
-use grid_wrapper::cache::store::{Hold, ListPreparer, Settings, State};
+use grid_wrapper::cache::store::{Hold, ListPreparer, Prepared, Settings, State, WatchPreparer};
 use grid_wrapper::cache::topology::{self, Class, Locality, ServedBy, TopologyKeys};
 use grid_wrapper::handoff::Change;
 use grid_wrapper::http::request::{Limits, RequestReader};
@@ -345,6 +345,64 @@ fn publish(c: &mut Criterion) {
     });
 }
 
+/// How many watch events one iteration of `watch_writer` applies.
+const WATCH_EVENTS: usize = 100;
+
+/// The writer thread's part of watch events at scale S: `WATCH_EVENTS` events, prepared as the
+/// reflector's thread hands them over (not timed), applied to the state, and what the writer
+/// packs after them (timed). Slices of every other Service are pruned by topology; the Nodes'
+/// changes are heartbeats (their facts unchanged).
+fn watch_writer(c: &mut Criterion) {
+    let mut st = scale_state();
+    let mut gen = 0u64;
+    let mut next = |kind: Resource| -> Vec<Prepared> {
+        gen += 1;
+        let objects: Vec<Value> = (0..WATCH_EVENTS)
+            .map(|i| match kind {
+                Resource::Nodes => {
+                    let mut n = node(i + 1, (i + 1) % ZONES);
+                    n["status"]["conditions"] = json!([{"type":"Ready","status":"True",
+                        "lastHeartbeatTime": format!("2026-01-01T00:{:02}:00Z", gen % 60)}]);
+                    n
+                }
+                _ => {
+                    let mut s = slice(i, EPS);
+                    s["metadata"]["annotations"] = json!({"gen": gen.to_string()});
+                    s
+                }
+            })
+            .collect();
+        watch_prepared(kind, &objects)
+    };
+    for (name, kind) in [
+        ("watch_writer/100_slice_changes_scale_S", Resource::SlicesV1),
+        ("watch_writer/100_node_heartbeats_scale_S", Resource::Nodes),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter_batched(
+                || next(kind),
+                |events| {
+                    for e in events {
+                        black_box(st.apply_prepared(kind, e, 0));
+                    }
+                    // What the writer packs after the changes (pruned objects it took whole).
+                    black_box(st.pack_pending(usize::MAX));
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+}
+
+/// Watch events' objects as the reflector's thread hands them to the writer.
+fn watch_prepared(kind: Resource, objects: &[Value]) -> Vec<Prepared> {
+    let mut preparer = WatchPreparer::new(Some("node-00000"));
+    objects
+        .iter()
+        .filter_map(|o| preparer.prepare(kind, Change::upsert(o)))
+        .collect()
+}
+
 /// `kind`'s upstream list of scale S as a reflector reads it: each item its JSON text (no
 /// Endpoints).
 fn list_texts(kind: Resource) -> Vec<Box<str>> {
@@ -510,6 +568,6 @@ fn pack_bytes(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, sync, prepare_lists, split_lists, pack_bytes
+    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, watch_writer, sync, prepare_lists, split_lists, pack_bytes
 }
 criterion_main!(benches);
