@@ -368,7 +368,9 @@ impl UpstreamObjects {
         let packed = listed.as_is.as_ref().and_then(|f| f.packed.as_ref());
         match (stored, listed.bytes(), packed) {
             (None, _, _) => false,
-            (Some(Stored::Packed(stored)), None, Some(packed)) => stored.packs_same(packed),
+            // Packed both (a pruned object's list item or watch event): compared packed, not
+            // unpacked, whether or not the whole bytes came too.
+            (Some(Stored::Packed(stored)), _, Some(packed)) => stored.packs_same(packed),
             (_, Some(bytes), _) => self.same(kind, key, bytes, by),
             (_, None, Some(packed)) => packed
                 .with_unpacked(|raw| self.same(kind, key, raw, by))
