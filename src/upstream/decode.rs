@@ -515,6 +515,52 @@ pub enum TextEvent {
     Error(StatusInfo),
 }
 
+/// A JSON text read as strictly as a `serde_json::Value` reads it (UTF-8 and escapes in every
+/// string and key, numbers in range, nesting depth), keeping nothing.
+struct Strict;
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Strict, D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Strict;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Strict, E> {
+        Ok(Strict)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Strict, E> {
+        Ok(Strict)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Strict, E> {
+        Ok(Strict)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Strict, E> {
+        Ok(Strict)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Strict, E> {
+        Ok(Strict)
+    }
+    fn visit_unit<E>(self) -> Result<Strict, E> {
+        Ok(Strict)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
+        while seq.next_element::<Strict>()?.is_some() {}
+        Ok(Strict)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
+        while map.next_entry::<Strict, Strict>()?.is_some() {}
+        Ok(Strict)
+    }
+}
+
 /// Decodes one watch line as [`decode_event`] does (the same events and the same errors), but
 /// an object's event keeps the object as its text: the line is split into `type` and `object`
 /// (a `RawValue`), and the object read only for who it is ([`object_head`]). A line of another
@@ -530,8 +576,12 @@ pub fn decode_event_text(line: &[u8]) -> Result<TextEvent, DecodeError> {
         object: Option<&'a serde_json::value::RawValue>,
     }
     let first = line.iter().find(|b| !b.is_ascii_whitespace());
+    // Only a line a `Value` would take: serde_json skips what it ignores (other members, and
+    // the raw object) without checking its UTF-8, escapes or number ranges.
     let parts = match first {
-        Some(b'{') => serde_json::from_slice::<Parts<'_>>(line).ok(),
+        Some(b'{') if serde_json::from_slice::<Strict>(line).is_ok() => {
+            serde_json::from_slice::<Parts<'_>>(line).ok()
+        }
         _ => None,
     };
     let (Some(kind), Some(object)) = parts.map(|p| (p.kind, p.object)).unwrap_or_default() else {

@@ -497,3 +497,34 @@ fn text_events_mean_what_value_events_mean() {
         Some(Reason::Kind)
     );
 }
+
+#[test]
+fn a_line_a_value_refuses_is_refused_as_text_too() {
+    // serde_json skips an ignored member and a raw object without checking their UTF-8,
+    // escapes or number ranges; a `Value` checks them all.
+    let lines: [&[u8]; 6] = [
+        b"{\"type\":\"ADDED\",\"objece\":\"\x8c\",\"object\":{\"metadata\":{\"name\":\"a\"}}}",
+        b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"},\"x\":\"\xff\"}}",
+        br#"{"type":"ADDED","other":"\ud800","object":{"metadata":{"name":"a"}}}"#,
+        br#"{"type":"ADDED","object":{"metadata":{"name":"a"},"x":"\udc00"}}"#,
+        br#"{"type":"ADDED","other":1e999,"object":{"metadata":{"name":"a"}}}"#,
+        br#"{"type":"MODIFIED","object":{"metadata":{"name":"a"},"x":[-1e400]}}"#,
+    ];
+    for line in lines {
+        assert!(
+            decode_event(line).is_err(),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+        assert!(
+            decode_event_text(line).is_err(),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+    }
+    // What a Value takes, the text path takes too.
+    let fine =
+        br#"{"type":"ADDED","other":"\ud83d\ude00","object":{"metadata":{"name":"a"},"x":1e308}}"#;
+    assert!(decode_event(fine).is_ok());
+    assert!(matches!(decode_event_text(fine), Ok(TextEvent::Added(_))));
+}
