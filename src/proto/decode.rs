@@ -118,6 +118,17 @@ pub fn decode_object(
     decode_message(message_of(res), msg, type_meta)
 }
 
+/// [`decode_object`] of an upstream object as the cache keeps it: `metadata.managedFields`
+/// (which the cache drops, docs/SEMANTICS.md §1) is skipped unread, neither decoded nor
+/// written, nor checked beyond the wire format. The rest is [`decode_object`]'s JSON.
+pub fn decode_object_kept(
+    res: Resource,
+    msg: &[u8],
+    type_meta: Option<TypeMeta<'_>>,
+) -> Result<Decoded, DecodeError> {
+    decode_with(message_of(res), msg, type_meta, true)
+}
+
 /// Decodes a meta/v1 `Status` message (an ERROR watch event's object, an error body).
 pub fn decode_status(msg: &[u8], type_meta: Option<TypeMeta<'_>>) -> Result<Decoded, DecodeError> {
     decode_message(&schema::META_V1_STATUS, msg, type_meta)
@@ -129,11 +140,21 @@ pub fn decode_message(
     bytes: &[u8],
     type_meta: Option<TypeMeta<'_>>,
 ) -> Result<Decoded, DecodeError> {
+    decode_with(msg, bytes, type_meta, false)
+}
+
+fn decode_with(
+    msg: &'static Message,
+    bytes: &[u8],
+    type_meta: Option<TypeMeta<'_>>,
+    skip_managed_fields: bool,
+) -> Result<Decoded, DecodeError> {
     let mut dec = Decoder {
         out: Vec::with_capacity(bytes.len() * 2 + 64),
         path: Vec::new(),
         unknown: Vec::new(),
         scratch: Vec::new(),
+        skip_managed_fields,
     };
     dec.message(msg, &[bytes], type_meta)?;
     Ok(Decoded {
@@ -141,6 +162,9 @@ pub fn decode_message(
         unknown: dec.unknown,
     })
 }
+
+/// `ObjectMeta.managedFields`' field number.
+const MANAGED_FIELDS: u32 = 17;
 
 /// One path segment: a field's JSON name, or an element of a list or a map.
 #[derive(Clone, Copy)]
@@ -156,6 +180,8 @@ struct Decoder<'a> {
     unknown: Vec<String>,
     /// The fields met in each message being decoded, one list per nesting level (reused).
     scratch: Vec<Vec<(usize, Wire<'a>)>>,
+    /// Whether `metadata.managedFields` is skipped ([`decode_object_kept`]).
+    skip_managed_fields: bool,
 }
 
 impl<'a> Decoder<'a> {
@@ -252,9 +278,13 @@ impl<'a> Decoder<'a> {
         type_meta: Option<TypeMeta<'_>>,
         met: &mut Vec<(usize, Wire<'a>)>,
     ) -> Result<(), DecodeError> {
+        let skip = self.skip_managed_fields && std::ptr::eq(msg, &schema::META_V1_OBJECT_META);
         for part in parts {
             for field in read::fields(part) {
                 let (number, value) = field?;
+                if skip && number == MANAGED_FIELDS {
+                    continue;
+                }
                 match msg.fields.binary_search_by_key(&number, |f| f.number) {
                     Ok(i) => met.push((i, value)),
                     Err(_) => self.unknown_field(number),

@@ -455,3 +455,60 @@ fn is_zero(v: &Value) -> bool {
         Value::Object(o) => o.values().all(is_zero),
     }
 }
+
+#[test]
+fn kept_objects_skip_managed_fields_and_nothing_else() {
+    // The apiserver's own Service with managedFields: decoded as the cache keeps it, the JSON
+    // is the apiserver's with `metadata.managedFields` removed, every other byte in place.
+    let g = golden_named("service-full");
+    let body = unwrap_body(&g.proto).unwrap();
+    let res = resource_of(body.api_version, body.kind);
+    let whole = decode_object(res, body.raw, Some(body.type_meta())).unwrap();
+    let kept = decode_object_kept(res, body.raw, Some(body.type_meta())).unwrap();
+    assert!(text(&whole).contains("\"managedFields\":["));
+    assert!(!text(&kept).contains("managedFields"));
+    let mut want: Value = serde_json::from_str(g.json).unwrap();
+    want["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("managedFields")
+        .unwrap();
+    let got: Value = serde_json::from_str(text(&kept)).unwrap();
+    assert_eq!(got, want);
+    // Key order kept: the text is the whole one with the member cut out.
+    let w = text(&whole);
+    let at = w.find(",\"managedFields\":[").unwrap();
+    let end = matching_bracket(w.as_bytes(), at + ",\"managedFields\":".len()) + 1;
+    assert_eq!(text(&kept), format!("{}{}", &w[..at], &w[end..]));
+    assert!(kept.unknown.is_empty());
+    // Only ObjectMeta's field 17 is skipped: a Service's spec field 17 (ipFamilyPolicy) stays.
+    assert!(text(&kept).contains("\"ipFamilyPolicy\":"));
+}
+
+/// The index of the `]` or `}` closing the one at `open` (strings skipped).
+fn matching_bracket(s: &[u8], open: usize) -> usize {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for (i, &b) in s.iter().enumerate().skip(open) {
+        if in_str {
+            match (esc, b) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("unbalanced")
+}

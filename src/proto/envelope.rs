@@ -308,13 +308,14 @@ pub fn decode_frame(buf: &[u8], limit: usize) -> Result<Option<(Event<'_>, usize
 
 /// The JSON watch line (`{"type":"ADDED","object":{...}}`, no newline) the apiserver would have
 /// sent for `event` of a `res` watch: the object with its `kind` and `apiVersion`, decoded as a
-/// `Status` when its kind is `Status` (an `ERROR` event's), else as a `res` object.
+/// `Status` when its kind is `Status` (an `ERROR` event's), else as a `res` object as the cache
+/// keeps it ([`decode::decode_object_kept`]: without `metadata.managedFields`).
 pub fn event_json(res: Resource, event: &Event<'_>) -> Result<Decoded, DecodeError> {
     let obj = &event.object;
     let object = if obj.kind == "Status" {
         decode::decode_status(obj.raw, Some(obj.type_meta()))?
     } else {
-        decode::decode_object(res, obj.raw, Some(obj.type_meta()))?
+        decode::decode_object_kept(res, obj.raw, Some(obj.type_meta()))?
     };
     let mut json = Vec::with_capacity(object.json.len() + 32 + event.event_type.len());
     json.extend_from_slice(b"{\"type\":");

@@ -389,7 +389,7 @@ impl ProtoListSplitter {
         let Some(res) = self.res else {
             return self.fail(pb_error("an item before the typeMeta"));
         };
-        let decoded = match pdecode::decode_object(res, &buf, None) {
+        let decoded = match pdecode::decode_object_kept(res, &buf, None) {
             Ok(d) => d,
             Err(e) => return self.fail(pb_error(format_args!("list item {}: {e}", self.index))),
         };
