@@ -99,6 +99,12 @@ pub trait ListItems {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The one Node kept whole, when every other Node of this list is kept only as its facts
+    /// (`metadata.name`, `metadata.labels`, `status.addresses`): a reader may then hand over any
+    /// other Node with only those fields. `None` (the default): every item whole.
+    fn facts_only_except(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A list's items collected as their texts.

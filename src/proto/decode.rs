@@ -126,8 +126,49 @@ pub fn decode_object_kept(
     msg: &[u8],
     type_meta: Option<TypeMeta<'_>>,
 ) -> Result<Decoded, DecodeError> {
-    decode_with(message_of(res), msg, type_meta, true)
+    decode_with(message_of(res), msg, type_meta, true, &Keep::All)
 }
+
+/// [`decode_object_kept`] of only the fields `keep` names: every other field is skipped unread,
+/// as if absent (Go's zero value, written as Go writes it). For a reader that needs a few
+/// fields of a big object ([`NODE_FACTS`]).
+pub fn decode_object_only(
+    res: Resource,
+    msg: &[u8],
+    type_meta: Option<TypeMeta<'_>>,
+    keep: &'static Keep,
+) -> Result<Decoded, DecodeError> {
+    decode_with(message_of(res), msg, type_meta, true, keep)
+}
+
+/// Which fields of a message are decoded.
+#[derive(Debug)]
+pub enum Keep {
+    /// Every field.
+    All,
+    /// Only these, by JSON name, each with what is decoded of it.
+    Only(&'static [(&'static str, Keep)]),
+}
+
+impl Keep {
+    /// What is decoded of the field `json` (`None`: skipped).
+    fn field(&'static self, json: &str) -> Option<&'static Keep> {
+        match self {
+            Keep::All => Some(self),
+            Keep::Only(fields) => fields.iter().find(|(k, _)| *k == json).map(|(_, k)| k),
+        }
+    }
+}
+
+/// A Node's facts, what the cache keeps of a Node other than the local one: `metadata.name`,
+/// `metadata.labels` and `status.addresses`.
+pub static NODE_FACTS: Keep = Keep::Only(&[
+    (
+        "metadata",
+        Keep::Only(&[("name", Keep::All), ("labels", Keep::All)]),
+    ),
+    ("status", Keep::Only(&[("addresses", Keep::All)])),
+]);
 
 /// Decodes a meta/v1 `Status` message (an ERROR watch event's object, an error body).
 pub fn decode_status(msg: &[u8], type_meta: Option<TypeMeta<'_>>) -> Result<Decoded, DecodeError> {
@@ -140,7 +181,7 @@ pub fn decode_message(
     bytes: &[u8],
     type_meta: Option<TypeMeta<'_>>,
 ) -> Result<Decoded, DecodeError> {
-    decode_with(msg, bytes, type_meta, false)
+    decode_with(msg, bytes, type_meta, false, &Keep::All)
 }
 
 fn decode_with(
@@ -148,6 +189,7 @@ fn decode_with(
     bytes: &[u8],
     type_meta: Option<TypeMeta<'_>>,
     skip_managed_fields: bool,
+    keep: &'static Keep,
 ) -> Result<Decoded, DecodeError> {
     let mut dec = Decoder {
         out: Vec::with_capacity(bytes.len() * 2 + 64),
@@ -155,6 +197,8 @@ fn decode_with(
         unknown: Vec::new(),
         scratch: Vec::new(),
         skip_managed_fields,
+        keep,
+        next: keep,
     };
     dec.message(msg, &[bytes], type_meta)?;
     Ok(Decoded {
@@ -182,6 +226,10 @@ struct Decoder<'a> {
     scratch: Vec<Vec<(usize, Wire<'a>)>>,
     /// Whether `metadata.managedFields` is skipped ([`decode_object_kept`]).
     skip_managed_fields: bool,
+    /// What is decoded of the message being decoded ([`decode_object_only`]).
+    keep: &'static Keep,
+    /// What is decoded of the next message entered: the field being written's.
+    next: &'static Keep,
 }
 
 impl<'a> Decoder<'a> {
@@ -262,7 +310,10 @@ impl<'a> Decoder<'a> {
             None => Vec::new(),
         };
         met.clear();
+        let (outer, outer_next) = (self.keep, self.next);
+        self.keep = self.next;
         let result = self.message_with(msg, parts, type_meta, &mut met);
+        (self.keep, self.next) = (outer, outer_next);
         met.clear();
         if self.scratch.len() <= depth {
             self.scratch.resize_with(depth + 1, Vec::new);
@@ -286,6 +337,7 @@ impl<'a> Decoder<'a> {
                     continue;
                 }
                 match msg.fields.binary_search_by_key(&number, |f| f.number) {
+                    Ok(i) if self.keep.field(msg.fields[i].json).is_none() => {}
                     Ok(i) => met.push((i, value)),
                     Err(_) => self.unknown_field(number),
                 }
@@ -307,6 +359,7 @@ impl<'a> Decoder<'a> {
                 continue;
             };
             self.path.push(Seg::Key(field.json));
+            self.next = self.keep.field(field.json).unwrap_or(&Keep::All);
             let r = self.field(field, usize::from(i), met, &mut first);
             self.path.pop();
             r?;

@@ -512,3 +512,39 @@ fn matching_bracket(s: &[u8], open: usize) -> usize {
     }
     panic!("unbalanced")
 }
+
+#[test]
+fn node_facts_decode_only_name_labels_and_addresses() {
+    let g = golden_named("node");
+    let body = unwrap_body(&g.proto).unwrap();
+    let whole: Value = serde_json::from_str(g.json).unwrap();
+    let facts = decode_object_only(Resource::Nodes, body.raw, None, &NODE_FACTS).unwrap();
+    let facts: Value = serde_json::from_slice(&facts.json).unwrap();
+    for p in ["/metadata/name", "/metadata/labels", "/status/addresses"] {
+        assert!(whole.pointer(p).is_some(), "{p}");
+        assert_eq!(facts.pointer(p), whole.pointer(p), "{p}");
+    }
+    // Nothing else is read: what Go writes for an absent field (a struct's zero value, `null`
+    // for a slice or map without omitempty) stands in for it.
+    for p in [
+        "/metadata/uid",
+        "/metadata/annotations",
+        "/spec/podCIDR",
+        "/spec/taints",
+        "/status/capacity",
+        "/status/conditions",
+        "/status/images",
+    ] {
+        assert!(whole.pointer(p).is_some(), "{p}");
+        assert!(facts.pointer(p).is_none_or(Value::is_null), "{p}: {facts}");
+    }
+    let info = facts.pointer("/status/nodeInfo/kubeletVersion");
+    assert_eq!(info, Some(&json!("")));
+    // The whole object decodes as before with the same decoder (the projection is per call).
+    let again = decode_object_kept(Resource::Nodes, body.raw, None).unwrap();
+    let again: Value = serde_json::from_slice(&again.json).unwrap();
+    assert_eq!(
+        again.pointer("/status/images"),
+        whole.pointer("/status/images")
+    );
+}

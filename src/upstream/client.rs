@@ -727,7 +727,11 @@ impl Upstream {
             (bounds, rv_from),
             |r, format| {
                 items.clear();
-                let mut split = Splitter::new(format, self.inner.max_object_bytes);
+                let mut split = Splitter::new(
+                    format,
+                    self.inner.max_object_bytes,
+                    items.facts_only_except(),
+                );
                 let mut buf = vec![0; LIST_READ_BYTES];
                 // Stops reading once the list has failed for its bytes outside the items or
                 // the taker takes no more (a list bound): the rest is not worth its bytes.
@@ -855,12 +859,14 @@ enum Splitter {
 }
 
 impl Splitter {
-    fn new(format: Format, max_item: usize) -> Splitter {
+    /// `facts_except`: [`ListItems::facts_only_except`] (a protobuf list's other Nodes are then
+    /// decoded as their facts only; a JSON list's are read whole anyway).
+    fn new(format: Format, max_item: usize, facts_except: Option<&str>) -> Splitter {
         match format {
             Format::Json => Splitter::Json(ListSplitter::with_max_item_bytes(max_item)),
-            Format::Protobuf => {
-                Splitter::Protobuf(Box::new(ProtoListSplitter::with_max_item_bytes(max_item)))
-            }
+            Format::Protobuf => Splitter::Protobuf(Box::new(
+                ProtoListSplitter::with_max_item_bytes(max_item).node_facts_except(facts_except),
+            )),
         }
     }
     fn feed(&mut self, chunk: &[u8]) {

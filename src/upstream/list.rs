@@ -169,6 +169,9 @@ impl ListItems for Pages<'_> {
     fn full(&self) -> bool {
         self.total > self.limit || self.bytes > self.max_bytes
     }
+    fn facts_only_except(&self) -> Option<&str> {
+        self.items.facts_only_except()
+    }
 }
 
 #[cfg(test)]

@@ -91,6 +91,9 @@ pub struct ProtoListSplitter {
     broken: Option<DecodeError>,
     /// The envelope passed [`MAX_ENVELOPE_BYTES`].
     envelope_full: bool,
+    /// A list of Nodes: every Node but this one is decoded as its facts only
+    /// ([`ProtoListSplitter::node_facts_except`]).
+    facts_except: Option<String>,
 }
 
 fn pb_error(what: impl std::fmt::Display) -> DecodeError {
@@ -116,7 +119,17 @@ impl ProtoListSplitter {
             oversized: Vec::new(),
             broken: None,
             envelope_full: false,
+            facts_except: None,
         }
+    }
+
+    /// The same, decoding of every Node but `local` only its facts (`metadata.name`,
+    /// `metadata.labels`, `status.addresses`: [`pdecode::NODE_FACTS`]), for a taker that keeps
+    /// no more of them ([`crate::handoff::ListItems::facts_only_except`]); `None`: every item
+    /// whole. A Node whose name cannot be read from its first bytes is decoded whole.
+    pub fn node_facts_except(mut self, local: Option<&str>) -> Self {
+        self.facts_except = local.map(str::to_string);
+        self
     }
 
     /// Feeds the next bytes of the body.
@@ -389,7 +402,18 @@ impl ProtoListSplitter {
         let Some(res) = self.res else {
             return self.fail(pb_error("an item before the typeMeta"));
         };
-        let decoded = match pdecode::decode_object_kept(res, &buf, None) {
+        let facts_only = res == Resource::Nodes
+            && self.facts_except.as_deref().is_some_and(|local| {
+                object_ref_from_proto_prefix(&buf)
+                    .name
+                    .is_some_and(|name| name != local)
+            });
+        let decoded = if facts_only {
+            pdecode::decode_object_only(res, &buf, None, &pdecode::NODE_FACTS)
+        } else {
+            pdecode::decode_object_kept(res, &buf, None)
+        };
+        let decoded = match decoded {
             Ok(d) => d,
             Err(e) => return self.fail(pb_error(format_args!("list item {}: {e}", self.index))),
         };

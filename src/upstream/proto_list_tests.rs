@@ -277,3 +277,60 @@ fn names_are_read_from_a_cut_message() {
     let r = object_ref_from_proto_prefix(&msg[..5]);
     assert_eq!(r.name, None);
 }
+
+#[test]
+fn other_nodes_are_decoded_as_their_facts_only_when_asked() {
+    let node = |name: &str| {
+        json!({"metadata": {"name": name, "uid": "u", "labels": {"zone": "z1"},
+            "annotations": {"a": "b"}},
+            "spec": {"podCIDR": "10.0.0.0/24"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "images": [{"names": ["img@sha256:00"], "sizeBytes": 5}]}})
+    };
+    let items: Vec<Vec<u8>> = [node("local"), node("other")]
+        .iter()
+        .map(|o| encode_object(Resource::Nodes, o).bytes)
+        .collect();
+    let len = items.iter().map(Vec::len).sum();
+    let mut body = list_head("v1", "NodeList", "9", len);
+    items.iter().for_each(|i| body.extend_from_slice(i));
+    body.extend_from_slice(TAIL);
+    let split = |facts_except: Option<&str>| {
+        let mut s = ProtoListSplitter::with_max_item_bytes(1 << 20).node_facts_except(facts_except);
+        s.feed(&body);
+        let taken: Vec<Value> = s
+            .take_items()
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .collect();
+        assert!(s.finish_with_oversized().0.is_ok());
+        taken
+    };
+    let whole = split(None);
+    let facts = split(Some("local"));
+    assert_eq!(facts[0], whole[0], "the local Node whole");
+    assert!(whole[1].pointer("/status/images/0").is_some());
+    assert!(facts[1]
+        .pointer("/status/images")
+        .is_none_or(Value::is_null));
+    assert!(facts[1].pointer("/metadata/annotations").is_none());
+    for p in ["/metadata/name", "/metadata/labels", "/status/addresses"] {
+        assert_eq!(facts[1].pointer(p), whole[1].pointer(p), "{p}");
+    }
+    // Not a list of Nodes: nothing reduced.
+    let svcs = encoded(&[svc("local", 1), svc("other", 1)]);
+    let mut s = ProtoListSplitter::with_max_item_bytes(1 << 20).node_facts_except(Some("local"));
+    s.feed(&body_of(&svcs));
+    assert_eq!(s.take_items().collect::<Vec<_>>(), json_boxed(&svcs));
+}
+
+fn body_of(items: &[Vec<u8>]) -> Vec<u8> {
+    body("3", items)
+}
+
+fn json_boxed(items: &[Vec<u8>]) -> Vec<Box<str>> {
+    json_of(items)
+        .into_iter()
+        .map(String::into_boxed_str)
+        .collect()
+}

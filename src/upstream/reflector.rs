@@ -377,6 +377,9 @@ impl ListItems for Skipping<'_> {
         self.items.skipped(item.clone());
         self.skipped.push(item);
     }
+    fn facts_only_except(&self) -> Option<&str> {
+        self.items.facts_only_except()
+    }
 }
 
 /// The upstream no longer serves the RV we asked for (410, or our RV is beyond its newest).

@@ -106,6 +106,9 @@ impl ListItems for Listing<'_> {
     fn skipped(&mut self, item: Oversized) {
         self.list.skipped(&item);
     }
+    fn facts_only_except(&self) -> Option<&str> {
+        self.list.facts_except()
+    }
 }
 
 impl ListApply for Listing<'_> {

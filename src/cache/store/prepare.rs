@@ -292,6 +292,15 @@ impl ListPreparer {
         self.pushed
     }
 
+    /// The Node it keeps whole besides every other's facts, in a list of Nodes
+    /// ([`ListPreparer::facts_only_except`]; `None`: every item whole).
+    pub fn facts_except(&self) -> Option<&str> {
+        match self.kind {
+            Resource::Nodes => self.facts_except.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The prepared list, for [`super::State::apply_prepared`].
     pub fn finish(self) -> Prepared {
         Prepared::Listed(self.out)

@@ -324,3 +324,37 @@ fn an_older_snapshot_of_whole_nodes_is_reduced_on_restore() {
         ips(&served(&online, Resource::Endpoints, "default", "s"))
     );
 }
+
+#[test]
+fn a_node_decoded_as_its_facts_only_prepares_to_the_same_bytes_as_whole() {
+    // A protobuf upstream's other Nodes are decoded as their facts only (`NODE_FACTS`) when the
+    // list's taker keeps no more: what it keeps must not depend on that.
+    use crate::proto::decode::{decode_object_kept, decode_object_only, NODE_FACTS};
+    use crate::proto::encode::encode_object;
+    let fx = fixture_f();
+    let st = test_support::state(&fx.hostname, 1);
+    let msg = encode_object(Resource::Nodes, &kubelet_node("n2", Some("a"), 1)).bytes;
+    // The message inside the `items` field's tag and length.
+    let mut pos = 1;
+    let _ = crate::proto::read::varint(&msg, &mut pos).expect("a length");
+    let (whole, facts) = (
+        decode_object_kept(Resource::Nodes, &msg[pos..], None).expect("decodes"),
+        decode_object_only(Resource::Nodes, &msg[pos..], None, &NODE_FACTS).expect("decodes"),
+    );
+    assert!(facts.json.len() * 5 < whole.json.len());
+    let prepared = |text: &[u8]| {
+        let mut list = st.list_preparer(Resource::Nodes);
+        assert_eq!(list.facts_except(), Some(&*fx.hostname));
+        list.push(std::str::from_utf8(text).expect("UTF-8"));
+        match list.finish() {
+            Prepared::Listed(items) => items
+                .into_iter()
+                .map(|(k, l)| (k, l.bytes().cloned()))
+                .collect::<Vec<_>>(),
+            _ => panic!("a list"),
+        }
+    };
+    let from_facts = prepared(&facts.json);
+    assert_eq!(from_facts, prepared(&whole.json));
+    assert_eq!(from_facts.len(), 1);
+}
