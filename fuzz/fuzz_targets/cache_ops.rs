@@ -95,7 +95,7 @@ fn key(v: &Value) -> String {
 fn stripped(c: &Collection) -> BTreeMap<String, Value> {
     c.objects()
         .map(|o| {
-            let mut v: Value = serde_json::from_slice(&o.bytes).unwrap_or_default();
+            let mut v: Value = serde_json::from_slice(&o.json()).unwrap_or_default();
             v["metadata"]["resourceVersion"] = Value::Null;
             (o.key.to_string(), v)
         })

@@ -123,7 +123,7 @@ fn check_frames(res: Resource, entry: &Entry, event: Event) {
             let line = data.strip_suffix(b"\n").expect("an event line ends with a newline");
             let v: Value = serde_json::from_slice(line).expect("an event line is JSON");
             assert_eq!(v["type"], event.name());
-            let want: Value = serde_json::from_slice(&obj.bytes).expect("served JSON");
+            let want: Value = serde_json::from_slice(&obj.json()).expect("served JSON");
             assert_eq!(v["object"], want);
         }
     }
@@ -137,8 +137,8 @@ fn apply(held: &mut Held, event: Event, obj: &Served, rv: u64) {
     let key = obj.key.to_string();
     assert_eq!(obj.rv, rv, "an event's object carries its change's RV");
     match event {
-        Event::Added => assert!(held.insert(key.clone(), obj.bytes.to_vec()).is_none(), "ADDED of {key}, held"),
-        Event::Modified => assert!(held.insert(key.clone(), obj.bytes.to_vec()).is_some(), "MODIFIED of {key}, not held"),
+        Event::Added => assert!(held.insert(key.clone(), obj.json().to_vec()).is_none(), "ADDED of {key}, held"),
+        Event::Modified => assert!(held.insert(key.clone(), obj.json().to_vec()).is_some(), "MODIFIED of {key}, not held"),
         Event::Deleted => assert!(held.remove(&key).is_some(), "DELETED of {key}, not held"),
     }
 }
@@ -195,7 +195,7 @@ impl Slow {
 fn selected(st: &State, res: Resource, filter: &Filter) -> Held {
     st.with_view(|v| select(res, filter, v))
         .iter()
-        .map(|o| (o.key.to_string(), o.bytes.to_vec()))
+        .map(|o| (o.key.to_string(), o.json().to_vec()))
         .collect()
 }
 
@@ -250,7 +250,7 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(held.contains_key(&key), e == Event::Modified, "{e:?} of {key}");
                     let obj = e.object(entry).expect("a new object");
                     assert_eq!(obj.rv, entry.rv);
-                    held.insert(key, obj.bytes.to_vec());
+                    held.insert(key, obj.json().to_vec());
                     check_frames(res, entry, e);
                 }
                 Some(Event::Deleted) => {

@@ -66,7 +66,7 @@ pub fn take(
             format!("runtime report for node {node:?}: no such Node in the relay's cache"),
         ));
     };
-    let addresses = node_addresses(&obj.bytes);
+    let addresses = node_addresses(&obj.json());
     let peer = canonical(peer);
     if !addresses.contains(&peer) {
         let named: Vec<String> = addresses.iter().map(IpAddr::to_string).collect();

@@ -221,7 +221,7 @@ pub(crate) mod tests {
         let b = leaver.old_restamped().unwrap_or_else(|| panic!("no old"));
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(a.rv, leaver.rv);
-        assert_eq!(a.bytes[..], old.restamped(leaver.rv).bytes[..]);
+        assert_eq!(a.json()[..], old.restamped(leaver.rv).json()[..]);
         // A deletion's old content already carries the deletion's RV.
         let deletion = &entries[2];
         let d = deletion.old_restamped().unwrap_or_else(|| panic!("no old"));
@@ -299,7 +299,7 @@ pub(crate) mod tests {
                     .iter()
                     .map(|e| {
                         let event = transition(e, &filter, skip)?;
-                        Some((event.name(), event.object(e)?.bytes.to_vec()))
+                        Some((event.name(), event.object(e)?.json().to_vec()))
                     })
                     .collect()
             };

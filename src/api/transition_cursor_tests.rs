@@ -54,12 +54,12 @@ fn apply(held: &mut Held, event: Event, obj: &Served, rv: u64) {
     assert_eq!(obj.rv, rv, "an event's object carries its change's RV");
     match event {
         Event::Added => assert!(
-            held.insert(obj.key.clone(), obj.bytes.to_vec()).is_none(),
+            held.insert(obj.key.clone(), obj.json().to_vec()).is_none(),
             "ADDED for {:?}, already held",
             obj.key
         ),
         Event::Modified => assert!(
-            held.insert(obj.key.clone(), obj.bytes.to_vec()).is_some(),
+            held.insert(obj.key.clone(), obj.json().to_vec()).is_some(),
             "MODIFIED for {:?}, not held",
             obj.key
         ),
@@ -75,7 +75,7 @@ fn apply(held: &mut Held, event: Event, obj: &Served, rv: u64) {
 fn listed(v: &Published, f: &Filter) -> Held {
     select(RES, f, v)
         .iter()
-        .map(|o| (o.key.clone(), o.bytes.to_vec()))
+        .map(|o| (o.key.clone(), o.json().to_vec()))
         .collect()
 }
 

@@ -7,12 +7,16 @@
 //! that change a [`Collection`] are the cache's own, reached through the writer's
 //! `ViewWriter` only (readers get `&Collection`).
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde_json::Value;
 
+use crate::bytes;
 use crate::k8s::{ObjectKey, Resource};
+use crate::proto::decode::{decode_object, TypeMeta};
 
 /// An object's labels, by key (a Node's are what the topology filter reads).
 pub type Labels = BTreeMap<String, String>;
@@ -90,25 +94,133 @@ pub fn admission_filtered(res: Resource) -> bool {
 }
 
 /// One served object version: serialized once, shared by every list and watcher.
+///
+/// It holds one form of its content once it can: its JSON until a protobuf client reads it;
+/// then its protobuf form alone when that form decodes back to exactly the same JSON
+/// ([`Served::protobuf`]), else both. Its JSON is [`Served::json`] either way: the kept bytes,
+/// or a fresh decode of the protobuf form, the same bytes.
 #[derive(Debug)]
 pub struct Served {
     /// `namespace/name`.
     pub key: ObjectKey,
     /// grid-wrapper's resourceVersion of this content.
     pub rv: u64,
-    /// The JSON object with `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`.
-    pub bytes: Arc<[u8]>,
     /// `metadata.labels`, for label selectors.
     pub labels: LabelSet,
     /// `spec.clusterIP` (Services), for field selectors.
     pub cluster_ip: Option<String>,
     /// `spec.type` (Services), for field selectors.
     pub service_type: Option<String>,
-    /// The protobuf form ([`Served::protobuf`]), encoded the first time a protobuf client reads
-    /// this version and shared from then on: a cache of immutable bytes derived from `bytes`
-    /// (filled once, through `&self`), not a change of the view. Filling it needs no view lock,
-    /// only the `Arc<Served>`.
-    protobuf: OnceLock<Arc<[u8]>>,
+    /// The form (or forms) held: changed once at most, from JSON to protobuf or to both, by the
+    /// first protobuf read; immutable bytes either way, so filling it is not a change of the
+    /// view (it needs no view lock, only the `Arc<Served>`).
+    body: Mutex<Body>,
+}
+
+/// What a [`Served`] holds of its content.
+#[derive(Debug)]
+enum Body {
+    /// Its JSON (the object with `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`),
+    /// and its protobuf form once made, when that form does not give back the same JSON.
+    Json {
+        json: Arc<[u8]>,
+        protobuf: Option<Arc<[u8]>>,
+    },
+    /// Its protobuf form alone (framed as field 2), which decodes to exactly its JSON.
+    Protobuf {
+        protobuf: Arc<[u8]>,
+        /// What tells a changed object from this one without decoding it.
+        fingerprint: Fingerprint,
+        /// The length of its JSON.
+        json_len: usize,
+        /// The resource it was encoded as (its message, and the `kind` and `apiVersion` its
+        /// JSON starts with).
+        res: Resource,
+    },
+}
+
+/// The form a [`Served`] holds, as `/metrics` counts them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Its JSON (and its protobuf form too once a protobuf client read it, when that form
+    /// does not decode to the same JSON).
+    Json,
+    /// Its protobuf form only.
+    Protobuf,
+}
+
+/// A compacted object's JSON without the stamp of its RV ([`stamp_span`]), as a keyed hash
+/// and a length: two JSON texts that differ in either differ, so only an equal fingerprint
+/// needs the exact comparison (and the decode it takes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    hash: u64,
+    len: usize,
+}
+
+impl Fingerprint {
+    /// The fingerprint of `json` stamped with `rv`; `None` without a stamp of `rv` in it.
+    fn of_stamped(json: &[u8], rv: u64) -> Option<Fingerprint> {
+        let (from, to) = stamp_span(json, rv)?;
+        Some(Fingerprint::of_pieces(&json[..from], &json[to..]))
+    }
+
+    /// The fingerprint of the text `before ++ after`.
+    fn of_pieces(before: &[u8], after: &[u8]) -> Fingerprint {
+        use std::hash::{BuildHasher, Hasher};
+        // Keyed once per process: what an upstream sends cannot be made to collide.
+        static KEYS: OnceLock<RandomState> = OnceLock::new();
+        let mut h = KEYS.get_or_init(RandomState::new).build_hasher();
+        // `write` streams: two pieces hash as their concatenation.
+        h.write(before);
+        h.write(after);
+        Fingerprint {
+            hash: h.finish(),
+            len: before.len() + after.len(),
+        }
+    }
+}
+
+/// Served objects alive, by the form they hold (indexed by [`Form`]): `/metrics`'s
+/// `grid_wrapper_served_forms`.
+static FORMS: [AtomicI64; 2] = [AtomicI64::new(0), AtomicI64::new(0)];
+
+impl Form {
+    fn count(self) -> &'static AtomicI64 {
+        &FORMS[self as usize]
+    }
+
+    /// The served object versions alive that hold this form (the view's, the relay view's,
+    /// the logs' and those a reader still holds).
+    pub fn alive(self) -> u64 {
+        self.count().load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// The forms, as `/metrics` labels them.
+    pub const ALL: [(Form, &'static str); 2] = [(Form::Protobuf, "protobuf"), (Form::Json, "json")];
+}
+
+impl Body {
+    fn form(&self) -> Form {
+        match self {
+            Body::Json { .. } => Form::Json,
+            Body::Protobuf { .. } => Form::Protobuf,
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let form = lock_body(&self.body).form();
+        form.count().fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The body's lock: held only to read or swap pointers, or by the first protobuf reader while
+/// it encodes (a second one waits for that object only). A panic under it left the body
+/// whole (it is only ever replaced at once), so a poisoned lock is taken over.
+fn lock_body(body: &Mutex<Body>) -> MutexGuard<'_, Body> {
+    body.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Served {
@@ -122,28 +234,41 @@ impl Served {
     /// Builds a served object without a `Value`: its final JSON and its labels (an endpoint
     /// object, which has no selectable `spec` fields).
     pub fn from_parts(key: ObjectKey, rv: u64, bytes: Vec<u8>, labels: LabelSet) -> Served {
-        Served {
-            key,
-            rv,
-            bytes: bytes.into(),
-            labels,
-            cluster_ip: None,
-            service_type: None,
-            protobuf: OnceLock::new(),
-        }
+        Served::new(key, rv, bytes.into(), labels, None, None)
     }
 
     /// Builds a served object from its final JSON and that JSON's serialization.
     pub fn with_bytes(key: ObjectKey, rv: u64, value: &Value, bytes: Vec<u8>) -> Served {
         let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_string);
+        Served::new(
+            key,
+            rv,
+            bytes.into(),
+            LabelSet::of(value),
+            text("/spec/clusterIP"),
+            text("/spec/type"),
+        )
+    }
+
+    fn new(
+        key: ObjectKey,
+        rv: u64,
+        json: Arc<[u8]>,
+        labels: LabelSet,
+        cluster_ip: Option<String>,
+        service_type: Option<String>,
+    ) -> Served {
+        Form::Json.count().fetch_add(1, Ordering::Relaxed);
         Served {
             key,
             rv,
-            bytes: bytes.into(),
-            labels: LabelSet::of(value),
-            cluster_ip: text("/spec/clusterIP"),
-            service_type: text("/spec/type"),
-            protobuf: OnceLock::new(),
+            labels,
+            cluster_ip,
+            service_type,
+            body: Mutex::new(Body::Json {
+                json,
+                protobuf: None,
+            }),
         }
     }
 
@@ -158,43 +283,153 @@ impl Served {
         }
     }
 
+    /// The JSON object with `kind`, `apiVersion` and `metadata.resourceVersion` = `rv`: the
+    /// bytes kept, or, when only the protobuf form is kept, that form decoded (a copy made for
+    /// the caller and not kept; the same bytes, see [`Served::protobuf`]).
+    pub fn json(&self) -> Arc<[u8]> {
+        let (protobuf, res) = match &*lock_body(&self.body) {
+            Body::Json { json, .. } => return Arc::clone(json),
+            Body::Protobuf { protobuf, res, .. } => (Arc::clone(protobuf), *res),
+        };
+        // Decoded without the lock. It decoded to these very bytes when it was kept.
+        decode_framed(res, &protobuf).unwrap_or_default().into()
+    }
+
+    /// The length of [`Served::json`] (without decoding it).
+    pub fn json_len(&self) -> usize {
+        match &*lock_body(&self.body) {
+            Body::Json { json, .. } => json.len(),
+            Body::Protobuf { json_len, .. } => *json_len,
+        }
+    }
+
+    /// The form held now.
+    pub fn form(&self) -> Form {
+        lock_body(&self.body).form()
+    }
+
     /// This version's protobuf form, as a `res` message framed as field 2 (a list's `items`, an
     /// envelope's `raw`): encoded from the JSON on the first call, then shared by every protobuf
     /// list and watcher. Fields the built-in schema does not know are left out and reported to
     /// [`crate::proto::unknown`]. A reader may call it with or without the view's read guard
-    /// held (two first readers at once: one encodes, the other waits for that cell only).
+    /// held (two first readers at once: one encodes, the other waits for that object only).
+    ///
+    /// The first call also decodes the form it made: when that gives back the JSON byte for
+    /// byte (and no field was left out), the JSON is dropped and only the protobuf form kept
+    /// ([`Form::Protobuf`]); otherwise both are.
     pub fn protobuf(&self, res: Resource) -> Arc<[u8]> {
-        let bytes = self.protobuf.get_or_init(|| {
-            // Straight from the JSON text, without a `serde_json::Value`. Our own bytes always
-            // parse; an object that somehow does not encodes as empty.
-            let encoded = crate::proto::encode_json(res, &self.bytes);
-            crate::proto::unknown::note(res, &self.key, &encoded.unknown);
-            encoded.bytes.into()
-        });
-        Arc::clone(bytes)
+        let mut body = lock_body(&self.body);
+        let json = match &*body {
+            Body::Json {
+                protobuf: Some(pb), ..
+            }
+            | Body::Protobuf { protobuf: pb, .. } => return Arc::clone(pb),
+            Body::Json {
+                json,
+                protobuf: None,
+            } => Arc::clone(json),
+        };
+        // Straight from the JSON text, without a `serde_json::Value`. Our own bytes always
+        // parse; an object that somehow does not encodes as empty.
+        let encoded = crate::proto::encode_json(res, &json);
+        crate::proto::unknown::note(res, &self.key, &encoded.unknown);
+        let protobuf: Arc<[u8]> = encoded.bytes.into();
+        let exact = encoded.unknown.is_empty()
+            && decode_framed(res, &protobuf).is_some_and(|back| back[..] == json[..]);
+        let fingerprint = exact
+            .then(|| Fingerprint::of_stamped(&json, self.rv))
+            .flatten();
+        *body = match fingerprint {
+            Some(fingerprint) => {
+                Form::Json.count().fetch_sub(1, Ordering::Relaxed);
+                Form::Protobuf.count().fetch_add(1, Ordering::Relaxed);
+                Body::Protobuf {
+                    protobuf: Arc::clone(&protobuf),
+                    fingerprint,
+                    json_len: json.len(),
+                    res,
+                }
+            }
+            None => Body::Json {
+                json,
+                protobuf: Some(Arc::clone(&protobuf)),
+            },
+        };
+        protobuf
+    }
+
+    /// Whether `new` (stamped with `new_rv`) is this object's content but for the
+    /// resourceVersion ([`same_but_rv`]). When only the protobuf form is kept, a different
+    /// length or fingerprint says "changed" without decoding; an equal one is confirmed on the
+    /// decoded JSON, so "same" is always exact.
+    pub fn same_but_rv(&self, new: &[u8], new_rv: u64) -> bool {
+        let fingerprint = match &*lock_body(&self.body) {
+            Body::Json { json, .. } => return same_but_rv(new, new_rv, json, self.rv),
+            Body::Protobuf { fingerprint, .. } => *fingerprint,
+        };
+        if Fingerprint::of_stamped(new, new_rv) != Some(fingerprint) {
+            return false;
+        }
+        same_but_rv(new, new_rv, &self.json(), self.rv)
+    }
+
+    /// Whether this object's JSON is `raw` with the stamp of its RV added ([`stamp_span`]):
+    /// decoded only when the fingerprint of `raw` matches, as for [`Served::same_but_rv`].
+    pub fn unstamped_eq(&self, raw: &[u8]) -> bool {
+        let fingerprint = match &*lock_body(&self.body) {
+            Body::Json { json, .. } => return unstamped_eq(raw, json, self.rv),
+            Body::Protobuf { fingerprint, .. } => *fingerprint,
+        };
+        if Fingerprint::of_pieces(raw, &[]) != fingerprint {
+            return false;
+        }
+        unstamped_eq(raw, &self.json(), self.rv)
     }
 
     /// The same content stamped with another resourceVersion (a DELETED event's object).
     pub fn restamped(&self, rv: u64) -> Served {
-        let mut value: Value = match serde_json::from_slice(&self.bytes) {
+        let json = self.json();
+        let mut value: Value = match serde_json::from_slice(&json) {
             Ok(v) => v,
             // Our own bytes always parse; keep the old bytes if they somehow do not.
             Err(_) => Value::Null,
         };
         if value.is_null() {
-            return Served {
-                key: self.key.clone(),
+            return Served::new(
+                self.key.clone(),
                 rv,
-                bytes: self.bytes.clone(),
-                labels: self.labels.clone(),
-                cluster_ip: self.cluster_ip.clone(),
-                service_type: self.service_type.clone(),
-                protobuf: OnceLock::new(),
-            };
+                json,
+                self.labels.clone(),
+                self.cluster_ip.clone(),
+                self.service_type.clone(),
+            );
         }
         stamp_rv(&mut value, rv);
         Served::from_value(self.key.clone(), rv, &value)
     }
+}
+
+/// The JSON of a served object's protobuf form (a `res` message framed as field 2), with its
+/// `kind` and `apiVersion`; `None` when it does not decode.
+fn decode_framed(res: Resource, framed: &[u8]) -> Option<Vec<u8>> {
+    let msg = unframe(framed)?;
+    let type_meta = TypeMeta {
+        api_version: res.api_version(),
+        kind: res.kind(),
+    };
+    decode_object(res, msg, Some(type_meta))
+        .ok()
+        .map(|d| d.json)
+}
+
+/// The message inside a served object's protobuf form: after its tag (field 2,
+/// length-delimited) and length, to the end.
+fn unframe(framed: &[u8]) -> Option<&[u8]> {
+    let (&tag, rest) = framed.split_first()?;
+    let mut at = 0;
+    let len = crate::proto::read::varint(rest, &mut at).ok()?;
+    let msg = rest.get(at..)?;
+    (tag == 0x12 && u64::try_from(msg.len()).ok()? == len).then_some(msg)
 }
 
 /// `metadata.labels` of an object (non-string values ignored).
@@ -248,6 +483,30 @@ pub fn find_stamp(hay: &[u8], stamp: &str) -> Option<usize> {
         from = v + 1;
     }
     None
+}
+
+/// Where `publish`'s stamp `"resourceVersion":"<rv>"` sits in `served`, with one adjacent
+/// comma: the first occurrence of that exact text is the stamp (as `same_but_rv` relies on).
+pub fn stamp_span(served: &[u8], rv: u64) -> Option<(usize, usize)> {
+    let stamp = rv_stamp(rv);
+    let at = find_stamp(served, &stamp)?;
+    let end = at + stamp.len();
+    Some(if served.get(end) == Some(&b',') {
+        (at, end + 1)
+    } else if at > 0 && served[at - 1] == b',' {
+        (at - 1, end)
+    } else {
+        (at, end)
+    })
+}
+
+/// Whether `served` is `raw` with the stamp of `rv` added.
+pub fn unstamped_eq(raw: &[u8], served: &[u8], rv: u64) -> bool {
+    stamp_span(served, rv).is_some_and(|(from, to)| {
+        served.len() - (to - from) == raw.len()
+            && bytes::eq(&served[..from], &raw[..from])
+            && bytes::eq(&served[to..], &raw[from..])
+    })
 }
 
 /// Sets `metadata.resourceVersion` to `rv` (creating `metadata` if needed).
@@ -375,7 +634,7 @@ pub struct Collection {
 }
 
 fn entry_bytes(e: &Entry) -> usize {
-    e.old.as_ref().map_or(0, |o| o.bytes.len()) + e.new.as_ref().map_or(0, |n| n.bytes.len())
+    e.old.as_ref().map_or(0, |o| o.json_len()) + e.new.as_ref().map_or(0, |n| n.json_len())
 }
 
 impl Collection {
@@ -525,3 +784,5 @@ impl Collection {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_forms;

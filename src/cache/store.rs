@@ -1244,17 +1244,14 @@ impl State {
 // through the same path as a first list).
 
 impl State {
-    /// Every cached upstream object, shared (its bytes, its packed bytes, or its served bytes
-    /// and RV): taken by the writer (pointer copies), made whole and written by the snapshot
-    /// writer.
+    /// Every cached upstream object, shared (its bytes, its packed bytes, or its served
+    /// object): taken by the writer (pointer copies), made whole (a served object's JSON read,
+    /// decoded if only its protobuf form is kept) and written by the snapshot writer.
     pub fn export(&self) -> Objects<Exported> {
         // A relay's snapshot holds every Node whole (its followers' own), from the relay view;
         // any other node's holds the local Node whole and the others' facts.
         let nodes = match self.publisher.relay_blobs(Resource::Nodes) {
-            Some(whole) => whole
-                .into_iter()
-                .map(|(bytes, rv)| Exported::served(bytes, rv))
-                .collect(),
+            Some(whole) => whole.into_iter().map(Exported::served).collect(),
             None => self.upstream.blobs(Resource::Nodes, self.stand_in()),
         };
         Objects {

@@ -113,7 +113,7 @@ pub(super) fn compute<'k>(
             continue;
         };
         count.total += slice_endpoints(slice);
-        count.kept += parse(&served.bytes).map_or(0, |v| slice_endpoints(&v));
+        count.kept += parse(&served.json()).map_or(0, |v| slice_endpoints(&v));
     }
     for ep in endpoints {
         let Some(key) = ObjectKey::of(ep) else {
@@ -125,7 +125,7 @@ pub(super) fn compute<'k>(
             continue;
         };
         count.total += endpoints_addresses(ep);
-        count.kept += parse(&served.bytes).map_or(0, |v| endpoints_addresses(&v));
+        count.kept += parse(&served.json()).map_or(0, |v| endpoints_addresses(&v));
     }
     let repairs = pods.map(|pods| {
         let mut counts = RepairCounts::default();
@@ -134,7 +134,7 @@ pub(super) fn compute<'k>(
             items
                 .iter()
                 .filter_map(ObjectKey::of)
-                .filter_map(|key| collection.get(&key).and_then(|o| parse(&o.bytes)))
+                .filter_map(|key| collection.get(&key).and_then(|o| parse(&o.json())))
                 .collect::<Vec<Value>>()
         };
         for mut obj in served_objects(slices, served_slices) {

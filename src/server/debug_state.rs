@@ -87,7 +87,7 @@ impl CacheFacts {
                 ResourceFacts {
                     resource: r,
                     objects: c.len(),
-                    bytes: c.objects().map(|o| o.bytes.len()).sum(),
+                    bytes: c.objects().map(|o| o.json_len()).sum(),
                     log_entries: c.log_len(),
                     horizon: c.horizon(),
                 }

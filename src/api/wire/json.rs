@@ -31,7 +31,7 @@ pub fn list<'a>(
         if i > 0 {
             body.push(Segment::Static(b","));
         }
-        body.push(Segment::Shared(item.bytes.clone()));
+        body.push(Segment::Shared(item.json()));
     }
     body.push(Segment::Static(b"]}"));
     body

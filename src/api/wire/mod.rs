@@ -66,7 +66,7 @@ pub fn list<'a>(
 /// A GET body: the object's shared bytes (enveloped for protobuf).
 pub fn object(format: Format, res: Resource, obj: &Served) -> Vec<Segment> {
     match format {
-        Format::Json => vec![Segment::Shared(obj.bytes.clone())],
+        Format::Json => vec![Segment::Shared(obj.json())],
         Format::Protobuf => protobuf::object(res, obj),
     }
 }
@@ -82,7 +82,7 @@ pub fn status(format: Format, err: &ApiError) -> Vec<u8> {
 /// A served object's watch event of type `kind`, sharing its bytes of that format.
 pub fn event(format: Format, res: Resource, kind: &str, obj: &Served) -> EventChunk {
     match format {
-        Format::Json => json::event(kind, Segment::Shared(obj.bytes.clone())),
+        Format::Json => json::event(kind, Segment::Shared(obj.json())),
         Format::Protobuf => protobuf::event(res, kind, Segment::Shared(obj.protobuf(res))),
     }
 }
@@ -99,7 +99,7 @@ pub fn entry_event(
 ) -> Option<EventChunk> {
     let obj = event.object(entry)?;
     let (bytes, end) = match format {
-        Format::Json => (obj.bytes.clone(), json::EVENT_END),
+        Format::Json => (obj.json(), json::EVENT_END),
         Format::Protobuf => (obj.protobuf(res), protobuf::FRAME_END),
     };
     let head = entry.wire(slot(format, event), || {

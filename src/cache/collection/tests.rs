@@ -174,7 +174,7 @@ fn same_but_rv_ignores_only_the_stamp() {
 fn restamp_changes_only_the_rv() {
     let s = served("n1", 5);
     let r = s.restamped(9);
-    let v: Value = serde_json::from_slice(&r.bytes).unwrap_or_default();
+    let v: Value = serde_json::from_slice(&r.json()).unwrap_or_default();
     assert_eq!(v["metadata"]["resourceVersion"], "9");
     assert_eq!(v["metadata"]["labels"]["zone"], "a");
     assert_eq!(r.field("metadata.name"), Some("n1"));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::cache::collection::{
-    admission_filtered, labels_of, same_but_rv, stamp_rv, Retention, Served, EXCLUDING_LABELS,
+    admission_filtered, labels_of, stamp_rv, Retention, Served, EXCLUDING_LABELS,
 };
 use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View, ViewWriter};
@@ -93,12 +93,12 @@ impl Publisher {
         self.view.write().set_only_node(name);
     }
 
-    /// Every object of `res` in the relay view, its bytes and RV, in key order (`None`: no
-    /// relay view).
-    pub(super) fn relay_blobs(&self, res: Resource) -> Option<Vec<(Arc<[u8]>, u64)>> {
+    /// Every object of `res` in the relay view, shared (pointer copies: whoever reads their
+    /// JSON does, not this writer), in key order (`None`: no relay view).
+    pub(super) fn relay_blobs(&self, res: Resource) -> Option<Vec<Arc<Served>>> {
         let relay = self.relay.as_ref()?.read();
         let coll = relay.collection(res);
-        Some(coll.objects().map(|s| (s.bytes.clone(), s.rv)).collect())
+        Some(coll.objects().cloned().collect())
     }
 
     /// The relay view's handle, when one is kept.
@@ -173,11 +173,10 @@ impl Publisher {
         f(&self.view.read())
     }
 
-    /// The served object of `key` in `res`: its bytes and RV (one lock, per object).
-    pub(super) fn served(&self, res: Resource, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
+    /// The served object of `key` in `res`, shared (one lock, per object).
+    pub(super) fn served(&self, res: Resource, key: &ObjectKey) -> Option<Arc<Served>> {
         let view = self.view.read();
-        let served = view.collection(res).get(key)?;
-        Some((served.bytes.clone(), served.rv))
+        view.collection(res).get(key).cloned()
     }
 
     /// Makes `value` the served content of `key`: no change, no RV, no event; otherwise a new
@@ -227,12 +226,13 @@ impl Publisher {
             return true;
         };
         // Serialize once, stamped with the RV this change would get; compare with the old bytes
-        // ignoring the stamp. Only a real change consumes the RV.
+        // ignoring the stamp (an old version kept in protobuf form is decoded only when its
+        // fingerprint matches: `Served::same_but_rv`). Only a real change consumes the RV.
         let next = self.rv + 1;
         let served = make(next);
         if old
             .as_ref()
-            .is_some_and(|o| same_but_rv(&served.bytes, next, &o.bytes, o.rv))
+            .is_some_and(|o| o.same_but_rv(&served.json(), next))
         {
             return false;
         }
@@ -284,14 +284,14 @@ impl Publisher {
         let served = make(next);
         if old
             .as_ref()
-            .is_some_and(|o| same_but_rv(&served.bytes, next, &o.bytes, o.rv))
+            .is_some_and(|o| o.same_but_rv(&served.json(), next))
         {
             return;
         }
         // Served unpruned, and recorded by this change: the readers' bytes are the relay's.
         let local = self.view.read().collection(res).get(key).cloned();
         if let Some(local) = local.filter(|l| l.rv == self.rv) {
-            if make(local.rv).bytes == local.bytes {
+            if local.same_but_rv(&make(local.rv).json(), local.rv) {
                 record_into(relay, res, key, Some(local), self.rv, now);
                 return;
             }

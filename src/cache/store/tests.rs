@@ -37,7 +37,7 @@ fn events(st: &State, res: Resource, cursor: u64) -> Vec<(&'static str, String, 
                 (Some(o), None) => ("DELETED", o),
                 (None, None) => unreachable!("an entry always has an object"),
             };
-            let v: Value = serde_json::from_slice(&obj.bytes).unwrap_or_default();
+            let v: Value = serde_json::from_slice(&obj.json()).unwrap_or_default();
             (kind, obj.key.name.to_string(), e.rv, v)
         })
         .collect()
@@ -46,7 +46,7 @@ fn events(st: &State, res: Resource, cursor: u64) -> Vec<(&'static str, String, 
 fn served(st: &State, res: Resource, ns: &str, name: &str) -> Value {
     st.collection(res)
         .get(&ObjectKey::new(ns, name))
-        .map(|s| serde_json::from_slice(&s.bytes).unwrap_or_default())
+        .map(|s| serde_json::from_slice(&s.json()).unwrap_or_default())
         .unwrap_or(Value::Null)
 }
 
@@ -63,7 +63,7 @@ fn assert_every_logged_change_is_real(st: &State, res: Resource) {
     let entries = coll.after(coll.horizon(), usize::MAX).unwrap_or_default();
     drop(coll);
     let strip = |s: &Served| {
-        let mut v: Value = serde_json::from_slice(&s.bytes).unwrap_or_default();
+        let mut v: Value = serde_json::from_slice(&s.json()).unwrap_or_default();
         v["metadata"]["resourceVersion"] = Value::Null;
         v
     };

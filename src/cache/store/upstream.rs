@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::publisher::Publisher;
 use super::{parse, Listed, Raw};
 use crate::bytes;
-use crate::cache::collection::{find_stamp, rv_stamp};
+use crate::cache::collection::{stamp_span, Served};
 use crate::cache::pack::{self, Packed};
 use crate::cache::snapshot::Blob;
 use crate::k8s::{ObjectKey, Resource};
@@ -51,47 +51,56 @@ pub enum Exported {
     Served(ServedBytes),
 }
 
-/// A served object's bytes and RV, and where the stamp of that RV is in them: found once, by
-/// the snapshot writer (on its own thread), the first time it is asked for.
+/// A served object, shared, and its JSON and where the stamp of its RV is in it: taken once,
+/// by the snapshot writer (on its own thread, which decodes it when only its protobuf form is
+/// kept), the first time it is asked for.
 #[derive(Clone, Debug)]
 pub struct ServedBytes {
-    bytes: Arc<[u8]>,
-    rv: u64,
-    stamp: OnceLock<Option<(usize, usize)>>,
+    served: Arc<Served>,
+    json: OnceLock<Stamped>,
 }
 
+/// A served object's JSON, and where the stamp of its RV is in it (`None`: nowhere).
+type Stamped = (Arc<[u8]>, Option<(usize, usize)>);
+
 impl ServedBytes {
-    fn new(bytes: Arc<[u8]>, rv: u64) -> ServedBytes {
+    fn new(served: Arc<Served>) -> ServedBytes {
         ServedBytes {
-            bytes,
-            rv,
-            stamp: OnceLock::new(),
+            served,
+            json: OnceLock::new(),
         }
+    }
+
+    /// Its JSON, and where the stamp is in it.
+    fn json(&self) -> &Stamped {
+        self.json.get_or_init(|| {
+            let json = self.served.json();
+            let stamp = stamp_span(&json, self.served.rv);
+            (json, stamp)
+        })
     }
 
     /// The bytes before and after the stamp (`None`: no stamp of the RV in them).
     fn around_stamp(&self) -> Option<(&[u8], &[u8])> {
-        let (from, to) = (*self.stamp.get_or_init(|| stamp_span(&self.bytes, self.rv)))?;
-        Some((self.bytes.get(..from)?, self.bytes.get(to..)?))
+        let (json, stamp) = self.json();
+        let (from, to) = (*stamp)?;
+        Some((json.get(..from)?, json.get(to..)?))
     }
 }
 
 impl Exported {
-    /// A served object's bytes, stamped with `rv` (the relay view's).
-    pub(super) fn served(bytes: Arc<[u8]>, rv: u64) -> Exported {
-        Exported::Served(ServedBytes::new(bytes, rv))
+    /// A served object (the relay view's), shared.
+    pub(super) fn served(served: Arc<Served>) -> Exported {
+        Exported::Served(ServedBytes::new(served))
     }
 
-    /// What the cache holds for one object: shared, and `served` (the served object's bytes
-    /// and RV) only asked for when the cache keeps it as that.
-    fn of(stored: &Stored, served: impl FnOnce() -> Option<(Arc<[u8]>, u64)>) -> Option<Exported> {
+    /// What the cache holds for one object: shared, and `served` (the served object) only
+    /// asked for when the cache keeps it as that.
+    fn of(stored: &Stored, served: impl FnOnce() -> Option<Arc<Served>>) -> Option<Exported> {
         Some(match stored {
             Stored::Own(raw) => Exported::Raw(raw.clone()),
             Stored::Packed(packed) => Exported::Packed(packed.clone()),
-            Stored::AsServed => {
-                let (bytes, rv) = served()?;
-                Exported::Served(ServedBytes::new(bytes, rv))
-            }
+            Stored::AsServed => Exported::Served(ServedBytes::new(served()?)),
         })
     }
 
@@ -119,7 +128,7 @@ impl Blob for Exported {
             // Without a stamp `write_with` fails: the length is then moot.
             Exported::Served(served) => served
                 .around_stamp()
-                .map_or(served.bytes.len(), |(b, a)| b.len() + a.len()),
+                .map_or(served.json().0.len(), |(b, a)| b.len() + a.len()),
         }
     }
 
@@ -138,30 +147,6 @@ impl Blob for Exported {
                 .unwrap_or_else(|| Err(io::Error::other("packed bytes that do not unpack"))),
         }
     }
-}
-
-/// Where `publish`'s stamp `"resourceVersion":"<rv>"` sits in `served`, with one adjacent
-/// comma: the first occurrence of that exact text is the stamp (as `same_but_rv` relies on).
-fn stamp_span(served: &[u8], rv: u64) -> Option<(usize, usize)> {
-    let stamp = rv_stamp(rv);
-    let at = find_stamp(served, &stamp)?;
-    let end = at + stamp.len();
-    Some(if served.get(end) == Some(&b',') {
-        (at, end + 1)
-    } else if at > 0 && served[at - 1] == b',' {
-        (at - 1, end)
-    } else {
-        (at, end)
-    })
-}
-
-/// Whether `served` is `raw` with the stamp of `rv` added.
-pub(super) fn unstamped_eq(raw: &[u8], served: &[u8], rv: u64) -> bool {
-    stamp_span(served, rv).is_some_and(|(from, to)| {
-        served.len() - (to - from) == raw.len()
-            && bytes::eq(&served[..from], &raw[..from])
-            && bytes::eq(&served[to..], &raw[from..])
-    })
 }
 
 /// The upstream objects of every resource (slices of the version mirrored), and the ones whose
@@ -206,8 +191,8 @@ impl<'a> StandIn<'a> {
         }
     }
 
-    /// The served object that stands in for upstream object `key` of `kind`: its bytes and RV.
-    fn served(&self, kind: Resource, key: &ObjectKey) -> Option<(Arc<[u8]>, u64)> {
+    /// The served object that stands in for upstream object `key` of `kind`.
+    fn served(&self, kind: Resource, key: &ObjectKey) -> Option<Arc<Served>> {
         self.publisher.served(self.mirror(kind)?, key)
     }
 }
@@ -351,7 +336,7 @@ impl UpstreamObjects {
             }
             Some(Stored::AsServed) => by
                 .served(kind, key)
-                .is_some_and(|(served, rv)| unstamped_eq(bytes, &served, rv)),
+                .is_some_and(|served| served.unstamped_eq(bytes)),
         }
     }
 
@@ -397,7 +382,7 @@ impl UpstreamObjects {
         };
         let same = by
             .served(kind, key)
-            .is_some_and(|(served, rv)| unstamped_eq(raw, &served, rv));
+            .is_some_and(|served| served.unstamped_eq(raw));
         if !same {
             self.to_pack.push((kind, key.clone()));
         } else if let Some(stored) = self.get_mut(kind, key) {
@@ -431,13 +416,24 @@ impl UpstreamObjects {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::collection::{unstamped_eq, LabelSet};
+
+    fn served(json: &[u8], rv: u64) -> Arc<Served> {
+        let key = ObjectKey::new("", "n");
+        Arc::new(Served::from_parts(
+            key,
+            rv,
+            json.to_vec(),
+            LabelSet::default(),
+        ))
+    }
 
     /// Served bytes that do not carry the stamp of their RV (which the cache never makes) are
     /// refused when made whole or written: an error, not a panic, not wrong bytes on disk.
     #[test]
     fn served_bytes_without_their_stamp_are_refused() {
-        let served = br#"{"metadata":{"name":"n","resourceVersion":"76"}}"#;
-        let blob = Exported::Served(ServedBytes::new(Arc::from(&served[..]), 77));
+        let served_json = br#"{"metadata":{"name":"n","resourceVersion":"76"}}"#;
+        let blob = Exported::Served(ServedBytes::new(served(served_json, 77)));
         assert_eq!(blob.bytes(), None);
         let err = blob
             .write_with(&mut |_| Ok(()))
@@ -480,7 +476,7 @@ mod tests {
         let changed = br#"{"kind":"Node","metadata":{"labels":{"a":"c"},"name":"n","resourceVersion":"77"},"spec":{}}"#;
         assert!(!unstamped_eq(raw, changed, 77), "content differs");
         assert_eq!(
-            Exported::Served(ServedBytes::new(Arc::from(&mid[..]), 77))
+            Exported::Served(ServedBytes::new(served(mid, 77)))
                 .bytes()
                 .as_deref(),
             Some(&raw[..]),

@@ -42,7 +42,7 @@ fn served(st: &State, res: Resource, name: &str) -> Value {
         .get(&ObjectKey::new("default", name))
         .cloned()
         .expect("served");
-    serde_json::from_slice(&s.bytes).expect("JSON")
+    serde_json::from_slice(&s.json()).expect("JSON")
 }
 
 /// The explanation agrees with what the cache serves, object by object.

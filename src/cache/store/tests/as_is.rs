@@ -57,14 +57,14 @@ fn taken_only_for_objects_served_as_they_came() {
         let served = coll.get(&key(v)).expect("served").clone();
         drop(coll);
         let mut want = fx.serve_slice_v1(v);
-        let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+        let got: Value = serde_json::from_slice(&served.json()).expect("JSON");
         want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
         assert_eq!(got, want, "{}", key(v));
     }
     let kept = |v: &Value| {
         let coll = st.collection(Resource::SlicesV1);
         let served = coll.get(&key(v)).expect("served").clone();
-        let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+        let got: Value = serde_json::from_slice(&served.json()).expect("JSON");
         got["endpoints"].as_array().map_or(0, Vec::len)
     };
     assert!(
@@ -105,13 +105,13 @@ fn taken_only_for_objects_served_as_they_came() {
         let served = coll.get(&key(v)).expect("served").clone();
         drop(coll);
         let mut want = fx.serve_endpoints(v);
-        let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+        let got: Value = serde_json::from_slice(&served.json()).expect("JSON");
         want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
         assert_eq!(got, want, "{}", key(v));
     }
     let coll = st.collection(Resource::Endpoints);
     let got: Value =
-        serde_json::from_slice(&coll.get(&key(&topo_eps)).expect("served").bytes).expect("JSON");
+        serde_json::from_slice(&coll.get(&key(&topo_eps)).expect("served").json()).expect("JSON");
     drop(coll);
     let addresses = |v: &Value| v["subsets"][0]["addresses"].as_array().map_or(0, Vec::len);
     assert!(
@@ -150,7 +150,7 @@ fn topology_endpoints_are_recomputed_on_their_bytes() {
     drop(coll);
     let mut want = fx.serve_endpoints(eps);
     want["metadata"]["resourceVersion"] = json!(served.rv.to_string());
-    let got: Value = serde_json::from_slice(&served.bytes).expect("JSON");
+    let got: Value = serde_json::from_slice(&served.json()).expect("JSON");
     assert_eq!(got, want);
     // Not for a kind without spans, nor an object not stored.
     assert!(!st.recompute_as_is(Resource::Services, &key, 3));

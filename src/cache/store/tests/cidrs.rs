@@ -23,7 +23,7 @@ fn kubernetes(version: &str) -> Value {
 fn served(st: &State, res: Resource, name: &str) -> Option<(Value, u64)> {
     let c = st.collection(res);
     let s = c.get(&ObjectKey::new("", name))?;
-    Some((serde_json::from_slice(&s.bytes).expect("JSON"), s.rv))
+    Some((serde_json::from_slice(&s.json()).expect("JSON"), s.rv))
 }
 
 /// A cache that mirrors `kind` and has listed every resource (`items` as the ServiceCIDRs).

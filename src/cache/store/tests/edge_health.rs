@@ -288,7 +288,7 @@ fn view(st: &State) -> BTreeMap<(Resource, ObjectKey), Value> {
     let mut out = BTreeMap::new();
     for res in Resource::ALL {
         for o in st.collection(res).objects() {
-            let mut v: Value = serde_json::from_slice(&o.bytes).unwrap_or_default();
+            let mut v: Value = serde_json::from_slice(&o.json()).unwrap_or_default();
             v["metadata"]["resourceVersion"] = Value::Null;
             out.insert((res, o.key.clone()), v);
         }
@@ -414,7 +414,7 @@ fn incremental_health_view_equals_rebuild() {
         for e in coll.after(coll.horizon(), usize::MAX).unwrap_or_default() {
             if let (Some(o), Some(n)) = (&e.old, &e.new) {
                 let strip = |s: &Served| {
-                    let mut v: Value = serde_json::from_slice(&s.bytes).unwrap_or_default();
+                    let mut v: Value = serde_json::from_slice(&s.json()).unwrap_or_default();
                     v["metadata"]["resourceVersion"] = Value::Null;
                     v
                 };

@@ -137,8 +137,7 @@ fn a_relabel_keeps_the_packed_copy_of_an_unchanged_pruned_object() {
             .collection(Resource::SlicesV1)
             .get(&key)
             .expect("served")
-            .bytes
-            .clone();
+            .json();
         let v: Value = serde_json::from_slice(&s).expect("served JSON");
         v["endpoints"]
             .as_array()

@@ -206,7 +206,7 @@ fn a_relay_view_keeps_every_node_whole_and_takes_their_heartbeats() {
         let got = view.collection(Resource::Nodes);
         let got = got.get(&ObjectKey::new("", name));
         got.map_or(Value::Null, |s| {
-            serde_json::from_slice(&s.bytes).unwrap_or_default()
+            serde_json::from_slice(&s.json()).unwrap_or_default()
         })
     };
     assert_eq!(relay.read().collection(Resource::Nodes).len(), 4);
@@ -250,7 +250,7 @@ fn a_relay_view_keeps_every_node_whole_and_takes_their_heartbeats() {
     let view = view.read();
     let n1 = view.collection(Resource::Nodes);
     let n1 = n1.get(&ObjectKey::new("", "n1")).expect("n1 relayed");
-    let n1: Value = serde_json::from_slice(&n1.bytes).expect("JSON");
+    let n1: Value = serde_json::from_slice(&n1.json()).expect("JSON");
     assert_eq!(n1["status"]["images"].as_array().map(Vec::len), Some(40));
 }
 

@@ -54,7 +54,7 @@ fn view(st: &State) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for res in Resource::ALL {
         for obj in st.collection(res).objects() {
-            let mut v: Value = serde_json::from_slice(&obj.bytes).unwrap_or_default();
+            let mut v: Value = serde_json::from_slice(&obj.json()).unwrap_or_default();
             if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.remove("resourceVersion");
             }

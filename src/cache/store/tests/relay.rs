@@ -46,7 +46,7 @@ fn relaying() -> (State, View) {
 fn get(view: &View, res: Resource, name: &str) -> Option<Value> {
     let view = view.read();
     let served = view.collection(res).get(&ObjectKey::new("default", name))?;
-    serde_json::from_slice(&served.bytes).ok()
+    serde_json::from_slice(&served.json()).ok()
 }
 
 fn log_len_after(view: &View, res: Resource, rv: u64) -> usize {

@@ -37,7 +37,7 @@ fn beta_content(st: &State) -> Vec<Value> {
     st.collection(Resource::SlicesV1beta1)
         .objects()
         .map(|o| {
-            let mut v: Value = serde_json::from_slice(&o.bytes).unwrap_or_default();
+            let mut v: Value = serde_json::from_slice(&o.json()).unwrap_or_default();
             if let Some(meta) = v["metadata"].as_object_mut() {
                 meta.remove("resourceVersion");
             }

@@ -114,7 +114,7 @@ fn served(st: &State) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for res in Resource::ALL {
         for obj in st.collection(res).objects() {
-            let text = String::from_utf8(obj.bytes.to_vec()).expect("UTF-8");
+            let text = String::from_utf8(obj.json().to_vec()).expect("UTF-8");
             let stamp = format!("\"resourceVersion\":\"{}\"", obj.rv);
             out.insert(format!("{res:?} {}", obj.key), text.replace(&stamp, ""));
         }
