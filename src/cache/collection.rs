@@ -410,16 +410,17 @@ impl Served {
 }
 
 /// The JSON of a served object's protobuf form (a `res` message framed as field 2), with its
-/// `kind` and `apiVersion`; `None` when it does not decode.
-fn decode_framed(res: Resource, framed: &[u8]) -> Option<Vec<u8>> {
+/// `kind` and `apiVersion`, in the form the cache serves JSON in (keys sorted, as serializing a
+/// `serde_json::Value` writes them: [`crate::cache::canonical::sorted`]); `None` when it does
+/// not decode.
+pub(crate) fn decode_framed(res: Resource, framed: &[u8]) -> Option<Vec<u8>> {
     let msg = unframe(framed)?;
     let type_meta = TypeMeta {
         api_version: res.api_version(),
         kind: res.kind(),
     };
-    decode_object(res, msg, Some(type_meta))
-        .ok()
-        .map(|d| d.json)
+    let go = decode_object(res, msg, Some(type_meta)).ok()?;
+    crate::cache::canonical::sorted(&go.json)
 }
 
 /// The message inside a served object's protobuf form: after its tag (field 2,

@@ -138,6 +138,18 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
     }
     let _ = writeln!(
         out,
+        "# HELP grid_wrapper_served_forms Served object versions held (the views', the relay view's and the event logs'), by the form they hold: protobuf alone (read by a protobuf client, and its protobuf form gives back its JSON byte for byte; a JSON reader gets that JSON decoded), or JSON (with its protobuf form too once a protobuf client read it)."
+    );
+    let _ = writeln!(out, "# TYPE grid_wrapper_served_forms gauge");
+    for (form, label) in crate::cache::collection::Form::ALL {
+        let _ = writeln!(
+            out,
+            "grid_wrapper_served_forms{{form=\"{label}\"}} {}",
+            form.alive()
+        );
+    }
+    let _ = writeln!(
+        out,
         "# HELP grid_wrapper_protobuf_unknown_field_objects_total Object versions encoded to protobuf without a field grid-wrapper's schema does not know, or decoded from the upstream's protobuf with such a field skipped (logged at WARN once per field)."
     );
     let _ = writeln!(

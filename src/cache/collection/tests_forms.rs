@@ -1,5 +1,6 @@
 //! The form a served object holds: its protobuf form alone once that form gives back its JSON
-//! byte for byte, both forms otherwise.
+//! byte for byte, both forms otherwise. The cache serves JSON with sorted keys (a `Value`
+//! serialized, or an upstream item made canonical): that is the JSON that compacts.
 
 use super::*;
 use serde_json::json;
@@ -16,18 +17,32 @@ fn golden_json(name: &str) -> Vec<u8> {
         .unwrap_or_else(|| panic!("no golden {name}"))
 }
 
-/// `value` stamped with `rv`, written as the apiserver writes it (Go's field order): what the
-/// protobuf decoder makes of it.
-fn go_ordered(res: Resource, mut value: Value, rv: u64) -> Vec<u8> {
+/// `value` stamped with `rv`, as the cache serves it (keys sorted), after a round trip
+/// through its protobuf form (so that it holds what the apiserver would write: its defaults
+/// and empty fields as Go writes them).
+fn canonical(res: Resource, mut value: Value, rv: u64) -> Vec<u8> {
     stamp_rv(&mut value, rv);
-    let alphabetical = serde_json::to_vec(&value).expect("JSON");
-    let pb = crate::proto::encode_json(res, &alphabetical);
+    let sorted = serde_json::to_vec(&value).expect("JSON");
+    let pb = crate::proto::encode_json(res, &sorted);
     assert!(pb.unknown.is_empty(), "{:?}", pb.unknown);
     decode_framed(res, &pb.bytes).expect("decodes")
 }
 
+/// `json` in Go's field order, as the apiserver writes it.
+fn go_ordered(res: Resource, json: &[u8]) -> Vec<u8> {
+    let pb = crate::proto::encode_json(res, json);
+    let msg = unframe(&pb.bytes).expect("framed");
+    let type_meta = TypeMeta {
+        api_version: res.api_version(),
+        kind: res.kind(),
+    };
+    decode_object(res, msg, Some(type_meta))
+        .expect("decodes")
+        .json
+}
+
 fn slice(rv: u64, ip: &str) -> Vec<u8> {
-    go_ordered(
+    canonical(
         Resource::SlicesV1,
         json!({
             "kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
@@ -45,7 +60,7 @@ fn slice(rv: u64, ip: &str) -> Vec<u8> {
 }
 
 fn endpoints(rv: u64) -> Vec<u8> {
-    go_ordered(
+    canonical(
         Resource::Endpoints,
         json!({
             "kind": "Endpoints", "apiVersion": "v1",
@@ -67,7 +82,7 @@ fn served(rv: u64, json: &[u8]) -> Served {
 }
 
 fn service(rv: u64) -> Vec<u8> {
-    go_ordered(
+    canonical(
         Resource::Services,
         json!({
             "kind": "Service", "apiVersion": "v1",
@@ -85,20 +100,21 @@ fn service(rv: u64) -> Vec<u8> {
     )
 }
 
-/// A Go-ordered object: the apiserver's own Node JSON (golden), and a Service, a slice and an
-/// Endpoints as the decoder writes them.
-fn go_ordered_objects() -> Vec<(Resource, u64, Vec<u8>)> {
+/// Objects as the cache serves them: the apiserver's own Node JSON (golden) with its keys
+/// sorted, and a Service, a slice and an Endpoints.
+fn served_objects() -> Vec<(Resource, u64, Vec<u8>)> {
+    let node = crate::cache::canonical::sorted(&golden_json("node")).expect("JSON");
     vec![
         (Resource::Services, 40, service(40)),
-        (Resource::Nodes, 7, golden_json("node")),
+        (Resource::Nodes, 7, node),
         (Resource::SlicesV1, 41, slice(41, "10.1.0.1")),
         (Resource::Endpoints, 42, endpoints(42)),
     ]
 }
 
 #[test]
-fn a_go_ordered_object_keeps_only_its_protobuf_form() {
-    for (res, rv, json) in go_ordered_objects() {
+fn a_served_object_keeps_only_its_protobuf_form() {
+    for (res, rv, json) in served_objects() {
         let s = served(rv, &json);
         assert_eq!(s.form(), Form::Json, "{res:?}: JSON until a protobuf read");
         let want = crate::proto::encode_json(res, &json).bytes;
@@ -118,22 +134,21 @@ fn a_go_ordered_object_keeps_only_its_protobuf_form() {
 
 #[test]
 fn json_the_protobuf_form_does_not_give_back_is_kept_with_it() {
-    // Alphabetical keys (a `Value` serialized), as a Service built from a `Value` is.
-    let go = slice(41, "10.1.0.1");
-    let value: Value = serde_json::from_slice(&go).expect("JSON");
-    let alphabetical = serde_json::to_vec(&value).expect("JSON");
-    assert_ne!(alphabetical, go);
+    // Go's field order (the protobuf form gives back sorted keys).
+    let sorted = slice(41, "10.1.0.1");
+    let go = go_ordered(Resource::SlicesV1, &sorted);
+    assert_ne!(go, sorted);
     // A field the schema does not know (a newer apiserver's): left out of the protobuf form.
-    let text = String::from_utf8(go.clone()).expect("UTF-8");
+    let text = String::from_utf8(sorted.clone()).expect("UTF-8");
     let unknown = text.replacen(
         "\"addressType\":",
-        "\"someNewField\":\"x\",\"addressType\":",
+        "\"aNewField\":\"x\",\"addressType\":",
         1,
     );
     // The apiserver's JSON of a Service with invalid UTF-8 (`\ufffd` escapes, which the
     // protobuf form gives back as the character itself).
     let cases = [
-        (Resource::SlicesV1, 41, alphabetical),
+        (Resource::SlicesV1, 41, go),
         (Resource::SlicesV1, 41, unknown.into_bytes()),
         (Resource::Services, 12345, golden_json("service-full")),
     ];
@@ -147,7 +162,7 @@ fn json_the_protobuf_form_does_not_give_back_is_kept_with_it() {
         assert!(Arc::ptr_eq(&pb, &s.protobuf(res)), "shared");
     }
     // Another resource's message does not give back this JSON either.
-    let s = served(41, &go);
+    let s = served(41, &sorted);
     let _ = s.protobuf(Resource::SlicesV1beta1);
     assert_eq!(s.form(), Form::Json);
 }

@@ -486,6 +486,7 @@ mod as_is;
 mod cidrs;
 mod edge_health;
 mod fallback;
+mod forms;
 mod intake;
 mod kept;
 mod lifecycle;
