@@ -818,3 +818,38 @@ fn kube_proxy_1_37_watchlists_in_protobuf_equal_json() {
         "three lists and three watches in JSON"
     );
 }
+
+#[test]
+fn after_a_protobuf_read_json_clients_get_the_same_bytes_from_the_one_form_kept() {
+    let (_sim, w) = demo(&[]);
+    let forms = |form: &str| {
+        let sample = format!("grid_wrapper_served_forms{{form=\"{form}\"}}");
+        common::autonomy::metric(&w, &sample).unwrap_or(-1.0)
+    };
+    assert_eq!(forms("protobuf"), 0.0, "no protobuf read yet");
+    assert!(forms("json") > 0.0);
+    for path in [V1, SVC] {
+        let (code, _, before) = request(w.addr, "GET", path, JSON_ACCEPT, b"");
+        assert_eq!(code, 200, "{path}");
+        let d = kp_get_ok(&w, path);
+        assert!(d.object["items"].as_array().is_some_and(|i| !i.is_empty()));
+        let (code, _, after) = request(w.addr, "GET", path, JSON_ACCEPT, b"");
+        assert_eq!(code, 200, "{path}");
+        assert!(
+            before == after,
+            "{path}: the JSON list changed after a protobuf read"
+        );
+    }
+    assert!(forms("protobuf") > 0.0, "the objects read kept as protobuf");
+    // A JSON watch started afterwards: the same objects.
+    let list = json_get(&w, V1);
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let q = format!("{V1}?resourceVersion=0&timeoutSeconds=30&watch=true");
+    let mut watch = Watch::open(w.addr, &q, JSON_ACCEPT);
+    assert_eq!(watch.code, 200, "{q}");
+    for item in &items {
+        let ev = watch.expect();
+        assert_eq!(ev["type"], "ADDED", "{q}");
+        assert_eq!(&ev["object"], item, "{q}");
+    }
+}
