@@ -5,10 +5,12 @@
 //! reports a value it cannot carry, such as a time beyond year 9999), up to keys whose value is
 //! `null`: a pointer to a zero time is `null` in JSON, as in Go's, and `null` is no pointer.
 //! The object as the cache keeps it (`decode_object_kept`) is the same JSON value but for
-//! `metadata.managedFields`.
+//! `metadata.managedFields`; a Node's facts (`NODE_FACTS`) are its name, labels and addresses.
 #![no_main]
 use grid_wrapper::k8s::Resource;
-use grid_wrapper::proto::decode::{decode_object, decode_object_kept};
+use grid_wrapper::proto::decode::{
+    decode_object, decode_object_kept, decode_object_only, NODE_FACTS,
+};
 use grid_wrapper::proto::encode::encode_object;
 use grid_wrapper::proto::envelope::{decode_frame, decode_list, event_json, unwrap_body};
 use libfuzzer_sys::fuzz_target;
@@ -48,7 +50,11 @@ fuzz_target!(|data: &[u8]| {
                 .expect("the encoder's message decodes");
             let twice: serde_json::Value =
                 serde_json::from_slice(&twice.json).expect("the decoder writes JSON");
-            assert_eq!(without_nulls(twice), without_nulls(value.clone()), "{res:?}");
+            assert_eq!(
+                without_nulls(twice),
+                without_nulls(value.clone()),
+                "{res:?}"
+            );
         }
         let kept = decode_object_kept(res, msg, None).expect("decodes as the whole object does");
         let kept: serde_json::Value =
@@ -58,6 +64,14 @@ fuzz_target!(|data: &[u8]| {
             meta.remove("managedFields");
         }
         assert_eq!(kept, want, "{res:?}");
+        if res == Resource::Nodes {
+            let facts = decode_object_only(res, msg, None, &NODE_FACTS).expect("decodes");
+            let facts: serde_json::Value =
+                serde_json::from_slice(&facts.json).expect("the decoder writes JSON");
+            for p in ["/metadata/name", "/metadata/labels", "/status/addresses"] {
+                assert_eq!(facts.pointer(p), want.pointer(p), "{p}");
+            }
+        }
     }
     if let Ok(body) = unwrap_body(data) {
         let _ = decode_list(body.raw);
