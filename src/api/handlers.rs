@@ -105,9 +105,9 @@ pub struct WatchPlan {
     pub format: Format,
 }
 
-/// A protobuf list to answer: its selected objects, framed by [`ListPlan::reply`] once the view's
-/// lock is released (the first protobuf list of a resource encodes its objects: no writer waits
-/// for that). A JSON list is framed at once ([`Answer::Reply`]).
+/// A list to answer: its selected objects, framed by [`ListPlan::reply`] once the view's lock is
+/// released (the first protobuf list of a resource encodes its objects, a JSON list decodes the
+/// objects held only in protobuf: no writer waits for that).
 #[derive(Debug)]
 pub struct ListPlan {
     /// The listed resource.
@@ -135,7 +135,7 @@ impl ListPlan {
 pub enum Answer {
     /// A complete response.
     Reply(Reply),
-    /// A protobuf list, to frame off the view's lock.
+    /// A list, to frame off the view's lock.
     List(ListPlan),
     /// A watch stream.
     Watch(Box<WatchPlan>),
@@ -255,30 +255,14 @@ fn list(
             ));
         }
     }
-    let everything = filter.scope(res) == Scope::Everything;
-    match format {
-        // Framed here: JSON bytes are made when an object is published, so this is a pointer
-        // copy per item (none at all for the whole collection but the segment's).
-        Format::Json if everything => Answer::Reply(Reply::ok(
-            format,
-            wire::json::list(res, current, view.collection(res).objects()),
-        )),
-        Format::Json => Answer::Reply(Reply::ok(
-            format,
-            wire::json::list(res, current, select_per_item(res, filter, view).iter()),
-        )),
-        // Framed off the lock: the first protobuf list of a resource encodes its objects.
-        Format::Protobuf => Answer::List(ListPlan {
-            res,
-            rv: current,
-            format,
-            items: if everything {
-                view.collection(res).objects().cloned().collect()
-            } else {
-                select_per_item(res, filter, view)
-            },
-        }),
-    }
+    // Framed off the lock, in either format: the first protobuf list of a resource encodes its
+    // objects, and a JSON list decodes those held only in protobuf (`Served::json`).
+    Answer::List(ListPlan {
+        res,
+        rv: current,
+        format,
+        items: select(res, filter, view),
+    })
 }
 
 fn watch(

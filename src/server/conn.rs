@@ -568,7 +568,8 @@ impl Conn {
                 counters::global().answered(self.label.0, began.elapsed());
             }
             Answer::List(plan) => {
-                // Framed off the lock: a first protobuf list encodes its objects.
+                // Framed off the lock: a first protobuf list encodes its objects, a JSON list
+                // decodes those held only in protobuf.
                 drop(view);
                 let reply = plan.reply();
                 debug!(
