@@ -2,10 +2,10 @@
 //! `--scale x10`; the shape from `GRID_WRAPPER_SIM_SHAPE` as everywhere in the bench) serves
 //! every run; each run starts one grid-wrapper, reads its sync (spawn → `/readyz` 200, and its
 //! CPU over that time), its VmRSS after sync, after a JSON client has read kube-proxy's four
-//! lists, and after a protobuf client (as kube-proxy) has listed and watched them, then stops
-//! it. With `--gw-bin-b` the two binaries alternate, A B A B …, `--mem-runs` times each; the
-//! table gives each figure's median with its range, and every ratio's denominator: the bytes of
-//! the simulator's JSON lists of the cached kinds.
+//! lists, and after a protobuf client (as kube-proxy) has listed and watched them, with its peak
+//! (VmHWM) by then, then stops it. With `--gw-bin-b` the two binaries alternate, A B A B …,
+//! `--mem-runs` times each; the table gives each figure's median with its range, and every
+//! ratio's denominator: the bytes of the simulator's JSON lists of the cached kinds.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::http::Client;
 use crate::phases::{get_ok, machine};
-use crate::procs::{clk_tck, cpu_secs, cpu_ticks, rss_kib, Children};
+use crate::procs::{clk_tck, cpu_secs, cpu_ticks, hwm_kib, rss_kib, Children};
 use crate::protobuf::kube_proxy_paths;
 use crate::scale::X10;
 use crate::{start_sim_args, start_wrapper_spec, BenchResult, Opts, WrapperSpec};
@@ -33,6 +33,8 @@ struct Sample {
     rss_json: u64,
     /// VmRSS after the protobuf client's lists, watches open, KiB.
     rss_both: u64,
+    /// VmHWM (peak RSS) at that point, KiB: what a memory limit must hold.
+    peak: u64,
 }
 
 /// The upstream's JSON lists of the cached kinds, bytes (the ratios' denominator).
@@ -73,6 +75,7 @@ fn one_run(children: &Children, opts: &Opts, bin: &Path, sim_url: &str) -> Bench
     if !p.ended.is_empty() {
         return Err(format!("protobuf watches ended early: {}", p.ended.join("; ")).into());
     }
+    let peak = hwm_kib(w.pid).ok_or("no VmHWM")?;
     children.kill(w.pid);
     Ok(Sample {
         ready_ms: ready.start_to_ready as f64 / 1e6,
@@ -80,6 +83,7 @@ fn one_run(children: &Children, opts: &Opts, bin: &Path, sim_url: &str) -> Bench
         rss_sync,
         rss_json,
         rss_both: p.rss,
+        peak,
     })
 }
 
@@ -108,6 +112,7 @@ fn column(samples: &[Sample], upstream: u64) -> Vec<String> {
         spread(of(|s| s.rss_json as f64), mib),
         spread(of(|s| s.rss_both as f64), mib),
         spread(samples.iter().map(|s| per(s.rss_both)).collect(), ratio),
+        spread(of(|s| s.peak as f64), mib),
     ]
 }
 
@@ -169,6 +174,7 @@ pub fn run_mem(children: &Children, opts: &Opts) -> BenchResult<String> {
         "VmRSS after a JSON client read kube-proxy's four lists",
         "VmRSS after a protobuf client (as kube-proxy) listed and watched them too",
         "  ÷ upstream JSON",
+        "VmHWM (peak RSS) by then",
     ];
     let cols: Vec<Vec<String>> = samples.iter().map(|s| column(s, upstream)).collect();
     for (r, name) in names.iter().enumerate() {
