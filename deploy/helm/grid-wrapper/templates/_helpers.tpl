@@ -19,7 +19,7 @@ limits:
 {{- else if eq .Values.resourcesPreset "x10" -}}
 requests:
   cpu: 50m
-  memory: 384Mi
+  memory: 256Mi
 limits:
   cpu: 500m
   memory: 512Mi
