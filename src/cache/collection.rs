@@ -149,12 +149,15 @@ pub enum Form {
     Protobuf,
 }
 
-/// A compacted object's JSON without the stamp of its RV ([`stamp_span`]), as a keyed hash
-/// and a length: two JSON texts that differ in either differ, so only an equal fingerprint
-/// needs the exact comparison (and the decode it takes).
+/// A compacted object's JSON without the stamp of its RV ([`stamp_span`]), as 128 bits of
+/// keyed hash and a length: what the writer compares a new version with, without decoding the
+/// old one. Texts that differ in either differ; texts with equal fingerprints are taken as the
+/// same (two SipHash-1-3 hashes under keys drawn at random once per process, which nothing
+/// outside the process sees: two different texts match as often as two random 128-bit numbers
+/// do, whatever an upstream sends; the trade content-addressed stores make).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Fingerprint {
-    hash: u64,
+    hash: (u64, u64),
     len: usize,
 }
 
@@ -168,14 +171,19 @@ impl Fingerprint {
     /// The fingerprint of the text `before ++ after`.
     fn of_pieces(before: &[u8], after: &[u8]) -> Fingerprint {
         use std::hash::{BuildHasher, Hasher};
-        // Keyed once per process: what an upstream sends cannot be made to collide.
-        static KEYS: OnceLock<RandomState> = OnceLock::new();
-        let mut h = KEYS.get_or_init(RandomState::new).build_hasher();
-        // `write` streams: two pieces hash as their concatenation.
-        h.write(before);
-        h.write(after);
+        // Keyed once per process (two independent keys): what an upstream sends cannot be
+        // made to collide.
+        static KEYS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
+        let keys = KEYS.get_or_init(|| (RandomState::new(), RandomState::new()));
+        let hash = |key: &RandomState| {
+            let mut h = key.build_hasher();
+            // `write` streams: two pieces hash as their concatenation.
+            h.write(before);
+            h.write(after);
+            h.finish()
+        };
         Fingerprint {
-            hash: h.finish(),
+            hash: (hash(&keys.0), hash(&keys.1)),
             len: before.len() + after.len(),
         }
     }
@@ -359,31 +367,25 @@ impl Served {
     }
 
     /// Whether `new` (stamped with `new_rv`) is this object's content but for the
-    /// resourceVersion ([`same_but_rv`]). When only the protobuf form is kept, a different
-    /// length or fingerprint says "changed" without decoding; an equal one is confirmed on the
-    /// decoded JSON, so "same" is always exact.
+    /// resourceVersion ([`same_but_rv`]). When only the protobuf form is kept, the two are
+    /// compared by their fingerprints ([`Fingerprint`]), without decoding.
     pub fn same_but_rv(&self, new: &[u8], new_rv: u64) -> bool {
         let fingerprint = match &*lock_body(&self.body) {
             Body::Json { json, .. } => return same_but_rv(new, new_rv, json, self.rv),
             Body::Protobuf { fingerprint, .. } => *fingerprint,
         };
-        if Fingerprint::of_stamped(new, new_rv) != Some(fingerprint) {
-            return false;
-        }
-        same_but_rv(new, new_rv, &self.json(), self.rv)
+        // Compared without decoding the old version ([`Fingerprint`]).
+        Fingerprint::of_stamped(new, new_rv) == Some(fingerprint)
     }
 
     /// Whether this object's JSON is `raw` with the stamp of its RV added ([`stamp_span`]):
-    /// decoded only when the fingerprint of `raw` matches, as for [`Served::same_but_rv`].
+    /// by fingerprints when only the protobuf form is kept, as for [`Served::same_but_rv`].
     pub fn unstamped_eq(&self, raw: &[u8]) -> bool {
         let fingerprint = match &*lock_body(&self.body) {
             Body::Json { json, .. } => return unstamped_eq(raw, json, self.rv),
             Body::Protobuf { fingerprint, .. } => *fingerprint,
         };
-        if Fingerprint::of_pieces(raw, &[]) != fingerprint {
-            return false;
-        }
-        unstamped_eq(raw, &self.json(), self.rv)
+        Fingerprint::of_pieces(raw, &[]) == fingerprint
     }
 
     /// The same content stamped with another resourceVersion (a DELETED event's object).

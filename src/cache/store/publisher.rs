@@ -226,8 +226,8 @@ impl Publisher {
             return true;
         };
         // Serialize once, stamped with the RV this change would get; compare with the old bytes
-        // ignoring the stamp (an old version kept in protobuf form is decoded only when its
-        // fingerprint matches: `Served::same_but_rv`). Only a real change consumes the RV.
+        // ignoring the stamp (an old version kept in protobuf form by fingerprints, without
+        // decoding it: `Served::same_but_rv`). Only a real change consumes the RV.
         let next = self.rv + 1;
         let served = make(next);
         if old
