@@ -1,15 +1,15 @@
 //! Arbitrary bytes as the List message of a protobuf LIST body, wrapped in the apiserver's
 //! envelope (`k8s\0`, typeMeta of the kind the first byte picks, the List as raw, the tail) and
 //! fed to the streaming splitter in chunks of a size the second byte chooses. It must answer
-//! what the whole-body decoders answer (`envelope::decode_list`, then `decode_object` for each
-//! item): the same items' JSON, resourceVersion and continue, or an error where they refuse it;
+//! what the whole-body decoders answer (`envelope::decode_list`, then `decode_object_kept` for
+//! each item, the object as the cache keeps it): the same items' JSON, resourceVersion and continue, or an error where they refuse it;
 //! and never panic. A splitter bounding its items (at a bound the third byte chooses) must keep
 //! exactly the items whose message and JSON are within the bound, report one entry for each
 //! other, and answer a list the decoders refuse only when it left an item out undecoded. A body
 //! cut before its tail is an error.
 #![no_main]
 use grid_wrapper::k8s::Resource;
-use grid_wrapper::proto::decode::decode_object;
+use grid_wrapper::proto::decode::decode_object_kept;
 use grid_wrapper::proto::envelope::{decode_list, object_head, TAIL};
 use grid_wrapper::proto::wire::put_bytes;
 use grid_wrapper::upstream::proto_list::ProtoListSplitter;
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         let items = l
             .items
             .iter()
-            .map(|i| decode_object(res, i, None).map(|d| (i.len(), d.json)))
+            .map(|i| decode_object_kept(res, i, None).map(|d| (i.len(), d.json)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok((
             l.resource_version.to_string(),
