@@ -548,3 +548,28 @@ fn node_facts_decode_only_name_labels_and_addresses() {
         whole.pointer("/status/images")
     );
 }
+
+#[test]
+fn kept_and_facts_only_decodes_refuse_garbage_as_the_whole_decode_does() {
+    // Skipping fields unread checks them only as far as the wire format goes: junk is still an
+    // error, never a panic, and a field skipped in a message that does not parse is no excuse.
+    for junk in [
+        &[0xffu8][..],
+        &[0x0b],
+        &[0x12, 0x05, 1],
+        &[0x00, 0x00],
+        &[0x0a, 0x03, 0x8a, 0x01],
+    ] {
+        assert!(
+            decode_object_kept(Resource::Nodes, junk, None).is_err(),
+            "{junk:?}"
+        );
+        assert!(
+            decode_object_only(Resource::Nodes, junk, None, &NODE_FACTS).is_err(),
+            "{junk:?}"
+        );
+    }
+    // metadata (field 1) holding managedFields (17) whose bytes are cut short: a wire error.
+    let cut = [0x0a, 0x04, 0x8a, 0x01, 0x05, 0x00];
+    assert!(decode_object_kept(Resource::Services, &cut, None).is_err());
+}
