@@ -23,7 +23,7 @@ use crate::k8s::{ObjectKey, Resource};
 
 mod addresses;
 mod spans;
-mod tree;
+pub mod tree;
 pub use addresses::AddressSpans;
 pub use spans::{EndpointSpan, EndpointSpans};
 use tree::{get, write_object, write_str, Entries, Node, Tree};
@@ -500,18 +500,3 @@ fn write<'a>(
 
 #[cfg(test)]
 mod tests;
-
-/// `text` (one JSON value) with every object's keys sorted, written as serializing its
-/// `serde_json::Value` writes it (nothing cleaned or filled in): the form of every served
-/// object's JSON. `None` when it is not JSON, or must go through a `Value` to mean the same.
-pub fn sorted(text: &[u8]) -> Option<Vec<u8>> {
-    let text = std::str::from_utf8(text).ok()?;
-    let mut tree = Tree::default();
-    let root = tree.read(text).ok()?;
-    if tree.raw_value {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len());
-    tree.write(&mut out, &root).ok()?;
-    Some(out)
-}

@@ -413,7 +413,7 @@ impl Served {
 
 /// The JSON of a served object's protobuf form (a `res` message framed as field 2), with its
 /// `kind` and `apiVersion`, in the form the cache serves JSON in (keys sorted, as serializing a
-/// `serde_json::Value` writes them: [`crate::cache::canonical::sorted`]); `None` when it does
+/// `serde_json::Value` writes them: [`crate::cache::canonical::tree::sorted`]); `None` when it does
 /// not decode.
 pub(crate) fn decode_framed(res: Resource, framed: &[u8]) -> Option<Vec<u8>> {
     let msg = unframe(framed)?;
@@ -422,7 +422,7 @@ pub(crate) fn decode_framed(res: Resource, framed: &[u8]) -> Option<Vec<u8>> {
         kind: res.kind(),
     };
     let go = decode_object(res, msg, Some(type_meta)).ok()?;
-    crate::cache::canonical::sorted(&go.json)
+    crate::cache::canonical::tree::sorted(&go.json)
 }
 
 /// The message inside a served object's protobuf form: after its tag (field 2,

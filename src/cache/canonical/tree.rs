@@ -395,3 +395,18 @@ impl<'de> Deserialize<'de> for Key<'de> {
         d.deserialize_str(KeyVisitor)
     }
 }
+
+/// `text` (one JSON value) with every object's keys sorted, written as serializing its
+/// `serde_json::Value` writes it (nothing cleaned or filled in): the form of every served
+/// object's JSON. `None` when it is not JSON, or must go through a `Value` to mean the same.
+pub fn sorted(text: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut tree = Tree::default();
+    let root = tree.read(text).ok()?;
+    if tree.raw_value {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len());
+    tree.write(&mut out, &root).ok()?;
+    Some(out)
+}

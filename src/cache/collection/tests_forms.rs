@@ -103,7 +103,7 @@ fn service(rv: u64) -> Vec<u8> {
 /// Objects as the cache serves them: the apiserver's own Node JSON (golden) with its keys
 /// sorted, and a Service, a slice and an Endpoints.
 fn served_objects() -> Vec<(Resource, u64, Vec<u8>)> {
-    let node = crate::cache::canonical::sorted(&golden_json("node")).expect("JSON");
+    let node = crate::cache::canonical::tree::sorted(&golden_json("node")).expect("JSON");
     vec![
         (Resource::Services, 40, service(40)),
         (Resource::Nodes, 7, node),
