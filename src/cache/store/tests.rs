@@ -79,6 +79,31 @@ fn assert_every_logged_change_is_real(st: &State, res: Resource) {
     }
 }
 
+/// Fixture F with a Service without topology keys and its Endpoints, and two slices: `s-a` of
+/// the topology Service (pruned), `plain-a` of the other (served as it came).
+fn fixture_with_plain_service() -> (Fixture, Vec<Value>) {
+    let mut fx = fixture_f();
+    fx.services.push(service("default", "plain", None));
+    fx.endpoints
+        .push(endpoints("default", "plain", f_addresses()));
+    let ep = |ip: &str, node: &str| slice_endpoint_v1(ip, Some(node), None);
+    let slices = vec![
+        slice_v1(
+            "default",
+            "s-a",
+            Some("s"),
+            vec![ep("10.0.0.1", "h"), ep("10.0.0.3", "n2")],
+        ),
+        slice_v1(
+            "default",
+            "plain-a",
+            Some("plain"),
+            vec![ep("10.0.0.3", "n2")],
+        ),
+    ];
+    (fx, slices)
+}
+
 fn relabel(st: &mut State, name: &str, pairs: &[(&str, &str)]) {
     st.apply(
         Resource::Nodes,

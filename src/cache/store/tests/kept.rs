@@ -13,25 +13,7 @@ use crate::handoff::Change;
 
 #[test]
 fn upstream_bytes_are_kept_only_where_served_content_differs() {
-    let mut fx = fixture_f();
-    fx.services.push(service("default", "plain", None));
-    fx.endpoints
-        .push(endpoints("default", "plain", f_addresses()));
-    let ep = |ip: &str, node: &str| slice_endpoint_v1(ip, Some(node), None);
-    let slices = vec![
-        slice_v1(
-            "default",
-            "s-a",
-            Some("s"),
-            vec![ep("10.0.0.1", "h"), ep("10.0.0.3", "n2")],
-        ),
-        slice_v1(
-            "default",
-            "plain-a",
-            Some("plain"),
-            vec![ep("10.0.0.3", "n2")],
-        ),
-    ];
+    let (fx, slices) = fixture_with_plain_service();
     let mut st = test_support::watched(&fx, 1, Resource::SlicesV1, slices.clone());
     // Watch events' objects come prepared as a list's items do: a pruned one packed on the
     // reflector's thread, nothing left for the writer to pack.

@@ -34,25 +34,7 @@ fn kubelet_shaped(mut node: Value) -> Value {
 /// Fixture F with a Service without topology keys, its Endpoints and two slices: `s-a` of the
 /// topology Service (pruned), `plain-a` of the other (served as it came); kubelet-shaped Nodes.
 fn world() -> (Fixture, Vec<Value>, Vec<Value>) {
-    let mut fx = fixture_f();
-    fx.services.push(service("default", "plain", None));
-    fx.endpoints
-        .push(endpoints("default", "plain", f_addresses()));
-    let ep = |ip: &str, node: &str| slice_endpoint_v1(ip, Some(node), None);
-    let slices = vec![
-        slice_v1(
-            "default",
-            "s-a",
-            Some("s"),
-            vec![ep("10.0.0.1", "h"), ep("10.0.0.3", "n2")],
-        ),
-        slice_v1(
-            "default",
-            "plain-a",
-            Some("plain"),
-            vec![ep("10.0.0.3", "n2")],
-        ),
-    ];
+    let (fx, slices) = fixture_with_plain_service();
     let nodes = fx.node_objects().into_iter().map(kubelet_shaped).collect();
     (fx, nodes, slices)
 }
