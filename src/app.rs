@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::cache::collection::Retention;
+use crate::cache::compaction::{self, Compaction};
 use crate::cache::epoch;
 use crate::cache::snapshot::Snapshot;
 use crate::cache::store::{Settings, State};
@@ -34,7 +35,7 @@ use crate::upstream::edge_health;
 use crate::upstream::kubeconfig::{self, UpstreamConfig};
 use crate::upstream::site_report;
 use crate::upstream::supervisor::{self, Assumed, Expectations};
-use crate::writer::{CacheSink, Callbacks, WriterHandle};
+use crate::writer::{compactor, CacheSink, Callbacks, WriterHandle};
 
 /// The cache hears the versions the reflector supervisor mirrors.
 impl Expectations for WriterHandle {
@@ -277,7 +278,11 @@ fn connect_upstream(cfg: &Config) -> Result<(UpstreamConfig, Upstream), AppError
 /// the upstream answers. Returns the directory, the state, the health endpoint's extras so far
 /// and the versions the snapshot assumed (the reflector supervisor's guesses while the upstream
 /// is silent).
-fn restore(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<CacheDir>, State, Extras, Assumed) {
+fn restore(
+    cfg: &Config,
+    ucfg: &UpstreamConfig,
+    compaction: Compaction,
+) -> (Option<CacheDir>, State, Extras, Assumed) {
     let settings = Settings {
         hostname: cfg.hostname.clone(),
         wrapper_in_cluster: cfg.wrapper_in_cluster,
@@ -286,6 +291,7 @@ fn restore(cfg: &Config, ucfg: &UpstreamConfig) -> (Option<CacheDir>, State, Ext
     let (cache, snapshot, seed) = open_cache(cfg, ucfg);
     let mut state = State::new(settings, seed);
     state.set_object_bound(cfg.max_object_bytes);
+    state.compact_with(compaction);
     if cfg.relay_bind_address.is_some() {
         // Before anything is applied, a snapshot's restore included (docs/SEMANTICS.md §12).
         state.keep_relay_view();
@@ -375,7 +381,9 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
         warn!("--support-endpointslice is accepted for compatibility and ignored: both EndpointSlice versions are always served");
     }
     let (ucfg, upstream) = connect_upstream(&cfg)?;
-    let (cache, state, mut extras, assumed) = restore(&cfg, &ucfg);
+    let (compaction, pending) = compaction::queue();
+    compactor::spawn(pending).map_err(AppError::Thread)?;
+    let (cache, state, mut extras, assumed) = restore(&cfg, &ucfg, compaction);
     let started = Instant::now();
     let (writer, unstarted) = WriterHandle::new(state);
     let snapshots = spawn_snapshots(&cfg, cache.as_ref(), &writer)?;

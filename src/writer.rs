@@ -39,6 +39,7 @@ use crate::handoff::site_pods::NodeReport;
 use crate::k8s::status::ApiError;
 use crate::k8s::Resource;
 
+pub mod compactor;
 mod sink;
 
 pub use sink::CacheSink;

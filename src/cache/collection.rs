@@ -541,8 +541,9 @@ pub struct Entry {
     shared: OnceLock<Box<EntryShared>>,
 }
 
-/// Slots of [`Entry::wire`]: one per event type and wire format that an entry can be sent as.
-pub const WIRE_SLOTS: usize = 6;
+/// Slots of [`Entry::wire`]: one per event type and wire format that an entry can be sent as,
+/// and one per event type for the JSON of its object.
+pub const WIRE_SLOTS: usize = 9;
 
 /// The lazily made parts of an [`Entry`] that its watchers share.
 #[derive(Clone, Debug, Default)]

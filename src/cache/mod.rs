@@ -22,6 +22,7 @@
 
 pub mod canonical;
 pub mod collection;
+pub mod compaction;
 pub mod edge_health;
 pub mod epoch;
 pub mod facts;

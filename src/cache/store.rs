@@ -251,6 +251,14 @@ impl State {
         self.publisher.set_record_hook(hook);
     }
 
+    /// Hands every version published from now on (in either view) over to `compaction`, to be
+    /// brought to its held form off this thread ([`crate::cache::compaction`]). Call before the
+    /// first change, a snapshot's restore included, so that nothing waits for its first
+    /// protobuf read.
+    pub fn compact_with(&mut self, compaction: crate::cache::compaction::Compaction) {
+        self.publisher.compact_with(compaction);
+    }
+
     /// Keeps a relay view from now on (`--relay-bind-address`): what followers read, the
     /// upstream's objects unpruned (docs/SEMANTICS.md §12). Call before the first change.
     pub fn keep_relay_view(&mut self) {

@@ -117,10 +117,14 @@ fn stuck_watches_cost_o1_memory_and_are_ended_when_nothing_is_read() {
             .cloned()
             .unwrap_or_default()
     };
-    wait_for("every stuck watch to hold unsent bytes", || {
-        let items = watchers();
-        items.len() == count && items.iter().all(|i| i["unsent_bytes"].as_u64() > Some(0))
-    });
+    wait_for_long(
+        "every stuck watch to hold unsent bytes",
+        Duration::from_secs(300),
+        || {
+            let items = watchers();
+            items.len() == count && items.iter().all(|i| i["unsent_bytes"].as_u64() > Some(0))
+        },
+    );
     // Whatever each one queues, it queues while the loop serves it: by now, and until they
     // are ended, their memory is held. Take the largest of a few readings.
     let mut during = 0;

@@ -99,7 +99,12 @@ pub fn entry_event(
 ) -> Option<EventChunk> {
     let obj = event.object(entry)?;
     let (bytes, end) = match format {
-        Format::Json => (obj.json(), json::EVENT_END),
+        // Kept with the entry too: an object held in protobuf form only is decoded for the
+        // first JSON watcher, not for each (the log's retention bounds what entries keep).
+        Format::Json => (
+            entry.wire(json_body_slot(event), || obj.json()),
+            json::EVENT_END,
+        ),
         Format::Protobuf => (obj.protobuf(res), protobuf::FRAME_END),
     };
     let head = entry.wire(slot(format, event), || {
@@ -126,7 +131,13 @@ fn slot(format: Format, event: Event) -> usize {
     format + event as usize
 }
 
-const _: () = assert!(2 * Event::ALL.len() == crate::cache::collection::WIRE_SLOTS);
+/// Where the JSON of `event`'s object is kept among an [`Entry`]'s shared slots: after the
+/// framings ([`slot`]).
+fn json_body_slot(event: Event) -> usize {
+    2 * Event::ALL.len() + event as usize
+}
+
+const _: () = assert!(3 * Event::ALL.len() == crate::cache::collection::WIRE_SLOTS);
 
 /// A BOOKMARK at `rv` ([`json::bookmark_object`]), optionally marking the end of the initial
 /// events.

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::api::transition::tests::slice_entries;
+use crate::cache::collection::Form;
 use crate::http::response::CHUNK_END;
 use crate::proto::envelope;
 
@@ -44,10 +45,37 @@ fn an_entry_is_framed_once_and_shared_by_every_watcher() {
 }
 
 #[test]
+fn a_compacted_objects_json_is_decoded_once_per_entry_not_per_watcher() {
+    let (res, entries) = slice_entries();
+    let mut seen = 0;
+    for entry in &entries {
+        for event in Event::ALL {
+            let Some(obj) = event.object(entry) else {
+                continue;
+            };
+            let before = obj.json();
+            obj.protobuf(res);
+            assert_eq!(obj.form(), Form::Protobuf, "{event:?}: not compacted");
+            let body = |chunk: EventChunk| match &chunk[1] {
+                Segment::Shared(b) => Arc::clone(b),
+                other => panic!("{event:?}: body not shared: {other:?}"),
+            };
+            let first = body(entry_event(Format::Json, res, entry, event).expect("event"));
+            let second = body(entry_event(Format::Json, res, entry, event).expect("event"));
+            assert!(Arc::ptr_eq(&first, &second), "{event:?}: decoded again");
+            assert_eq!(first[..], before[..]);
+            seen += 1;
+        }
+    }
+    assert!(seen > 0);
+}
+
+#[test]
 fn every_event_and_format_has_a_slot_of_its_own() {
     let mut slots: Vec<usize> = [Format::Json, Format::Protobuf]
         .iter()
         .flat_map(|f| Event::ALL.map(|e| slot(*f, e)))
+        .chain(Event::ALL.map(json_body_slot))
         .collect();
     slots.sort_unstable();
     slots.dedup();

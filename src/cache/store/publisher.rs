@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::cache::collection::{
     admission_filtered, labels_of, stamp_rv, Retention, Served, EXCLUDING_LABELS,
 };
+use crate::cache::compaction::Compaction;
 use crate::cache::facts::{Facts, SharedFacts};
 use crate::cache::published::{CollectionRef, Published, View, ViewWriter};
 use crate::k8s::{ObjectKey, Resource};
@@ -34,6 +35,9 @@ pub(super) struct Publisher {
     /// With `--relay-bind-address`: the relay view, what followers read (the upstream's objects
     /// unpruned, with RVs of the same counter). See [`Publisher::publish_relay`].
     relay: Option<ViewWriter>,
+    /// Where each new version recorded into a view is handed over to be compacted
+    /// ([`crate::cache::compaction`]); `None`: on its first protobuf read only.
+    compaction: Option<Compaction>,
     /// Test-only: run after each object is recorded into the view (to park the writer there).
     #[cfg(test)]
     record_hook: Option<RecordHook>,
@@ -74,6 +78,7 @@ impl Publisher {
             view: ViewWriter::new(seed, retention),
             v1beta1: false,
             relay: None,
+            compaction: None,
             #[cfg(test)]
             record_hook: None,
         }
@@ -86,6 +91,11 @@ impl Publisher {
             let retention = self.view.read().retention();
             self.relay = Some(ViewWriter::new(self.rv, retention));
         }
+    }
+
+    /// Hands every version recorded from now on over to `compaction`.
+    pub(super) fn compact_with(&mut self, compaction: Compaction) {
+        self.compaction = Some(compaction);
     }
 
     /// The readers' view holds and serves only the Node `name` from now on.
@@ -247,6 +257,7 @@ impl Publisher {
         if let Some(relay) = self.relay.as_mut().filter(|_| unmodified(res)) {
             record_into(relay, res, key, new.clone(), self.rv, now);
         }
+        self.hand_over(res, new.as_ref());
         record_into(&mut self.view, res, key, new, self.rv, now);
         #[cfg(test)]
         if let Some(hook) = &mut self.record_hook {
@@ -297,8 +308,19 @@ impl Publisher {
             }
         }
         self.rv = next;
-        record_into(relay, res, key, Some(Arc::new(served)), self.rv, now);
+        let served = Arc::new(served);
+        if let Some(compaction) = &self.compaction {
+            compaction.hand_over(res, &served);
+        }
+        record_into(relay, res, key, Some(served), self.rv, now);
         self.view.write().set_rv(self.rv);
+    }
+
+    /// Hands a new version over to be compacted (if anyone compacts).
+    fn hand_over(&self, res: Resource, new: Option<&Arc<Served>>) {
+        if let (Some(compaction), Some(new)) = (&self.compaction, new) {
+            compaction.hand_over(res, new);
+        }
     }
 
     /// Drops log entries beyond the retention, in every collection.
@@ -334,6 +356,9 @@ impl Publisher {
         view.set_v1beta1();
         let coll = view.collection_mut(Resource::SlicesV1beta1);
         for served in built {
+            if let Some(compaction) = &self.compaction {
+                compaction.hand_over(Resource::SlicesV1beta1, &served);
+            }
             coll.seed(served);
         }
         coll.reset_history(self.rv);
