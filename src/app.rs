@@ -382,10 +382,10 @@ pub fn run(cfg: Config) -> Result<(), AppError> {
     }
     let (ucfg, upstream) = connect_upstream(&cfg)?;
     let (compaction, pending) = compaction::queue();
-    compactor::spawn(pending).map_err(AppError::Thread)?;
     let (cache, state, mut extras, assumed) = restore(&cfg, &ucfg, compaction);
     let started = Instant::now();
     let (writer, unstarted) = WriterHandle::new(state);
+    compactor::spawn(pending, writer.facts()).map_err(AppError::Thread)?;
     let snapshots = spawn_snapshots(&cfg, cache.as_ref(), &writer)?;
     extras.writer = snapshots.as_ref().map(|w| w.stats.clone());
     extras.debug = cfg.debug;
