@@ -129,11 +129,10 @@ fn selectors(c: &mut Criterion) {
 }
 
 fn prune(c: &mut Criterion) {
-    let nodes: BTreeMap<String, grid_wrapper::cache::collection::Labels> = (0..NODES)
+    let nodes: BTreeMap<String, grid_wrapper::cache::collection::LabelSet> = (0..NODES)
         .map(|i| {
-            let l = [("zone".to_string(), format!("zone-{}", i % ZONES))]
-                .into_iter()
-                .collect();
+            let zone = format!("zone-{}", i % ZONES);
+            let l = [("zone".into(), zone.into())].into_iter().collect();
             (format!("node-{i:05}"), l)
         })
         .collect();

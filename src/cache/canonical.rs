@@ -382,10 +382,10 @@ fn facts<'a>(
     let node = |n: Option<&Node<'_>>| text(n).filter(|s| !s.is_empty());
     let meta = tree.object(get(top, "metadata"));
     let labels = tree.object(meta.and_then(|m| get(m, "labels")));
-    let pairs: Vec<(Box<str>, Box<str>)> = labels
+    let pairs: Vec<(Arc<str>, Arc<str>)> = labels
         .into_iter()
         .flatten()
-        .filter_map(|(k, v)| Some((Box::from(&**k), text(Some(v))?.into())))
+        .filter_map(|(k, v)| Some((Arc::from(&**k), text(Some(v))?.into())))
         .collect();
     let service = labels
         .and_then(|l| node(get(l, SERVICE_NAME_LABEL)))

@@ -15,38 +15,59 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use serde_json::Value;
 
 use crate::bytes;
+use crate::cache::intern::Interner;
 use crate::k8s::{ObjectKey, Resource};
 use crate::proto::decode::{decode_object, TypeMeta};
 
-/// An object's labels, by key (a Node's are what the topology filter reads).
+/// An object's labels as a map, by key ([`labels_of`]): what a report or a one-off check reads;
+/// the cache keeps labels as a [`LabelSet`].
 pub type Labels = BTreeMap<String, String>;
 
-/// `metadata.labels` of a served object, compact: one sorted slice of pairs (a `BTreeMap`
-/// allocates a whole ~0.5 KiB node even for one label, and there is one per served object).
+/// `metadata.labels` of an object, compact: one sorted slice of pairs (a `BTreeMap` allocates a
+/// whole ~0.5 KiB node even for one label, and there is one per served object and per Node).
+/// The strings are shared (`Arc<str>`): the cache's writer gives every kept set the
+/// [`Interner`]'s copies ([`LabelSet::interned`]), so a key or value that repeats across
+/// objects is held once.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LabelSet(Box<[(Box<str>, Box<str>)]>);
+pub struct LabelSet(Box<[(Arc<str>, Arc<str>)]>);
 
 impl LabelSet {
     /// The labels of a JSON object (non-string values ignored).
     pub fn of(obj: &Value) -> LabelSet {
+        LabelSet::of_with(obj, |s| Arc::from(s))
+    }
+
+    /// The labels of a JSON object (non-string values ignored), its strings the shared copies
+    /// of `names`.
+    pub fn of_interned(obj: &Value, names: &mut Interner) -> LabelSet {
+        LabelSet::of_with(obj, |s| names.get(s))
+    }
+
+    fn of_with(obj: &Value, mut share: impl FnMut(&str) -> Arc<str>) -> LabelSet {
         let Some(map) = obj.pointer("/metadata/labels").and_then(Value::as_object) else {
             return LabelSet::default();
         };
         // serde_json's map iterates in key order (no `preserve_order` feature).
-        let mut pairs: Vec<(Box<str>, Box<str>)> = map
+        let mut pairs: Vec<(Arc<str>, Arc<str>)> = map
             .iter()
-            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .filter_map(|(k, v)| Some((share(k), share(v.as_str()?))))
             .collect();
         pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         LabelSet(pairs.into_boxed_slice())
     }
 
     /// Labels from `(key, value)` pairs (sorted here; a repeated key keeps its last value).
-    pub fn from_pairs(mut pairs: Vec<(Box<str>, Box<str>)>) -> LabelSet {
+    pub fn from_pairs(mut pairs: Vec<(Arc<str>, Arc<str>)>) -> LabelSet {
         pairs.reverse();
         pairs.sort_by(|a, b| a.0.cmp(&b.0)); // stable: the last of a repeated key comes first
         pairs.dedup_by(|later, first| later.0 == first.0);
         LabelSet(pairs.into_boxed_slice())
+    }
+
+    /// The same labels, their strings the shared copies of `names`.
+    pub fn interned(&self, names: &mut Interner) -> LabelSet {
+        let pairs = self.0.iter().map(|(k, v)| (names.get(k), names.get(v)));
+        LabelSet(pairs.collect())
     }
 
     /// The value of label `key`.
@@ -62,6 +83,11 @@ impl LabelSet {
         self.get(key).is_some()
     }
 
+    /// The pairs in key order, shared.
+    pub fn pairs(&self) -> impl Iterator<Item = &(Arc<str>, Arc<str>)> {
+        self.0.iter()
+    }
+
     /// The pairs in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (&**k, &**v))
@@ -75,6 +101,12 @@ impl LabelSet {
     /// Whether there is no label.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+impl FromIterator<(Arc<str>, Arc<str>)> for LabelSet {
+    fn from_iter<I: IntoIterator<Item = (Arc<str>, Arc<str>)>>(pairs: I) -> LabelSet {
+        LabelSet::from_pairs(pairs.into_iter().collect())
     }
 }
 

@@ -3,6 +3,7 @@
 //! - [`canonical`]: an upstream list item's canonical compact bytes, made without a `Value`;
 //! - [`epoch`]: the shape of resourceVersions, a per-process epoch above a counter;
 //! - [`facts`]: the cache's figures for probes and `/metrics`, read without a lock;
+//! - [`intern`]: one shared copy of each string that repeats across cached objects;
 //! - [`edge_health`]: the edge-health map resolved against the cached nodes (pure functions);
 //! - [`pack`]: a small LZ77 for the upstream bytes of pruned objects;
 //! - [`repair`]: the repair rule: a served endpoint object as the local runtime says its pods are;
@@ -26,6 +27,7 @@ pub mod compaction;
 pub mod edge_health;
 pub mod epoch;
 pub mod facts;
+pub mod intern;
 pub mod pack;
 pub mod published;
 pub mod repair;

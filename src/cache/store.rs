@@ -36,10 +36,9 @@ use log::{debug, info, warn};
 use serde_json::Value;
 
 use crate::cache::canonical::{AsIs, Item};
-use crate::cache::collection::{
-    admission_filtered, labels_of, Retention, Served, EXCLUDING_LABELS,
-};
+use crate::cache::collection::{admission_filtered, LabelSet, Retention, Served, EXCLUDING_LABELS};
 use crate::cache::facts::{Facts, SharedFacts};
+use crate::cache::intern::Interner;
 use crate::cache::published::{CollectionRef, Published, View};
 use crate::cache::repair::Outcome;
 use crate::cache::snapshot::Objects;
@@ -126,6 +125,9 @@ pub struct State {
     /// them on their bytes ([`State::recompute_as_is`]); kept, so that its buffers are (with
     /// musl's allocator a decoder per object mapped and unmapped pages for each).
     decoder: crate::cache::canonical::Decoder,
+    /// The shared copies of the strings kept objects repeat: their keys' namespaces and names,
+    /// Node labels, endpoint objects' labels.
+    names: Interner,
     /// The objects held stale: a version over the object bound was refused, the last one
     /// accepted is served (docs/SEMANTICS.md §7).
     stale: Stale,
@@ -227,6 +229,7 @@ impl State {
             ready: false,
             from_snapshot: false,
             decoder: Default::default(),
+            names: Interner::default(),
             stale: Stale::default(),
             object_bound: None,
             facts_changed: false,
@@ -595,6 +598,9 @@ impl State {
             log::warn!("{kind:?} {key}: prepared bytes that do not unpack; skipped");
             return;
         };
+        // Kept: its key shares its strings with the other objects' (a new object's key is the
+        // one every map and index of the cache keeps).
+        let key = self.names.key(&key);
         if let Some(facts) = listed.as_is {
             if self.upsert_as_is(kind, &key, &bytes, facts, Relay::Too, now) {
                 return; // served as it came: published without decoding it
@@ -643,7 +649,7 @@ impl State {
             }
             Resource::Nodes => {
                 self.edge_health.node_changed(&key.name, Some(&obj));
-                let labels = labels_of(&obj);
+                let labels = LabelSet::of_interned(&obj, &mut self.names);
                 self.index
                     .set_node(&key.name, labels, &self.settings.hostname);
                 self.upstream.insert(kind, &key, bytes);
@@ -714,8 +720,11 @@ impl State {
             .same(Resource::Nodes, key, &bytes, self.stand_in())
         {
             self.edge_health.node_changed(&key.name, Some(&facts));
-            self.index
-                .set_node(&key.name, labels_of(&facts), &self.settings.hostname);
+            self.index.set_node(
+                &key.name,
+                LabelSet::of_interned(&facts, &mut self.names),
+                &self.settings.hostname,
+            );
             self.upstream
                 .insert(Resource::Nodes, key, Stored::Own(bytes));
             self.facts_changed = true;
@@ -1155,6 +1164,9 @@ impl State {
         #[cfg(debug_assertions)]
         facts.check(bytes).expect("the fast path's contract");
         let nodes = std::mem::take(&mut facts.nodes);
+        // Kept by the served objects: the shared copies of strings that repeat.
+        facts.labels = facts.labels.interned(&mut self.names);
+        facts.service = facts.service.map(|s| self.names.key(&s));
         // A pruned object keeps its upstream bytes: packed on the reflector's thread when the list was
         // decoded, if they were.
         let stored = match (&keep, facts.packed.take()) {

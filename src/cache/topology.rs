@@ -49,7 +49,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use log::{debug, warn};
 use serde_json::Value;
 
-use crate::cache::collection::Labels;
+use crate::cache::collection::LabelSet;
 use crate::k8s::ObjectKey;
 
 /// The Service annotation holding the topology keys (§2.1). No prefix.
@@ -353,7 +353,7 @@ pub struct Locality<'a> {
     /// The local node `H` (`--hostname`).
     pub hostname: &'a str,
     /// Every cached Node with its labels.
-    pub nodes: &'a BTreeMap<String, Labels>,
+    pub nodes: &'a BTreeMap<String, LabelSet>,
     /// `--wrapper-in-cluster` (enables the §3 rewrite).
     pub wrapper_in_cluster: bool,
     /// Node names edge-health reports abnormal (§10, resolved by `cache::edge_health`): endpoints on

@@ -22,7 +22,7 @@ use super::publisher::Publisher;
 use super::serve::TopologyInputs;
 use super::upstream::StandIn;
 use super::{parse, Raw};
-use crate::cache::collection::Labels;
+use crate::cache::collection::LabelSet;
 use crate::cache::repair::{self, Repair};
 use crate::cache::topology::{
     self, Class, Locality, ObjectVerdicts, Reason, TopologyKeys, FALLBACK_KEY,
@@ -59,7 +59,7 @@ pub struct ExplainInput {
     wrapper_in_cluster: bool,
     /// The local node and every node an endpoint of the selected objects sits on (if cached),
     /// with only the labels whose key some selected Service filters by.
-    nodes: BTreeMap<String, Labels>,
+    nodes: BTreeMap<String, LabelSet>,
     abnormal: BTreeSet<String>,
     /// The container runtimes' views, by node (§13).
     runtime: SitePods,
@@ -265,9 +265,9 @@ impl ExplainInput {
             .filter_map(|n| {
                 let labels = index.node_labels().get(n)?;
                 let kept = labels
-                    .iter()
-                    .filter(|(k, _)| label_keys.contains(k.as_str()))
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .pairs()
+                    .filter(|(k, _)| label_keys.contains(&**k))
+                    .cloned()
                     .collect();
                 Some((n.to_string(), kept))
             })
@@ -488,7 +488,7 @@ impl ExplainInput {
         let labels = self.nodes.get(node);
         keys.into_iter()
             .flat_map(|k| k.set.iter())
-            .map(|k| (k.clone(), labels.and_then(|l| l.get(k)).cloned()))
+            .map(|k| (k.clone(), labels.and_then(|l| l.get(k)).map(str::to_string)))
             .collect()
     }
 
@@ -497,7 +497,7 @@ impl ExplainInput {
         let n = node.unwrap_or("");
         match reason {
             Reason::KeyMatches(k) => {
-                let v = self.nodes.get(h).and_then(|l| l.get(k)).map_or("", String::as_str);
+                let v = self.nodes.get(h).and_then(|l| l.get(k)).unwrap_or("");
                 format!("same {k}={v:?} as the local node {h}")
             }
             Reason::NoTopology => match class {

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::cache::collection::Labels;
+use crate::cache::collection::LabelSet;
 use crate::cache::topology::TopologyKeys;
 use crate::k8s::ObjectKey;
 
@@ -29,7 +29,7 @@ pub(super) enum Target {
 /// The topology index and the recomputation owed at the end of the current change.
 #[derive(Debug, Default)]
 pub(super) struct Index {
-    node_labels: BTreeMap<String, Labels>,
+    node_labels: BTreeMap<String, LabelSet>,
     service_keys: BTreeMap<ObjectKey, TopologyKeys>,
     slice_owner: BTreeMap<ObjectKey, ObjectKey>,
     /// Sorted.
@@ -65,7 +65,7 @@ struct Indexed {
 
 impl Index {
     /// Every node's labels.
-    pub(super) fn node_labels(&self) -> &BTreeMap<String, Labels> {
+    pub(super) fn node_labels(&self) -> &BTreeMap<String, LabelSet> {
         &self.node_labels
     }
 
@@ -92,7 +92,7 @@ impl Index {
 
     /// Node `name` was upserted with `labels`: a change of its labels is owed a recomputation
     /// ([`Index::mark_node`]).
-    pub(super) fn set_node(&mut self, name: &str, labels: Labels, local: &str) {
+    pub(super) fn set_node(&mut self, name: &str, labels: LabelSet, local: &str) {
         if self.node_labels.get(name) != Some(&labels) {
             self.mark_node(name, local);
         }

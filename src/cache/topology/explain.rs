@@ -118,7 +118,7 @@ where
     };
     let mut keys = keys;
     let matching =
-        keys.find(|k| matches!((local.get(*k), remote.get(*k)), (Some(a), Some(b)) if a == b));
+        keys.find(|k| matches!((local.get(k), remote.get(k)), (Some(a), Some(b)) if a == b));
     match matching {
         Some(k) => Verdict {
             kept: true,

@@ -8,13 +8,15 @@
 //! file.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use super::{
     endpoint_states, serve_endpoints, serve_slice_v1, serve_slice_v1beta1, service_keys,
-    slice_service, Class, KeysAnnotation, Labels, Locality,
+    slice_service, Class, KeysAnnotation, Locality,
 };
+use crate::cache::collection::LabelSet;
 use crate::k8s::ObjectKey;
 
 /// A world: local node, node labels, Services and core/v1 Endpoints (upstream content).
@@ -23,7 +25,7 @@ pub(crate) struct Fixture {
     /// `--hostname`.
     pub hostname: String,
     /// Node name → labels.
-    pub nodes: BTreeMap<String, Labels>,
+    pub nodes: BTreeMap<String, LabelSet>,
     /// Service objects.
     pub services: Vec<Value>,
     /// Endpoints objects (upstream, unfiltered).
@@ -140,15 +142,19 @@ impl Fixture {
 }
 
 /// Labels from pairs.
-pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> LabelSet {
+    LabelSet::from_pairs(
+        pairs
+            .iter()
+            .map(|(k, v)| (Arc::from(*k), Arc::from(*v)))
+            .collect(),
+    )
 }
 
 /// A Node object.
-pub(crate) fn node(name: &str, labels: &Labels) -> Value {
+pub(crate) fn node(name: &str, labels: &LabelSet) -> Value {
+    let labels: serde_json::Map<String, Value> =
+        labels.iter().map(|(k, v)| (k.into(), v.into())).collect();
     json!({
         "apiVersion": "v1",
         "kind": "Node",

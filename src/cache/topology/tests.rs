@@ -475,6 +475,7 @@ fn fixture_node_objects_match_labels() {
         for obj in objects {
             let key = ObjectKey::of(&obj).expect("node has a name");
             let want = f.nodes.get(&*key.name).expect("node in map");
+            let want: BTreeMap<&str, &str> = want.iter().collect();
             assert_eq!(obj["metadata"]["labels"], json!(want), "{key}");
         }
         assert!(f.nodes.contains_key(&f.hostname));

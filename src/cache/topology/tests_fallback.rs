@@ -1,6 +1,8 @@
 //! The `*` fallback and the ordered mode (docs/SEMANTICS.md §2.1, §2.9): parsing, one case per
 //! rule, and a property test against a brute-force reference over random clusters.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::fixtures::*;
@@ -256,7 +258,7 @@ impl Rng {
 fn reference(
     value: &[&str],
     ordered: bool,
-    nodes: &BTreeMap<String, Labels>,
+    nodes: &BTreeMap<String, LabelSet>,
     local: &str,
     abnormal: &BTreeSet<String>,
     eps: &[(Option<String>, bool)],
@@ -272,7 +274,7 @@ fn reference(
             return false;
         };
         ks.iter()
-            .any(|k| l.get(*k).is_some() && l.get(*k) == n.get(*k))
+            .any(|k| l.get(k).is_some() && l.get(k) == n.get(k))
     };
     let healthy = |node: &Option<String>| !node.as_ref().is_some_and(|n| abnormal.contains(n));
     let keeps_ready = |ks: &[&str]| {
@@ -313,15 +315,15 @@ fn property_fallback_rules_against_a_brute_force_reference() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let key_pool = ["unit", "zone", "rack", "*"];
     for round in 0..4_000 {
-        let mut nodes: BTreeMap<String, Labels> = BTreeMap::new();
+        let mut nodes: BTreeMap<String, LabelSet> = BTreeMap::new();
         for i in 0..rng.below(6) {
-            let mut l = Labels::new();
+            let mut l = Vec::new();
             for k in &key_pool[..3] {
                 if rng.below(3) > 0 {
-                    l.insert(k.to_string(), format!("v{}", rng.below(2)));
+                    l.push((Arc::from(*k), Arc::from(format!("v{}", rng.below(2)))));
                 }
             }
-            nodes.insert(format!("n{i}"), l);
+            nodes.insert(format!("n{i}"), LabelSet::from_pairs(l));
         }
         let local = format!("n{}", rng.below(6));
         let abnormal: BTreeSet<String> = (0..rng.below(2))

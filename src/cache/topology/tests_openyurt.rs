@@ -145,10 +145,9 @@ fn topology_keys_takes_precedence() {
 fn pool_fixture(value: &str) -> Fixture {
     let mut f = fixture_f();
     let node = |name: &str, pool: Option<&str>| {
-        let mut l = labels(&[(HOSTNAME_LABEL, name), ("zone", "a")]);
-        if let Some(p) = pool {
-            l.insert(OPENYURT_NODEPOOL_LABEL.to_string(), p.to_string());
-        }
+        let mut pairs = vec![(HOSTNAME_LABEL, name), ("zone", "a")];
+        pairs.extend(pool.map(|p| (OPENYURT_NODEPOOL_LABEL, p)));
+        let l = labels(&pairs);
         (name.to_string(), l)
     };
     f.nodes = [
@@ -178,9 +177,8 @@ fn pruning_by_each_value() {
             "{value}"
         );
         // The local node in no pool: OpenYurt falls back to the node itself.
-        if let Some(l) = f.nodes.get_mut("h") {
-            l.remove(OPENYURT_NODEPOOL_LABEL);
-        }
+        f.nodes
+            .insert("h".into(), labels(&[(HOSTNAME_LABEL, "h"), ("zone", "a")]));
         assert_eq!(
             ips(&f.served("default", "s")),
             strs(&["10.0.0.1"]),

@@ -191,7 +191,7 @@ fn a_relay_view_keeps_every_node_whole_and_takes_their_heartbeats() {
     let nodes: Vec<Value> = fx
         .nodes
         .iter()
-        .map(|(n, l)| kubelet_node(n, l.get("zone").map(String::as_str), 1))
+        .map(|(n, l)| kubelet_node(n, l.get("zone"), 1))
         .collect();
     st.apply_list(Resource::Nodes, texts(&nodes), 0);
     st.apply_list(Resource::Services, texts(&fx.services), 0);
@@ -259,7 +259,7 @@ fn the_snapshot_holds_the_local_node_whole_and_the_others_facts() {
     let fx = fixture_f();
     let mut st = load(&fx);
     for (n, l) in &fx.nodes {
-        let node = kubelet_node(n, l.get("zone").map(String::as_str), 1);
+        let node = kubelet_node(n, l.get("zone"), 1);
         st.apply(Resource::Nodes, Change::upsert(&node), 1);
     }
     let objects = st.export().whole().expect("whole");
@@ -307,7 +307,7 @@ fn an_older_snapshot_of_whole_nodes_is_reduced_on_restore() {
     objects.nodes = fx
         .nodes
         .iter()
-        .map(|(n, l)| kubelet_node(n, l.get("zone").map(String::as_str), 1))
+        .map(|(n, l)| kubelet_node(n, l.get("zone"), 1))
         .map(|v| Arc::from(serde_json::to_vec(&v).expect("JSON")))
         .collect();
     let mut back = test_support::state(&fx.hostname, 5_000);
