@@ -139,14 +139,34 @@ pub struct Served {
     pub rv: u64,
     /// `metadata.labels`, for label selectors.
     pub labels: LabelSet,
-    /// `spec.clusterIP` (Services), for field selectors.
-    pub cluster_ip: Option<String>,
-    /// `spec.type` (Services), for field selectors.
-    pub service_type: Option<String>,
+    /// A Service's selectable `spec` fields, for field selectors; `None` for any object
+    /// without them (boxed: every object but a Service has none).
+    pub spec: Option<Box<ServiceFields>>,
     /// The form (or forms) held: changed once at most, from JSON to protobuf or to both, by the
     /// first protobuf read; immutable bytes either way, so filling it is not a change of the
     /// view (it needs no view lock, only the `Arc<Served>`).
     body: Mutex<Body>,
+}
+
+/// A Service's `spec` fields a field selector may name (docs/SEMANTICS.md §1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceFields {
+    /// `spec.clusterIP`.
+    pub cluster_ip: Option<Box<str>>,
+    /// `spec.type`.
+    pub service_type: Option<Box<str>>,
+}
+
+impl ServiceFields {
+    /// The fields of a JSON object; `None` when it has neither.
+    pub fn of(obj: &Value) -> Option<Box<ServiceFields>> {
+        let text = |p: &str| obj.pointer(p).and_then(Value::as_str).map(Box::from);
+        let fields = ServiceFields {
+            cluster_ip: text("/spec/clusterIP"),
+            service_type: text("/spec/type"),
+        };
+        (fields != ServiceFields::default()).then(|| Box::new(fields))
+    }
 }
 
 /// What a [`Served`] holds of its content.
@@ -274,19 +294,17 @@ impl Served {
     /// Builds a served object without a `Value`: its final JSON and its labels (an endpoint
     /// object, which has no selectable `spec` fields).
     pub fn from_parts(key: ObjectKey, rv: u64, bytes: Vec<u8>, labels: LabelSet) -> Served {
-        Served::new(key, rv, bytes.into(), labels, None, None)
+        Served::new(key, rv, bytes.into(), labels, None)
     }
 
     /// Builds a served object from its final JSON and that JSON's serialization.
     pub fn with_bytes(key: ObjectKey, rv: u64, value: &Value, bytes: Vec<u8>) -> Served {
-        let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_string);
         Served::new(
             key,
             rv,
             bytes.into(),
             LabelSet::of(value),
-            text("/spec/clusterIP"),
-            text("/spec/type"),
+            ServiceFields::of(value),
         )
     }
 
@@ -295,16 +313,14 @@ impl Served {
         rv: u64,
         json: Arc<[u8]>,
         labels: LabelSet,
-        cluster_ip: Option<String>,
-        service_type: Option<String>,
+        spec: Option<Box<ServiceFields>>,
     ) -> Served {
         Form::Json.count().fetch_add(1, Ordering::Relaxed);
         Served {
             key,
             rv,
             labels,
-            cluster_ip,
-            service_type,
+            spec,
             body: Mutex::new(Body::Json {
                 json,
                 protobuf: None,
@@ -317,8 +333,8 @@ impl Served {
         match name {
             "metadata.name" => Some(&self.key.name),
             "metadata.namespace" => Some(&self.key.namespace),
-            "spec.clusterIP" => self.cluster_ip.as_deref(),
-            "spec.type" => self.service_type.as_deref(),
+            "spec.clusterIP" => self.spec.as_ref()?.cluster_ip.as_deref(),
+            "spec.type" => self.spec.as_ref()?.service_type.as_deref(),
             _ => None,
         }
     }
@@ -434,8 +450,7 @@ impl Served {
                 rv,
                 json,
                 self.labels.clone(),
-                self.cluster_ip.clone(),
-                self.service_type.clone(),
+                self.spec.clone(),
             );
         }
         stamp_rv(&mut value, rv);
