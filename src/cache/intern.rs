@@ -91,6 +91,21 @@ mod tests {
     }
 
     #[test]
+    fn interned_labels_equal_the_originals_and_share_their_strings() {
+        use crate::cache::collection::LabelSet;
+        let mut names = Interner::default();
+        let node = |zone: &str| serde_json::json!({"metadata": {"labels": {"zone": zone, "kubernetes.io/os": "linux", "n": 1}}});
+        let a = LabelSet::of_interned(&node("z1"), &mut names);
+        let b = LabelSet::of(&node("z1")).interned(&mut names);
+        assert_eq!(a, LabelSet::of(&node("z1")));
+        assert_eq!(a.get("zone"), Some("z1"));
+        assert_eq!(a.len(), 2, "a value that is not a string is no label");
+        for ((ka, va), (kb, vb)) in a.pairs().zip(b.pairs()) {
+            assert!(Arc::ptr_eq(ka, kb) && Arc::ptr_eq(va, vb));
+        }
+    }
+
+    #[test]
     fn a_sweep_forgets_only_the_strings_no_one_holds() {
         let mut names = Interner::default();
         let kept = names.get("kept");
