@@ -138,7 +138,7 @@ pub fn render_cache(facts: &Facts, extras: &Extras, now_unix: u64) -> String {
     }
     let _ = writeln!(
         out,
-        "# HELP grid_wrapper_served_forms Served object versions held (the views', the relay view's and the event logs'), by the form they hold: protobuf alone (read by a protobuf client, and its protobuf form gives back its JSON byte for byte; a JSON reader gets that JSON decoded), or JSON (with its protobuf form too once a protobuf client read it)."
+        "# HELP grid_wrapper_served_forms Served object versions held (the views', the relay view's and the event logs'), by the form they hold: protobuf alone (compacted once the cache is ready, or by a first protobuf read: its protobuf form gives back its JSON byte for byte, and a JSON reader gets that JSON decoded), or JSON (not compacted yet, or with its protobuf form too when that form does not give the same JSON back)."
     );
     let _ = writeln!(out, "# TYPE grid_wrapper_served_forms gauge");
     for (form, label) in crate::cache::collection::Form::ALL {
