@@ -23,6 +23,11 @@
 //! converted, and one that is not UTF-8 is refused where Go would pass its bytes through; times beyond the years Go's `time.Time` holds without overflow are not formatted
 //! as Go would.
 //!
+//! [`decode_object_sorted`] writes the same object in the form the cache serves JSON in instead
+//! (every object's keys in byte order, strings as serde_json escapes them: [`super::sorted`]),
+//! the bytes that Go's JSON parsed into a `serde_json::Value` and serialized gives, without
+//! writing Go's text first; the same walk, decoding and errors.
+//!
 //! Unknown fields (a field number the schema does not know: a newer apiserver's field) are
 //! skipped and reported in [`Decoded::unknown`] by path and number (`spec.#30`), as the encoder
 //! reports JSON keys it does not know: a JSON client made from these bytes does not get them.
@@ -31,7 +36,7 @@
 
 use super::encode::message_of;
 use super::read::{self, PbError, Value as Wire};
-use super::{schema, Card, Field, Kind, Message, Omit};
+use super::{schema, sorted, Card, Field, Kind, Message, Omit};
 use crate::k8s::Resource;
 use std::fmt;
 
@@ -75,6 +80,9 @@ pub enum DecodeError {
     },
     /// Not the apiserver's envelope (no `k8s\0`, a content encoding, a missing object).
     Envelope(&'static str),
+    /// What [`decode_object_sorted`] leaves to the longer way (a `FieldsV1`, a map key that is
+    /// not UTF-8): Go's JSON of the object, sorted, is its form.
+    NotSorted(&'static str),
     /// A watch frame longer than the caller's bound.
     FrameTooLong {
         /// The frame's length.
@@ -93,6 +101,7 @@ impl fmt::Display for DecodeError {
             }
             DecodeError::Invalid { path, why } => write!(f, "protobuf field {path}: {why}"),
             DecodeError::Envelope(why) => write!(f, "protobuf envelope: {why}"),
+            DecodeError::NotSorted(why) => write!(f, "not written with sorted keys: {why}"),
             DecodeError::FrameTooLong { len, limit } => {
                 write!(f, "protobuf watch frame of {len} bytes, over {limit}")
             }
@@ -116,6 +125,30 @@ pub fn decode_object(
     type_meta: Option<TypeMeta<'_>>,
 ) -> Result<Decoded, DecodeError> {
     decode_message(message_of(res), msg, type_meta)
+}
+
+/// [`decode_object`]'s JSON in the form the cache serves JSON in: the bytes that parsing it
+/// into a `serde_json::Value` and serializing that give (every object's keys in byte order, a
+/// repeated map key's last value, strings and numbers as serde_json writes them; see
+/// [`super::sorted`]), written straight from the message. [`DecodeError::NotSorted`] for what it
+/// leaves to that longer way (a `FieldsV1`, a map key that is not UTF-8 or that serde_json would
+/// read as its `RawValue` token, a field named as a TypeMeta key); any other error is
+/// [`decode_object`]'s.
+pub fn decode_object_sorted(
+    res: Resource,
+    msg: &[u8],
+    type_meta: Option<TypeMeta<'_>>,
+) -> Result<Decoded, DecodeError> {
+    let msg_table = message_of(res);
+    if type_meta.is_some()
+        && msg_table
+            .fields
+            .iter()
+            .any(|f| f.json == "kind" || f.json == "apiVersion")
+    {
+        return Err(DecodeError::NotSorted("a field named as a TypeMeta key"));
+    }
+    decode_in(msg_table, msg, type_meta, false, &Keep::All, Form::Sorted)
 }
 
 /// [`decode_object`] of an upstream object as the cache keeps it: `metadata.managedFields`
@@ -191,7 +224,19 @@ fn decode_with(
     skip_managed_fields: bool,
     keep: &'static Keep,
 ) -> Result<Decoded, DecodeError> {
+    decode_in(msg, bytes, type_meta, skip_managed_fields, keep, Form::Go)
+}
+
+fn decode_in(
+    msg: &'static Message,
+    bytes: &[u8],
+    type_meta: Option<TypeMeta<'_>>,
+    skip_managed_fields: bool,
+    keep: &'static Keep,
+    form: Form,
+) -> Result<Decoded, DecodeError> {
     let mut dec = Decoder {
+        form,
         out: Vec::with_capacity(bytes.len() * 2 + 64),
         path: Vec::new(),
         unknown: Vec::new(),
@@ -210,6 +255,17 @@ fn decode_with(
 /// `ObjectMeta.managedFields`' field number.
 const MANAGED_FIELDS: u32 = 17;
 
+/// The JSON written: Go's, or the cache's ([`decode_object_sorted`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Go,
+    Sorted,
+}
+
+/// The object key by which serde_json's `Value` recognizes an embedded `RawValue` (when it is an
+/// object's first key; the cache's `sorted` refuses a text with it anywhere).
+const RAW_VALUE_TOKEN: &[u8] = b"$serde_json::private::RawValue";
+
 /// One path segment: a field's JSON name, or an element of a list or a map.
 #[derive(Clone, Copy)]
 enum Seg {
@@ -219,6 +275,8 @@ enum Seg {
 }
 
 struct Decoder<'a> {
+    /// The JSON written.
+    form: Form,
     out: Vec<u8>,
     path: Vec<Seg>,
     unknown: Vec<String>,
@@ -249,6 +307,14 @@ impl<'a> Decoder<'a> {
             }
         }
         s
+    }
+
+    /// Appends a JSON string in the form being written.
+    fn string(&mut self, s: &[u8]) {
+        match self.form {
+            Form::Go => go_string(&mut self.out, s),
+            Form::Sorted => sorted::serde_string(&mut self.out, s),
+        }
     }
 
     fn unknown_field(&mut self, number: u32) {
@@ -345,24 +411,56 @@ impl<'a> Decoder<'a> {
         }
         self.out.push(b'{');
         let mut first = true;
-        if let Some(tm) = type_meta {
-            // metav1.TypeMeta: kind, then apiVersion, each omitempty.
-            for (key, value) in [("kind", tm.kind), ("apiVersion", tm.api_version)] {
-                if !value.is_empty() {
-                    self.key(&mut first, key);
-                    go_string(&mut self.out, value.as_bytes());
+        // metav1.TypeMeta, each omitempty: kind, then apiVersion (Go's order); or, sorted,
+        // each before the first field whose name comes after it.
+        let mut type_keys: &[(&str, &str)] = &[];
+        let type_meta_keys;
+        let order = match self.form {
+            Form::Go => {
+                if let Some(tm) = type_meta {
+                    for (key, value) in [("kind", tm.kind), ("apiVersion", tm.api_version)] {
+                        if !value.is_empty() {
+                            self.key(&mut first, key);
+                            self.string(value.as_bytes());
+                        }
+                    }
                 }
+                msg.json_order
             }
-        }
-        for &i in msg.json_order {
+            Form::Sorted => {
+                if let Some(tm) = type_meta {
+                    type_meta_keys = [("apiVersion", tm.api_version), ("kind", tm.kind)];
+                    type_keys = &type_meta_keys;
+                }
+                sorted::key_order(msg)
+                    .ok_or(DecodeError::NotSorted("a message without a key order"))?
+            }
+        };
+        for &i in order {
             let Some(field) = msg.fields.get(usize::from(i)) else {
                 continue;
             };
+            while let Some(((key, value), rest)) = type_keys.split_first() {
+                if key.as_bytes() > field.json.as_bytes() {
+                    break;
+                }
+                type_keys = rest;
+                if !value.is_empty() {
+                    self.key(&mut first, key);
+                    self.string(value.as_bytes());
+                }
+            }
             self.path.push(Seg::Key(field.json));
             self.next = self.keep.field(field.json).unwrap_or(&Keep::All);
             let r = self.field(field, usize::from(i), met, &mut first);
             self.path.pop();
             r?;
+        }
+        for (key, value) in type_keys {
+            if !value.is_empty() {
+                self.key(&mut first, key);
+                self.string(value.as_bytes());
+            }
         }
         self.out.push(b'}');
         Ok(())
@@ -513,7 +611,7 @@ impl<'a> Decoder<'a> {
 
     fn write_single(&mut self, one: One<'a>) -> Result<(), DecodeError> {
         match one {
-            One::Str(s) => go_string(&mut self.out, s),
+            One::Str(s) => self.string(s),
             One::Bool(b) => self
                 .out
                 .extend_from_slice(if b { b"true" } else { b"false" }),
@@ -525,7 +623,7 @@ impl<'a> Decoder<'a> {
                 self.out.push(b'"');
             }
             // The zero Quantity is "0".
-            One::Quantity(q) => go_string(&mut self.out, q.unwrap_or(b"0")),
+            One::Quantity(q) => self.string(q.unwrap_or(b"0")),
             One::Parts(kind, parts) => match kind {
                 Kind::Message(msg) => self.message(msg, &parts, None)?,
                 Kind::IntOrString => self.int_or_string(&parts)?,
@@ -591,6 +689,15 @@ impl<'a> Decoder<'a> {
                 }
             }
             let one = self.single(kind, value.iter())?;
+            // Sorted, keys are ordered as the strings serde_json reads from Go's JSON: as the
+            // bytes only when they are UTF-8 (Go writes each invalid byte as U+FFFD).
+            if self.form == Form::Sorted
+                && (std::str::from_utf8(key).is_err() || key == RAW_VALUE_TOKEN)
+            {
+                return Err(DecodeError::NotSorted(
+                    "a map key serde_json reads otherwise",
+                ));
+            }
             entries.push((key, one));
         }
         // A stable sort keeps a repeated key's occurrences in wire order: the last one wins.
@@ -603,7 +710,7 @@ impl<'a> Decoder<'a> {
                 continue;
             }
             comma(&mut self.out, &mut first);
-            go_string(&mut self.out, key);
+            self.string(key);
             self.out.push(b':');
             self.write_single(one)?;
         }
@@ -674,7 +781,7 @@ impl<'a> Decoder<'a> {
         }
         match ty {
             0 => write_int(&mut self.out, int),
-            1 => go_string(&mut self.out, s),
+            1 => self.string(s),
             _ => return Err(self.invalid("IntOrString of an unknown type")),
         }
         Ok(())
@@ -683,6 +790,9 @@ impl<'a> Decoder<'a> {
     /// A `metav1.FieldsV1` {raw=1}: the raw JSON, compacted as Go's encoder does; `null` when
     /// empty.
     fn fields_v1(&mut self, parts: &[&'a [u8]]) -> Result<(), DecodeError> {
+        if self.form == Form::Sorted {
+            return Err(DecodeError::NotSorted("a FieldsV1"));
+        }
         let mut raw: &'a [u8] = b"";
         for part in parts {
             for f in read::fields(part) {

@@ -21,6 +21,7 @@ pub mod encode;
 pub mod envelope;
 mod json;
 pub mod read;
+mod sorted;
 #[rustfmt::skip]
 pub mod schema;
 pub mod unknown;
