@@ -460,16 +460,23 @@ impl Served {
 
 /// The JSON of a served object's protobuf form (a `res` message framed as field 2), with its
 /// `kind` and `apiVersion`, in the form the cache serves JSON in (keys sorted, as serializing a
-/// `serde_json::Value` writes them: [`crate::cache::canonical::tree::sorted`]); `None` when it does
-/// not decode.
+/// `serde_json::Value` writes them); `None` when it does not decode. Written straight in that
+/// form ([`crate::proto::decode::decode_object_sorted`]); what that leaves out, as Go's JSON
+/// made that form by [`crate::cache::canonical::tree::sorted`] (the same bytes).
 pub(crate) fn decode_framed(res: Resource, framed: &[u8]) -> Option<Vec<u8>> {
     let msg = unframe(framed)?;
     let type_meta = TypeMeta {
         api_version: res.api_version(),
         kind: res.kind(),
     };
-    let go = decode_object(res, msg, Some(type_meta)).ok()?;
-    crate::cache::canonical::tree::sorted(&go.json)
+    match crate::proto::decode::decode_object_sorted(res, msg, Some(type_meta)) {
+        Ok(sorted) => Some(sorted.json),
+        Err(crate::proto::decode::DecodeError::NotSorted(_)) => {
+            let go = decode_object(res, msg, Some(type_meta)).ok()?;
+            crate::cache::canonical::tree::sorted(&go.json)
+        }
+        Err(_) => None,
+    }
 }
 
 /// The message inside a served object's protobuf form: after its tag (field 2,
