@@ -6,10 +6,15 @@
 //! `null`: a pointer to a zero time is `null` in JSON, as in Go's, and `null` is no pointer.
 //! The object as the cache keeps it (`decode_object_kept`) is the same JSON value but for
 //! `metadata.managedFields`; a Node's facts (`NODE_FACTS`) are its name, labels and addresses.
+//! The object in the cache's form (`decode_object_sorted`) is the bytes of its JSON with its
+//! `kind` and `apiVersion` made that form by `cache::canonical::tree::sorted`, or it fails
+//! where that way fails, or it leaves the object to that way (`NotSorted`).
 #![no_main]
+use grid_wrapper::cache::canonical::tree::sorted;
 use grid_wrapper::k8s::Resource;
 use grid_wrapper::proto::decode::{
-    decode_object, decode_object_kept, decode_object_only, NODE_FACTS,
+    decode_object, decode_object_kept, decode_object_only, decode_object_sorted, DecodeError,
+    TypeMeta, NODE_FACTS,
 };
 use grid_wrapper::proto::encode::encode_object;
 use grid_wrapper::proto::envelope::{decode_frame, decode_list, event_json, unwrap_body};
@@ -72,6 +77,18 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(facts.pointer(p), want.pointer(p), "{p}");
             }
         }
+    }
+    let type_meta = Some(TypeMeta {
+        api_version: res.api_version(),
+        kind: res.kind(),
+    });
+    let old = decode_object(res, msg, type_meta)
+        .ok()
+        .and_then(|go| sorted(&go.json));
+    match decode_object_sorted(res, msg, type_meta) {
+        Ok(new) => assert_eq!(Some(new.json), old, "{res:?}"),
+        Err(DecodeError::NotSorted(_)) => {}
+        Err(e) => assert_eq!(old, None, "{res:?}: {e}"),
     }
     if let Ok(body) = unwrap_body(data) {
         let _ = decode_list(body.raw);
