@@ -9,7 +9,8 @@
 //! format back (the container runtime's CRI answers are protobuf). The other way round,
 //! [`envelope`]'s decoders take an apiserver's protobuf body, List or watch frame apart, and
 //! [`decode::decode_object`] writes an object's message as the JSON the apiserver would have
-//! sent (the same tables, plus the Go JSON order and `omitempty` rules they carry).
+//! sent (the same tables, plus the Go JSON order and `omitempty` rules they carry), or
+//! [`decode::decode_object_sorted`] the same object in the form the cache serves JSON in.
 //!
 //! The rules, from the Go types (see `scripts/gen-proto-schema.py`, which generates [`schema`]):
 //! fields go out in ascending field number; a pointer field only when present; a slice per
