@@ -21,6 +21,7 @@ use grid_wrapper::cache::topology::{self, Class, Locality, ServedBy, TopologyKey
 use grid_wrapper::handoff::Change;
 use grid_wrapper::http::request::{Limits, RequestReader};
 use grid_wrapper::k8s::Resource;
+use grid_wrapper::proto::decode::{decode_object, decode_object_sorted, TypeMeta};
 use grid_wrapper::proto::{encode_json, encode_object};
 use grid_wrapper::server::outbound::Outbound;
 use grid_wrapper::server::watch::{StreamOptions, Watcher};
@@ -564,9 +565,54 @@ fn pack_bytes(c: &mut Criterion) {
     });
 }
 
+/// A JSON LIST's copies of versions held only in protobuf (`Served::json`): 2,000 slices at S,
+/// each message made the cache's JSON, as Go's JSON then sorted
+/// (`cache::canonical::tree::sorted`), and written sorted from the message
+/// (`decode_object_sorted`, what `Served::json` does).
+fn protobuf_json(c: &mut Criterion) {
+    let res = Resource::SlicesV1;
+    let messages: Vec<Vec<u8>> = (0..SERVICES)
+        .map(|i| {
+            let framed = encode_json(res, slice_go_order(i, EPS).as_bytes()).bytes;
+            let len_bytes = framed[1..].iter().take_while(|&&b| b & 0x80 != 0).count() + 1;
+            framed[1 + len_bytes..].to_vec()
+        })
+        .collect();
+    let tm = Some(TypeMeta {
+        api_version: res.api_version(),
+        kind: res.kind(),
+    });
+    let old = |msg: &[u8]| {
+        let go = decode_object(res, msg, tm).ok()?;
+        grid_wrapper::cache::canonical::tree::sorted(&go.json)
+    };
+    let new = |msg: &[u8]| decode_object_sorted(res, msg, tm).ok().map(|d| d.json);
+    for msg in &messages {
+        assert_eq!(new(msg), old(msg));
+    }
+    c.bench_function("protobuf_json/slices_go_json_sorted_scale_S", |b| {
+        b.iter(|| {
+            messages
+                .iter()
+                .filter_map(|m| old(m))
+                .map(|j| j.len())
+                .sum::<usize>()
+        })
+    });
+    c.bench_function("protobuf_json/slices_written_sorted_scale_S", |b| {
+        b.iter(|| {
+            messages
+                .iter()
+                .filter_map(|m| new(m))
+                .map(|j| j.len())
+                .sum::<usize>()
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, watch_writer, sync, prepare_lists, split_lists, pack_bytes
+    targets = request_parse, selectors, prune, list_and_fanout, relabel, publish, watch_writer, sync, prepare_lists, split_lists, pack_bytes, protobuf_json
 }
 criterion_main!(benches);
