@@ -24,7 +24,7 @@
 //! as Go would.
 //!
 //! [`decode_object_sorted`] writes the same object in the form the cache serves JSON in instead
-//! (every object's keys in byte order, strings as serde_json escapes them: [`super::sorted`]),
+//! (every object's keys in byte order, strings as serde_json escapes them: `sorted.rs`),
 //! the bytes that Go's JSON parsed into a `serde_json::Value` and serialized gives, without
 //! writing Go's text first; the same walk, decoding and errors.
 //!
@@ -130,7 +130,7 @@ pub fn decode_object(
 /// [`decode_object`]'s JSON in the form the cache serves JSON in: the bytes that parsing it
 /// into a `serde_json::Value` and serializing that give (every object's keys in byte order, a
 /// repeated map key's last value, strings and numbers as serde_json writes them; see
-/// [`super::sorted`]), written straight from the message. [`DecodeError::NotSorted`] for what it
+/// `proto/sorted.rs`), written straight from the message. [`DecodeError::NotSorted`] for what it
 /// leaves to that longer way (a `FieldsV1`, a map key that is not UTF-8 or that serde_json would
 /// read as its `RawValue` token, a field named as a TypeMeta key); any other error is
 /// [`decode_object`]'s.
