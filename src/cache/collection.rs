@@ -127,7 +127,8 @@ pub fn admission_filtered(res: Resource) -> bool {
 
 /// One served object version: serialized once, shared by every list and watcher.
 ///
-/// It holds one form of its content once it can: its JSON until a protobuf client reads it;
+/// It holds one form of its content once it can: its JSON until it is compacted (by the
+/// compactor, [`crate::cache::compaction`], or by a first protobuf read if that comes first);
 /// then its protobuf form alone when that form decodes back to exactly the same JSON
 /// ([`Served::protobuf`]), else both. Its JSON is [`Served::json`] either way: the kept bytes,
 /// or a fresh decode of the protobuf form, the same bytes.
@@ -142,8 +143,8 @@ pub struct Served {
     /// A Service's selectable `spec` fields, for field selectors; `None` for any object
     /// without them (boxed: every object but a Service has none).
     pub spec: Option<Box<ServiceFields>>,
-    /// The form (or forms) held: changed once at most, from JSON to protobuf or to both, by the
-    /// first protobuf read; immutable bytes either way, so filling it is not a change of the
+    /// The form (or forms) held: changed once at most, from JSON to protobuf or to both, by its
+    /// compaction; immutable bytes either way, so filling it is not a change of the
     /// view (it needs no view lock, only the `Arc<Served>`).
     body: Mutex<Body>,
 }
@@ -276,7 +277,7 @@ impl Drop for Served {
     }
 }
 
-/// The body's lock: held only to read or swap pointers, or by the first protobuf reader while
+/// The body's lock: held only to read or swap pointers, or by whoever compacts it while
 /// it encodes (a second one waits for that object only). A panic under it left the body
 /// whole (it is only ever replaced at once), so a poisoned lock is taken over.
 fn lock_body(body: &Mutex<Body>) -> MutexGuard<'_, Body> {
