@@ -7,6 +7,7 @@
 //! `"`, `\` and control characters are escaped (`\b`, `\t`, `\n`, `\f`, `\r`, others as
 //! `\u00xx`), and each byte of invalid UTF-8 (which Go writes as `\ufffd`) is U+FFFD itself.
 
+use super::decode::escape_ascii;
 use super::{schema, Message};
 use std::sync::OnceLock;
 
@@ -41,8 +42,6 @@ pub(super) fn key_order(msg: &'static Message) -> Option<&'static [u8]> {
 fn address(msg: &'static Message) -> usize {
     std::ptr::from_ref(msg) as usize
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends `s` as a JSON string the way serde_json writes the string Go's JSON of it parses to
 /// (see the module's documentation).
@@ -81,22 +80,7 @@ fn escape_valid(out: &mut Vec<u8>, s: &[u8]) {
             continue;
         }
         out.extend_from_slice(&s[start..i]);
-        match b {
-            b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            _ => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ]),
-        }
+        escape_ascii(out, b);
         start = i + 1;
     }
     out.extend_from_slice(&s[start..]);
