@@ -9,7 +9,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde_json::Value;
@@ -147,6 +147,8 @@ pub struct Served {
     /// compaction; immutable bytes either way, so filling it is not a change of the
     /// view (it needs no view lock, only the `Arc<Served>`).
     body: Mutex<Body>,
+    /// A newer version (or a deletion) replaced it in a view: what the compactor skips.
+    superseded: AtomicBool,
 }
 
 /// A Service's `spec` fields a field selector may name (docs/SEMANTICS.md §1).
@@ -326,7 +328,19 @@ impl Served {
                 json,
                 protobuf: None,
             }),
+            superseded: AtomicBool::new(false),
         }
+    }
+
+    /// Marks it replaced in a view by a newer version or a deletion (it may live on in the
+    /// event log and with readers).
+    pub(crate) fn supersede(&self) {
+        self.superseded.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a newer version or a deletion replaced it in a view.
+    pub fn superseded(&self) -> bool {
+        self.superseded.load(Ordering::Relaxed)
     }
 
     /// The value of a selectable field (docs/SEMANTICS.md §1), `None` when the object has none.
@@ -771,10 +785,16 @@ impl Collection {
     ) -> Entry {
         let old = match &new {
             Some(served) => self.objects.insert(key.clone(), served.clone()),
-            None => self
-                .objects
-                .remove(key)
-                .map(|old| Arc::new(old.restamped(rv))),
+            None => self.objects.remove(key),
+        };
+        // Out of the view: what the compactor skips.
+        if let Some(old) = &old {
+            old.supersede();
+        }
+        // A deletion's event carries the old content stamped with the deletion's RV.
+        let old = match new {
+            Some(_) => old,
+            None => old.map(|old| Arc::new(old.restamped(rv))),
         };
         let entry = Entry::new(rv, old, new);
         self.log_bytes += entry_bytes(&entry);

@@ -3,12 +3,20 @@
 //! (`crate::writer::compactor`) takes them one by one, so that a version drops its JSON soon
 //! after it is published rather than on its first protobuf read, which then only shares bytes.
 //!
-//! A version is handed over weakly: one that a newer version replaced before its turn (and that
-//! no reader holds) is skipped, not kept alive by the queue. A version no one has compacted yet
-//! is served as before (its first protobuf reader compacts it).
+//! A version is handed over weakly, and one that a newer version (or a deletion) replaced
+//! before its turn is skipped: the queue keeps nothing alive, and churn costs no compaction. The
+//! versions published before the cache is ready (the sync: nearly all of them) are compacted as
+//! soon as it is; a later one only once it has lived [`SETTLE`], so that an object changing
+//! again and again (a rollout) is not encoded and checked for each short-lived version, and a
+//! JSON reader of its changes shares the kept JSON. A version no one has compacted yet is served
+//! as before (its first protobuf reader compacts it).
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How long a version published after the cache became ready lives before it is compacted.
+pub const SETTLE: Duration = Duration::from_secs(10);
 
 use super::collection::Served;
 use crate::k8s::Resource;
@@ -24,6 +32,8 @@ pub struct Compaction {
 pub struct Pending {
     res: Resource,
     served: Weak<Served>,
+    /// When it was published.
+    at: Instant,
 }
 
 /// A compaction queue: the publisher's side and the compactor's.
@@ -39,6 +49,7 @@ impl Compaction {
         let pending = Pending {
             res,
             served: Arc::downgrade(served),
+            at: Instant::now(),
         };
         // A send fails only once the compactor has stopped.
         let _ = self.queue.send(pending);
@@ -46,14 +57,25 @@ impl Compaction {
 }
 
 impl Pending {
-    /// Brings the version to its held form, unless it is gone; whether it was there.
+    /// When it is due, for a compactor that found the cache ready at `ready`: then, for a
+    /// version published before (the sync's); [`SETTLE`] after it was published, for a later
+    /// one.
+    pub fn due(&self, ready: Instant) -> Instant {
+        if self.at <= ready {
+            ready
+        } else {
+            self.at + SETTLE
+        }
+    }
+
+    /// Brings the version to its held form, unless it is gone or was replaced; whether it did.
     pub fn compact(self) -> bool {
         match self.served.upgrade() {
-            Some(served) => {
+            Some(served) if !served.superseded() => {
                 served.protobuf(self.res);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 }
@@ -97,6 +119,29 @@ mod tests {
         drop(served);
         let pending = rx.try_recv().expect("queued");
         assert!(!pending.compact());
+    }
+
+    #[test]
+    fn a_version_replaced_before_its_turn_is_skipped() {
+        let (compaction, rx) = queue();
+        let served = slice(7);
+        compaction.hand_over(Resource::SlicesV1, &served);
+        served.supersede();
+        let pending = rx.try_recv().expect("queued");
+        assert!(!pending.compact());
+        assert_eq!(served.form(), Form::Json);
+    }
+
+    #[test]
+    fn the_syncs_versions_are_due_at_readiness_later_ones_once_settled() {
+        let (compaction, rx) = queue();
+        let served = slice(7);
+        compaction.hand_over(Resource::SlicesV1, &served);
+        let pending = rx.try_recv().expect("queued");
+        let ready = pending.at + Duration::from_secs(3);
+        assert_eq!(pending.due(ready), ready, "published before readiness");
+        let ready = pending.at - Duration::from_millis(1);
+        assert_eq!(pending.due(ready), pending.at + SETTLE, "published after");
     }
 
     #[test]

@@ -4,13 +4,13 @@
 //!
 //! It starts once the cache is ready (synced, or serving a snapshot): until then the sync has
 //! the machine to itself and the versions wait in the queue (weakly: one replaced meanwhile is
-//! skipped). A client that reads in protobuf before the compactor reaches a version compacts it
+//! skipped). A version published later waits until it has lived `cache::compaction::SETTLE`. A client that reads in protobuf before the compactor reaches a version compacts it
 //! itself, as without the compactor; the two never do it twice (the version's lock).
 
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cache::compaction::Pending;
 use crate::cache::facts::SharedFacts;
@@ -30,13 +30,18 @@ pub fn spawn(
         .name("compactor".into())
         .spawn(move || {
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut ready = false;
+                let mut ready = None;
                 for one in pending {
-                    while !ready {
-                        ready = facts.load().ready;
-                        if !ready {
+                    let since = *ready.get_or_insert_with(|| {
+                        while !facts.load().ready {
                             std::thread::sleep(READY_POLL);
                         }
+                        Instant::now()
+                    });
+                    // In publishing order, so no later one is due sooner.
+                    let wait = one.due(since).saturating_duration_since(Instant::now());
+                    if !wait.is_zero() {
+                        std::thread::sleep(wait);
                     }
                     one.compact();
                 }

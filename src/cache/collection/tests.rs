@@ -229,3 +229,18 @@ fn entries_after_borrow_the_log_in_order() {
     assert_eq!(rvs(9), Err(Gone));
     assert_eq!((c.pending(12), c.pending(15), c.pending(99)), (2, 0, 0));
 }
+
+#[test]
+fn a_replaced_or_deleted_version_is_marked_superseded() {
+    let mut c = Collection::new(10);
+    let k = ObjectKey::new("", "n1");
+    let first = served("n1", 11);
+    let second = served("n1", 13);
+    c.record(&k, Some(first.clone()), 11, 0);
+    assert!(!first.superseded());
+    c.record(&k, Some(second.clone()), 13, 0);
+    assert!(first.superseded(), "replaced by a newer version");
+    assert!(!second.superseded());
+    c.record(&k, None, 15, 0);
+    assert!(second.superseded(), "deleted");
+}
