@@ -932,30 +932,6 @@ pub fn write_rfc3339(out: &mut Vec<u8>, secs: i64, micros: Option<u32>) {
     out.push(b'Z');
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// Appends the escape of the ASCII byte `b` in a JSON string, as both Go and serde_json write
-/// it: `\"`, `\\`, the short escapes of control characters that have one, `\u00xx` for any
-/// other (Go's HTML escapes of `<`, `>` and `&` included).
-pub(super) fn escape_ascii(out: &mut Vec<u8>, b: u8) {
-    match b {
-        b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
-        0x08 => out.extend_from_slice(b"\\b"),
-        0x0c => out.extend_from_slice(b"\\f"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        _ => out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(b >> 4)],
-            HEX[usize::from(b & 0xf)],
-        ]),
-    }
-}
-
 /// Appends `s` as a JSON string the way Go's `encoding/json` writes a Go string (HTML escaping
 /// on, as the apiserver's encoder has it; invalid UTF-8 as `\ufffd`, one per byte).
 pub fn go_string(out: &mut Vec<u8>, s: &[u8]) {
@@ -970,7 +946,7 @@ pub fn go_string(out: &mut Vec<u8>, s: &[u8]) {
                 continue;
             }
             out.extend_from_slice(&s[start..i]);
-            escape_ascii(out, b);
+            sorted::escape_ascii(out, b);
             i += 1;
             start = i;
             continue;
@@ -1022,8 +998,8 @@ fn compact_json(out: &mut Vec<u8>, raw: &[u8]) {
             } else if b == b'"' {
                 in_string = false;
             } else if matches!(b, b'<' | b'>' | b'&') {
-                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)]]);
-                out.push(HEX[usize::from(b & 0xf)]);
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', sorted::HEX[usize::from(b >> 4)]]);
+                out.push(sorted::HEX[usize::from(b & 0xf)]);
                 continue;
             } else if b == 0xe2 && raw.get(i) == Some(&0x80) {
                 if let Some(&last @ (0xa8 | 0xa9)) = raw.get(i + 1) {

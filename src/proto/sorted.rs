@@ -7,7 +7,6 @@
 //! `"`, `\` and control characters are escaped (`\b`, `\t`, `\n`, `\f`, `\r`, others as
 //! `\u00xx`), and each byte of invalid UTF-8 (which Go writes as `\ufffd`) is U+FFFD itself.
 
-use super::decode::escape_ascii;
 use super::{schema, Message};
 use std::sync::OnceLock;
 
@@ -84,6 +83,30 @@ fn escape_valid(out: &mut Vec<u8>, s: &[u8]) {
         start = i + 1;
     }
     out.extend_from_slice(&s[start..]);
+}
+
+pub(super) const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends the escape of the ASCII byte `b` in a JSON string, as both Go and serde_json write
+/// it: `\"`, `\\`, the short escapes of control characters that have one, `\u00xx` for any
+/// other (Go's HTML escapes of `<`, `>` and `&` included).
+pub(super) fn escape_ascii(out: &mut Vec<u8>, b: u8) {
+    match b {
+        b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        _ => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 0xf)],
+        ]),
+    }
 }
 
 #[cfg(test)]
